@@ -1,0 +1,33 @@
+# The two commands of the README, plus helpers. Every target sets up .venv first (no-op when ready).
+SHELL := /bin/bash
+VENV  := .venv
+BIN   := $(VENV)/bin
+export PATH := $(abspath $(BIN)):$(PATH)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: main test env repro report dvc-yaml bench
+
+env:
+	@scripts/setup-env.sh
+
+## main: every registered pipeline at default params (Prefect embedded, MLflow SQLite, DVC local cache)
+main: env
+	paperflows run all
+	paperflows report
+
+## test: the whole test suite
+test: env
+	python -m pytest -q
+
+repro: env
+	dvc repro
+
+report: env
+	paperflows report
+
+dvc-yaml: env
+	paperflows dvc-yaml
+
+bench: env
+	python benchmarks/orchestration_overhead.py

@@ -1,0 +1,128 @@
+"""Artifact I/O with atomic writes.
+
+Every writer here writes to a temporary file in the destination folder and renames it into place,
+so a killed process never leaves a half-written file under the final name. Formats follow the
+project contract: tensors and weights as safetensors, tables as Parquet, metrics as JSON. Nothing
+is ever read back with pickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from safetensors.torch import load_file, save_file
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The temporary file lives in the same folder, so the final ``os.replace`` is atomic on POSIX.
+    On any exception the temporary file is removed and ``path`` is left as it was.
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _jsonable(value: Any) -> Any:
+    """Convert numpy/torch scalars and arrays to plain JSON types; NaN/inf become None."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return _jsonable(value.detach().cpu().tolist())
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return value
+
+
+def save_json(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """Write ``obj`` as indented, key-sorted JSON (numpy/torch values converted)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(_jsonable(obj), indent=2, sort_keys=True) + "\n")
+    return Path(path)
+
+
+def load_json(path: str | os.PathLike[str]) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"expected a JSON file at {p}")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{p}: not valid JSON ({err})") from err
+
+
+def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
+                 metadata: Mapping[str, str] | None = None) -> Path:
+    """Write a flat ``name -> tensor`` mapping as safetensors (tensors made contiguous on CPU)."""
+    clean = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    with atomic_path(path) as tmp:
+        save_file(clean, str(tmp), metadata=dict(metadata) if metadata else None)
+    return Path(path)
+
+
+def load_tensors(path: str | os.PathLike[str], device: str = "cpu") -> dict[str, torch.Tensor]:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"expected a safetensors file at {p}")
+    return load_file(str(p), device=device)
+
+
+def save_table(rows: list[Mapping[str, Any]] | pa.Table, path: str | os.PathLike[str]) -> Path:
+    """Write rows (a list of dicts with the same keys) or an Arrow table as Parquet."""
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist([_jsonable(r) for r in rows])
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return Path(path)
+
+
+def load_table(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"expected a Parquet file at {p}")
+    return pq.read_table(p).to_pylist()
+
+
+def save_text(text: str, path: str | os.PathLike[str]) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:
+    """Save a matplotlib figure as PNG atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,200 @@
+"""The ``paperflows`` command line (also ``python -m pipelines``).
+
+    paperflows list                          the registered pipelines and their stages
+    paperflows run <slug>|all [--set k=v]    run through Prefect (embedded), tracked in MLflow
+    paperflows stage <slug> <stage>          one stage, no Prefect start-up (what dvc.yaml calls)
+    paperflows dvc-yaml [--check]            regenerate dvc.yaml, or fail if it drifted
+    paperflows report [--json]               one table of every pipeline's claims
+
+Exit codes: 0 success; 1 a run failed (or dvc.yaml drifted with --check); 2 bad command line,
+parameters or inputs, detected before any work started and with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported with exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep one message format
+        self.print_usage(sys.stderr)
+        print(f"paperflows: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="paperflows", description="ICLR 2025 methods as Prefect + DVC + MLflow pipelines")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="list the registered pipelines")
+    run = sub.add_parser("run", help="run pipelines through Prefect (embedded server), tracked in MLflow")
+    run.add_argument("target", help="a pipeline slug, or 'all'")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a parameter (dotted key, YAML value); with 'all', prefix the slug: "
+                          "knots.lora.r=8")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    stage = sub.add_parser("stage", help="run one stage at the params.yaml values (used by dvc.yaml)")
+    stage.add_argument("slug")
+    stage.add_argument("stage")
+    dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage declarations")
+    dvc.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from the declarations")
+    rep = sub.add_parser("report", help="one table over all pipelines: the claim, holds or not, the numbers")
+    rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------
+def cmd_list(_: argparse.Namespace) -> int:
+    from pipelines import registry
+
+    for p in registry.all_pipelines():
+        print(f"{p.slug:<14} {p.title} (arXiv {p.arxiv})")
+        print(f"{'':<14} stages: {' -> '.join(s.name for s in p.stages)}")
+    return EXIT_OK
+
+
+def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
+    """Validate every requested pipeline's parameters before anything runs."""
+    from pipelines import registry
+    from pipelines.params import load_section, parse_override
+    from pipelines.settings import load_settings
+
+    settings = load_settings()
+    slugs = registry.slugs() if target == "all" else [target]
+    for slug in slugs:
+        registry.get(slug)  # raises UnknownPipelineError
+    parsed = [parse_override(o) for o in overrides]
+    per_slug: dict[str, list[tuple[str, Any]]] = {s: [] for s in slugs}
+    for key, value in parsed:
+        if target == "all":
+            head, _, rest = key.partition(".")
+            if head not in per_slug or not rest:
+                raise UsageError(f"--set {key}: with 'all', keys start with a pipeline slug "
+                                 f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0]")
+            per_slug[head].append((rest, value))
+        else:
+            per_slug[target].append((key, value))
+    return {s: load_section(registry.get(s).params_model, s, settings.params_file, per_slug[s]) for s in slugs}
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    resolved = _resolve_run_params(args.target, args.overrides)
+    from pipelines.settings import pin_environment
+
+    pin_environment()
+    from pipelines import flows
+
+    failures = []
+    results = []
+    for slug, params in resolved.items():
+        started = time.perf_counter()
+        print(f"== {slug}: running through Prefect ==", flush=True)
+        try:
+            result = flows.FLOWS[slug](params=params)
+        except Exception as err:  # one failed paper does not stop the others
+            failures.append(slug)
+            print(f"== {slug}: FAILED after {time.perf_counter() - started:.1f}s: {err}", file=sys.stderr)
+            continue
+        results.append(result)
+        print(f"== {slug}: done in {result['seconds']:.1f}s -> {result['root']} ({result['dvc']})")
+        for claim in result["claims"]:
+            print(f"   [{'holds' if claim['holds'] else 'does not hold'}] {claim['claim']}: {claim['evidence']}")
+    if failures:
+        print(f"failed: {', '.join(failures)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    from pipelines import registry
+    from pipelines.params import load_section
+    from pipelines.runtime import StageContext, check_inputs, output_lock, run_stage
+    from pipelines.settings import load_settings, pin_environment
+
+    pipeline = registry.get(args.slug)
+    names = [s.name for s in pipeline.stages]
+    if args.stage not in names:
+        raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(names)}")
+    stage = pipeline.stage(args.stage)
+    settings = load_settings()
+    params = load_section(pipeline.params_model, pipeline.slug, settings.params_file)
+    root = settings.workspace(pipeline.slug)
+    check_inputs(pipeline, stage, root)
+    pin_environment(settings)
+    from pipelines.tracking import Tracker, run_tags
+
+    tracker = Tracker(settings, pipeline.slug)
+    ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker)
+    with output_lock(settings, root):
+        result = run_stage(ctx, None, run_tags(settings, "dvc"))
+    print(f"{pipeline.dvc_name(stage)}: done in {result['seconds']:.1f}s")
+    return EXIT_OK
+
+
+def cmd_dvc_yaml(args: argparse.Namespace) -> int:
+    from pipelines import dvcgen, registry
+    from pipelines.settings import load_settings
+
+    settings = load_settings()
+    text = dvcgen.render(registry.all_pipelines())
+    current = settings.dvc_file.read_text() if settings.dvc_file.is_file() else ""
+    if args.check:
+        if current != text:
+            print(f"{settings.dvc_file} differs from the stage declarations; run `paperflows dvc-yaml`",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{settings.dvc_file} matches the stage declarations")
+        return EXIT_OK
+    from components.io import save_text
+
+    save_text(text, settings.dvc_file)
+    print(f"wrote {settings.dvc_file}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipelines import registry
+    from pipelines.report import claims_table, latest_report, markdown_table
+    from pipelines.settings import load_settings
+
+    settings = load_settings()
+    found = {p.slug: latest_report(settings, p.slug, p.report) for p in registry.all_pipelines()}
+    rows = claims_table(found, settings.root)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(markdown_table(["slug", "claim", "holds", "numbers", "source"], rows))
+    return EXIT_OK
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pipelines.params import ParamsError
+    from pipelines.registry import UnknownPipelineError
+    from pipelines.runtime import RunLockedError, StageInputError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, ParamsError, UnknownPipelineError, StageInputError, RunLockedError) as err:
+        print(f"paperflows: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("paperflows: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Parameters: one pydantic model per pipeline, one ``params.yaml`` section per slug.
+
+The same model is the Prefect flow's parameter (the UI renders it as a form with the field
+descriptions and bounds), the schema that validates ``params.yaml`` and ``--set`` overrides, and the
+source of the DVC ``params:`` keys. Unknown keys, wrong types and out-of-range values are errors that
+name the key, raised before any work starts.
+
+Paper scale is one switch: ``scale: paper`` replaces every value that is still at its CPU default by
+the value the paper (or its official code) uses, as listed in the model's ``PAPER_SCALE`` with its
+source in ``PAPER_SOURCE``. Values the user changed explicitly are kept.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ParamsError(ValueError):
+    """Bad parameters: the message names the key, the value and what was expected."""
+
+
+class Section(BaseModel):
+    """A group of parameters: no unknown keys, immutable once validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class PipelineParams(Section):
+    """Base of every pipeline's parameter model."""
+
+    scale: Literal["cpu", "paper"] = Field(
+        "cpu",
+        description="'cpu' runs the laptop-sized defaults; 'paper' switches every value still at its "
+        "CPU default to the paper's setting (see PAPER_SCALE in the pipeline module).",
+    )
+    seeds: list[int] = Field(
+        default_factory=lambda: [0, 1, 2],
+        min_length=1,
+        max_length=20,
+        description="Seeds of the repeated experiment; claims are evaluated over all of them.",
+    )
+
+    PAPER_SCALE: ClassVar[dict[str, Any]] = {}
+    PAPER_SOURCE: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_paper_scale(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("scale") != "paper" or not cls.PAPER_SCALE:
+            return data
+        defaults = _cpu_defaults(cls)
+        data = copy.deepcopy(data)
+        for dotted, paper_value in cls.PAPER_SCALE.items():
+            current = _get(data, dotted, _MISSING)
+            if current is _MISSING or current == _get(defaults, dotted, _MISSING):
+                _set(data, dotted, paper_value)
+        return data
+
+
+_MISSING = object()
+
+
+def _cpu_defaults(cls: type[PipelineParams]) -> dict[str, Any]:
+    return cls(scale="cpu").model_dump()
+
+
+def _get(tree: Any, dotted: str, default: Any) -> Any:
+    node = tree
+    for part in dotted.split("."):
+        if isinstance(node, BaseModel):
+            node = node.model_dump()
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node.model_dump() if isinstance(node, BaseModel) else node
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if isinstance(child, BaseModel):
+            child = child.model_dump()
+        if not isinstance(child, dict):
+            child = {}
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def describe_error(err: ValidationError, prefix: str) -> str:
+    """One line per problem, each naming the dotted key, e.g. ``knots.lora.r: ...``."""
+    lines = []
+    for item in err.errors():
+        loc = ".".join(str(p) for p in item["loc"])
+        key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
+        got = item.get("input")
+        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{key}: {item['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def validate(model: type[PipelineParams], data: dict[str, Any], prefix: str) -> PipelineParams:
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ParamsError(describe_error(err, prefix)) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key.sub=value`` → (``key.sub``, YAML-parsed value). ``lr=1e-3`` gives a float, ``seeds=[0,1]`` a list."""
+    if "=" not in text:
+        raise ParamsError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part.isidentifier() for part in key.split(".")):
+        raise ParamsError(f"--set {text!r}: {key!r} is not a parameter name")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ParamsError(f"--set {key}: cannot parse value {raw!r} ({err})") from None
+    return key, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[tuple[str, Any]], model: type[PipelineParams],
+                    prefix: str) -> dict[str, Any]:
+    """Apply dotted overrides, refusing keys the model does not have (checked before validation so
+    a typo is reported as unknown, not silently nested)."""
+    out = copy.deepcopy(data)
+    for key, value in overrides:
+        _check_key_exists(model, key, prefix)
+        _set(out, key, value)
+    return out
+
+
+def _check_key_exists(model: type[BaseModel], dotted: str, prefix: str) -> None:
+    current: Any = model
+    walked = []
+    for part in dotted.split("."):
+        walked.append(part)
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            known = ", ".join(sorted(fields)) if fields else "(no sub-keys)"
+            raise ParamsError(f"{prefix}.{'.'.join(walked)}: unknown parameter; known keys here: {known}")
+        annotation = fields[part].annotation
+        current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def read_params_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ParamsError(f"{path}: parameters file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping of slug -> parameters, got {type(data).__name__}")
+    return data
+
+
+def load_section(model: type[PipelineParams], slug: str, path: Path,
+                 overrides: list[tuple[str, Any]] = ()) -> PipelineParams:
+    """Read ``slug``'s section of ``path``, apply overrides, validate. Raises :class:`ParamsError`."""
+    data = read_params_file(path)
+    if slug not in data:
+        raise ParamsError(f"{path}: no section '{slug}'")
+    section = data[slug] or {}
+    if not isinstance(section, dict):
+        raise ParamsError(f"{path}: section '{slug}' must be a mapping")
+    section = apply_overrides(section, list(overrides), model, slug)
+    return validate(model, section, slug)
+
+
+def to_yaml_section(params: BaseModel) -> dict[str, Any]:
+    return params.model_dump(mode="json")
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (lists kept as values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat

@@ -1,0 +1,350 @@
+"""The stage contract: one declaration per stage → Prefect task, DVC stage and MLflow child run.
+
+A :class:`Stage` names the function that does the work, the parameter groups it reads, the files it
+reads (``deps``) and writes (``outs``, ``metrics``, ``plots``), and the source folders it depends on.
+From that one declaration:
+
+* :mod:`pipelines.dvcgen` writes the DVC stage (``cmd: paperflows stage <slug> <stage>``);
+* :mod:`pipelines.flows` wraps :func:`run_stage` into a Prefect task inside the paper's flow;
+* :func:`run_stage` opens the MLflow child run, checks the inputs exist before the work starts,
+  checks every declared output was written afterwards, and logs metrics, plots, tables and weights.
+
+Stages pass paths, never objects. All paths are relative to the run's output root: the DVC workspace
+``outputs/<slug>/`` for runs at the ``params.yaml`` defaults, ``runs/<slug>/<run>/`` otherwise, so a run
+with edited parameters never overwrites what DVC tracks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from components.io import load_json, save_json
+from pipelines.params import PipelineParams, flatten
+from pipelines.settings import Settings
+
+
+class StageInputError(RuntimeError):
+    """A stage's declared input is missing or malformed (raised before the stage's work starts)."""
+
+
+class StageOutputError(RuntimeError):
+    """A stage finished without writing one of its declared outputs."""
+
+
+class RunLockedError(RuntimeError):
+    """Another process is writing the same output folder."""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A DVC plot: a CSV/JSON data file with x/y columns, or a PNG image (x/y left empty)."""
+
+    path: str
+    x: str | None = None
+    y: str | None = None
+    title: str | None = None
+    template: str | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a paper. Paths are relative to the run's output root; a path ending in '/' is a folder."""
+
+    name: str
+    run: Callable[[StageContext], None]
+    params: tuple[str, ...] = ()
+    deps: tuple[str, ...] = ()
+    outs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    plots: tuple[Plot, ...] = ()
+    code: tuple[str, ...] = ()
+
+    @property
+    def doc(self) -> str:
+        return (self.run.__doc__ or "").strip().splitlines()[0] if self.run.__doc__ else ""
+
+    def written(self) -> tuple[str, ...]:
+        return self.outs + self.metrics + tuple(p.path for p in self.plots)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A paper: its parameter model and its stages in paper order (the last one writes the report)."""
+
+    slug: str
+    title: str
+    arxiv: str
+    claim: str
+    params_model: type[PipelineParams]
+    stages: tuple[Stage, ...]
+    module_file: str
+    report: str = "report.json"
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.slug}: duplicate stage names in {names}")
+        fields = set(self.params_model.model_fields)
+        produced: dict[str, str] = {}
+        for stage in self.stages:
+            unknown = [p for p in stage.params if p not in fields]
+            if unknown:
+                raise ValueError(f"{self.slug}.{stage.name}: params {unknown} are not fields of "
+                                 f"{self.params_model.__name__}")
+            for dep in stage.deps:
+                if not any(_covers(out, dep) for out in produced):
+                    raise ValueError(f"{self.slug}.{stage.name}: dep '{dep}' is not written by an earlier stage")
+            for out in stage.written():
+                if out in produced:
+                    raise ValueError(f"{self.slug}: '{out}' written by both {produced[out]} and {stage.name}")
+                produced[out] = stage.name
+        if self.report not in produced:
+            raise ValueError(f"{self.slug}: no stage writes the report '{self.report}'")
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def dvc_name(self, stage: Stage) -> str:
+        """The report stage is named after the slug, so ``dvc repro <slug>`` runs the whole paper."""
+        return self.slug if stage is self.stages[-1] else f"{self.slug}-{stage.name}"
+
+    def stage_params(self, stage: Stage) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(("scale", *stage.params)))
+
+
+def _covers(out: str, path: str) -> bool:
+    return out == path or (out.endswith("/") and path.startswith(out))
+
+
+# --------------------------------------------------------------------------------------------------
+# running one stage
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class StageContext:
+    """What a stage function gets: its params, its declared paths, and logging hooks."""
+
+    pipeline: Pipeline
+    stage: Stage
+    params: PipelineParams
+    root: Path
+    tracker: Any = None               # pipelines.tracking.Tracker, or None for untracked runs
+    run_ids: tuple[str, ...] = ()     # child run first, then the parent run (metrics go to both)
+    progress: bool = True
+    _step_offsets: dict[str, int] = field(default_factory=dict)
+
+    def path(self, rel: str) -> Path:
+        """Absolute path of a declared dep or output; an undeclared path is a programming error."""
+        declared = self.stage.deps + self.stage.written()
+        if not any(_covers(d, rel) for d in declared):
+            raise KeyError(f"{self.pipeline.slug}.{self.stage.name}: '{rel}' is not declared in deps/outs")
+        target = self.root / rel
+        if not rel.endswith("/") and rel in self.stage.written():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        elif rel.endswith("/") and rel in self.stage.written():
+            target.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if self.tracker is None:
+            return
+        for run_id in self.run_ids:
+            self.tracker.log_metrics(run_id, metrics, step=step)
+
+    def metric_callback(self, prefix: str) -> Callable[[int, dict[str, float]], None]:
+        """A ``callback(step, metrics)`` for the training loop that logs ``<prefix>/<name>`` curves."""
+
+        def _log(step: int, metrics: dict[str, float]) -> None:
+            self.log_metrics({f"{prefix}/{k}": v for k, v in metrics.items() if k != "step"}, step=step)
+
+        return _log
+
+
+def check_inputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
+    for dep in stage.deps:
+        target = root / dep
+        if not target.exists():
+            producer = next((s.name for s in pipeline.stages if any(_covers(o, dep) for o in s.written())), "?")
+            raise StageInputError(
+                f"{pipeline.slug}.{stage.name}: input {target} is missing; it is written by stage "
+                f"'{producer}' (run `paperflows stage {pipeline.slug} {producer}` or `dvc repro "
+                f"{pipeline.dvc_name(pipeline.stage(producer)) if producer != '?' else pipeline.slug}`)")
+
+
+def check_outputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
+    missing = [p for p in stage.written() if not (root / p).exists()]
+    if missing:
+        raise StageOutputError(f"{pipeline.slug}.{stage.name}: finished without writing declared "
+                               f"output(s) {missing} under {root}")
+
+
+def _numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            out.update(_numeric_leaves(v, f"{prefix}{k}/" if prefix or k else ""))
+    elif isinstance(tree, (int, float)) and not isinstance(tree, bool):
+        out[prefix.rstrip("/")] = float(tree)
+    return out
+
+
+def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: dict[str, str] | None = None
+              ) -> dict[str, Any]:
+    """Run one stage with its MLflow child run; returns ``{"stage", "seconds", "metrics"}``."""
+    pipeline, stage, root = ctx.pipeline, ctx.stage, ctx.root
+    check_inputs(pipeline, stage, root)
+    tracker = ctx.tracker
+    child = None
+    if tracker is not None:
+        tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {})}
+        child = tracker.start(f"{pipeline.slug}.{stage.name}", tags, parent_id=parent_run_id)
+        ctx.run_ids = (child,) + ((parent_run_id,) if parent_run_id else ())
+        dumped = ctx.params.model_dump(mode="json")
+        tracker.log_params(child, flatten({k: dumped[k] for k in pipeline.stage_params(stage)}))
+    started = time.perf_counter()
+    ok = False
+    try:
+        stage.run(ctx)
+        check_outputs(pipeline, stage, root)
+        ok = True
+    except BaseException:
+        if tracker is not None and child is not None:
+            tracker.set_tags(child, {"paperflows.error": traceback.format_exc(limit=3)[-4000:]})
+        raise
+    finally:
+        seconds = time.perf_counter() - started
+        if tracker is not None and child is not None:
+            tracker.log_metrics(child, {"stage_seconds": seconds})
+            if ok:
+                _log_stage_files(ctx, child)
+            tracker.end(child, ok)
+    metrics: dict[str, float] = {}
+    for rel in stage.metrics:
+        path = root / rel
+        if path.suffix == ".json":
+            metrics.update(_numeric_leaves(load_json(path)))
+    if tracker is not None and parent_run_id and metrics:
+        tracker.log_metrics(parent_run_id, {f"{stage.name}/{k}": v for k, v in metrics.items()})
+    return {"stage": stage.name, "seconds": seconds, "metrics": metrics}
+
+
+def _log_stage_files(ctx: StageContext, run_id: str) -> None:
+    from pipelines.tracking import artifact_folder
+
+    tracker, root = ctx.tracker, ctx.root
+    metrics: dict[str, float] = {}
+    for rel in ctx.stage.metrics:
+        path = root / rel
+        if path.suffix == ".json":
+            metrics.update(_numeric_leaves(load_json(path)))
+        tracker.log_artifact(run_id, path, "metrics")
+    if metrics:
+        tracker.log_metrics(run_id, metrics)
+    for plot in ctx.stage.plots:
+        tracker.log_artifact(run_id, root / plot.path, "plots")
+    for rel in ctx.stage.outs:
+        path = root / rel
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            if f.stat().st_size <= 256 * 2**20:
+                tracker.log_artifact(run_id, f, artifact_folder(f))
+
+
+# --------------------------------------------------------------------------------------------------
+# running a whole pipeline
+# --------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def output_lock(settings: Settings, root: Path) -> Iterator[None]:
+    """Refuse to let two processes write the same output folder at once."""
+    lock_dir = settings.root / ".paperflows" / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    rel = str(root.resolve().relative_to(settings.root.resolve())) if root.resolve().is_relative_to(
+        settings.root.resolve()) else str(root.resolve())
+    lock_path = lock_dir / (rel.replace("/", "__") + ".lock")
+    with open(lock_path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLockedError(f"another run is writing {root}; wait for it to finish") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def new_run_folder(settings: Settings, slug: str, run_name: str | None = None) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    name = f"{stamp}-{run_name}" if run_name else stamp
+    folder = settings.runs(slug) / name
+    suffix = 1
+    while folder.exists():
+        folder = settings.runs(slug) / f"{name}-{suffix}"
+        suffix += 1
+    return folder
+
+
+@dataclass
+class RunSummary:
+    slug: str
+    root: Path
+    run_id: str | None
+    seconds: float
+    stages: list[dict[str, Any]]
+    report: dict[str, Any]
+    workspace: bool
+
+
+StageRunner = Callable[[StageContext, str | None, dict[str, str]], dict[str, Any]]
+
+
+def execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root: Path, *,
+            entry: str, tags: dict[str, str] | None = None, tracker: Any = None,
+            stage_runner: StageRunner = run_stage, progress: bool = True,
+            workspace: bool = False) -> RunSummary:
+    """Run every stage of ``pipeline`` into ``root`` under one MLflow parent run."""
+    started = time.perf_counter()
+    root.mkdir(parents=True, exist_ok=True)
+    parent = None
+    entry_tags = {"paperflows.entry": entry}
+    if tracker is not None:
+        parent = tracker.start(f"{pipeline.slug}", {**(tags or {}), "paperflows.output_root": str(root)})
+        tracker.log_params(parent, flatten(params.model_dump(mode="json")))
+    ok = False
+    stages: list[dict[str, Any]] = []
+    try:
+        save_json({"slug": pipeline.slug, "entry": entry, "params": params.model_dump(mode="json"),
+                   "mlflow_run_id": parent, "started": datetime.now(timezone.utc).isoformat()},
+                  root / "run.json")
+        for stage in pipeline.stages:
+            ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
+                               progress=progress)
+            stages.append(stage_runner(ctx, parent, {**entry_tags, **(tags or {})}))
+        report = load_json(root / pipeline.report)
+        ok = True
+    finally:
+        seconds = time.perf_counter() - started
+        if tracker is not None and parent is not None:
+            tracker.log_metrics(parent, {"pipeline_seconds": seconds})
+            if ok:
+                for name in (pipeline.report, Path(pipeline.report).with_suffix(".md").as_posix()):
+                    tracker.log_artifact(parent, root / name, "tables")
+            tracker.end(parent, ok)
+    return RunSummary(slug=pipeline.slug, root=root, run_id=parent, seconds=seconds, stages=stages,
+                      report=report, workspace=workspace)
+
+
+def summary_json(summary: RunSummary) -> str:
+    return json.dumps({"slug": summary.slug, "root": str(summary.root), "mlflow_run_id": summary.run_id,
+                       "seconds": round(summary.seconds, 2), "workspace": summary.workspace,
+                       "claims": summary.report.get("claims", [])}, indent=2)

@@ -1,0 +1,153 @@
+"""The stage contract on a toy two-stage pipeline: declarations, MLflow runs, input/output checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from pydantic import Field
+
+from components.io import load_json, save_json
+from pipelines import dvcgen
+from pipelines.params import ParamsError, PipelineParams, Section, load_section, validate
+from pipelines.report import Claim, Report
+from pipelines.runtime import (Pipeline, Plot, Stage, StageContext, StageInputError, StageOutputError,
+                               execute, run_stage)
+from pipelines.settings import Settings
+from pipelines.tracking import Tracker
+
+
+class ToyModel(Section):
+    width: int = Field(4, ge=1, le=64, description="width")
+
+
+class ToyParams(PipelineParams):
+    model: ToyModel = Field(default_factory=ToyModel, description="model")
+    rate: float = Field(0.5, gt=0, le=1, description="rate")
+    PAPER_SCALE = {"model.width": 32, "rate": 0.9}
+
+
+def _make(ctx: StageContext) -> None:
+    """Write numbers."""
+    save_json({"values": [ctx.params.rate * i for i in range(ctx.params.model.width)]}, ctx.path("numbers.json"))
+    ctx.log_metrics({"made": 1.0}, step=1)
+
+
+def _score(ctx: StageContext) -> None:
+    """Score numbers and report."""
+    values = load_json(ctx.path("numbers.json"))["values"]
+    total = sum(values)
+    save_json({"total": total}, ctx.path("metrics.json"))
+    (ctx.path("curve.csv")).write_text("step,value\n" + "\n".join(f"{i},{v}" for i, v in enumerate(values)))
+    Report(slug="toy", title="Toy", columns=["method", "total"], rows=[{"method": "toy", "total": total}],
+           claims=[Claim("total positive", total > 0, f"total={total}", {"total": total})]
+           ).save(ctx.path("report.json"))
+
+
+def toy_pipeline(score=_score) -> Pipeline:
+    return Pipeline(
+        slug="toy", title="Toy", arxiv="0000.00000", claim="total positive", params_model=ToyParams,
+        module_file="pipelines/toy.py",
+        stages=(
+            Stage("make", _make, params=("model", "rate"), outs=("numbers.json",)),
+            Stage("score", score, deps=("numbers.json",), outs=("report.json", "report.md"),
+                  metrics=("metrics.json",), plots=(Plot("curve.csv", x="step", y="value"),)),
+        ),
+    )
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> Settings:
+    return Settings(root=tmp_path, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                    artifact_root=tmp_path / "mlruns", prefect_home=tmp_path / "prefect")
+
+
+def test_execute_logs_parent_and_child_runs(settings: Settings) -> None:
+    pipeline = toy_pipeline()
+    tracker = Tracker(settings, "toy")
+    summary = execute(pipeline, ToyParams(), settings, settings.workspace("toy"), entry="test", tracker=tracker)
+    assert summary.report["claims"][0]["holds"] is True
+    client = MlflowClient(settings.tracking_uri)
+    runs = client.search_runs([tracker.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == summary.run_id]
+    assert len(parents) == 1 and {r.data.tags["paperflows.stage"] for r in children} == {"make", "score"}
+    assert parents[0].data.params["model.width"] == "4"
+    assert parents[0].data.metrics["score/total"] == pytest.approx(0.5 * 6)
+    assert all(r.info.status == "FINISHED" for r in runs)
+    score_child = next(r for r in children if r.data.tags["paperflows.stage"] == "score")
+    logged = {a.path for a in client.list_artifacts(score_child.info.run_id)}
+    assert {"metrics", "plots", "tables"} <= logged
+
+
+def test_missing_input_fails_before_the_stage_runs(settings: Settings) -> None:
+    pipeline = toy_pipeline()
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stage("score"), params=ToyParams(),
+                       root=settings.workspace("toy"))
+    with pytest.raises(StageInputError, match="numbers.json.*written by stage 'make'"):
+        run_stage(ctx)
+    assert not (settings.workspace("toy") / "metrics.json").exists()
+
+
+def test_stage_that_skips_a_declared_output_fails_and_marks_run_failed(settings: Settings) -> None:
+    def lazy(ctx: StageContext) -> None:
+        save_json({"total": 1}, ctx.path("metrics.json"))
+
+    pipeline = toy_pipeline(score=lazy)
+    tracker = Tracker(settings, "toy")
+    with pytest.raises(StageOutputError, match="report.json"):
+        execute(pipeline, ToyParams(), settings, settings.workspace("toy"), entry="test", tracker=tracker)
+    statuses = {r.info.status for r in MlflowClient(settings.tracking_uri).search_runs([tracker.experiment_id])}
+    assert statuses == {"FINISHED", "FAILED"}  # make finished; score and the parent failed
+
+
+def test_undeclared_path_is_refused(settings: Settings) -> None:
+    pipeline = toy_pipeline()
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stage("make"), params=ToyParams(), root=settings.root)
+    with pytest.raises(KeyError, match="not declared"):
+        ctx.path("elsewhere.json")
+
+
+def test_declaration_errors_are_caught_at_definition() -> None:
+    with pytest.raises(ValueError, match="not written by an earlier stage"):
+        Pipeline(slug="bad", title="", arxiv="", claim="", params_model=ToyParams, module_file="x.py",
+                 stages=(Stage("a", _score, deps=("numbers.json",), outs=("report.json",)),))
+    with pytest.raises(ValueError, match="not fields"):
+        Pipeline(slug="bad", title="", arxiv="", claim="", params_model=ToyParams, module_file="x.py",
+                 stages=(Stage("a", _make, params=("nope",), outs=("report.json",)),))
+
+
+def test_dvc_entry_comes_from_the_declaration() -> None:
+    entries = dvcgen.build([toy_pipeline()])["stages"]
+    assert list(entries) == ["toy-make", "toy"]
+    score = entries["toy"]
+    assert score["cmd"] == "paperflows stage toy score"
+    assert "outputs/toy/numbers.json" in score["deps"] and "pipelines/toy.py" in score["deps"]
+    assert score["params"] == ["toy.scale"]
+    assert score["metrics"] == [{"outputs/toy/metrics.json": {"cache": False}}]
+    assert score["plots"] == [{"outputs/toy/curve.csv": {"x": "step", "y": "value"}}]
+    assert entries["toy-make"]["params"] == ["toy.scale", "toy.model", "toy.rate"]
+
+
+# params ------------------------------------------------------------------------------------------
+def test_unknown_and_bad_params_name_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ParamsError, match=r"toy\.model\.widht"):
+        validate(ToyParams, {"model": {"widht": 3}}, "toy")
+    with pytest.raises(ParamsError, match=r"toy\.rate.*less than or equal to 1"):
+        validate(ToyParams, {"rate": 3}, "toy")
+    with pytest.raises(ParamsError, match=r"toy\.model\.width.*integer"):
+        validate(ToyParams, {"model": {"width": "wide"}}, "toy")
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text("toy:\n  rate: 0.25\n")
+    with pytest.raises(ParamsError, match=r"toy\.model\.depth: unknown parameter"):
+        load_section(ToyParams, "toy", params_file, [("model.depth", 2)])
+    assert load_section(ToyParams, "toy", params_file, [("model.width", 8)]).model.width == 8
+
+
+def test_paper_scale_switches_defaults_but_keeps_explicit_values() -> None:
+    paper = validate(ToyParams, {"scale": "paper"}, "toy")
+    assert (paper.model.width, paper.rate) == (32, 0.9)
+    mixed = validate(ToyParams, {"scale": "paper", "rate": 0.1}, "toy")
+    assert (mixed.model.width, mixed.rate) == (32, 0.1)
+    assert validate(ToyParams, {}, "toy").model.width == 4
