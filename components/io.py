@@ -24,6 +24,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_current_umask()  # what open() would give; mkstemp alone gives 0600
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
@@ -36,6 +45,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    os.chmod(tmp, _FILE_MODE)
     try:
         yield tmp
         os.replace(tmp, final)

@@ -1,0 +1,51 @@
+"""Model merging: task-vector mergers (TA, TIES, DARE-TIES) and KnOTS joint-SVD alignment of LoRAs."""
+
+from components.merging.knots import (
+    ALIGN_METHODS,
+    SINGULAR_VALUE_TOL,
+    TaskVectorSpace,
+    baseline_merge,
+    knots_align,
+    knots_merge,
+    knots_space,
+    original_space,
+    subspace_alignment,
+)
+from components.merging.task_vectors import (
+    MERGERS,
+    PAPER_DEFAULTS,
+    MergeConfig,
+    dare_drop,
+    dare_ties,
+    disjoint_merge,
+    elect_sign,
+    get_merger,
+    sign_conflict_rate,
+    task_arithmetic,
+    ties,
+    trim_top_k,
+)
+
+__all__ = [
+    "ALIGN_METHODS",
+    "MERGERS",
+    "PAPER_DEFAULTS",
+    "SINGULAR_VALUE_TOL",
+    "MergeConfig",
+    "TaskVectorSpace",
+    "baseline_merge",
+    "dare_drop",
+    "dare_ties",
+    "disjoint_merge",
+    "elect_sign",
+    "get_merger",
+    "knots_align",
+    "knots_merge",
+    "knots_space",
+    "original_space",
+    "sign_conflict_rate",
+    "subspace_alignment",
+    "task_arithmetic",
+    "ties",
+    "trim_top_k",
+]

@@ -1,0 +1,86 @@
+"""Procedural shape families (determinism, normalisation, geometry) and the PC15k reader."""
+
+import numpy as np
+import pytest
+import torch
+
+from components.data.shapes import SHAPE_FAMILIES, read_pc15k, sample_shapes
+
+
+@pytest.mark.parametrize("category", sorted(SHAPE_FAMILIES))
+def test_every_family_samples_normalised_clouds(category):
+    x = sample_shapes(category, n_shapes=3, n_points=64, seed=0)
+    assert x.shape == (3, 64, 3) and x.dtype == torch.float32
+    torch.testing.assert_close(x.mean(dim=1), torch.zeros(3, 3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(x.flatten(1).std(dim=1, correction=0), torch.ones(3), atol=1e-5, rtol=0)
+
+
+def test_deterministic_given_seed():
+    a = sample_shapes("torus", 4, 32, seed=11)
+    assert torch.equal(a, sample_shapes("torus", 4, 32, seed=11))
+    assert not torch.allclose(a, sample_shapes("torus", 4, 32, seed=12))
+    assert not torch.allclose(a[0], a[1])  # instances differ from each other
+
+
+def test_geometry_in_mesh_units():
+    cyl = sample_shapes("cylinder", 5, 200, seed=1, normalization="none")
+    radial = cyl[..., :2].norm(dim=-1)
+    assert float(radial.max()) <= 0.8 + 1e-5  # radius ~ U[0.3, 0.8]
+    assert float(cyl[..., 2].abs().max()) <= 1.0 + 1e-5  # height ~ U[0.8, 2.0], centred
+    ell = sample_shapes("ellipsoid", 2, 500, seed=2, normalization="none")
+    assert float(ell.norm(dim=-1).max()) <= 1.5 + 1e-5 and float(ell.norm(dim=-1).min()) >= 0.5 - 1e-2
+    tor = sample_shapes("torus", 2, 500, seed=3, normalization="none")
+    ring = tor[..., :2].norm(dim=-1)
+    assert float(ring.min()) > 0.8 - 0.45 - 1e-5  # the hole: no point closer than R - r to the axis
+
+
+def test_dataset_normalisation_and_errors():
+    x = sample_shapes("chair", 3, 40, seed=4, normalization="dataset")
+    torch.testing.assert_close(x.reshape(-1, 3).mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+    assert float(x.std(correction=0)) == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ValueError, match="unknown shape category"):
+        sample_shapes("teapot", 1, 8, seed=0)
+    with pytest.raises(ValueError, match="unknown normalization"):
+        sample_shapes("torus", 1, 8, seed=0, normalization="minmax")
+
+
+def _write_fake_pc15k(root, synset="03001627", split="train", n_files=3, n_rows=50):
+    folder = root / synset / split
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    arrays = []
+    for k in range(n_files):
+        arr = rng.normal(size=(n_rows, 3)).astype(np.float32)
+        np.save(folder / f"shape_{k:03d}.npy", arr)
+        arrays.append(arr)
+    return folder, arrays
+
+
+def test_read_pc15k_subsamples_real_rows(tmp_path):
+    _, arrays = _write_fake_pc15k(tmp_path)
+    x = read_pc15k(tmp_path, "chair", "train", n_points=16, seed=0, normalization="none")
+    assert x.shape == (3, 16, 3) and x.dtype == torch.float32
+    for k in range(3):
+        rows = {tuple(r) for r in arrays[k].tolist()}
+        picked = [tuple(r) for r in x[k].tolist()]
+        assert all(p in rows for p in picked) and len(set(picked)) == 16
+    assert torch.equal(x, read_pc15k(tmp_path, "chair", "train", 16, seed=0, normalization="none"))
+    assert read_pc15k(tmp_path, "03001627", "train", 16, seed=0, max_shapes=2).shape == (2, 16, 3)
+    normed = read_pc15k(tmp_path, "chair", "train", 16, seed=0)
+    torch.testing.assert_close(normed.mean(1), torch.zeros(3, 3), atol=1e-5, rtol=0)
+
+
+def test_read_pc15k_errors_name_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "02691156" / "test")):
+        read_pc15k(tmp_path, "airplane", "test", 8, seed=0)
+    with pytest.raises(ValueError, match="unknown PC15k category"):
+        read_pc15k(tmp_path, "sofa", "train", 8, seed=0)
+    (tmp_path / "02958343" / "val").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no .npy files"):
+        read_pc15k(tmp_path, "car", "val", 8, seed=0)
+    folder, _ = _write_fake_pc15k(tmp_path)
+    np.save(folder / "shape_bad.npy", np.zeros((50, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match="shape_bad.npy"):
+        read_pc15k(tmp_path, "chair", "train", 8, seed=0)
+    with pytest.raises(ValueError, match=r"K >= 100"):
+        read_pc15k(tmp_path, "chair", "train", 100, seed=0, max_shapes=1)

@@ -1,0 +1,42 @@
+"""Atomic artifact writes: a failed write leaves the old file and no temporary behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from components.io import atomic_path, load_json, load_table, load_tensors, save_json, save_table, save_tensors
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
+    target = tmp_path / "m.json"
+    save_json({"a": 1}, target)
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("{half")
+            raise RuntimeError("killed mid-write")
+    assert load_json(target) == {"a": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_round_trips_and_json_conversion(tmp_path: Path) -> None:
+    save_json({"x": np.float32(1.5), "t": torch.tensor([1, 2]), "nan": float("nan")}, tmp_path / "a.json")
+    assert load_json(tmp_path / "a.json") == {"x": 1.5, "t": [1, 2], "nan": None}
+    tensors = {"w": torch.arange(6.0).reshape(2, 3)}
+    save_tensors(tensors, tmp_path / "w.safetensors")
+    assert torch.equal(load_tensors(tmp_path / "w.safetensors")["w"], tensors["w"])
+    save_table([{"m": "a", "v": 1.0}, {"m": "b", "v": 2.0}], tmp_path / "t.parquet")
+    assert load_table(tmp_path / "t.parquet")[1] == {"m": "b", "v": 2.0}
+    assert (tmp_path / "t.parquet").stat().st_mode & 0o044  # readable by others, like a normal file
+
+
+def test_missing_and_malformed_files_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nope.safetensors"):
+        load_tensors(tmp_path / "nope.safetensors")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="bad.json"):
+        load_json(bad)
