@@ -45,9 +45,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    os.chmod(tmp, _FILE_MODE)
     try:
         yield tmp
+        os.chmod(tmp, _FILE_MODE)  # after the write: some writers (safetensors) recreate the file
         os.replace(tmp, final)
     finally:
         if tmp.exists():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -92,6 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipelines.settings import pin_environment
 
     pin_environment()
+    if args.no_progress:
+        os.environ["PAPERFLOWS_PROGRESS"] = "0"
     from pipelines import flows
 
     failures = []

@@ -13,6 +13,7 @@ at import time); ``python -m pipelines`` does that.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,8 +80,9 @@ def publish_report(pipeline: Pipeline, summary: RunSummary) -> None:
         create_markdown_artifact(markdown=md_path.read_text(), key=_artifact_key(pipeline.slug, "report"))
 
 
-def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams, progress: bool = True) -> dict[str, Any]:
+def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str, Any]:
     settings = load_settings()
+    progress = os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0"
     logger = get_run_logger()
     root, workspace = resolve_root(pipeline, params, settings, flow_run.get_name())
     logger.info("%s: writing to %s (%s)", pipeline.slug, root,
@@ -119,6 +121,8 @@ def build_flow(pipeline: Pipeline):
     def paper_flow(params: Params = defaults) -> dict[str, Any]:  # type: ignore[valid-type]
         return run_pipeline_in_flow(pipeline, params)
 
+    # real classes, not the strings of postponed annotations: Prefect builds the form schema from them
+    paper_flow.__annotations__ = {"params": Params, "return": dict[str, Any]}
     paper_flow.__name__ = f"{pipeline.slug}_flow"
     paper_flow.__qualname__ = paper_flow.__name__
     paper_flow.__doc__ = f"{pipeline.title} (arXiv {pipeline.arxiv}).\n\nClaim checked: {pipeline.claim}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import time
 import traceback
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from components.io import load_json, save_json
+from components.training import seed_everything
 from pipelines.params import PipelineParams, flatten
 from pipelines.settings import Settings
 
@@ -189,6 +191,23 @@ def check_outputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
                                f"output(s) {missing} under {root}")
 
 
+def stage_seed(slug: str, stage: str) -> int:
+    """A fixed seed per stage, derived from its name."""
+    return int.from_bytes(hashlib.sha256(f"{slug}:{stage}".encode()).digest()[:4], "little")
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of a file, or of a folder's relative names and contents (first 16 hex digits)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        digest.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+        with open(f, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
 def _numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
     if isinstance(tree, dict):
@@ -207,11 +226,15 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     tracker = ctx.tracker
     child = None
     if tracker is not None:
-        tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {})}
+        tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {}),
+                **{f"deps.{dep.rstrip('/')}": content_hash(root / dep) for dep in stage.deps}}
         child = tracker.start(f"{pipeline.slug}.{stage.name}", tags, parent_id=parent_run_id)
         ctx.run_ids = (child,) + ((parent_run_id,) if parent_run_id else ())
         dumped = ctx.params.model_dump(mode="json")
         tracker.log_params(child, flatten({k: dumped[k] for k in pipeline.stage_params(stage)}))
+    # every stage starts from the same RNG state whatever ran before it in this process, so a stage run
+    # by `dvc repro` (own process) and by the Prefect flow (after other stages) computes the same thing
+    seed_everything(stage_seed(pipeline.slug, stage.name))
     started = time.perf_counter()
     ok = False
     try:

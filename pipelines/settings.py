@@ -92,4 +92,5 @@ def pin_environment(settings: Settings | None = None) -> Settings:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # Prefect does not create it
     return s

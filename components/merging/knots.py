@@ -26,7 +26,7 @@ from torch import Tensor
 from components.merging.task_vectors import MergeConfig, get_merger
 
 SINGULAR_VALUE_TOL = 1e-5  # absolute threshold of the KnOTS code
-ALIGN_METHODS = ("factored", "full")
+ALIGN_METHODS = ("auto", "factored", "full")
 
 Factors = Sequence[Tensor]  # one task's (B [O, r], A [r, I]) pair
 
@@ -83,7 +83,16 @@ def _align_factored(pairs: list[tuple[Tensor, Tensor]], tol: float) -> tuple[Ten
     return q_b @ u_core, torch.stack(blocks)
 
 
-def knots_align(factors: Sequence[Factors], method: str = "factored",
+def choose_align_method(factors: Sequence[Factors]) -> str:
+    """"factored" when the summed LoRA rank is below min(O, nI) (the O x nI matrix is never formed),
+    else "full" (the factors are no smaller than the matrix)."""
+    pairs = _unpack_factors(factors)
+    total_rank = sum(b.shape[1] for b, _ in pairs)
+    out_dim, in_dim = pairs[0][0].shape[0], pairs[0][1].shape[1]
+    return "factored" if total_rank < min(out_dim, len(pairs) * in_dim) else "full"
+
+
+def knots_align(factors: Sequence[Factors], method: str = "auto",
                 tol: float = SINGULAR_VALUE_TOL) -> tuple[Tensor, Tensor]:
     """Jointly align one layer's n task updates dW_t = B_t A_t into a shared basis.
 
@@ -91,13 +100,16 @@ def knots_align(factors: Sequence[Factors], method: str = "factored",
       U [O, k] with orthonormal columns and R [n, k, I] with dW_t = U @ R[t],
     where U S V^T is the thin SVD of M = [dW_1 | ... | dW_n] with singular values <= ``tol`` dropped
     (k = their count) and R_t = S V_t^T.
-    method="full" forms M (O x nI) and takes its SVD. method="factored" (default, cheaper when
+    method="auto" (default) picks "factored" where it is cheaper (:func:`choose_align_method`).
+    method="full" forms M (O x nI) and takes its SVD. method="factored" (cheaper when
     sum_t r_t << min(O, nI)) takes QRs of Bcat = [B_1 ... B_n] (O x nr) and of each A_t^T (I x r_t),
     then the SVD of the nr x nr core R_b blockdiag(R_At^T); both give the same U R_t and S (singular
     vectors only up to sign/rotation within repeated singular values).
     """
     if method not in ALIGN_METHODS:
         raise ValueError(f"knots_align method must be one of {ALIGN_METHODS}, got {method!r}")
+    if method == "auto":
+        method = choose_align_method(factors)
     pairs = [(b.detach().to(torch.float64), a.detach().to(torch.float64))
              for b, a in _unpack_factors(factors)]
     return (_align_factored if method == "factored" else _align_full)(pairs, tol)
@@ -168,7 +180,7 @@ def _out_dtype(pairs: list[tuple[Tensor, Tensor]]) -> torch.dtype:
 
 
 def knots_space(layer_factors: Mapping[str, Sequence[Factors]], scale: float = 1.0,
-                align_method: str = "factored", tol: float = SINGULAR_VALUE_TOL) -> TaskVectorSpace:
+                align_method: str = "auto", tol: float = SINGULAR_VALUE_TOL) -> TaskVectorSpace:
     """Aligned task vectors: per layer (U, R) = knots_align([(scale B_t, A_t)]), R_t flattened over layers.
 
     layer_factors: {layer: [(B_t [O, r], A_t [r, I]) for each task t]}, same task order in every layer.
@@ -196,7 +208,7 @@ def original_space(layer_factors: Mapping[str, Sequence[Factors]],
 
 def knots_merge(layer_factors: Mapping[str, Sequence[Factors]], method: str, cfg: MergeConfig, *,
                 scale: float = 1.0, generator: torch.Generator | None = None,
-                align_method: str = "factored") -> dict[str, Tensor]:
+                align_method: str = "auto") -> dict[str, Tensor]:
     """KnOTS-<method>: align every layer, merge the flattened R_t globally, return {layer: U R_merged}.
 
     layer_factors: {layer: [(B_t [O, r], A_t [r, I])] * n}; method: a ``MERGERS`` key; scale: alpha/r.

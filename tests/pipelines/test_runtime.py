@@ -79,6 +79,7 @@ def test_execute_logs_parent_and_child_runs(settings: Settings) -> None:
     score_child = next(r for r in children if r.data.tags["paperflows.stage"] == "score")
     logged = {a.path for a in client.list_artifacts(score_child.info.run_id)}
     assert {"metrics", "plots", "tables"} <= logged
+    assert len(score_child.data.tags["deps.numbers.json"]) == 16  # content hash of the input it read
 
 
 def test_missing_input_fails_before_the_stage_runs(settings: Settings) -> None:
@@ -124,6 +125,7 @@ def test_dvc_entry_comes_from_the_declaration() -> None:
     score = entries["toy"]
     assert score["cmd"] == "paperflows stage toy score"
     assert "outputs/toy/numbers.json" in score["deps"] and "pipelines/toy.py" in score["deps"]
+    assert "pipelines/runtime.py" in score["deps"]
     assert score["params"] == ["toy.scale"]
     assert score["metrics"] == [{"outputs/toy/metrics.json": {"cache": False}}]
     assert score["plots"] == [{"outputs/toy/curve.csv": {"x": "step", "y": "value"}}]

@@ -135,3 +135,18 @@ def test_sign_conflicts_differ_between_spaces():
     before = sign_conflict_rate(original_space(factors).vectors, top_k=20.0)
     after = sign_conflict_rate(knots_space(factors).vectors, top_k=20.0)
     assert 0.0 <= before <= 1.0 and 0.0 <= after <= 1.0 and before != after
+
+
+def test_auto_uses_the_factored_svd_only_where_it_is_cheaper() -> None:
+    from components.merging.knots import choose_align_method
+
+    gen = torch.Generator().manual_seed(3)
+    f64 = {"generator": gen, "dtype": torch.float64}
+    low_rank = [(torch.randn(64, 2, **f64), torch.randn(2, 48, **f64)) for _ in range(3)]
+    full_rank = [(torch.randn(4, 8, **f64), torch.randn(8, 6, **f64)) for _ in range(3)]
+    assert choose_align_method(low_rank) == "factored"    # 6 < min(64, 144)
+    assert choose_align_method(full_rank) == "full"       # 24 >= min(4, 18)
+    for factors in (low_rank, full_rank):
+        u, r = knots_align(factors, method="auto")
+        for t, (b, a) in enumerate(factors):
+            assert torch.allclose(u @ r[t], b @ a, atol=1e-10)

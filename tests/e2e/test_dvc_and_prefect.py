@@ -1,0 +1,90 @@
+"""Both entry points on a fresh copy of the repository: `dvc repro` twice, the Prefect flow at the
+params.yaml values, and a Prefect run with edited parameters that must leave DVC's outputs alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import clone_repo
+from tests.pipelines.test_knots import TINY as KNOTS_TINY
+from tests.pipelines.test_nsot import TINY as NSOT_TINY
+
+TIMING_WORDS = ("seconds", "_ms")
+
+
+def _merge(base: dict, update: dict) -> dict:
+    out = dict(base)
+    for key, value in update.items():
+        out[key] = _merge(base[key], value) if isinstance(value, dict) else value
+    return out
+
+
+def _run(cmd: list[str], repo: Path) -> subprocess.CompletedProcess[str]:
+    bin_dir = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_HOME"))}
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    result = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{cmd} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def _deterministic_metrics(repo: Path) -> dict[str, object]:
+    found = {}
+    for path in sorted((repo / "outputs").rglob("metrics/*.json")):
+        def strip(tree):
+            if isinstance(tree, dict):
+                return {k: strip(v) for k, v in tree.items() if not any(w in k for w in TIMING_WORDS)}
+            return tree
+        found[str(path.relative_to(repo))] = strip(json.loads(path.read_text()))
+    return found
+
+
+def _tree_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.slow
+def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
+    repo = clone_repo(tmp_path / "repo")
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["knots"] = _merge(params["knots"], KNOTS_TINY)
+    params["nsot"] = _merge(params["nsot"], NSOT_TINY)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    first = _run(["dvc", "repro", "knots", "nsot"], repo)
+    assert "Running stage 'knots-prepare'" in first.stdout and "Running stage 'nsot-ot_precompute'" in first.stdout
+    assert (repo / "dvc.lock").is_file() and (repo / "outputs/knots/report.json").is_file()
+    by_dvc = _deterministic_metrics(repo)
+    assert set(by_dvc) >= {"outputs/knots/metrics/merge.json", "outputs/nsot/metrics/eval.json"}
+
+    second = _run(["dvc", "repro"], repo)
+    assert "Running stage" not in second.stdout, second.stdout
+
+    # the Prefect flow at the params.yaml values: the same metrics, recorded for DVC (nothing left to redo)
+    _run([sys.executable, "-m", "pipelines", "run", "all", "--no-progress"], repo)
+    assert _deterministic_metrics(repo) == by_dvc
+    status = _run(["dvc", "status"], repo)
+    assert "up to date" in status.stdout, status.stdout
+
+    # edited parameters: a run folder of its own; DVC-tracked outputs untouched
+    before = _tree_hash(repo / "outputs")
+    _run([sys.executable, "-m", "pipelines", "run", "knots", "--set", "seeds=[1]", "--no-progress"], repo)
+    assert _tree_hash(repo / "outputs") == before
+    runs = list((repo / "runs" / "knots").glob("*/report.json"))
+    assert len(runs) == 1 and json.loads((runs[0].parent / "run.json").read_text())["params"]["seeds"] == [1]
+    assert "up to date" in _run(["dvc", "status"], repo).stdout
+
+    report = _run([sys.executable, "-m", "pipelines", "report"], repo).stdout
+    assert "knots" in report and "nsot" in report and "runs/knots/" in report
