@@ -22,12 +22,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from components.data.shapes import SHAPE_FAMILIES, read_pc15k, sample_shapes
+from components.data.shapes import PC15K_SYNSETS, SHAPE_FAMILIES, read_pc15k, sample_shapes
 from components.generative import couple, flow_matching_loss, sample, sample_time
 from components.io import load_json, load_table, load_tensors, save_figure, save_json, save_table, save_tensors
 from components.metrics.pointcloud import pairwise_chamfer, point_cloud_metrics
@@ -63,6 +64,19 @@ class DataParams(Section):
         if unknown:
             raise ValueError(f"unknown categories {unknown}; expected any of {sorted(SHAPE_FAMILIES)}")
         return value
+
+
+    @model_validator(mode="after")
+    def _real_data_exists(self) -> "DataParams":
+        if self.pc15k_root:
+            folder = Path(self.pc15k_root) / PC15K_SYNSETS[self.pc15k_category]
+            missing = [split for split in ("train", "test") if not (folder / split).is_dir()]
+            if missing:
+                raise ValueError(f"pc15k_root: expected {folder}/{{train,test}}/*.npy (ShapeNetCore.v2.PC15k "
+                                 f"layout); missing {missing}")
+        if self.superset_points < self.n_points:
+            raise ValueError(f"superset_points ({self.superset_points}) must be >= n_points ({self.n_points})")
+        return self
 
 
 class OTParams(Section):
@@ -135,9 +149,6 @@ def _procedural(data: DataParams, n_shapes: int, seed: int) -> torch.Tensor:
 def prepare(ctx: StageContext) -> None:
     """Sample training supersets (M points per shape) and test clouds (N points)."""
     data = ctx.params.data
-    if data.superset_points < data.n_points:
-        raise ValueError(f"nsot.data.superset_points ({data.superset_points}) must be >= "
-                         f"nsot.data.n_points ({data.n_points})")
     if data.pc15k_root:
         train = read_pc15k(data.pc15k_root, data.pc15k_category, "train", data.superset_points, data.seed,
                            max_shapes=data.n_train)

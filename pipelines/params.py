@@ -177,10 +177,6 @@ def load_section(model: type[PipelineParams], slug: str, path: Path,
     return validate(model, section, slug)
 
 
-def to_yaml_section(params: BaseModel) -> dict[str, Any]:
-    return params.model_dump(mode="json")
-
-
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (lists kept as values)."""
     flat: dict[str, Any] = {}

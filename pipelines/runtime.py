@@ -34,6 +34,9 @@ from pipelines.params import PipelineParams, flatten
 from pipelines.settings import Settings
 
 
+MAX_ARTIFACT_BYTES = 256 * 2**20  # larger outputs stay in DVC's cache only
+
+
 class StageInputError(RuntimeError):
     """A stage's declared input is missing or malformed (raised before the stage's work starts)."""
 
@@ -237,9 +240,13 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     seed_everything(stage_seed(pipeline.slug, stage.name))
     started = time.perf_counter()
     ok = False
+    metrics: dict[str, float] = {}
     try:
         stage.run(ctx)
         check_outputs(pipeline, stage, root)
+        for rel in stage.metrics:
+            if rel.endswith(".json"):
+                metrics.update(_numeric_leaves(load_json(root / rel)))
         ok = True
     except BaseException:
         if tracker is not None and child is not None:
@@ -248,39 +255,29 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     finally:
         seconds = time.perf_counter() - started
         if tracker is not None and child is not None:
-            tracker.log_metrics(child, {"stage_seconds": seconds})
+            tracker.log_metrics(child, {"stage_seconds": seconds, **(metrics if ok else {})})
             if ok:
                 _log_stage_files(ctx, child)
             tracker.end(child, ok)
-    metrics: dict[str, float] = {}
-    for rel in stage.metrics:
-        path = root / rel
-        if path.suffix == ".json":
-            metrics.update(_numeric_leaves(load_json(path)))
     if tracker is not None and parent_run_id and metrics:
         tracker.log_metrics(parent_run_id, {f"{stage.name}/{k}": v for k, v in metrics.items()})
     return {"stage": stage.name, "seconds": seconds, "metrics": metrics}
 
 
 def _log_stage_files(ctx: StageContext, run_id: str) -> None:
+    """Metric files, plots, tables and weights of a finished stage, as artifacts of its run."""
     from pipelines.tracking import artifact_folder
 
     tracker, root = ctx.tracker, ctx.root
-    metrics: dict[str, float] = {}
     for rel in ctx.stage.metrics:
-        path = root / rel
-        if path.suffix == ".json":
-            metrics.update(_numeric_leaves(load_json(path)))
-        tracker.log_artifact(run_id, path, "metrics")
-    if metrics:
-        tracker.log_metrics(run_id, metrics)
+        tracker.log_artifact(run_id, root / rel, "metrics")
     for plot in ctx.stage.plots:
         tracker.log_artifact(run_id, root / plot.path, "plots")
     for rel in ctx.stage.outs:
         path = root / rel
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for f in files:
-            if f.stat().st_size <= 256 * 2**20:
+            if f.stat().st_size <= MAX_ARTIFACT_BYTES:
                 tracker.log_artifact(run_id, f, artifact_folder(f))
 
 

@@ -10,6 +10,7 @@ server, an MLflow tracking server or another output disk (settings only, no code
 | MLFLOW_TRACKING_URI      | ``sqlite:///<root>/mlflow.db``             |
 | PAPERFLOWS_MLFLOW_ARTIFACTS | ``<root>/mlruns`` (used only with a local SQLite store) |
 | PREFECT_HOME             | ``<root>/.paperflows/prefect``             |
+| PAPERFLOWS_PROGRESS      | ``1``; ``0`` hides the training progress bars |
 """
 
 from __future__ import annotations

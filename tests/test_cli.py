@@ -72,3 +72,9 @@ def test_list_and_dvc_yaml_check(root: Path) -> None:
 def test_report_without_runs_says_so(root: Path) -> None:
     result = paperflows("report", root=root)
     assert result.returncode == 0 and "(no run yet)" in result.stdout
+
+
+def test_missing_real_data_folder_is_refused_before_work(root: Path) -> None:
+    result = paperflows("run", "nsot", "--set", f"data.pc15k_root={root / 'nowhere'}", root=root)
+    assert result.returncode == 2 and "nsot.data: Value error, pc15k_root: expected" in result.stderr
+    assert "02691156" in result.stderr and _written(root) == []
