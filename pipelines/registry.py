@@ -11,6 +11,8 @@ from pipelines.runtime import Pipeline
 PIPELINE_MODULES: dict[str, str] = {
     "knots": "pipelines.knots",
     "nsot": "pipelines.nsot",
+    "hrf": "pipelines.hrf",
+    "oc_flow": "pipelines.oc_flow",
 }
 
 

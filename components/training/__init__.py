@@ -3,6 +3,6 @@ with AdamW, warmup, gradient clipping, bf16 autocast on CUDA, metric callbacks, 
 pickle-free checkpoints that resume bit-exactly on CPU. Every paper trains through `fit`;
 see `components.training.loop` for the loop and `components.training._checkpoint` for the files."""
 
-from components.training.loop import TrainConfig, TrainResult, fit, seed_everything, select_device
+from components.training.loop import TrainConfig, TrainResult, fit, seed_everything, select_device, torch_threads
 
-__all__ = ["TrainConfig", "TrainResult", "fit", "seed_everything", "select_device"]
+__all__ = ["TrainConfig", "TrainResult", "fit", "seed_everything", "select_device", "torch_threads"]

@@ -172,6 +172,27 @@ def select_device(preference: str = "auto") -> torch.device:
     return torch.device(preference)
 
 
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Run a block with ``n`` torch intra-op threads, restoring the previous count afterwards.
+
+    Small models on small batches gain nothing from intra-op threads and, on a busy 2-core machine,
+    can stall on them (a 3,000-step MLP run measured 7 s with one thread, 153 s with two).
+    ``None`` leaves the setting alone.
+    """
+    if n is None:
+        yield
+        return
+    if not _is_int(n) or n < 1:
+        raise ValueError(f"thread count must be an int >= 1, got {n!r}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def seed_everything(seed: int) -> torch.Generator:
     """Seed python's ``random``, numpy's global RNG and torch (CPU and all CUDA devices).
 

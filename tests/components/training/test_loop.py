@@ -311,3 +311,15 @@ def test_cuda_bf16_step(tmp_path: Path) -> None:
     fit(resumed, loss, regression_batches, TrainConfig(steps=1, device="cuda", progress=False),
         checkpoint_dir=tmp_path)
     assert torch.equal(resumed.weight, model.weight)
+
+
+def test_torch_threads_sets_and_restores_the_count():
+    from components.training import torch_threads
+
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="thread count"):
+        with torch_threads(0):
+            pass

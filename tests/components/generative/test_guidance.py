@@ -1,0 +1,146 @@
+"""Guidance methods: the OC-Flow costate gradient against finite differences (Euclidean and SO(3)),
+known answers on a zero field, FlowGrad = OC-Flow at gamma = 0, and SO(3) guidance staying on the group."""
+
+import pytest
+import torch
+
+from components.generative.guidance import (
+    GUIDANCE,
+    GuidanceConfig,
+    control_energy,
+    costates,
+    guide,
+    objective,
+    oc_gradient,
+    rollout,
+)
+from components.generative.so3 import (
+    exp_map,
+    geodesic_distance,
+    orthogonality_error,
+    random_rotations,
+)
+from components.models.velocity_mlp import VelocityMLP, VelocityMLPConfig
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _mlp(in_dim: int, out_dim: int | None = None) -> VelocityMLP:
+    torch.manual_seed(0)
+    return VelocityMLP(VelocityMLPConfig(in_dim=in_dim, out_dim=out_dim, hidden=16, depth=2, time_dim=8)).double()
+
+
+def _finite_difference(fn, u: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    grad = torch.zeros_like(u)
+    flat, out = u.reshape(-1), grad.reshape(-1)
+    for i in range(flat.numel()):
+        plus, minus = flat.clone(), flat.clone()
+        plus[i] += eps
+        minus[i] -= eps
+        out[i] = (fn(plus.view_as(u)) - fn(minus.view_as(u))) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.3])
+def test_oc_gradient_matches_finite_differences_euclidean(gamma):
+    model = _mlp(2)
+    gen = torch.Generator().manual_seed(1)
+    x0 = torch.randn(3, 2, generator=gen, dtype=torch.float64)
+    controls = 0.5 * torch.randn(5, 3, 2, generator=gen, dtype=torch.float64)
+    target = torch.tensor([1.0, -0.5], dtype=torch.float64)
+    reward = lambda x: -(x - target).pow(2).sum(-1)
+    cfg = GuidanceConfig(n_steps=5, gamma=gamma)
+    with torch.no_grad():
+        fd = _finite_difference(lambda u: float(objective(model, x0, u, reward, cfg)), controls)
+    torch.testing.assert_close(oc_gradient(model, x0, controls, reward, cfg), fd, atol=1e-7, rtol=1e-6)
+
+
+def test_oc_gradient_matches_finite_differences_so3():
+    net = _mlp(9, 3)
+    field = lambda r, t: net(r, t)
+    gen = torch.Generator().manual_seed(2)
+    r0, target = random_rotations(2, gen), random_rotations(1, gen)
+    reward = lambda r: -geodesic_distance(target, r).pow(2)
+    controls = 0.3 * torch.randn(4, 2, 3, generator=gen, dtype=torch.float64)
+    cfg = GuidanceConfig(n_steps=4, gamma=0.2, dynamics="so3")
+    with torch.no_grad():
+        fd = _finite_difference(lambda u: float(objective(field, r0, u, reward, cfg)), controls)
+    torch.testing.assert_close(oc_gradient(field, r0, controls, reward, cfg), fd, atol=1e-7, rtol=1e-6)
+
+
+def test_costates_equal_backprop_through_the_rollout():
+    model = _mlp(2)
+    gen = torch.Generator().manual_seed(3)
+    x0 = torch.randn(4, 2, generator=gen, dtype=torch.float64)
+    controls = torch.randn(6, 4, 2, generator=gen, dtype=torch.float64)
+    reward = lambda x: -x.pow(2).sum(-1)
+    cfg = GuidanceConfig(n_steps=6)
+    traj = rollout(model, x0, controls, cfg).trajectory.detach()
+    lambdas, grads = costates(model, traj, controls, reward, cfg)
+    x0_req = x0.clone().requires_grad_(True)
+    (lam0,) = torch.autograd.grad(-reward(rollout(model, x0_req, controls, cfg).x).sum(), x0_req)
+    torch.testing.assert_close(lambdas[0], lam0)
+    torch.testing.assert_close(grads, cfg.h * lambdas[1:])  # Euclidean: dL/du_k = h lambda_{k+1}
+
+
+def test_known_answers_on_a_zero_field():
+    zero = lambda x, t: torch.zeros_like(x)
+    x0 = torch.tensor([[0.0, 0.0], [2.0, 1.0]], dtype=torch.float64)
+    target = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    reward = lambda x: -(x - target).pow(2).sum(-1)
+    torch.testing.assert_close(guide("unguided", zero, x0, reward, GuidanceConfig(n_steps=4)).x, x0)
+    # D-Flow: grad_x0 L = 2 (x0 - c), so one step with eta = 1/2 lands on c
+    result = guide("dflow", zero, x0, reward, GuidanceConfig(n_steps=4, iterations=1, lr=0.5))
+    torch.testing.assert_close(result.x, target.expand(2, 2))
+    # OC-Flow, gamma = 1 (beta = 0): every u_k = a_j (x0 - c) with x_N = x0 + u and lambda_N = 2 (x_N - c),
+    # so a_j = -2 eta (1 + a_{j-1}): a = -0.5, -0.25, -0.375 for eta = 1/4
+    result = guide("ocflow", zero, x0, reward, GuidanceConfig(n_steps=4, iterations=3, lr=0.25, gamma=1.0))
+    torch.testing.assert_close(result.x, x0 - 0.375 * (x0 - target))
+    torch.testing.assert_close(control_energy(result.controls, 0.25), (0.375 * (x0 - target)).pow(2).sum(-1))
+    assert result.nfe == 3 * 2 * 4 + 4 and len(result.reward_history) == 4
+
+
+def test_flowgrad_equals_ocflow_at_gamma_zero_and_decay_lowers_control_energy():
+    model = _mlp(2)
+    x0 = torch.randn(8, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    target = torch.tensor([0.0, 2.0], dtype=torch.float64)
+    reward = lambda x: -(x - target).pow(2).sum(-1)
+    cfg = GuidanceConfig(n_steps=10, iterations=5, lr=0.1)
+    fg, oc = guide("flowgrad", model, x0, reward, cfg), guide("ocflow", model, x0, reward, cfg)
+    torch.testing.assert_close(oc.controls, fg.controls)
+    assert fg.reward_history[-1] > fg.reward_history[0]
+    decayed = guide("ocflow", model, x0, reward, GuidanceConfig(n_steps=10, iterations=5, lr=0.1, gamma=0.5))
+    assert float(control_energy(decayed.controls, cfg.h).mean()) < float(control_energy(oc.controls, cfg.h).mean())
+    assert decayed.reward_history[-1] < oc.reward_history[-1]
+
+
+@pytest.mark.parametrize("method", sorted(GUIDANCE))
+def test_so3_guidance_stays_on_the_group(method):
+    net = _mlp(9, 3)
+    field = lambda r, t: net(r, t)
+    gen = torch.Generator().manual_seed(5)
+    r0 = random_rotations(6, gen)
+    target = exp_map(torch.tensor([0.3, -0.2, 1.0], dtype=torch.float64))
+    reward = lambda r: -geodesic_distance(target, r)
+    result = guide(method, field, r0, reward, GuidanceConfig(n_steps=8, iterations=5, lr=0.3, dynamics="so3"))
+    assert float(orthogonality_error(result.trajectory).max()) < 1e-12
+    assert float(orthogonality_error(result.x0).max()) < 1e-12
+    torch.testing.assert_close(torch.linalg.det(result.x), torch.ones(6, dtype=torch.float64))
+    if method != "unguided":
+        assert result.reward_history[-1] > result.reward_history[0]
+
+
+def test_bad_config_and_unknown_method():
+    with pytest.raises(ValueError, match="unknown guidance method"):
+        guide("dps", lambda x, t: x, torch.zeros(1, 2), lambda x: x.sum(-1), GuidanceConfig())
+    with pytest.raises(ValueError, match="unknown dynamics"):
+        GuidanceConfig(dynamics="se3")
+    with pytest.raises(ValueError, match="gamma"):
+        GuidanceConfig(gamma=1.5)

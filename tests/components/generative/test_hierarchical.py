@@ -1,0 +1,176 @@
+"""Hierarchical rectified flow: level states, loss, nested sampler (NFE, reductions to RF) and the
+closed-form Gaussian-mixture oracle."""
+
+from functools import partial
+
+import pytest
+import torch
+
+from components.generative.flow_matching import flow_matching_loss
+from components.generative.hierarchical import (exact_mixture_field, gaussian_mixture_velocity_law,
+                                                hierarchical_loss, hierarchical_states, sample_hierarchical,
+                                                sample_velocity)
+from components.generative.samplers import sample
+from components.metrics.distributions import wasserstein_1d
+from components.models.mlp import MLPVelocity, MLPVelocityConfig
+
+WEIGHTS = torch.tensor([0.5, 0.5], dtype=torch.float64)
+MEANS = torch.tensor([-1.0, 1.0], dtype=torch.float64)
+VARIANCES = torch.tensor([0.02, 0.02], dtype=torch.float64)
+ORACLE = partial(exact_mixture_field, weights=WEIGHTS, means=MEANS, variances=VARIANCES)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _mixture(n: int, gen: torch.Generator) -> torch.Tensor:
+    comp = torch.randint(0, 2, (n,), generator=gen)
+    return (MEANS[comp] + VARIANCES[comp].sqrt() * torch.randn(n, generator=gen, dtype=torch.float64))[:, None]
+
+
+# ---- training states and loss --------------------------------------------------------------------
+def test_states_known_values_depth_two():
+    """HRF2: s_0 = x_t, s_1 = v_tau = (1 - tau) v0 + tau (x1 - x0), target = (x1 - x0) - v0."""
+    x0, x1, v0 = torch.tensor([[1.0]]), torch.tensor([[3.0]]), torch.tensor([[[-2.0]]])
+    states, target = hierarchical_states(x0, x1, v0, torch.tensor([[0.25, 0.5]]))
+    torch.testing.assert_close(states, torch.tensor([[[1.5], [0.0]]]))  # 0.75*1 + 0.25*3; 0.5*(-2) + 0.5*2
+    torch.testing.assert_close(target, torch.tensor([[4.0]]))           # (3 - 1) - (-2)
+
+
+def test_states_depth_three_and_endpoints():
+    gen = torch.Generator().manual_seed(0)
+    x0, x1, noise = torch.randn(5, 2, generator=gen), torch.randn(5, 2, generator=gen), torch.randn(5, 2, 2, generator=gen)
+    z = torch.cat([x0[:, None], noise], dim=1)
+    s_zero, target = hierarchical_states(x0, x1, noise, torch.zeros(5, 3))
+    torch.testing.assert_close(s_zero, z)  # every level starts at its own noise
+    s_one, _ = hierarchical_states(x0, x1, noise, torch.ones(5, 3))
+    torch.testing.assert_close(s_one[:, 0], x1)
+    torch.testing.assert_close(s_one[:, 1], x1 - x0)              # v1
+    torch.testing.assert_close(s_one[:, 2], x1 - x0 - noise[:, 0])  # a1 = v1 - v0
+    torch.testing.assert_close(target, x1 - z.sum(1))
+
+
+def test_depth_one_loss_is_the_flow_matching_loss():
+    gen = torch.Generator().manual_seed(1)
+    model = MLPVelocity(MLPVelocityConfig(data_dim=3, levels=1, hidden=16), seed=0)
+    x0, x1, t = torch.randn(8, 3, generator=gen), torch.randn(8, 3, generator=gen), torch.rand(8, generator=gen)
+    with torch.no_grad():
+        hrf = hierarchical_loss(model, x0, x1, torch.empty(8, 0, 3), t[:, None])
+        assert float(hrf) == pytest.approx(float(flow_matching_loss(model, x0, x1, t)), rel=1e-6)
+
+
+def test_loss_is_zero_for_the_oracle_of_a_point_mass_and_checks_shapes():
+    """x1 = c: the acceleration target (c - x0) - v0 is linear in the states; a model that knows it is exact."""
+    gen = torch.Generator().manual_seed(2)
+    c = torch.tensor([0.5, -1.0])
+    x0 = torch.randn(16, 2, generator=gen)
+    noise = torch.randn(16, 1, 2, generator=gen)
+    times = torch.rand(16, 2, generator=gen)
+
+    def oracle(s, t):  # recover x0 and v0 from the states: x0 = (x_t - t c)/(1 - t), v0 from v_tau
+        tb, taub = t[:, :1], t[:, 1:]
+        z0 = (s[:, 0] - tb * c) / (1 - tb)
+        v0 = (s[:, 1] - taub * (c - z0)) / (1 - taub)
+        return c - z0 - v0
+
+    assert float(hierarchical_loss(oracle, x0, c.expand(16, 2), noise, times)) < 1e-8
+    with pytest.raises(ValueError, match="times must be"):
+        hierarchical_states(x0, x0, noise, torch.rand(16, 3))
+    with pytest.raises(ValueError, match="model returned shape"):
+        hierarchical_loss(lambda s, t: s[:, 0, :1], x0, x0, noise, times)
+
+
+# ---- nested sampler ------------------------------------------------------------------------------
+@pytest.mark.parametrize("steps", [[3], [2, 5], [5, 2], [1, 2, 5], [2, 2, 2, 2]])
+def test_nfe_is_the_product_of_the_step_counts(steps):
+    depth = len(steps)
+    model = MLPVelocity(MLPVelocityConfig(data_dim=2, levels=depth, hidden=8), seed=0)
+    with torch.no_grad():
+        result = sample_hierarchical(model, torch.randn(4, 2), steps, torch.Generator().manual_seed(0),
+                                     return_trajectory=True)
+    assert result.nfe == torch.tensor(steps).prod().item()
+    assert result.trajectory.shape == (steps[0] + 1, 4, 2) and result.velocities.shape == (steps[0], 4, 2)
+    torch.testing.assert_close(result.trajectory[-1], result.x)
+    with pytest.raises(ValueError, match="steps must be"):
+        sample_hierarchical(model, torch.randn(4, 2), [2, 0])
+
+
+def test_depth_one_is_the_euler_sampler_exactly():
+    model = MLPVelocity(MLPVelocityConfig(data_dim=2, levels=1, hidden=16), seed=3)
+    x0 = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        rf = sample(model, x0, 7, "euler", return_trajectory=True)
+        hrf = sample_hierarchical(model, x0, [7], return_trajectory=True)
+    assert torch.equal(rf.x, hrf.x) and torch.equal(rf.trajectory, hrf.trajectory) and rf.nfe == hrf.nfe == 7
+
+
+def test_one_inner_step_with_the_ideal_acceleration_is_the_rf_update():
+    """u(x, t, v0, tau=0) = f(x, t) - v0 (the ideal acceleration at tau = 0 for RF field f): one inner
+    Euler step gives v = f(x, t), whatever v0 was drawn, so HRF2 (N_x, 1) reproduces RF's N_x Euler steps."""
+    field = MLPVelocity(MLPVelocityConfig(data_dim=1, levels=1, hidden=16), seed=4).double()
+
+    def acceleration(states, times):
+        return field(states[:, 0], times[:, 0]) - states[:, 1]
+
+    x0 = torch.randn(64, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with torch.no_grad():
+        rf = sample(field, x0, 5, "euler")
+        for noise_seed in (0, 1):
+            hrf = sample_hierarchical(acceleration, x0, [5, 1], torch.Generator().manual_seed(noise_seed))
+            torch.testing.assert_close(hrf.x, rf.x, rtol=0, atol=1e-12)
+            assert hrf.nfe == rf.nfe == 5
+
+
+def test_oracle_one_inner_step_reduces_to_rf_at_every_depth():
+    x0 = torch.randn(256, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    rf = sample(ORACLE, x0, 5, "euler")
+    for steps in ([5, 1], [5, 1, 1]):
+        hrf = sample_hierarchical(ORACLE, x0, steps, torch.Generator().manual_seed(1))
+        torch.testing.assert_close(hrf.x, rf.x, rtol=0, atol=1e-10)
+
+
+# ---- the closed-form oracle ----------------------------------------------------------------------
+def test_velocity_law_at_time_zero_is_the_target_and_matches_monte_carlo():
+    w, m, var = gaussian_mixture_velocity_law(torch.tensor([0.0, 2.0], dtype=torch.float64), 0.0, WEIGHTS, MEANS,
+                                              VARIANCES)
+    # at t = 0, x_t = x0, so v = x1 - x: the target shifted by -x
+    torch.testing.assert_close(w, WEIGHTS.expand(2, 2))
+    torch.testing.assert_close(m, MEANS - torch.tensor([[0.0], [2.0]], dtype=torch.float64))
+    torch.testing.assert_close(var, VARIANCES.expand(2, 2))
+    # at t = 0.5, x = 0.3: compare the mixture's mean and variance with samples conditioned on x_t ~ x
+    gen = torch.Generator().manual_seed(0)
+    x0, x1 = torch.randn(400_000, 1, generator=gen, dtype=torch.float64), _mixture(400_000, gen)
+    x_t = 0.5 * x0 + 0.5 * x1
+    near = (x_t[:, 0] - 0.3).abs() < 0.01
+    v = (x1 - x0)[near, 0]
+    w, m, var = gaussian_mixture_velocity_law(torch.tensor([0.3], dtype=torch.float64), 0.5, WEIGHTS, MEANS, VARIANCES)
+    mean = (w * m).sum()
+    second = (w * (var + m ** 2)).sum()
+    assert float(mean) == pytest.approx(float(v.mean()), abs=0.05)
+    assert float(second - mean ** 2) == pytest.approx(float(v.var()), rel=0.05)
+
+
+@pytest.mark.parametrize("steps", [[20], [5, 4], [2, 2, 5]])
+def test_oracle_hierarchies_sample_the_target(steps):
+    gen = torch.Generator().manual_seed(0)
+    x0, target = torch.randn(2000, 1, generator=gen, dtype=torch.float64), _mixture(2000, gen)
+    result = sample_hierarchical(ORACLE, x0, steps, torch.Generator().manual_seed(1))
+    assert wasserstein_1d(result.x, target) < 0.06
+    assert wasserstein_1d(x0, target) > 0.4  # the source is far from it
+
+
+def test_sampled_velocity_at_the_origin_is_bimodal():
+    v, nfe = sample_velocity(ORACLE, torch.zeros(2000, 1, dtype=torch.float64), 0.0, [20],
+                             torch.Generator().manual_seed(0))
+    assert nfe == 20
+    for mode in (-1.0, 1.0):
+        assert float(((v - mode).abs() < 0.3).double().mean()) > 0.4
+    assert wasserstein_1d(v, _mixture(2000, torch.Generator().manual_seed(1))) < 0.06
+    with pytest.raises(ValueError, match="inner_steps"):
+        sample_velocity(ORACLE, torch.zeros(2, 1), 0.0, [])
