@@ -18,7 +18,7 @@ main: env
 
 ## test: the whole test suite
 test: env
-	python -m pytest -q
+	python -m pytest -q --durations=15
 
 repro: env
 	dvc repro
