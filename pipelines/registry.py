@@ -13,6 +13,7 @@ PIPELINE_MODULES: dict[str, str] = {
     "nsot": "pipelines.nsot",
     "hrf": "pipelines.hrf",
     "oc_flow": "pipelines.oc_flow",
+    "pyramid_flow": "pipelines.pyramid_flow",
 }
 
 
