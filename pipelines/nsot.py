@@ -36,6 +36,7 @@ from components.models.point_transformer import PointTransformer, PointTransform
 from components.ot import hybrid_coupling, pair_cost, precompute_superset_ot, subsample_pairs
 from components.training import TrainConfig, fit
 from pipelines.params import PipelineParams, Section
+from pipelines.plots import plot_loss_curves
 from pipelines.report import Claim, Report, mean_std
 from pipelines.runtime import Pipeline, Plot, Stage, StageContext
 
@@ -242,23 +243,7 @@ def train(ctx: StageContext) -> None:
             curves += [{"method": method, "seed": seed, "step": int(h["step"]), "loss": h["loss"]}
                        for h in result.history]
     save_table(curves, ctx.path("tables/train_curves.parquet"))
-    _plot_curves(curves, ctx.path("plots/train_loss.png"))
-
-
-def _plot_curves(curves: list[dict[str, Any]], path: Any) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for method in dict.fromkeys(c["method"] for c in curves):
-        rows = [c for c in curves if c["method"] == method and c["seed"] == curves[0]["seed"]]
-        ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], label=method)
-    ax.set_xlabel("step")
-    ax.set_ylabel("flow-matching loss")
-    ax.set_yscale("log")
-    ax.legend()
-    save_figure(fig, path)
+    plot_loss_curves(curves, ctx.path("plots/train_loss.png"), "flow-matching loss", log_y=True)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from components.metrics.distributions import frechet_distance
 from components.models.dit import TRAIN_FLOP_FACTOR, DiTConfig, TinyDiT, forward_flops
 from components.training import TrainConfig, fit, torch_threads
 from pipelines.params import PipelineParams, Section
+from pipelines.plots import plot_loss_curves
 from pipelines.report import Claim, Report, mean_std
 from pipelines.runtime import Pipeline, Plot, Stage, StageContext
 
@@ -422,22 +423,8 @@ def train(ctx: StageContext) -> None:
                            for h in result.history]
         save_table(curves, ctx.path("tables/train_curves.parquet"))
         save_table(compute, ctx.path("tables/train_compute.parquet"))
-        _plot_curves(curves, ctx.path("plots/train_loss.png"))
-
-
-def _plot_curves(curves: list[dict[str, Any]], path: Any) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for method in dict.fromkeys(c["method"] for c in curves):
-        rows = [c for c in curves if c["method"] == method and c["seed"] == curves[0]["seed"]]
-        ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], label=method)
-    ax.set_xlabel("optimiser step")
-    ax.set_ylabel("flow-matching loss (mean over stages)")
-    ax.legend()
-    save_figure(fig, path)
+        plot_loss_curves(curves, ctx.path("plots/train_loss.png"), "flow-matching loss (mean over stages)",
+                         xlabel="optimiser step")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,15 +15,6 @@ from components.generative import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.mark.parametrize("name", sorted(INTERPOLANTS))
 def test_interpolant_endpoints_and_target_is_time_derivative(name):
     gen = torch.Generator().manual_seed(0)

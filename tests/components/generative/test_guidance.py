@@ -23,15 +23,6 @@ from components.generative.so3 import (
 from components.models.velocity_mlp import VelocityMLP, VelocityMLPConfig
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _mlp(in_dim: int, out_dim: int | None = None) -> VelocityMLP:
     torch.manual_seed(0)
     return VelocityMLP(VelocityMLPConfig(in_dim=in_dim, out_dim=out_dim, hidden=16, depth=2, time_dim=8)).double()

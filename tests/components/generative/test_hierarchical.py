@@ -20,15 +20,6 @@ VARIANCES = torch.tensor([0.02, 0.02], dtype=torch.float64)
 ORACLE = partial(exact_mixture_field, weights=WEIGHTS, means=MEANS, variances=VARIANCES)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _mixture(n: int, gen: torch.Generator) -> torch.Tensor:
     comp = torch.randint(0, 2, (n,), generator=gen)
     return (MEANS[comp] + VARIANCES[comp].sqrt() * torch.randn(n, generator=gen, dtype=torch.float64))[:, None]

@@ -18,14 +18,6 @@ from components.generative.pyramid import (JUMPS, PyramidSchedule, autoregressiv
                                            upsample_nearest)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _official_start_sigma(stage: int, gamma: float = 1 / 3, steps: int = 1000) -> float:
     """scheduling_flow_matching.py: sigmas on the 1000-step grid, then the correction for i_s > 0."""
     sigmas = [(steps - i) / steps for i in range(steps)]

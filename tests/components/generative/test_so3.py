@@ -20,15 +20,6 @@ from components.generative.so3 import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _rotvecs(n: int, max_angle: float, seed: int = 0) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     axis = torch.randn(n, 3, generator=gen, dtype=torch.float64)

@@ -11,15 +11,6 @@ from components.metrics.distributions import (frechet_distance, frechet_distance
                                               order_flip_fraction, sliced_wasserstein, wasserstein_1d)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 # ---- 1-D Wasserstein -----------------------------------------------------------------------------
 @pytest.mark.parametrize("p", [1.0, 2.0, 3.0])
 def test_shifted_point_masses_are_at_the_shift(p):

@@ -17,15 +17,6 @@ from components.metrics.pointcloud import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def test_chamfer_hand_examples():
     a = torch.tensor([[[0.0, 0.0], [1.0, 0.0]]])
     b = torch.tensor([[[0.0, 0.0]]])

@@ -10,14 +10,6 @@ from torch.utils.flop_counter import FlopCounterMode
 from components.models.dit import DiTConfig, TinyDiT, forward_flops
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 CFG = DiTConfig(frame_size=16, patch_size=2, d_model=32, n_heads=4, n_layers=2, max_frames=4, n_stages=3)
 
 

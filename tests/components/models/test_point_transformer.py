@@ -9,15 +9,6 @@ from components.generative import flow_matching_loss, sample
 from components.models.point_transformer import PointTransformer, PointTransformerConfig
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _model(seed=0, **kw):
     torch.manual_seed(seed)  # parameter init of nn.Module uses the global generator
     return PointTransformer(PointTransformerConfig(**kw)).eval()

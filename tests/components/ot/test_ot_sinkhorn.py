@@ -14,15 +14,6 @@ from components.ot import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _problem(seed: int, b: int = 3, n: int = 6, m: int = 5):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(b, n, 2, generator=gen, dtype=torch.float64)

@@ -15,15 +15,6 @@ from components.ot import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Many tiny iterative torch ops: intra-op threads only add sync cost (and stall on a busy machine)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _sorted_rows(x: torch.Tensor) -> torch.Tensor:
     return x[torch.argsort(x[:, 0])]
 
