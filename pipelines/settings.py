@@ -11,12 +11,13 @@ server, an MLflow tracking server or another output disk (settings only, no code
 | PAPERFLOWS_MLFLOW_ARTIFACTS | ``<root>/mlruns`` (used only with a local SQLite store) |
 | PREFECT_HOME             | ``<root>/.paperflows/prefect``             |
 | PAPERFLOWS_PROGRESS      | ``1``; ``0`` hides the training progress bars |
+| PAPERFLOWS_CACHE         | ``$XDG_CACHE_HOME/paperflows`` (``~/.cache/paperflows``): derived model files such as the fp32 copy of a GGUF LLM, shared by every checkout |
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PARAMS_FILE = "params.yaml"
@@ -43,6 +44,7 @@ class Settings:
     tracking_uri: str
     artifact_root: Path
     prefect_home: Path
+    cache_dir: Path = field(default_factory=lambda: default_cache_dir())
 
     @property
     def params_file(self) -> Path:
@@ -70,7 +72,13 @@ def load_settings() -> Settings:
         tracking_uri=os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}"),
         artifact_root=Path(os.environ.get("PAPERFLOWS_MLFLOW_ARTIFACTS", root / "mlruns")),
         prefect_home=Path(os.environ.get("PREFECT_HOME", root / ".paperflows" / "prefect")),
+        cache_dir=Path(os.environ.get("PAPERFLOWS_CACHE") or default_cache_dir()),
     )
+
+
+def default_cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "paperflows"
 
 
 def pin_environment(settings: Settings | None = None) -> Settings:

