@@ -13,6 +13,7 @@ at import time); ``python -m pipelines`` does that.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -21,8 +22,8 @@ from typing import Any
 
 from pipelines import registry
 from pipelines.params import ParamsError, PipelineParams, load_section
-from pipelines.runtime import (Pipeline, RunSummary, StageContext, execute, new_run_folder, output_lock,
-                               run_stage)
+from pipelines.runtime import (Pipeline, RunSummary, StageContext, check_inputs, execute, gather_items,
+                               new_run_folder, output_lock, run_stage)
 from pipelines.settings import Settings, load_settings, pin_environment
 
 pin_environment()
@@ -100,7 +101,15 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
     }
 
     def runner(ctx: StageContext, parent: str | None, entry_tags: dict[str, str]) -> dict[str, Any]:
-        return stage_tasks[ctx.stage.name](quote(ctx), parent, entry_tags)
+        stage_task = stage_tasks[ctx.stage.name]
+        if ctx.stage.fan_out is None:
+            return stage_task(quote(ctx), parent, entry_tags)
+        # one task run per item; items are independent (own seed, own sub-folder, own MLflow run)
+        check_inputs(pipeline, ctx.stage, ctx.root)
+        results = [stage_task.with_options(task_run_name=f"{pipeline.slug}.{ctx.stage.name}[{item}]")(
+                       quote(dataclasses.replace(ctx, item=item)), parent, entry_tags)
+                   for item in pipeline.items(ctx.stage, ctx.params)]
+        return gather_items(ctx, results)
 
     with output_lock(settings, root):
         summary = execute(pipeline, params, settings, root, entry="prefect", tags=tags, tracker=tracker,

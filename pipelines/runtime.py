@@ -9,6 +9,13 @@ From that one declaration:
 * :func:`run_stage` opens the MLflow child run, checks the inputs exist before the work starts,
   checks every declared output was written afterwards, and logs metrics, plots, tables and weights.
 
+A *fan-out* stage (``fan_out="seeds"``, ``"estimate.strategies"``, ...) does the same work once per
+item of a list parameter: one LoRA per task, one seed per run, one strategy per evaluation. Each item
+is its own call of the stage function (``ctx.item`` set), seeded from its own name and logged as its own
+MLflow child run, so items are independent of each other and of their order: the sequential run, the
+DVC stage (which loops over the items) and a parallel task runner compute the same numbers. A fan-out
+stage declares only ``outs`` folders; each item writes into its own sub-folder (``ctx.item_dir(out)``).
+
 Stages pass paths, never objects. All paths are relative to the run's output root: the DVC workspace
 ``outputs/<slug>/`` for runs at the ``params.yaml`` defaults, ``runs/<slug>/<run>/`` otherwise, so a run
 with edited parameters never overwrites what DVC tracks.
@@ -17,6 +24,7 @@ with edited parameters never overwrites what DVC tracks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -72,6 +80,7 @@ class Stage:
     metrics: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
     code: tuple[str, ...] = ()
+    fan_out: str | None = None   # dotted name of a list parameter: the stage runs once per item
 
     @property
     def doc(self) -> str:
@@ -105,6 +114,15 @@ class Pipeline:
             if unknown:
                 raise ValueError(f"{self.slug}.{stage.name}: params {unknown} are not fields of "
                                  f"{self.params_model.__name__}")
+            if stage.fan_out is not None:
+                if stage.fan_out.split(".")[0] not in stage.params:
+                    raise ValueError(f"{self.slug}.{stage.name}: fan_out '{stage.fan_out}' is not in the "
+                                     f"stage's params {stage.params}")
+                files = [p for p in stage.outs if not p.endswith("/")]
+                if files or stage.metrics or stage.plots:
+                    raise ValueError(f"{self.slug}.{stage.name}: a fan-out stage declares only outs folders "
+                                     f"(each item writes its own sub-folder); got {files + list(stage.metrics)}"
+                                     f"{' and plots' if stage.plots else ''}")
             for dep in stage.deps:
                 if not any(_covers(out, dep) for out in produced):
                     raise ValueError(f"{self.slug}.{stage.name}: dep '{dep}' is not written by an earlier stage")
@@ -128,6 +146,18 @@ class Pipeline:
     def stage_params(self, stage: Stage) -> tuple[str, ...]:
         return tuple(dict.fromkeys(("scale", *stage.params)))
 
+    def items(self, stage: Stage, params: PipelineParams) -> list[str]:
+        """The items a fan-out stage runs over (``[]`` for an ordinary stage)."""
+        if stage.fan_out is None:
+            return []
+        value: Any = params
+        for part in stage.fan_out.split("."):
+            value = getattr(value, part)
+        items = [str(v) for v in value]
+        if len(set(items)) != len(items):
+            raise ValueError(f"{self.slug}.{stage.name}: fan-out items of '{stage.fan_out}' repeat: {items}")
+        return items
+
 
 def _covers(out: str, path: str) -> bool:
     return out == path or (out.endswith("/") and path.startswith(out))
@@ -147,6 +177,7 @@ class StageContext:
     tracker: Any = None               # pipelines.tracking.Tracker, or None for untracked runs
     run_ids: tuple[str, ...] = ()     # child run first, then the parent run (metrics go to both)
     progress: bool = True
+    item: str | None = None           # the item of a fan-out stage this call works on
     _step_offsets: dict[str, int] = field(default_factory=dict)
 
     def path(self, rel: str) -> Path:
@@ -159,6 +190,15 @@ class StageContext:
             target.parent.mkdir(parents=True, exist_ok=True)
         elif rel.endswith("/") and rel in self.stage.written():
             target.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def item_dir(self, rel: str) -> Path:
+        """This item's own sub-folder of the declared output folder ``rel`` (fan-out stages)."""
+        if self.item is None or not rel.endswith("/") or rel not in self.stage.outs:
+            raise KeyError(f"{self.pipeline.slug}.{self.stage.name}: item_dir needs a fan-out item and a "
+                           f"declared outs folder, got item={self.item!r}, '{rel}'")
+        target = self.path(rel) / self.item
+        target.mkdir(parents=True, exist_ok=True)
         return target
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
@@ -187,8 +227,11 @@ def check_inputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
                 f"{pipeline.dvc_name(pipeline.stage(producer)) if producer != '?' else pipeline.slug}`)")
 
 
-def check_outputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
-    missing = [p for p in stage.written() if not (root / p).exists()]
+def check_outputs(pipeline: Pipeline, stage: Stage, root: Path, item: str | None = None) -> None:
+    if item is not None:
+        missing = [f"{p}{item}/" for p in stage.outs if not any((root / p / item).glob("*"))]
+    else:
+        missing = [p for p in stage.written() if not (root / p).exists()]
     if missing:
         raise StageOutputError(f"{pipeline.slug}.{stage.name}: finished without writing declared "
                                f"output(s) {missing} under {root}")
@@ -223,27 +266,37 @@ def _numeric_leaves(tree: Any, prefix: str = "") -> dict[str, float]:
 
 def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: dict[str, str] | None = None
               ) -> dict[str, Any]:
-    """Run one stage with its MLflow child run; returns ``{"stage", "seconds", "metrics"}``."""
+    """Run one stage with its MLflow child run; returns ``{"stage", "seconds", "metrics"}``.
+
+    A fan-out stage called without an item runs all its items here, one after the other.
+    """
     pipeline, stage, root = ctx.pipeline, ctx.stage, ctx.root
+    if stage.fan_out is not None and ctx.item is None:
+        check_inputs(pipeline, stage, root)
+        results = [run_stage(dataclasses.replace(ctx, item=item, _step_offsets={}), parent_run_id, entry_tags)
+                   for item in pipeline.items(stage, ctx.params)]
+        return gather_items(ctx, results)
     check_inputs(pipeline, stage, root)
     tracker = ctx.tracker
     child = None
+    label = stage.name if ctx.item is None else f"{stage.name}[{ctx.item}]"
     if tracker is not None:
         tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {}),
+                **({"paperflows.item": ctx.item} if ctx.item is not None else {}),
                 **{f"deps.{dep.rstrip('/')}": content_hash(root / dep) for dep in stage.deps}}
-        child = tracker.start(f"{pipeline.slug}.{stage.name}", tags, parent_id=parent_run_id)
+        child = tracker.start(f"{pipeline.slug}.{label}", tags, parent_id=parent_run_id)
         ctx.run_ids = (child,) + ((parent_run_id,) if parent_run_id else ())
         dumped = ctx.params.model_dump(mode="json")
         tracker.log_params(child, flatten({k: dumped[k] for k in pipeline.stage_params(stage)}))
     # every stage starts from the same RNG state whatever ran before it in this process, so a stage run
     # by `dvc repro` (own process) and by the Prefect flow (after other stages) computes the same thing
-    seed_everything(stage_seed(pipeline.slug, stage.name))
+    seed_everything(stage_seed(pipeline.slug, label))
     started = time.perf_counter()
     ok = False
     metrics: dict[str, float] = {}
     try:
         stage.run(ctx)
-        check_outputs(pipeline, stage, root)
+        check_outputs(pipeline, stage, root, ctx.item)
         for rel in stage.metrics:
             if rel.endswith(".json"):
                 metrics.update(_numeric_leaves(load_json(root / rel)))
@@ -260,8 +313,15 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
                 _log_stage_files(ctx, child)
             tracker.end(child, ok)
     if tracker is not None and parent_run_id and metrics:
-        tracker.log_metrics(parent_run_id, {f"{stage.name}/{k}": v for k, v in metrics.items()})
-    return {"stage": stage.name, "seconds": seconds, "metrics": metrics}
+        tracker.log_metrics(parent_run_id, {f"{label}/{k}": v for k, v in metrics.items()})
+    return {"stage": stage.name, "item": ctx.item, "seconds": seconds, "metrics": metrics}
+
+
+def gather_items(ctx: StageContext, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Close a fan-out stage once all its items ran (in any order, anywhere): outputs checked, one summary."""
+    check_outputs(ctx.pipeline, ctx.stage, ctx.root)
+    return {"stage": ctx.stage.name, "item": None, "seconds": sum(r["seconds"] for r in results),
+            "metrics": {}, "items": results}
 
 
 def _log_stage_files(ctx: StageContext, run_id: str) -> None:
@@ -274,7 +334,7 @@ def _log_stage_files(ctx: StageContext, run_id: str) -> None:
     for plot in ctx.stage.plots:
         tracker.log_artifact(run_id, root / plot.path, "plots")
     for rel in ctx.stage.outs:
-        path = root / rel
+        path = root / rel if ctx.item is None else root / rel / ctx.item
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for f in files:
             if f.stat().st_size <= MAX_ARTIFACT_BYTES:

@@ -153,3 +153,75 @@ def test_paper_scale_switches_defaults_but_keeps_explicit_values() -> None:
     mixed = validate(ToyParams, {"scale": "paper", "rate": 0.1}, "toy")
     assert (mixed.model.width, mixed.rate) == (32, 0.1)
     assert validate(ToyParams, {}, "toy").model.width == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# fan-out stages
+# --------------------------------------------------------------------------------------------------
+class FanParams(PipelineParams):
+    arms: list[str] = Field(default_factory=lambda: ["a", "b", "c"], description="arms")
+
+
+def _draw(ctx: StageContext) -> None:
+    """One arm: a random draw, seeded by the runtime from the arm's own name."""
+    import torch
+    save_json({"arm": ctx.item, "draw": torch.rand(()).item()}, ctx.item_dir("draws/") / "draw.json")
+
+
+def _collect(ctx: StageContext) -> None:
+    """Collect the arms."""
+    draws = {p.parent.name: load_json(p)["draw"] for p in sorted(ctx.path("draws/").glob("*/draw.json"))}
+    Report(slug="fan", title="Fan", columns=["arm", "draw"], rows=[{"arm": k, "draw": v} for k, v in draws.items()],
+           claims=[]).save(ctx.path("report.json"))
+
+
+def fan_pipeline() -> Pipeline:
+    return Pipeline(
+        slug="fan", title="Fan", arxiv="0000.00000", claim="-", params_model=FanParams,
+        module_file="pipelines/fan.py",
+        stages=(Stage("draw", _draw, params=("arms",), outs=("draws/",), fan_out="arms"),
+                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))),
+    )
+
+
+def test_fan_out_items_are_independent_of_order_and_logged_one_run_each(settings: Settings) -> None:
+    pipeline = fan_pipeline()
+    tracker = Tracker(settings, "fan")
+    summary = execute(pipeline, FanParams(), settings, settings.root / "all", entry="test", tracker=tracker)
+    draws = {r["arm"]: r["draw"] for r in summary.report["rows"]}
+    assert sorted(draws) == ["a", "b", "c"] and len(set(draws.values())) == 3
+    assert [r["item"] for r in summary.stages[0]["items"]] == ["a", "b", "c"]
+    # one arm alone, after something else consumed the RNG, draws the same number
+    import torch
+    torch.rand(1000)
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(arms=["b"]),
+                       root=settings.root / "one")
+    run_stage(ctx)
+    assert load_json(settings.root / "one" / "draws" / "b" / "draw.json")["draw"] == draws["b"]
+    client = MlflowClient(settings.tracking_uri)
+    runs = client.search_runs([tracker.experiment_id])
+    items = sorted(r.data.tags.get("paperflows.item", "") for r in runs if r.info.run_name.startswith("fan.draw"))
+    assert items == ["a", "b", "c"]
+
+
+def test_fan_out_declarations_are_checked() -> None:
+    with pytest.raises(ValueError, match="not in the stage's params"):
+        Pipeline(slug="fan", title="Fan", arxiv="0", claim="-", params_model=FanParams, module_file="x.py",
+                 stages=(Stage("draw", _draw, outs=("draws/", "report.json"), fan_out="arms"),))
+    with pytest.raises(ValueError, match="declares only outs folders"):
+        Pipeline(slug="fan", title="Fan", arxiv="0", claim="-", params_model=FanParams, module_file="x.py",
+                 stages=(Stage("draw", _draw, params=("arms",), outs=("draws/", "report.json"), fan_out="arms"),))
+
+
+def test_fan_out_item_missing_its_folder_is_an_output_error(settings: Settings) -> None:
+    def lazy(ctx: StageContext) -> None:
+        """Writes only arm a."""
+        if ctx.item == "a":
+            save_json({"x": 1}, ctx.item_dir("draws/") / "x.json")
+
+    pipeline = Pipeline(slug="fan", title="Fan", arxiv="0", claim="-", params_model=FanParams, module_file="x.py",
+                        stages=(Stage("draw", lazy, params=("arms",), outs=("draws/",), fan_out="arms"),
+                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(), root=settings.root)
+    with pytest.raises(StageOutputError, match=r"draws/b/"):
+        run_stage(ctx)
