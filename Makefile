@@ -6,7 +6,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: main test env repro report dvc-yaml bench
+.PHONY: main test env repro report dvc-yaml bench bench-server
 
 env:
 	@scripts/setup-env.sh
@@ -31,3 +31,7 @@ dvc-yaml: env
 
 bench: env
 	python benchmarks/orchestration_overhead.py
+
+## bench-server: trigger-to-Completed and per-task overhead on a Prefect server (add ARGS="--api-url ..." for a running stack)
+bench-server: env
+	python benchmarks/server_overhead.py $(ARGS)

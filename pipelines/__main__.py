@@ -5,9 +5,13 @@
     paperflows stage <slug> <stage>          one stage, no Prefect start-up (what dvc.yaml calls)
     paperflows dvc-yaml [--check]            regenerate dvc.yaml, or fail if it drifted
     paperflows report [--json]               one table of every pipeline's claims
+    paperflows serve [slug ...]              serve one Prefect deployment per pipeline (needs PREFECT_API_URL)
+    paperflows deploy [--write|--check]      create the prefect.yaml deployments for a work pool, or
+                                             regenerate / check prefect.yaml
 
-Exit codes: 0 success; 1 a run failed (or dvc.yaml drifted with --check); 2 bad command line,
-parameters or inputs, detected before any work started and with nothing written.
+Exit codes: 0 success; 1 a run failed (or dvc.yaml / prefect.yaml drifted with --check); 2 bad
+command line, parameters or inputs (or no Prefect server for serve/deploy), detected before any work
+started and with nothing written.
 """
 
 from __future__ import annotations
@@ -51,6 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     dvc.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from the declarations")
     rep = sub.add_parser("report", help="one table over all pipelines: the claim, holds or not, the numbers")
     rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    srv = sub.add_parser("serve", help="serve one Prefect deployment per pipeline on the server at "
+                                       "PREFECT_API_URL (runs from the UI or API execute here; SIGTERM stops)")
+    srv.add_argument("slugs", nargs="*", metavar="slug", help="pipelines to serve (default: all)")
+    srv.add_argument("--limit", type=int, default=None, help="most flow runs executed at once")
+    dep = sub.add_parser("deploy", help="create the prefect.yaml deployments (and work pool) on the server "
+                                        "at PREFECT_API_URL, or regenerate / check prefect.yaml")
+    mode = dep.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="regenerate prefect.yaml from the registry")
+    mode.add_argument("--check", action="store_true", help="exit 1 if prefect.yaml differs from the registry")
+    dep.add_argument("--pool", default=None, help="work pool name (default: $PAPERFLOWS_WORK_POOL or "
+                                                 "paperflows-process)")
     return parser
 
 
@@ -180,10 +195,58 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report}
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pipelines import deploy, registry
+
+    deploy.require_api_url()  # before anything is imported or started
+    for slug in args.slugs:
+        registry.get(slug)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
+    from pipelines.settings import pin_environment
+
+    pin_environment()
+    deploy.serve(args.slugs, limit=args.limit)
+    print("paperflows serve: stopped", flush=True)
+    return EXIT_OK
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from pipelines import deploy
+    from pipelines.settings import load_settings
+
+    root = load_settings().root
+    if args.write:
+        print(f"wrote {deploy.write_prefect_yaml(root)}")
+        return EXIT_OK
+    if args.check:
+        problem = deploy.check_prefect_yaml(root)
+        if problem:
+            print(problem, file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{root / deploy.PREFECT_FILE} matches the registered pipelines")
+        return EXIT_OK
+    deploy.require_api_url()
+    from pipelines.settings import pin_environment
+
+    pin_environment()
+    pool = args.pool or deploy.work_pool_name()
+    try:
+        ids = deploy.deploy(root, pool)
+    except deploy.DeployFailed as err:
+        print(f"paperflows: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"created {len(ids)} deployment(s) for work pool '{pool}' on {os.environ['PREFECT_API_URL']}; "
+          f"start a worker: prefect worker start --pool {pool}")
+    return EXIT_OK
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report,
+            "serve": cmd_serve, "deploy": cmd_deploy}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pipelines.deploy import DeployError
     from pipelines.params import ParamsError
     from pipelines.registry import UnknownPipelineError
     from pipelines.runtime import RunLockedError, StageInputError
@@ -191,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (UsageError, ParamsError, UnknownPipelineError, StageInputError, RunLockedError) as err:
+    except (UsageError, ParamsError, UnknownPipelineError, StageInputError, RunLockedError, DeployError) as err:
         print(f"paperflows: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -1,0 +1,112 @@
+"""The user's path through the Prefect UI, in headless Chromium: pick a served deployment, open Run →
+Custom run, edit one parameter in the form, submit, watch the run complete, and find the MLflow run
+that carries the edited value and the flow-run id.
+
+Screenshots of the form and of the finished run are kept under the test's tmp folder and copied to
+``test-artifacts/prefect-ui/`` at the repository root.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines import registry
+from tests.conftest import REPO
+from tests.test_deploy import (
+    MICRO,
+    api,
+    micro_project,
+    mlflow_parent_run,
+    paperflows_serve,
+    prefect_server,
+    wait_flow_run,
+)
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+EDITED_STEPS = MICRO["train"]["steps"] + 1
+# the schema form renders one block per field, titled "<Title> (Optional)", with its input inside
+FIELD_INPUT = ("xpath=//span[contains(@class,'schema-form-property__label') and normalize-space()='{label}']"
+               "/ancestor::div[contains(concat(' ',@class,' '),' schema-form-property ')][1]//input")
+
+
+@pytest.mark.slow
+def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
+    if not CHROMIUM.is_file():
+        pytest.skip(f"BROWSER TEST NOT RUN: {CHROMIUM} is missing (Debian package 'chromium'); the Prefect UI "
+                    f"path (form -> run -> MLflow) is untested on this machine")
+    from playwright.sync_api import sync_playwright
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    project = micro_project(tmp_path / "repo")
+    started = time.monotonic()
+    try:
+        with prefect_server(tmp_path / "prefect-home") as api_url, paperflows_serve(project, api_url):
+            ui = api_url.removesuffix("/api")
+            deployment = api(api_url, "GET", "/deployments/name/nsot/nsot")[1]
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+                try:
+                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    page.set_default_timeout(60_000)
+
+                    # the deployments list shows one deployment per pipeline; pick nsot (the fastest)
+                    page.goto(f"{ui}/deployments", wait_until="networkidle")
+                    link = page.locator(f"a[href*='/deployments/deployment/{deployment['id']}']").first
+                    link.wait_for()
+                    for slug in registry.slugs():
+                        assert page.get_by_text(slug, exact=True).count() >= 1, f"deployment {slug} not listed"
+                    page.screenshot(path=str(shots / "1-deployments.png"), full_page=True)
+                    link.click()
+                    page.get_by_role("button", name="Run", exact=True).click()
+                    page.get_by_text("Custom run", exact=True).click()
+
+                    # the form: field descriptions from the params model; edit train.steps
+                    steps = page.locator(FIELD_INPUT.format(label="Steps (Optional)"))
+                    steps.wait_for()
+                    assert steps.input_value() == str(MICRO["train"]["steps"])
+                    assert page.get_by_text("Optimisation steps per model.").count() == 1
+                    steps.fill(str(EDITED_STEPS))
+                    steps.scroll_into_view_if_needed()
+                    page.screenshot(path=str(shots / "2-custom-run-form.png"))
+                    submitted = time.time()
+                    page.get_by_role("button", name="Submit").click()
+                    page.wait_for_url(f"**/deployments/deployment/{deployment['id']}*")
+
+                    # the run the form created carries the edited value
+                    runs = api(api_url, "POST", "/flow_runs/filter", {
+                        "flow_runs": {"deployment_id": {"any_": [deployment["id"]]}},
+                        "sort": "EXPECTED_START_TIME_DESC"})[1]
+                    assert len(runs) == 1, runs
+                    run = runs[0]
+                    assert run["parameters"]["params"]["train"]["steps"] == EDITED_STEPS
+                    assert run["parameters"]["params"]["seeds"] == MICRO["seeds"]  # the rest of the form kept
+                    finished = wait_flow_run(api_url, run["id"], timeout=300)
+                    assert finished["state"]["type"] == "COMPLETED", finished["state"]
+                    trigger_to_completed = time.time() - submitted
+
+                    page.goto(f"{ui}/runs/flow-run/{run['id']}", wait_until="networkidle")
+                    page.get_by_text(run["name"]).first.wait_for()
+                    page.get_by_text("Completed", exact=True).first.wait_for()
+                    page.screenshot(path=str(shots / "3-finished-run.png"), full_page=True)
+                finally:
+                    browser.close()
+    finally:
+        kept = REPO / "test-artifacts" / "prefect-ui"
+        if kept.exists():
+            shutil.rmtree(kept)
+        shutil.copytree(shots, kept)
+
+    # MLflow: the parent run of that flow run, with the value typed into the form
+    _, parent = mlflow_parent_run(f"sqlite:///{project / 'mlflow.db'}", "nsot", run["id"])
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["train.steps"] == str(EDITED_STEPS)
+    assert parent.data.tags["prefect.deployment_id"] == deployment["id"]
+    assert {p.name for p in shots.iterdir()} >= {"2-custom-run-form.png", "3-finished-run.png"}
+    print(f"UI test: submit -> Completed {trigger_to_completed:.1f}s; whole test {time.monotonic() - started:.1f}s")
