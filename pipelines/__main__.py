@@ -152,7 +152,8 @@ def cmd_stage(args: argparse.Namespace) -> int:
     from pipelines.tracking import Tracker, run_tags
 
     tracker = Tracker(settings, pipeline.slug)
-    ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker)
+    ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
+                       threads=settings.torch_threads)
     with output_lock(settings, root):
         result = run_stage(ctx, None, run_tags(settings, "dvc"))
     print(f"{pipeline.dvc_name(stage)}: done in {result['seconds']:.1f}s")
@@ -250,11 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipelines.params import ParamsError
     from pipelines.registry import UnknownPipelineError
     from pipelines.runtime import RunLockedError, StageInputError
+    from pipelines.settings import SettingsError
 
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (UsageError, ParamsError, UnknownPipelineError, StageInputError, RunLockedError, DeployError) as err:
+    except (UsageError, ParamsError, SettingsError, UnknownPipelineError, StageInputError, RunLockedError,
+            DeployError) as err:
         print(f"paperflows: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -4,7 +4,8 @@ Reproduces the paper's per-task normalised-accuracy table (TA, TIES, DARE-TIES a
 KnOTS-TIES, KnOTS-DARE-TIES, plus the joint setting) at CPU scale:
 
 * one LoRA (peft, on q/k/v/out_proj) per task on a pretrained transformer encoder, each task with its
-  own frozen linear head, as CLIP's class-name heads are frozen in the paper (§4.1);
+  own frozen linear head, as CLIP's class-name heads are frozen in the paper (§4.1); the fine-tuning
+  stage fans out over ``data.tasks`` (one item per task, run concurrently by a parallel task runner);
 * KnOTS alignment (§3): per layer, the thin SVD of ``[dW_1 | ... | dW_n] = U S V^T`` gives each task
   the representation ``R_i = S V_i^T`` in one shared basis, so ``dW_i = U R_i``; the R_i of all layers
   are flattened and merged with TA / TIES / DARE-TIES, then mapped back with ``U``;
@@ -18,6 +19,7 @@ mirror with labels y -> 9 - y, Gaussian noise). ``data.source: mnist`` uses MNIS
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -34,11 +36,12 @@ from components.models.vit import TinyViT, TinyViTConfig
 from components.training import TrainConfig, fit
 from pipelines.params import PipelineParams, Section
 from pipelines.report import Claim, Report, mean_std
-from pipelines.runtime import Pipeline, Plot, Stage, StageContext
+from pipelines.runtime import Pipeline, Plot, Stage, StageContext, StageInputError
 
 TASKS = tuple(TASK_TRANSFORMS)
 METHODS = ("ta", "ties", "dare_ties", "knots_ta", "knots_ties", "knots_dare_ties")
 # numbers the brief quotes for ViT-B/32 (per-task average normalised accuracy, Iso-C's table)
+SINGLE_FILE = "single_task.json"   # each finetune item's accuracies, beside its LoRA files
 PAPER_VITB32 = {"ta": 63.7, "ties": 63.7, "dare_ties": 63.7, "knots_ties": 68.0, "knots_dare_ties": 63.9}
 
 
@@ -205,44 +208,65 @@ class _WithHead(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# stage 3: one LoRA per task (§4.1)
+# stage 3: one LoRA per task (§4.1), a fan-out stage: one item per task
 # --------------------------------------------------------------------------------------------------
 def finetune(ctx: StageContext) -> None:
-    """Fit each task's frozen head, then its LoRA; record single-task accuracies."""
+    """One task's LoRA for every seed: fit the task's frozen head, then its LoRA; single-task accuracies."""
     p = ctx.params
+    task = ctx.item
+    t = p.data.tasks.index(task)
     data = load_tensors(ctx.path("data/tasks.safetensors"))
     spec = LoraSpec(r=p.lora.r, alpha=p.lora.alpha, dropout=p.lora.dropout)
-    single: dict[str, Any] = {}
+    out = ctx.item_dir("models/lora/")
+    single: dict[str, float] = {}
+    x, y = data[f"{task}/train/x"], data[f"{task}/train/y"]
     for seed in p.seeds:
-        image_size = data["plain/train/x"].shape[-1]
-        base = _load_base(ctx, seed, image_size)
-        for t, task in enumerate(p.data.tasks):
-            x, y = data[f"{task}/train/x"], data[f"{task}/train/y"]
-            # the task head: a linear probe on the frozen base features, then frozen (like CLIP heads)
-            with torch.no_grad():
-                feats = base.features(x)
-            head = nn.Linear(feats.shape[1], 10)
-            probe = nn.Sequential(head)
-            fit(probe, _ce_loss, _batches(feats, y, 256),
-                TrainConfig(steps=p.lora.head_steps, lr=1e-2, seed=seed * 100 + t, progress=False, log_every=50))
-            head.requires_grad_(False)
-            model = attach_lora(_WithHead(base, head), spec, seed=seed * 100 + t)
-            cfg = TrainConfig(steps=p.lora.steps, lr=p.lora.lr, seed=seed * 100 + t, progress=ctx.progress,
-                              log_every=max(1, p.lora.steps // 30), desc=f"knots lora {task} seed {seed}")
-            fit(model, _ce_loss, _batches(x, y, p.lora.batch_size), cfg,
-                callback=ctx.metric_callback(f"lora/{task}/seed{seed}"))
-            factors = {name.removeprefix("encoder."): f for name, f in lora_factors(model).items()}
-            save_factors(factors, ctx.path(f"models/lora/seed{seed}_{task}.safetensors"))
-            save_tensors({"weight": head.weight, "bias": head.bias},
-                         ctx.path(f"models/lora/seed{seed}_{task}_head.safetensors"))
-            model.eval()
-            with torch.no_grad():
-                for split in ("val", "test"):
-                    single[f"seed{seed}/{task}/{split}"] = accuracy(model(data[f"{task}/{split}/x"]),
-                                                                    data[f"{task}/{split}/y"])
-                single[f"seed{seed}/{task}/zero_shot_test"] = accuracy(
-                    head(base.features(data[f"{task}/test/x"])), data[f"{task}/test/y"])
-    save_json(single, ctx.path("metrics/finetune.json"))
+        base = _load_base(ctx, seed, data["plain/train/x"].shape[-1])
+        # the task head: a linear probe on the frozen base features, then frozen (like CLIP heads);
+        # initialised from (seed, task) alone, so a LoRA does not depend on which others are trained
+        with torch.no_grad():
+            feats = base.features(x)
+        torch.manual_seed(seed * 100 + t)
+        head = nn.Linear(feats.shape[1], 10)
+        probe = nn.Sequential(head)
+        fit(probe, _ce_loss, _batches(feats, y, 256),
+            TrainConfig(steps=p.lora.head_steps, lr=1e-2, seed=seed * 100 + t, progress=False, log_every=50))
+        head.requires_grad_(False)
+        model = attach_lora(_WithHead(base, head), spec, seed=seed * 100 + t)
+        cfg = TrainConfig(steps=p.lora.steps, lr=p.lora.lr, seed=seed * 100 + t, progress=ctx.progress,
+                          log_every=max(1, p.lora.steps // 30), desc=f"knots lora {task} seed {seed}")
+        fit(model, _ce_loss, _batches(x, y, p.lora.batch_size), cfg,
+            callback=ctx.metric_callback(f"lora/{task}/seed{seed}"))
+        factors = {name.removeprefix("encoder."): f for name, f in lora_factors(model).items()}
+        save_factors(factors, out / f"seed{seed}.safetensors")
+        save_tensors({"weight": head.weight, "bias": head.bias}, out / f"seed{seed}_head.safetensors")
+        model.eval()
+        with torch.no_grad():
+            for split in ("val", "test"):
+                single[f"seed{seed}/{split}"] = accuracy(model(data[f"{task}/{split}/x"]), data[f"{task}/{split}/y"])
+            single[f"seed{seed}/zero_shot_test"] = accuracy(head(base.features(data[f"{task}/test/x"])),
+                                                            data[f"{task}/test/y"])
+    save_json(single, out / SINGLE_FILE)
+    ctx.log_metrics({f"lora/{task}/{key}_acc": value for key, value in single.items()})
+
+
+def _lora_files(ctx: StageContext, seed: int, task: str) -> tuple[Path, Path]:
+    """(factors, head) files of one task's LoRA for one seed, as the finetune item wrote them."""
+    folder = ctx.path(f"models/lora/{task}/")
+    return folder / f"seed{seed}.safetensors", folder / f"seed{seed}_head.safetensors"
+
+
+def _single_task_accuracies(ctx: StageContext) -> dict[str, float]:
+    """``seed<s>/<task>/<split>`` accuracies of every task's own LoRA, gathered from the items' files."""
+    single: dict[str, float] = {}
+    for task in ctx.params.data.tasks:
+        path = ctx.path(f"models/lora/{task}/{SINGLE_FILE}")
+        if not path.is_file():
+            raise StageInputError(f"knots.{ctx.stage.name}: {path} is missing; the finetune item '{task}' "
+                                  f"did not finish (run `paperflows stage knots finetune`)")
+        single.update({f"{key.split('/')[0]}/{task}/{key.split('/', 1)[1]}": value
+                       for key, value in load_json(path).items()})
+    return single
 
 
 # --------------------------------------------------------------------------------------------------
@@ -275,16 +299,17 @@ def _task_accuracies(encoder: TinyViT, heads: dict[str, nn.Linear], data: dict[s
 def merge(ctx: StageContext) -> None:
     """Merge the task LoRAs with every method, choose lambda/top-K on validation, score on test."""
     p = ctx.params
+    single = _single_task_accuracies(ctx)  # first: a missing item fails before any work
+    save_json(single, ctx.path("metrics/single_task.json"))
     data = load_tensors(ctx.path("data/tasks.safetensors"))
-    single = load_json(ctx.path("metrics/finetune.json"))
     tasks = p.data.tasks
     grid_rows, test_rows, checks = [], [], {}
     for seed in p.seeds:
         base = _load_base(ctx, seed, data["plain/train/x"].shape[-1])
-        per_task = [load_factors(ctx.path(f"models/lora/seed{seed}_{task}.safetensors")) for task in tasks]
+        per_task = [load_factors(_lora_files(ctx, seed, task)[0]) for task in tasks]
         heads = {}
         for task in tasks:
-            w = load_tensors(ctx.path(f"models/lora/seed{seed}_{task}_head.safetensors"))
+            w = load_tensors(_lora_files(ctx, seed, task)[1])
             heads[task] = nn.Linear(w["weight"].shape[1], w["weight"].shape[0])
             heads[task].load_state_dict(w)
         layer_factors, scale = group_factors_by_layer(per_task)
@@ -362,7 +387,7 @@ def report(ctx: StageContext) -> None:
     p = ctx.params
     rows = load_table(ctx.path("tables/merge_test.parquet"))
     checks = load_json(ctx.path("metrics/merge.json"))
-    single = load_json(ctx.path("metrics/finetune.json"))
+    single = load_json(ctx.path("metrics/single_task.json"))
     tasks = p.data.tasks
 
     def stat(method: str, key: str) -> tuple[float, float]:
@@ -429,19 +454,20 @@ PIPELINE = Pipeline(
         Stage("prepare", prepare, params=("data",), outs=("data/tasks.safetensors",),
               code=("components/data/images.py",)),
         Stage("pretrain", pretrain, params=("seeds", "data", "base"), deps=("data/tasks.safetensors",),
-              outs=("models/base/",), code=("components/models/vit.py", "components/training")),
+              outs=("models/base/",), code=("components/models/vit.py", "components/training"), gpu=True),
         Stage("finetune", finetune, params=("seeds", "data", "base", "lora"),
               deps=("data/tasks.safetensors", "models/base/"), outs=("models/lora/",),
-              metrics=("metrics/finetune.json",), code=("components/models", "components/training")),
+              code=("components/models", "components/training"), fan_out="data.tasks", gpu=True),
         Stage("merge", merge, params=("seeds", "data", "base", "lora", "merge"),
-              deps=("data/tasks.safetensors", "models/base/", "models/lora/", "metrics/finetune.json"),
-              outs=("tables/merge_grid.parquet", "tables/merge_test.parquet"), metrics=("metrics/merge.json",),
+              deps=("data/tasks.safetensors", "models/base/", "models/lora/"),
+              outs=("tables/merge_grid.parquet", "tables/merge_test.parquet"),
+              metrics=("metrics/merge.json", "metrics/single_task.json"),
               plots=(Plot("plots/lambda_search.png"),
                      Plot("plots/lambda_search.csv", x="lambda", y="knots_ties",
                           title="validation avg normalised accuracy of KnOTS-TIES vs lambda")),
               code=("components/merging", "components/models", "components/metrics/classification.py")),
         Stage("report", report, params=("seeds", "data", "merge"),
-              deps=("tables/merge_test.parquet", "metrics/merge.json", "metrics/finetune.json"),
+              deps=("tables/merge_test.parquet", "metrics/merge.json", "metrics/single_task.json"),
               outs=("report.json", "report.md")),
     ),
 )

@@ -454,7 +454,7 @@ PIPELINE = Pipeline(
         Stage("ot_precompute", ot_precompute, params=("data", "ot"), deps=("data/shapes.safetensors",),
               outs=("data/superset_ot.safetensors",), metrics=("metrics/ot_precompute.json",),
               code=("components/ot",)),
-        Stage("train", train, params=("seeds", "data", "model", "train"), deps=("data/superset_ot.safetensors",),
+        Stage("train", train, gpu=True, params=("seeds", "data", "model", "train"), deps=("data/superset_ot.safetensors",),
               outs=("models/", "tables/train_curves.parquet"), plots=(Plot("plots/train_loss.png"),), code=CODE),
         Stage("couplings", couplings, params=("data", "model", "train", "eval"),
               deps=("data/superset_ot.safetensors",), metrics=("metrics/couplings.json",), code=CODE),

@@ -675,7 +675,7 @@ PIPELINE = Pipeline(
     stages=(
         Stage("prepare", prepare, params=("data",), outs=("data/moons.safetensors", "data/so3.safetensors"),
               metrics=("metrics/prepare.json",), code=("components/generative/so3.py",)),
-        Stage("pretrain_euclidean", pretrain_euclidean, params=("seeds", "model", "train"),
+        Stage("pretrain_euclidean", pretrain_euclidean, gpu=True, params=("seeds", "model", "train"),
               deps=("data/moons.safetensors",), outs=("models/euclidean/", "tables/pretrain_euclidean.parquet"),
               plots=(Plot("plots/pretrain_euclidean.png"),), code=CODE),
         Stage("guide_euclidean", guide_euclidean, params=("seeds", "model", "guidance"),
@@ -686,7 +686,7 @@ PIPELINE = Pipeline(
                      Plot("plots/gamma_tradeoff.csv", x="gamma", y="reward",
                           title="OC-Flow reward (first reward fn) vs gamma")),
               code=CODE),
-        Stage("pretrain_so3", pretrain_so3, params=("seeds", "model", "train"), deps=("data/so3.safetensors",),
+        Stage("pretrain_so3", pretrain_so3, gpu=True, params=("seeds", "model", "train"), deps=("data/so3.safetensors",),
               outs=("models/so3/", "tables/pretrain_so3.parquet"), plots=(Plot("plots/pretrain_so3.png"),),
               code=CODE),
         Stage("guide_so3", guide_so3, params=("seeds", "model", "so3"),

@@ -15,6 +15,11 @@ is its own call of the stage function (``ctx.item`` set), seeded from its own na
 MLflow child run, so items are independent of each other and of their order: the sequential run, the
 DVC stage (which loops over the items) and a parallel task runner compute the same numbers. A fan-out
 stage declares only ``outs`` folders; each item writes into its own sub-folder (``ctx.item_dir(out)``).
+A :class:`StageContext` holds nothing tied to its process (the tracker builds its MLflow client where it
+is used, the torch thread count travels as ``ctx.threads``), so an item can run on a Dask worker.
+
+A stage that trains declares ``gpu=True``: the Prefect flow runs each of its calls (each item of a
+fan-out stage) inside one slot of a global concurrency limit, the GPU slot (:mod:`pipelines.flows`).
 
 Stages pass paths, never objects. All paths are relative to the run's output root: the DVC workspace
 ``outputs/<slug>/`` for runs at the ``params.yaml`` defaults, ``runs/<slug>/<run>/`` otherwise, so a run
@@ -28,6 +33,8 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import os
+import socket
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -37,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from components.io import load_json, save_json
-from components.training import seed_everything
+from components.training import seed_everything, torch_threads
 from pipelines.params import PipelineParams, flatten
 from pipelines.settings import Settings
 
@@ -81,6 +88,7 @@ class Stage:
     plots: tuple[Plot, ...] = ()
     code: tuple[str, ...] = ()
     fan_out: str | None = None   # dotted name of a list parameter: the stage runs once per item
+    gpu: bool = False            # the stage trains: each call holds one GPU slot when run by a flow
 
     @property
     def doc(self) -> str:
@@ -178,6 +186,7 @@ class StageContext:
     run_ids: tuple[str, ...] = ()     # child run first, then the parent run (metrics go to both)
     progress: bool = True
     item: str | None = None           # the item of a fan-out stage this call works on
+    threads: int | None = None        # torch intra-op threads for the stage call; None: leave as is
     _step_offsets: dict[str, int] = field(default_factory=dict)
 
     def path(self, rel: str) -> Path:
@@ -281,7 +290,9 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     child = None
     label = stage.name if ctx.item is None else f"{stage.name}[{ctx.item}]"
     if tracker is not None:
+        # where the stage itself ran (a Dask worker for a fan-out item), not where the run was started
         tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {}),
+                "host.pid": str(os.getpid()), "host.name": socket.gethostname(),
                 **({"paperflows.item": ctx.item} if ctx.item is not None else {}),
                 **{f"deps.{dep.rstrip('/')}": content_hash(root / dep) for dep in stage.deps}}
         child = tracker.start(f"{pipeline.slug}.{label}", tags, parent_id=parent_run_id)
@@ -295,7 +306,9 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     ok = False
     metrics: dict[str, float] = {}
     try:
-        stage.run(ctx)
+        # CPU kernels reduce in a thread-count dependent order: the same count gives the same bits
+        with torch_threads(ctx.threads):
+            stage.run(ctx)
         check_outputs(pipeline, stage, root, ctx.item)
         for rel in stage.metrics:
             if rel.endswith(".json"):
@@ -312,8 +325,12 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
             if ok:
                 _log_stage_files(ctx, child)
             tracker.end(child, ok)
-    if tracker is not None and parent_run_id and metrics:
-        tracker.log_metrics(parent_run_id, {f"{label}/{k}": v for k, v in metrics.items()})
+    if tracker is not None and parent_run_id:
+        if metrics:
+            tracker.log_metrics(parent_run_id, {f"{label}/{k}": v for k, v in metrics.items()})
+        # curves logged to the parent run too: written now, since this process may be a Dask worker
+        # that never sees the parent run end
+        tracker.flush(parent_run_id)
     return {"stage": stage.name, "item": ctx.item, "seconds": seconds, "metrics": metrics}
 
 
@@ -408,7 +425,7 @@ def execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root
                   root / "run.json")
         for stage in pipeline.stages:
             ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
-                               progress=progress)
+                               progress=progress, threads=settings.torch_threads)
             stages.append(stage_runner(ctx, parent, {**entry_tags, **(tags or {})}))
         report = load_json(root / pipeline.report)
         ok = True

@@ -12,6 +12,18 @@ server, an MLflow tracking server or another output disk (settings only, no code
 | PREFECT_HOME             | ``<root>/.paperflows/prefect``             |
 | PAPERFLOWS_PROGRESS      | ``1``; ``0`` hides the training progress bars |
 | PAPERFLOWS_CACHE         | ``$XDG_CACHE_HOME/paperflows`` (``~/.cache/paperflows``): derived model files such as the fp32 copy of a GGUF LLM, shared by every checkout |
+| PAPERFLOWS_TASK_RUNNER   | ``sequential``: fan-out items run one after the other in the flow process; ``dask``: they are submitted to a Dask cluster through prefect-dask and run concurrently (needs a Prefect server, ``PREFECT_API_URL``) |
+| PAPERFLOWS_DASK_ADDRESS  | unset: with ``dask``, a LocalCluster of worker processes with 1 thread each, started and stopped by the flow; ``tcp://host:8786``: an existing ``dask scheduler`` |
+| PAPERFLOWS_DASK_WORKERS  | unset (Dask's choice: one per CPU core): worker processes of that LocalCluster |
+| PAPERFLOWS_TORCH_THREADS | unset: stages run with the process's torch default, and fan-out items on Dask with the flow process's count; ``N``: every stage and item of a run uses ``N`` intra-op threads. CPU results are bit-identical across entry points only at the same thread count |
+| PAPERFLOWS_GPU_LIMIT     | ``gpu``: the Prefect global concurrency limit that training stages (``Stage(gpu=True)``) hold one slot of while they run, when a Prefect server (``PREFECT_API_URL``) has that limit (``prefect gcl create gpu --limit <GPUs>``); no-op otherwise |
+| PREFECT_API_URL          | unset: embedded (ephemeral) Prefect server per process; ``http://host:4200/api``: a running server (required by ``dask``) |
+
+DVC remotes are settings too: ``.dvc/config`` names the local default remote
+(``<root>/.paperflows/dvc-remote``); ``infra/dvc-remote.sh`` points a checkout at an S3-compatible store
+from ``PAPERFLOWS_DVC_REMOTE_URL`` (``s3://bucket/prefix``) and ``PAPERFLOWS_DVC_S3_ENDPOINT`` (MinIO-style
+endpoint), written to the git-ignored ``.dvc/config.local``; credentials stay in the environment
+(``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``) and are never written to a file.
 """
 
 from __future__ import annotations
@@ -24,6 +36,12 @@ PARAMS_FILE = "params.yaml"
 DVC_FILE = "dvc.yaml"
 WORKSPACE_DIR = "outputs"   # DVC-tracked outputs of the default-parameter runs
 RUNS_DIR = "runs"           # outputs of runs with edited parameters, one folder per run
+TASK_RUNNERS = ("sequential", "dask")
+DEFAULT_GPU_LIMIT = "gpu"
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value paperflows cannot use (the message names the variable)."""
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -45,6 +63,21 @@ class Settings:
     artifact_root: Path
     prefect_home: Path
     cache_dir: Path = field(default_factory=lambda: default_cache_dir())
+    task_runner: str = "sequential"       # how a flow runs the items of a fan-out stage (TASK_RUNNERS)
+    dask_address: str | None = None       # an existing Dask scheduler; None: a LocalCluster per flow run
+    dask_workers: int | None = None       # worker processes of that LocalCluster; None: Dask's default
+    torch_threads: int | None = None      # torch intra-op threads of every stage; None: process default
+    gpu_limit: str = DEFAULT_GPU_LIMIT    # Prefect global concurrency limit held by training stages
+
+    def __post_init__(self) -> None:
+        if self.task_runner not in TASK_RUNNERS:
+            raise SettingsError(f"PAPERFLOWS_TASK_RUNNER must be one of {', '.join(TASK_RUNNERS)}; "
+                                f"got {self.task_runner!r}")
+        if self.dask_address is not None and "://" not in self.dask_address:
+            raise SettingsError(f"PAPERFLOWS_DASK_ADDRESS must be a scheduler address such as "
+                                f"tcp://10.0.0.5:8786; got {self.dask_address!r}")
+        if not self.gpu_limit.strip():
+            raise SettingsError("PAPERFLOWS_GPU_LIMIT must name a Prefect global concurrency limit; got ''")
 
     @property
     def params_file(self) -> Path:
@@ -73,7 +106,22 @@ def load_settings() -> Settings:
         artifact_root=Path(os.environ.get("PAPERFLOWS_MLFLOW_ARTIFACTS", root / "mlruns")),
         prefect_home=Path(os.environ.get("PREFECT_HOME", root / ".paperflows" / "prefect")),
         cache_dir=Path(os.environ.get("PAPERFLOWS_CACHE") or default_cache_dir()),
+        task_runner=os.environ.get("PAPERFLOWS_TASK_RUNNER") or "sequential",
+        dask_address=os.environ.get("PAPERFLOWS_DASK_ADDRESS") or None,
+        dask_workers=_positive_int("PAPERFLOWS_DASK_WORKERS"),
+        torch_threads=_positive_int("PAPERFLOWS_TORCH_THREADS"),
+        gpu_limit=os.environ.get("PAPERFLOWS_GPU_LIMIT") or DEFAULT_GPU_LIMIT,
     )
+
+
+def _positive_int(name: str) -> int | None:
+    """An optional whole-number variable (>= 1); unset or empty gives None."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise SettingsError(f"{name} must be a whole number >= 1; got {raw!r}")
+    return int(raw)
 
 
 def default_cache_dir() -> Path:
