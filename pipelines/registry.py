@@ -14,6 +14,8 @@ PIPELINE_MODULES: dict[str, str] = {
     "hrf": "pipelines.hrf",
     "oc_flow": "pipelines.oc_flow",
     "pyramid_flow": "pipelines.pyramid_flow",
+    "nutribench": "pipelines.nutribench",
+    "mm_ego": "pipelines.mm_ego",
 }
 
 

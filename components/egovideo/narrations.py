@@ -1,0 +1,155 @@
+"""Ego4D narrations: the reader of the official ``narration.json`` and a writer of the same shape.
+
+The official file (Ego4D v1/v2 ``annotations/narration.json``) is one JSON object keyed by video uid::
+
+    {"<video_uid>": {
+        "narration_pass_1": {"narrations": [{"timestamp_sec": 12.3, "timestamp_frame": 369,
+                                              "narration_text": "#C C picks up a knife", ...}, ...],
+                             "summaries": [{"start_sec": .., "end_sec": .., "summary_text": ..}, ...]},
+        "narration_pass_2": {...},
+        "status": "complete"}, ...}
+
+Two annotators narrated each video independently (pass 1 and pass 2); a pipeline uses one pass. Videos
+whose ``status`` starts with ``redacted`` and that carry no narration pass are listed as skipped (they
+exist in the release but hold no text). Everything else that does not match the shape is an error that
+names the file, the video and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.io import atomic_path
+
+PASSES = ("narration_pass_1", "narration_pass_2")
+
+
+class NarrationFormatError(ValueError):
+    """The narration file does not have the Ego4D shape; the message names file, video and field."""
+
+
+@dataclass(frozen=True)
+class Narration:
+    """One narrated moment: time in seconds from the video start, the frame at 30 fps, and the text."""
+
+    timestamp_sec: float
+    timestamp_frame: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class NarrationSet:
+    """The narrations of one pass, by video uid (time-ordered), plus the redacted videos skipped."""
+
+    videos: dict[str, list[Narration]]
+    narration_pass: int
+    skipped: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_narration(item: Any, where: str) -> Narration:
+    if not isinstance(item, Mapping):
+        raise NarrationFormatError(f"{where}: expected an object, got {type(item).__name__}")
+    if "timestamp_sec" not in item:
+        raise NarrationFormatError(f"{where}: missing 'timestamp_sec'")
+    ts = item["timestamp_sec"]
+    if not _number(ts):
+        raise NarrationFormatError(f"{where}.timestamp_sec: expected a number, got {ts!r}")
+    if ts < 0:
+        raise NarrationFormatError(f"{where}.timestamp_sec: negative timestamp {ts!r}")
+    frame = item.get("timestamp_frame")
+    if frame is not None and (not isinstance(frame, int) or isinstance(frame, bool) or frame < 0):
+        raise NarrationFormatError(f"{where}.timestamp_frame: expected an int >= 0, got {frame!r}")
+    if "narration_text" not in item:
+        raise NarrationFormatError(f"{where}: missing 'narration_text'")
+    text = item["narration_text"]
+    if not isinstance(text, str) or not text.strip():
+        raise NarrationFormatError(f"{where}.narration_text: expected a non-empty string, got {text!r}")
+    return Narration(timestamp_sec=float(ts), timestamp_frame=frame, text=text.strip())
+
+
+def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
+    """Read and validate an Ego4D ``narration.json``; return pass ``narration_pass`` (1 or 2) of every video.
+
+    Both passes (where present) and ``summaries`` are validated; a video needs at least one pass, and the
+    pass used must hold at least one narration.
+
+    Raises:
+        NarrationFormatError: not JSON, not an object keyed by video uid, no videos, a video without
+            ``narration_pass_*``, a pass without a ``narrations`` list, a narration without
+            ``timestamp_sec`` / ``narration_text``, non-numeric or negative timestamps, an empty text,
+            or a video with no narration in the chosen pass.
+    """
+    p = Path(path)
+    if narration_pass not in (1, 2):
+        raise ValueError(f"narration_pass must be 1 or 2, got {narration_pass!r}")
+    if not p.is_file():
+        raise NarrationFormatError(f"{p}: narration file not found")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise NarrationFormatError(f"{p}: not valid JSON ({err})") from None
+    if not isinstance(data, Mapping):
+        raise NarrationFormatError(f"{p}: expected an object keyed by video_uid, got {type(data).__name__}")
+    if not data:
+        raise NarrationFormatError(f"{p}: no videos in the file")
+    videos: dict[str, list[Narration]] = {}
+    skipped: list[str] = []
+    key = PASSES[narration_pass - 1]
+    for uid, entry in data.items():
+        where = f"{p}: video {uid}"
+        if not isinstance(entry, Mapping):
+            raise NarrationFormatError(f"{where}: expected an object, got {type(entry).__name__}")
+        present = [name for name in PASSES if name in entry]
+        if not present:
+            if str(entry.get("status", "")).startswith("redacted"):
+                skipped.append(uid)
+                continue
+            raise NarrationFormatError(f"{where}: missing 'narration_pass_1' / 'narration_pass_2'")
+        parsed: dict[str, list[Narration]] = {}
+        for name in present:
+            block = entry[name]
+            if not isinstance(block, Mapping) or not isinstance(block.get("narrations"), list):
+                raise NarrationFormatError(f"{where}.{name}: expected an object with a 'narrations' list")
+            summaries = block.get("summaries", [])
+            if not isinstance(summaries, list):
+                raise NarrationFormatError(f"{where}.{name}.summaries: expected a list, got "
+                                           f"{type(summaries).__name__}")
+            parsed[name] = [_check_narration(item, f"{where}.{name}.narrations[{i}]")
+                            for i, item in enumerate(block["narrations"])]
+        if key not in parsed:
+            raise NarrationFormatError(f"{where}: has {present} but not '{key}' (narration_pass={narration_pass})")
+        if not parsed[key]:
+            raise NarrationFormatError(f"{where}.{key}.narrations: empty")
+        videos[str(uid)] = sorted(parsed[key], key=lambda n: n.timestamp_sec)
+    if not videos:
+        raise NarrationFormatError(f"{p}: every video is redacted; no narrations to read")
+    return NarrationSet(videos=videos, narration_pass=narration_pass, skipped=tuple(skipped))
+
+
+def write_narrations(videos: Mapping[str, Sequence[Narration]], path: str | Path, *, video_fps: float = 30.0,
+                     narration_pass: int = 1) -> Path:
+    """Write ``{video_uid: narrations}`` in the official shape (one pass, empty summaries), atomically.
+
+    ``timestamp_frame`` is filled from ``timestamp_sec * video_fps`` where a narration has none.
+    """
+    key = PASSES[narration_pass - 1]
+    out = {}
+    for uid, items in videos.items():
+        rows = [{"timestamp_sec": n.timestamp_sec,
+                 "timestamp_frame": n.timestamp_frame if n.timestamp_frame is not None
+                 else round(n.timestamp_sec * video_fps),
+                 "narration_text": n.text,
+                 "annotation_uid": f"{uid}-{key}-{i:05d}"} for i, n in enumerate(items)]
+        out[uid] = {key: {"narrations": rows, "summaries": []}, "status": "complete"}
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(out, indent=1) + "\n")
+    return Path(path)

@@ -1,0 +1,95 @@
+"""Ego4D narration reader: every malformed input names file, video and field; the generator round-trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components.egovideo.narrations import (
+    Narration,
+    NarrationFormatError,
+    read_narrations,
+    write_narrations,
+)
+from components.egovideo.synthetic import BUCKETS, WorldConfig, generate_videos
+
+
+def _video(*items: dict, pass_name: str = "narration_pass_1") -> dict:
+    return {pass_name: {"narrations": list(items), "summaries": []}, "status": "complete"}
+
+
+GOOD = {"timestamp_sec": 1.5, "timestamp_frame": 45, "narration_text": "#C C picks up a knife"}
+
+
+def _write(tmp_path: Path, data: object, name: str = "narration.json") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def test_reads_the_official_shape_in_time_order(tmp_path: Path) -> None:
+    late = {**GOOD, "timestamp_sec": 9.0, "narration_text": "#C C opens the fridge"}
+    data = {"v1": {"narration_pass_1": {"narrations": [late, GOOD], "summaries": [
+        {"start_sec": 0.0, "end_sec": 10.0, "summary_text": "#Summary C cooks"}]},
+        "narration_pass_2": {"narrations": [GOOD]}, "status": "complete"}}
+    out = read_narrations(_write(tmp_path, data))
+    assert list(out.videos) == ["v1"]
+    assert [n.text for n in out.videos["v1"]] == ["#C C picks up a knife", "#C C opens the fridge"]
+    assert out.videos["v1"][0] == Narration(1.5, 45, "#C C picks up a knife")
+    assert len(read_narrations(_write(tmp_path, data), narration_pass=2).videos["v1"]) == 1
+
+
+def test_redacted_videos_are_listed_not_read(tmp_path: Path) -> None:
+    out = read_narrations(_write(tmp_path, {"v1": _video(GOOD), "v2": {"status": "redacted"}}))
+    assert list(out.videos) == ["v1"] and out.skipped == ("v2",)
+
+
+@pytest.mark.parametrize("data, message", [
+    ("{not json", "not valid JSON"),
+    ([1, 2], "expected an object keyed by video_uid"),
+    ({}, "no videos in the file"),
+    ({"v9": {"status": "complete"}}, "video v9: missing 'narration_pass_1' / 'narration_pass_2'"),
+    ({"v9": {"narration_pass_1": {"text": []}}}, "video v9.narration_pass_1: expected an object with a 'narrations'"),
+    ({"v9": _video({"narration_text": "#C C x"})}, "video v9.narration_pass_1.narrations[0]: missing 'timestamp_sec'"),
+    ({"v9": _video({"timestamp_sec": 1.0})}, "narrations[0]: missing 'narration_text'"),
+    ({"v9": _video(GOOD, {**GOOD, "timestamp_sec": "3.0"})}, "narrations[1].timestamp_sec: expected a number"),
+    ({"v9": _video({**GOOD, "timestamp_sec": True})}, "timestamp_sec: expected a number"),
+    ({"v9": _video({**GOOD, "timestamp_sec": -0.5})}, "narrations[0].timestamp_sec: negative timestamp"),
+    ({"v9": _video({**GOOD, "timestamp_frame": 1.5})}, "timestamp_frame: expected an int >= 0"),
+    ({"v9": _video({**GOOD, "narration_text": "  "})}, "narration_text: expected a non-empty string"),
+    ({"v9": _video()}, "video v9.narration_pass_1.narrations: empty"),
+    ({"v9": _video(GOOD, pass_name="narration_pass_2")}, "video v9: has ['narration_pass_2'] but not 'narration_pass_1'"),
+    ({"v9": {"narration_pass_1": {"narrations": [GOOD], "summaries": {}}}}, "summaries: expected a list"),
+    ({"v9": {"status": "redacted"}}, "every video is redacted"),
+])
+def test_malformed_files_raise_naming_the_place(tmp_path: Path, data: object, message: str) -> None:
+    path = _write(tmp_path, data)
+    with pytest.raises(NarrationFormatError) as err:
+        read_narrations(path)
+    assert message in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_missing_file_and_bad_pass(tmp_path: Path) -> None:
+    with pytest.raises(NarrationFormatError, match="narration file not found"):
+        read_narrations(tmp_path / "nope.json")
+    with pytest.raises(ValueError, match="narration_pass must be 1 or 2"):
+        read_narrations(_write(tmp_path, {"v1": _video(GOOD)}), narration_pass=3)
+
+
+def test_generator_writer_reader_round_trip(tmp_path: Path) -> None:
+    streams, layout = generate_videos([16, 32, 64], [3, 2, 1], WorldConfig(), seed=4)
+    path = write_narrations(streams, tmp_path / "narration.json")
+    raw = json.loads(path.read_text())
+    first = raw["synth-short-0000"]["narration_pass_1"]["narrations"][0]
+    assert set(first) >= {"timestamp_sec", "timestamp_frame", "narration_text"}
+    assert first["narration_text"].startswith("#C C ")
+    back = read_narrations(path)
+    assert back.videos == streams
+    assert sorted(layout) == sorted(streams)
+    assert [layout[u][0] for u in sorted(layout)].count(BUCKETS[0]) == 3
+    for uid, (_, n_frames) in layout.items():   # timestamps inside the video, strictly increasing
+        ts = [n.timestamp_sec for n in back.videos[uid]]
+        assert ts == sorted(set(ts)) and 0 <= ts[0] and ts[-1] < n_frames

@@ -1,0 +1,186 @@
+"""QA engine invariants: options, answers, evidence against the narrations, counts, biased share, LLM parsing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from components.egovideo.narrations import Narration
+from components.egovideo.qa import (
+    Clip,
+    QAFormatError,
+    SampleConfig,
+    draw_options,
+    ground,
+    llm_candidates,
+    parse_llm_reply,
+    question_priors,
+    read_jsonl,
+    sample_questions,
+    template_candidates,
+    write_jsonl,
+)
+from components.egovideo.synthetic import (
+    BUCKETS,
+    WorldConfig,
+    events_of_clip,
+    generate_videos,
+    parse_narration,
+)
+
+
+def _clips(seed: int = 0, per_bucket: tuple[int, int, int] = (20, 10, 6)) -> list[Clip]:
+    streams, layout = generate_videos([32, 64, 160], per_bucket, WorldConfig(habit=0.5), seed)
+    return [Clip(uid, uid, bucket, 0.0, n, 1.0, tuple(events_of_clip(streams[uid], 0.0, n, 1.0)))
+            for uid, (bucket, n) in sorted(layout.items())]
+
+
+@pytest.fixture(scope="module")
+def sampled() -> tuple[list[Clip], list[dict]]:
+    clips = _clips()
+    records, _ = sample_questions(template_candidates(clips), SampleConfig(per_clip=12, biased_share=0.3, seed=1))
+    return clips, records
+
+
+def test_options_and_answers(sampled: tuple[list[Clip], list[dict]]) -> None:
+    _, records = sampled
+    assert records and {r["qtype"] for r in records} == {"last_put", "pick_after", "count_open"}
+    for r in records:
+        assert len(r["options"]) == 4 and len(set(r["options"])) == 4
+        assert r["options"][r["answer_idx"]] == r["answer"]
+    # the answer's position is not a giveaway
+    positions = Counter(r["answer_idx"] for r in records)
+    assert min(positions.values()) > 0.15 * len(records)
+
+
+def test_evidence_lies_in_the_clip_and_justifies_the_answer(sampled: tuple[list[Clip], list[dict]]) -> None:
+    clips, records = sampled
+    by_id = {c.clip_id: c for c in clips}
+    for r in records:
+        clip = by_id[r["clip_id"]]
+        at = {e.timestamp_sec: e for e in clip.events}
+        assert all(r["start_sec"] <= t < r["end_sec"] for t in r["evidence_ts"])
+        ev = [at[t] for t in r["evidence_ts"]]                       # every evidence ts is a narration
+        assert [e.frame for e in ev] == r["evidence_frames"]
+        assert all(0 <= f < clip.n_frames for f in r["evidence_frames"])
+        parsed = [parse_narration(e.text) for e in ev]
+        noun = r["question"].rstrip("?").split()[-1]
+        if r["qtype"] == "last_put":
+            assert parsed == [("puts", noun, r["answer"])]
+            later = [e for e in clip.events if e.frame > ev[0].frame and parse_narration(e.text)[:2] == ("puts", noun)]
+            assert not later
+        elif r["qtype"] == "pick_after":
+            assert parsed[0] == ("picks up", noun, parsed[0][2]) and parsed[1][:2] == ("picks up", r["answer"])
+            between = [e for e in clip.events if ev[0].frame < e.frame < ev[1].frame and e.action == "picks up"]
+            assert not between
+            assert sum(e.action == "picks up" and e.obj == noun for e in clip.events) == 1
+        else:
+            opens = [e for e in clip.events if parse_narration(e.text) == ("opens", None, noun)]
+            assert int(r["answer"]) == len(opens) == len(ev) and ev == opens
+
+
+def test_biased_share_is_controlled_and_biased_means_prior_answer(sampled: tuple[list[Clip], list[dict]]) -> None:
+    clips, records = sampled
+    priors = question_priors(template_candidates(clips))
+    for r in records:
+        assert r["biased"] == (priors[r["question"]] == r["answer"])
+    for bucket in BUCKETS:
+        rows = [r for r in records if r["length_bucket"] == bucket]
+        n_biased = sum(r["biased"] for r in rows)
+        assert n_biased == round(0.3 * len(rows)) or abs(n_biased - 0.3 * len(rows)) <= 1
+
+
+def test_share_zero_and_one() -> None:
+    cands = template_candidates(_clips(per_bucket=(10, 5, 3)))
+    none, _ = sample_questions(cands, SampleConfig(per_clip=50, biased_share=0.0))
+    only, _ = sample_questions(cands, SampleConfig(per_clip=50, biased_share=1.0))
+    assert none and not any(r["biased"] for r in none)
+    assert only and all(r["biased"] for r in only)
+
+
+def test_question_prior_is_the_majority_answer() -> None:
+    clip = Clip("c", "v", "short", 0.0, 4, 1.0, ())
+    from components.egovideo.qa import Candidate
+    cands = [Candidate(clip, "last_put", "Where did I last put the cup?", a, "place", (), ("cup",))
+             for a in ("box", "oven", "box", "fridge", "oven", "box")]
+    assert question_priors(cands) == {"Where did I last put the cup?": "box"}
+
+
+def test_draw_options_excludes_mentions_and_tops_up_counts() -> None:
+    rng = np.random.default_rng(0)
+    dist = {"object": Counter({"cup": 5, "knife": 3, "pan": 2, "jar": 1, "lid": 1}), "count": Counter({"1": 9})}
+    for _ in range(20):
+        options, idx = draw_options("pan", "object", ("knife",), dist, rng)
+        assert options[idx] == "pan" and "knife" not in options and len(set(options)) == 4
+    options, idx = draw_options("2", "count", (), dist, rng)
+    assert options[idx] == "2" and sorted(options) == ["1", "2", "3", "4"]
+    with pytest.raises(ValueError, match="only 1 distinct 'place' values"):
+        draw_options("box", "place", (), {"place": Counter({"box": 3, "oven": 1})}, rng)
+
+
+def test_jsonl_round_trip_and_errors(tmp_path: Path, sampled: tuple[list[Clip], list[dict]]) -> None:
+    _, records = sampled
+    path = write_jsonl(records, tmp_path / "qa.jsonl")
+    assert read_jsonl(path) == records
+    bad = dict(records[0], answer_idx=(records[0]["answer_idx"] + 1) % 4)
+    write_jsonl([records[0], bad], tmp_path / "bad.jsonl")
+    with pytest.raises(QAFormatError, match=r"bad.jsonl:2.answer_idx"):
+        read_jsonl(tmp_path / "bad.jsonl")
+    (tmp_path / "broken.jsonl").write_text('{"video_uid": 1}\n')
+    with pytest.raises(QAFormatError, match=r"broken.jsonl:1: missing field"):
+        read_jsonl(tmp_path / "broken.jsonl")
+
+
+# --------------------------------------------------------------------------------------------------
+# the LLM engine (scripted replies stand in for the model's text; the parsing and grounding are real)
+# --------------------------------------------------------------------------------------------------
+class ScriptedLM:
+    def __init__(self, replies: list[str]):
+        self.replies = replies
+        self.prompts: list[str] = []
+
+    def chat(self, messages: list[dict[str, str]]) -> str:
+        return "\n".join(m["content"] for m in messages)
+
+    def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
+                 seed: int | None = None, batch_size: int = 8) -> list[str]:
+        self.prompts += prompts
+        return self.replies[: len(prompts)]
+
+
+def _clip_with(texts: list[str]) -> Clip:
+    narr = [Narration(float(i) + 0.5, None, t) for i, t in enumerate(texts)]
+    return Clip("c1", "v1", "short", 0.0, len(texts), 1.0, tuple(events_of_clip(narr, 0.0, len(texts), 1.0)))
+
+
+GOOD_REPLY = "Question: Where did I put the kettle?\nA) fridge\nB) oven\nC) drawer\nD) box\nAnswer: C"
+
+
+def test_parse_llm_reply() -> None:
+    assert parse_llm_reply(GOOD_REPLY) == ("Where did I put the kettle?", ["fridge", "oven", "drawer", "box"], 2)
+    with pytest.raises(ValueError, match="no 'Question:' line"):
+        parse_llm_reply("A) x\nB) y\nC) z\nD) w\nAnswer: A")
+    with pytest.raises(ValueError, match="options"):
+        parse_llm_reply("Question: what?\nA) x\nB) y\nAnswer: A")
+    with pytest.raises(ValueError, match="distinct"):
+        parse_llm_reply("Question: what?\nA) x\nB) x\nC) z\nD) w\nAnswer: A")
+    with pytest.raises(ValueError, match="Answer"):
+        parse_llm_reply("Question: what?\nA) x\nB) y\nC) z\nD) w")
+
+
+def test_llm_questions_are_kept_only_when_grounded() -> None:
+    clip = _clip_with(["#C C picks up the kettle from the box", "#C C puts the kettle in the drawer",
+                       "#C C opens the fridge"])
+    assert [e.timestamp_sec for e in ground(clip, "Where did I put the kettle?", "drawer")] == [1.5]
+    ungrounded = GOOD_REPLY.replace("Answer: C", "Answer: A")         # fridge is never where the kettle went
+    lm = ScriptedLM([GOOD_REPLY, ungrounded, "I cannot answer that."])
+    kept, stats, failed = llm_candidates([clip, clip, clip], lm, seed=0)
+    assert len(lm.prompts) == 3 and "1.5s: #C C puts the kettle in the drawer" in lm.prompts[0]
+    assert stats.attempted == 3 and stats.accepted == 1 and stats.acceptance_rate == pytest.approx(1 / 3)
+    assert stats.to_dict()["rejected"] == {"not grounded in the narrations": 1, "unparseable: no 'Question:' line": 1}
+    cand, options, idx = kept[0]
+    assert options[idx] == "drawer" and [e.frame for e in cand.evidence] == [1]
+    assert failed == ["c1", "c1"]
