@@ -136,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_stage(args: argparse.Namespace) -> int:
     from pipelines import registry
     from pipelines.params import load_section
-    from pipelines.runtime import StageContext, check_inputs, output_lock, run_stage
+    from pipelines.runtime import StageContext, check_inputs, output_lock, run_stage, terminate_as_exception
     from pipelines.settings import load_settings, pin_environment
 
     pipeline = registry.get(args.slug)
@@ -154,7 +154,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     tracker = Tracker(settings, pipeline.slug)
     ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
                        threads=settings.torch_threads)
-    with output_lock(settings, root):
+    with output_lock(settings, root), terminate_as_exception():
         result = run_stage(ctx, None, run_tags(settings, "dvc"))
     print(f"{pipeline.dvc_name(stage)}: done in {result['seconds']:.1f}s")
     return EXIT_OK

@@ -34,7 +34,9 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -62,6 +64,30 @@ class StageOutputError(RuntimeError):
 
 class RunLockedError(RuntimeError):
     """Another process is writing the same output folder."""
+
+
+class RunTerminated(BaseException):
+    """The process was asked to stop (SIGTERM) while a run was in progress."""
+
+
+@contextlib.contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    """Turn SIGTERM into :class:`RunTerminated` for the duration of a run, so that ``finally`` blocks
+    close the MLflow runs (status KILLED) instead of leaving them RUNNING. Only in the main thread, and
+    only where nobody else (an orchestrator) has installed a handler of its own."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise RunTerminated(f"terminated by signal {signum}")
+
+    signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @dataclass(frozen=True)
@@ -303,7 +329,7 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     # by `dvc repro` (own process) and by the Prefect flow (after other stages) computes the same thing
     seed_everything(stage_seed(pipeline.slug, label))
     started = time.perf_counter()
-    ok = False
+    ok = killed = False
     metrics: dict[str, float] = {}
     try:
         # CPU kernels reduce in a thread-count dependent order: the same count gives the same bits
@@ -314,7 +340,8 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
             if rel.endswith(".json"):
                 metrics.update(_numeric_leaves(load_json(root / rel)))
         ok = True
-    except BaseException:
+    except BaseException as err:
+        killed = isinstance(err, (RunTerminated, KeyboardInterrupt))
         if tracker is not None and child is not None:
             tracker.set_tags(child, {"paperflows.error": traceback.format_exc(limit=3)[-4000:]})
         raise
@@ -324,7 +351,7 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
             tracker.log_metrics(child, {"stage_seconds": seconds, **(metrics if ok else {})})
             if ok:
                 _log_stage_files(ctx, child)
-            tracker.end(child, ok)
+            tracker.end(child, ok, killed=killed)
     if tracker is not None and parent_run_id:
         if metrics:
             tracker.log_metrics(parent_run_id, {f"{label}/{k}": v for k, v in metrics.items()})
@@ -409,17 +436,29 @@ def execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root
             entry: str, tags: dict[str, str] | None = None, tracker: Any = None,
             stage_runner: StageRunner = run_stage, progress: bool = True,
             workspace: bool = False) -> RunSummary:
-    """Run every stage of ``pipeline`` into ``root`` under one MLflow parent run."""
+    """Run every stage of ``pipeline`` into ``root`` under one MLflow parent run.
+
+    SIGTERM (from a terminal, a cancelled deployment run, a stopped worker) ends the run's MLflow runs as
+    KILLED instead of leaving them RUNNING.
+    """
+    with terminate_as_exception():
+        return _execute(pipeline, params, settings, root, entry=entry, tags=tags, tracker=tracker,
+                        stage_runner=stage_runner, progress=progress, workspace=workspace)
+
+
+def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root: Path, *,
+             entry: str, tags: dict[str, str] | None, tracker: Any, stage_runner: StageRunner, progress: bool,
+             workspace: bool) -> RunSummary:
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
     parent = None
     entry_tags = {"paperflows.entry": entry}
-    if tracker is not None:
-        parent = tracker.start(f"{pipeline.slug}", {**(tags or {}), "paperflows.output_root": str(root)})
-        tracker.log_params(parent, flatten(params.model_dump(mode="json")))
-    ok = False
+    ok = killed = False
     stages: list[dict[str, Any]] = []
     try:
+        if tracker is not None:
+            parent = tracker.start(f"{pipeline.slug}", {**(tags or {}), "paperflows.output_root": str(root)})
+            tracker.log_params(parent, flatten(params.model_dump(mode="json")))
         save_json({"slug": pipeline.slug, "entry": entry, "params": params.model_dump(mode="json"),
                    "mlflow_run_id": parent, "started": datetime.now(timezone.utc).isoformat()},
                   root / "run.json")
@@ -429,6 +468,9 @@ def execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root
             stages.append(stage_runner(ctx, parent, {**entry_tags, **(tags or {})}))
         report = load_json(root / pipeline.report)
         ok = True
+    except (RunTerminated, KeyboardInterrupt):
+        killed = True
+        raise
     finally:
         seconds = time.perf_counter() - started
         if tracker is not None and parent is not None:
@@ -436,7 +478,7 @@ def execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root
             if ok:
                 for name in (pipeline.report, Path(pipeline.report).with_suffix(".md").as_posix()):
                     tracker.log_artifact(parent, root / name, "tables")
-            tracker.end(parent, ok)
+            tracker.end(parent, ok, killed=killed)
     return RunSummary(slug=pipeline.slug, root=root, run_id=parent, seconds=seconds, stages=stages,
                       report=report, workspace=workspace)
 

@@ -71,9 +71,10 @@ class Tracker:
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
         return run.info.run_id
 
-    def end(self, run_id: str, ok: bool) -> None:
+    def end(self, run_id: str, ok: bool, killed: bool = False) -> None:
+        """FINISHED, or KILLED when the process was stopped (SIGTERM, Ctrl-C), else FAILED."""
         self.flush(run_id)
-        status = RunStatus.to_string(RunStatus.FINISHED if ok else RunStatus.FAILED)
+        status = RunStatus.to_string(RunStatus.FINISHED if ok else RunStatus.KILLED if killed else RunStatus.FAILED)
         self.client.set_terminated(run_id, status=status)
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:

@@ -225,3 +225,56 @@ def test_fan_out_item_missing_its_folder_is_an_output_error(settings: Settings) 
     ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(), root=settings.root)
     with pytest.raises(StageOutputError, match=r"draws/b/"):
         run_stage(ctx)
+
+
+# --------------------------------------------------------------------------------------------------
+# a stopped process leaves no run RUNNING
+# --------------------------------------------------------------------------------------------------
+SLOW_RUN = '''
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from pipelines.params import PipelineParams
+from pipelines.runtime import Pipeline, Stage, execute
+from pipelines.settings import Settings
+from pipelines.tracking import Tracker
+
+def wait(ctx):
+    """Signal readiness, then work for a long time."""
+    Path(sys.argv[1], "started").write_text("1")
+    time.sleep(120)
+
+root = Path(sys.argv[1])
+settings = Settings(root=root, tracking_uri=f"sqlite:///{root / 'mlflow.db'}", artifact_root=root / "mlruns",
+                    prefect_home=root / "prefect")
+pipeline = Pipeline(slug="slow", title="Slow", arxiv="0", claim="-", params_model=PipelineParams,
+                    module_file="x.py", stages=(Stage("wait", wait, outs=("report.json",)),))
+execute(pipeline, PipelineParams(), settings, root / "out", entry="test", tracker=Tracker(settings, "slow"))
+'''
+
+
+def test_sigterm_ends_the_mlflow_runs_as_killed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(REPO)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("slow").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["slow", "slow.wait"]
+    assert {r.info.status for r in runs} == {"KILLED"}
