@@ -49,6 +49,17 @@ def test_greedy_generation_is_deterministic_and_batch_invariant(smol):
     assert all("<|im_end|>" not in text for text in batched)  # eos ends a row and is not returned
 
 
+def test_shared_system_prompt_prefill_gives_the_unshared_greedy_outputs(smol):
+    system = ("You are a concise assistant. Answer each question in one sentence, then stop. Examples: "
+              "Q: What is the capital of Spain? A: Madrid. Q: What is 10 - 4? A: 6.")
+    prompts = [smol.chat([{"role": "system", "content": system}, {"role": "user", "content": q}]) for q in QUESTIONS]
+    rows = [smol._encode(p) for p in prompts]
+    assert smol._shared_prefix_length(rows) > 40  # the system turn is shared
+    shared = smol.generate(prompts, max_new_tokens=24, batch_size=3)
+    assert shared == smol.generate(prompts, max_new_tokens=24, batch_size=3, _share_prefix=False)
+    assert len(set(shared)) == len(QUESTIONS)
+
+
 def test_logprobs_rank_the_correct_continuation_first(smol):
     prompt = "The capital of France is"
     options = [" Paris", " London", " Berlin", " Rome", " Madrid"]
