@@ -103,12 +103,12 @@ class EstimateParams(Section):
     lm: Literal["smollm2-135m", "tiny"] = Field("smollm2-135m", description="Local LLM ('tiny': random weights, "
                                                                            "for tests).")
     encoder: Literal["minilm", "tiny"] = Field("minilm", description="Sentence encoder of the RAG retrieval.")
-    llm_meals: int | None = Field(8, ge=1, le=200_000, description="Eval meals the LLM strategies answer (the "
+    llm_meals: int | None = Field(64, ge=1, le=200_000, description="Eval meals the LLM strategies answer (the "
                                                                     "same seeded subset for all); empty: all.")
     max_new_tokens: int = Field(24, ge=4, le=4096, description="Token budget of a base answer.")
     cot_max_new_tokens: int = Field(96, ge=8, le=4096, description="Token budget of a CoT / RAG answer (the "
                                                                     "share of answers it cuts is reported).")
-    batch_size: int = Field(8, ge=1, le=256, description="Prompts per generation batch.")
+    batch_size: int = Field(16, ge=1, le=256, description="Prompts per generation batch.")
     few_shot: int = Field(3, ge=0, le=3, description="Worked example meals in the system prompt (the official "
                                                      "prompts have 3).")
     rag_k_per_item: int = Field(2, ge=1, le=20, description="Foods retrieved per parsed meal item.")
@@ -133,6 +133,9 @@ class RiskParams(Section):
     duration_min: int = Field(360, ge=120, le=1440, description="Simulated minutes (1-minute samples).")
     meal_time_min: int = Field(60, ge=0, le=600, description="Minute of the meal and its bolus.")
     substeps: int = Field(2, ge=1, le=20, description="RK4 steps per minute of the batched integrator.")
+    max_bolus_u: float = Field(30.0, gt=0, le=75.0, description="Largest single bolus the pump delivers (U): "
+                                                                "simglucose's pump table gives 30 U (Insulet) and 75 U "
+                                                                "(Cozmo). A larger request is capped, as a pump would.")
     tir_low: float = Field(70.0, gt=0, description="Lower bound of the target range (mg/dL).")
     tir_high: float = Field(180.0, gt=0, description="Upper bound of the target range (mg/dL).")
     risk_convention: Literal["kovatchev", "simglucose"] = Field(
@@ -308,6 +311,10 @@ def score(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 4: the T1D risk study (§5)
 # --------------------------------------------------------------------------------------------------
+# the measuring range of simglucose's CGM sensors (params/sensor_params.csv: Dexcom min 39, max 600 mg/dL)
+SENSOR_RANGE = (39.0, 600.0)
+
+
 def _bolus_estimate(pred: float) -> float:
     """Carbs a patient would bolus for: an unknown (-1) or negative answer means no meal bolus."""
     return max(float(pred), 0.0)
@@ -338,8 +345,10 @@ def risk(ctx: StageContext) -> None:
     estimate_g = np.array([meals[mid]["carb"] if a == TRUE_BOLUS else _bolus_estimate(preds[a][mid]["pred"])
                            for a, mid, _ in grid])
     patient_idx = np.array([k for _, _, k in grid])
-    bolus = estimate_g / patients.cr[patient_idx]
+    requested = estimate_g / patients.cr[patient_idx]
+    bolus = np.minimum(requested, r.max_bolus_u)
     tir, lbgi, hbgi = np.empty(len(grid)), np.empty(len(grid)), np.empty(len(grid))
+    below, above = np.zeros(len(grid), dtype=np.int64), np.zeros(len(grid), dtype=np.int64)
     plot_k = patients.index(r.plot_patient)
     median_carb = np.median([meals[m]["carb"] for m in common])
     plot_meal = common[int(np.argmin([abs(meals[m]["carb"] - median_carb) for m in common]))]
@@ -349,6 +358,10 @@ def risk(ctx: StageContext) -> None:
     for lo in range(0, len(grid), chunk):
         sl = slice(lo, lo + chunk)
         bg = simulate_meal(patients, patient_idx[sl], truth[sl], bolus[sl], cfg)
+        # readings as a CGM reports them: the model's glucose can leave the sensor's range (and even go
+        # below zero after a massive over-bolus); a reading beyond it is reported at the bound
+        below[sl], above[sl] = (bg < SENSOR_RANGE[0]).sum(axis=1), (bg > SENSOR_RANGE[1]).sum(axis=1)
+        bg = np.clip(bg, *SENSOR_RANGE)
         tir[sl] = time_in_range(bg, r.tir_low, r.tir_high)
         lbgi[sl], hbgi[sl] = risk_indices(bg, r.risk_convention)
         for j in range(bg.shape[0]):
@@ -362,7 +375,7 @@ def risk(ctx: StageContext) -> None:
         j = base_of[(mid, k)]
         rows.append({"strategy": a, "meal_id": mid, "patient": patients.names[k], "carb": truth[i],
                      "estimate": float(estimate_g[i]) if a == TRUE_BOLUS else float(preds[a][mid]["pred"]),
-                     "bolus_u": bolus[i], "tir": tir[i], "lbgi": lbgi[i], "hbgi": hbgi[i],
+                     "bolus_u": bolus[i], "bolus_requested_u": requested[i], "tir": tir[i], "lbgi": lbgi[i], "hbgi": hbgi[i],
                      "tir_true": tir[j], "lbgi_true": lbgi[j], "hbgi_true": hbgi[j]})
     save_table(rows, ctx.path("tables/risk.parquet"))
     metrics: dict[str, Any] = {"meals": len(union), "patients": n_p, "simulations": len(grid),
@@ -373,7 +386,9 @@ def risk(ctx: StageContext) -> None:
         metrics[a] = {"meals": int(sel.sum() // n_p), "tir": float(tir[sel].mean()), "lbgi": float(lbgi[sel].mean()),
                       "hbgi": float(hbgi[sel].mean()), "tir_minus_true": float((tir[sel] - tir[paired]).mean()),
                       "lbgi_minus_true": float((lbgi[sel] - lbgi[paired]).mean()),
-                      "hbgi_minus_true": float((hbgi[sel] - hbgi[paired]).mean())}
+                      "hbgi_minus_true": float((hbgi[sel] - hbgi[paired]).mean()),
+                      "capped_boluses": int((requested[sel] > r.max_bolus_u).sum()),
+                      "readings_below_sensor": int(below[sel].sum()), "readings_above_sensor": int(above[sel].sum())}
     if r.reference_check:
         from components.glucose.reference import simglucose_trace
         ref = simglucose_trace(r.plot_patient, meals[plot_meal]["carb"],
@@ -518,7 +533,7 @@ def report(ctx: StageContext) -> None:
         (f"Benchmark: {curation['meals']} meals ({curation['eval_meals']} eval) {origin}; mean carbs "
          f"{curation['carb_mean_g']:.1f} g, median {curation['carb_median_g']:.1f} g."),
         (f"LLM strategies ({p.estimate.lm}, greedy, chat template, {p.estimate.few_shot} worked examples) answer the "
-         f"same {sorted(set(llm_n.values()))} eval meals; baselines answer all eval meals. Budgets: base "
+         f"same {', '.join(map(str, sorted(set(llm_n.values()))))} eval meals; baselines answer all eval meals. Budgets: base "
          f"{p.estimate.max_new_tokens} tokens, CoT/RAG {p.estimate.cot_max_new_tokens} tokens ('truncated' = share "
          "of answers the budget cut)."),
         ("MAE is lower-is-better (the official task YAML marks it higher_is_better, a known error); a -1 "
@@ -526,9 +541,14 @@ def report(ctx: StageContext) -> None:
         (f"Risk: up to {p.risk.meals} answered meals per strategy, the meals all strategies answered first "
          f"('risk meals') x {risk_m['patients']} virtual patients; '- true' columns are paired differences against "
          f"the bolus on the true carbs for the same meal and patient; basal u2ss*BW/6000 U/min, bolus = "
-         f"max(estimate, 0) / CR at t = {p.risk.meal_time_min} min, {p.risk.duration_min} min simulated; TIR "
-         f"{p.risk.tir_low:g}-{p.risk.tir_high:g} mg/dL, LBGI/HBGI ({p.risk.risk_convention} averaging)"
-         f"{reference}."),
+         f"min(max(estimate, 0) / CR, {p.risk.max_bolus_u:g} U pump limit) at t = {p.risk.meal_time_min} min, "
+         f"{p.risk.duration_min} min simulated; readings reported within the CGM range "
+         f"{SENSOR_RANGE[0]:g}-{SENSOR_RANGE[1]:g} mg/dL; TIR {p.risk.tir_low:g}-{p.risk.tir_high:g} mg/dL, "
+         f"LBGI/HBGI ({p.risk.risk_convention} averaging){reference}. Capped boluses per strategy: "
+         + ", ".join(f"{s} {risk_m[s]['capped_boluses']}" for s in [*p.estimate.strategies] if s in risk_m)
+         + "; readings below the sensor range: "
+         + ", ".join(f"{s} {risk_m[s]['readings_below_sensor']}" for s in [*p.estimate.strategies] if s in risk_m)
+         + "."),
         (f"Risk effects: mean LBGI change of underestimates {effects['mean_lbgi_change_under']:+.3f}, mean HBGI "
          f"change of overestimates {effects['mean_hbgi_change_over']:+.3f}."),
         ("The lookup baseline and the RAG prompt read the same food table and household weights the curated "

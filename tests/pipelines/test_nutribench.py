@@ -158,3 +158,30 @@ def test_claims_on_the_reduced_experiment(project: Path) -> None:
     assert risk_metrics["mean"]["hbgi"] > 0
     assert [risk_metrics[s]["meals"] for s in STRATEGIES] == [40, 40, 40, 6, 6, 6]
     assert abs(risk_metrics["lookup"]["tir_minus_true"]) < 0.02       # near-exact estimates -> near-true outcomes
+
+
+def test_risk_caps_absurd_boluses_and_reports_readings_beyond_the_sensor(project: Path) -> None:
+    """An estimate of 10 kg of carbs is a 30 U bolus at most (the pump limit); the hypoglycaemia it causes is
+    scored (readings within the CGM range) instead of failing the stage."""
+    params = NutribenchParams.model_validate({
+        "data": {"n_meals": 80}, "estimate": {"strategies": ["mean", "ridge"]},
+        "risk": {"meals": 3, "patients": ["adult#001", "adult#002"], "reference_check": False}})
+    root = project / "risk"
+    _curate(root, params)
+    for name in ("estimate", "score"):
+        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
+                               progress=False))
+    path = root / "predictions" / "ridge" / "predictions.parquet"
+    rows = load_table(path)
+    rows[0]["pred"] = 10_000.0
+    from components.io import save_table
+    save_table(rows, path)
+    run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("risk"), params=params, root=root,
+                           progress=False))
+    metrics = load_json(root / "metrics" / "risk.json")
+    assert metrics["ridge"]["capped_boluses"] == 2          # one meal x two patients
+    assert metrics["mean"]["capped_boluses"] == 0
+    risk = load_table(root / "tables" / "risk.parquet")
+    absurd = [r for r in risk if r["strategy"] == "ridge" and r["estimate"] == 10_000.0]
+    assert len(absurd) == 2 and all(r["bolus_u"] == 30.0 < r["bolus_requested_u"] for r in absurd)
+    assert all(np.isfinite(r["lbgi"]) and r["lbgi"] > r["lbgi_true"] + 1 for r in absurd)
