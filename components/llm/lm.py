@@ -436,7 +436,8 @@ class LocalLM:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
 
 
-def _check_device(device: str) -> torch.device:
+def check_device(device: str) -> torch.device:
+    """``device`` as a torch.device; a clear error for a malformed name or a CUDA device that is absent."""
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
@@ -482,7 +483,7 @@ def load_lm(name: str, *, cache_dir: Path | None = None, seed: int = 0, device: 
         raise ValueError(f"unknown LM name {name!r}; expected one of {LM_NAMES}")
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    resolved = _check_device(device)
+    resolved = check_device(device)
     model, tokenizer = _LOADERS[name](Path(cache_dir) if cache_dir is not None else None, seed, log)
     tokenizer.padding_side = "left"
     model = model.to(resolved).eval()
