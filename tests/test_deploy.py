@@ -285,11 +285,14 @@ def _check_model_in_schema(model: type[BaseModel], node: dict[str, Any], schema:
         prop = node["properties"][name]
         assert prop.get("description") == field.description, f"{where}.{name}: description"
         seen["described"] += field.description is not None
+        # an optional field (``int | None``) carries its bounds on the non-null branch of anyOf
+        branches = [b for b in prop.get("anyOf", []) if b.get("type") != "null"]
+        bounded = branches[0] if len(branches) == 1 else prop
         for meta in field.metadata:
             for attr, key in (("ge", "minimum"), ("le", "maximum"), ("gt", "exclusiveMinimum"),
                               ("lt", "exclusiveMaximum")):
                 if getattr(meta, attr, None) is not None:
-                    assert prop.get(key) == getattr(meta, attr), f"{where}.{name}: {key}"
+                    assert bounded.get(key) == getattr(meta, attr), f"{where}.{name}: {key}"
                     seen["bounds"] += 1
         annotation = field.annotation
         if typing.get_origin(annotation) is typing.Literal:
