@@ -32,11 +32,11 @@ def main() -> int:
     os.environ["PREFECT_HOME"] = str(workdir / "prefect")
     os.environ["PAPERFLOWS_PROGRESS"] = "0"
 
-    from pipelines import registry
-    from pipelines.params import apply_overrides, parse_override, validate
-    from pipelines.runtime import execute
-    from pipelines.settings import load_settings, pin_environment
-    from pipelines.tracking import Tracker
+    from paperflows import registry
+    from paperflows.params import apply_overrides, parse_override, validate
+    from paperflows.runtime import execute
+    from paperflows.settings import load_settings, pin_environment
+    from paperflows.tracking import Tracker
 
     settings = pin_environment(load_settings())
     pipeline = registry.get(args.slug)
@@ -44,7 +44,7 @@ def main() -> int:
     params = validate(pipeline.params_model, data, args.slug)
 
     started = time.perf_counter()
-    from pipelines import flows  # imports prefect
+    from paperflows import flows  # imports prefect
 
     import_seconds = time.perf_counter() - started
     # first flow call pays the temporary server start: measure it on a flow of its own

@@ -15,13 +15,11 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-import torch
-from safetensors.torch import load_file, save_file
+if TYPE_CHECKING:  # heavy libraries load where they are used: JSON/CSV/text need none of them
+    import pyarrow as pa
+    import torch
 
 
 def _current_umask() -> int:
@@ -60,17 +58,24 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    module = type(value).__module__.split(".")[0]
+    if module == "torch" and hasattr(value, "detach"):
         return _jsonable(value.detach().cpu().tolist())
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (np.floating, float)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
+    if module == "numpy":
+        import numpy as np
+
+        if isinstance(value, np.ndarray):
+            return _jsonable(value.tolist())
+        if isinstance(value, np.floating):
+            return _jsonable(float(value))
+        if isinstance(value, np.integer):
+            return int(value)
+        if isinstance(value, np.bool_):
+            return bool(value)
     return value
 
 
@@ -94,6 +99,8 @@ def load_json(path: str | os.PathLike[str]) -> Any:
 def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
                  metadata: Mapping[str, str] | None = None) -> Path:
     """Write a flat ``name -> tensor`` mapping as safetensors (tensors made contiguous on CPU)."""
+    from safetensors.torch import save_file
+
     clean = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
         save_file(clean, str(tmp), metadata=dict(metadata) if metadata else None)
@@ -104,11 +111,16 @@ def load_tensors(path: str | os.PathLike[str], device: str = "cpu") -> dict[str,
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"expected a safetensors file at {p}")
+    from safetensors.torch import load_file
+
     return load_file(str(p), device=device)
 
 
 def save_table(rows: list[Mapping[str, Any]] | pa.Table, path: str | os.PathLike[str]) -> Path:
     """Write rows (a list of dicts with the same keys) or an Arrow table as Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist([_jsonable(r) for r in rows])
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
@@ -119,6 +131,8 @@ def load_table(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"expected a Parquet file at {p}")
+    import pyarrow.parquet as pq
+
     return pq.read_table(p).to_pylist()
 
 
@@ -126,6 +140,28 @@ def save_text(text: str, path: str | os.PathLike[str]) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
     return Path(path)
+
+
+def save_csv(rows: list[Mapping[str, Any]], path: str | os.PathLike[str],
+             columns: list[str] | None = None) -> Path:
+    """Write rows as CSV atomically (DVC plot data): a header of ``columns`` (default: the first row's keys).
+
+    Every row must have exactly those columns; floats are written with full precision, NaN/inf as empty.
+    """
+    import csv
+    import io as _io
+
+    if not rows and columns is None:
+        raise ValueError(f"save_csv {path}: no rows and no columns")
+    header = list(columns if columns is not None else rows[0].keys())
+    buffer = _io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for i, row in enumerate(rows):
+        if set(row) != set(header):
+            raise ValueError(f"save_csv {path}: row {i} has columns {sorted(row)}, expected {sorted(header)}")
+        writer.writerow(["" if (v := _jsonable(row[c])) is None else v for c in header])
+    return save_text(buffer.getvalue(), path)
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import yaml
 
-from pipelines import registry
-from pipelines.settings import load_settings
+from paperflows import registry
+from paperflows.settings import load_settings
 
 
 def main() -> None:

@@ -218,7 +218,7 @@ deploy_flows() {
   say "creating the prefect.yaml deployments for work pool $WORK_POOL"
   (cd "$ROOT" && PREFECT_API_URL=$PREFECT_API PAPERFLOWS_WORK_POOL=$WORK_POOL PAPERFLOWS_ROOT=$ROOT \
     PREFECT_HOME=$STACK_DIR/prefect-home PREFECT_SERVER_ANALYTICS_ENABLED=false \
-    "$PY" -m pipelines deploy --pool "$WORK_POOL" >>"$LOGS/deploy.log" 2>&1) \
+    "$PY" -m paperflows deploy --pool "$WORK_POOL" >>"$LOGS/deploy.log" 2>&1) \
     || { tail -n 40 "$LOGS/deploy.log" >&2; die "paperflows deploy failed (log: $LOGS/deploy.log)"; }
 }
 

@@ -3,7 +3,7 @@ server, give the same files and metrics as the sequential run; the GPU slot seri
 
 The stack is real and local: `prefect server start` on loopback (own PREFECT_HOME, SQLite), a `dask
 scheduler` and two `dask worker --nthreads 1` processes. Flows run through the command line
-(`python -m pipelines run knots`), exactly as a user would, with only environment variables changed.
+(`python -m paperflows run knots`), exactly as a user would, with only environment variables changed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 from mlflow import MlflowClient
 
 from tests.conftest import REPO
-from tests.pipelines.test_knots import TINY
+from tests.pipelines.knots.test_pipeline import TINY
 
 BIN = Path(sys.executable).parent
 # TINY, with LoRA items long enough (a few seconds) that overlapping or not is unambiguous in timestamps
@@ -137,7 +137,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for i in range(2):
             # --preload: each worker imports the pipelines once at start, not inside the first item
             start(f"dask-worker-{i}", ["dask", "worker", dask_address, "--nthreads", "1", "--no-dashboard",
-                                       "--name", f"w{i}", "--preload", "pipelines.flows"])
+                                       "--name", f"w{i}", "--preload", "paperflows.flows"])
         _wait_http(f"{api_url}/health", server, base / "prefect-server.log", 150)
         client = Client(dask_address, timeout=60)
         client.wait_for_workers(2, timeout=120)
@@ -160,7 +160,7 @@ def _run_knots(stack: dict[str, Any], project: Path, **settings: str) -> dict[st
     env = {**stack["env"], "PAPERFLOWS_ROOT": str(project), "PAPERFLOWS_TORCH_THREADS": "1",
            "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}", **settings}
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "pipelines", "run", "knots", "--no-progress",
+    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "knots", "--no-progress",
                              *_overrides(ITEM_PARAMS)], cwd=project, env=env, capture_output=True, text=True,
                             timeout=400)
     seconds = time.perf_counter() - started
@@ -273,7 +273,7 @@ def test_dask_without_a_prefect_server_is_refused_before_work(tmp_path: Path) ->
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     env = _clean_env(PAPERFLOWS_ROOT=str(tmp_path), PAPERFLOWS_TASK_RUNNER="dask",
                      PREFECT_HOME=str(tmp_path / "prefect-home"), MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/m.db")
-    result = subprocess.run([sys.executable, "-m", "pipelines", "run", "knots"], cwd=tmp_path, env=env,
+    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "knots"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert "PAPERFLOWS_TASK_RUNNER=dask needs a Prefect server: set PREFECT_API_URL" in result.stderr
@@ -288,7 +288,7 @@ def test_dask_without_a_prefect_server_is_refused_before_work(tmp_path: Path) ->
 ])
 def test_bad_scale_out_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
                                                    message: str) -> None:
-    from pipelines.settings import SettingsError, load_settings
+    from paperflows.settings import SettingsError, load_settings
 
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=re.escape(message)):
@@ -296,7 +296,7 @@ def test_bad_scale_out_settings_name_the_variable(monkeypatch: pytest.MonkeyPatc
 
 
 def test_scale_out_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipelines.settings import load_settings
+    from paperflows.settings import load_settings
 
     for name in ("PAPERFLOWS_TASK_RUNNER", "PAPERFLOWS_DASK_ADDRESS", "PAPERFLOWS_TORCH_THREADS",
                  "PAPERFLOWS_DASK_WORKERS", "PAPERFLOWS_GPU_LIMIT"):
@@ -316,8 +316,9 @@ def test_a_stage_runs_with_the_thread_count_of_its_context(tmp_path: Path) -> No
     import torch
 
     from components.io import save_json
-    from pipelines.runtime import Pipeline, Stage, StageContext, run_stage
-    from tests.pipelines.test_runtime import ToyParams
+    from paperflows.paper import Paper
+    from paperflows.runtime import Pipeline, Stage, StageContext, run_stage
+    from tests.platform.test_runtime import ToyParams
 
     seen: list[int] = []
 
@@ -326,7 +327,7 @@ def test_a_stage_runs_with_the_thread_count_of_its_context(tmp_path: Path) -> No
         seen.append(torch.get_num_threads())
         save_json({"threads": seen[-1]}, ctx.path("report.json"))
 
-    pipeline = Pipeline(slug="toy", title="", arxiv="", claim="", params_model=ToyParams, module_file="x.py",
+    pipeline = Pipeline(paper=Paper("toy", "", "", ""), params_model=ToyParams,
                         stages=(Stage("probe", probe, outs=("report.json",)),))
     before = torch.get_num_threads()
     target = 2 if before == 1 else 1
@@ -342,8 +343,8 @@ def test_the_tracker_travels_without_its_client(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("PAPERFLOWS_ROOT", str(tmp_path))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
-    from pipelines.flows import PortableTracker
-    from pipelines.settings import load_settings
+    from paperflows.flows import PortableTracker
+    from paperflows.settings import load_settings
 
     here = PortableTracker(load_settings(), "knots")
     run_id = here.start("knots.parent", {})
@@ -366,7 +367,7 @@ def test_quoted_arguments_survive_pickling(tmp_path: Path, monkeypatch: pytest.M
     import cloudpickle
     from prefect.utilities.annotations import quote
 
-    from pipelines.flows import portable_quote
+    from paperflows.flows import portable_quote
 
     payload = {"item": "rotate90"}
     assert cloudpickle.loads(cloudpickle.dumps(quote(payload))).unwrap() == (payload,)  # the upstream behaviour

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tests.conftest import clone_repo
-from tests.pipelines.test_knots import TINY as KNOTS_TINY
-from tests.pipelines.test_nsot import TINY as NSOT_TINY
+from tests.pipelines.knots.test_pipeline import TINY as KNOTS_TINY
+from tests.pipelines.nsot.test_pipeline import TINY as NSOT_TINY
 
 TIMING_WORDS = ("seconds", "_ms")
 
@@ -74,18 +74,18 @@ def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
 
     # the Prefect flow at the params.yaml values: the same metrics, recorded for DVC (nothing left to redo)
     for slug in ("knots", "nsot"):
-        _run([sys.executable, "-m", "pipelines", "run", slug, "--no-progress"], repo)
+        _run([sys.executable, "-m", "paperflows", "run", slug, "--no-progress"], repo)
     assert _deterministic_metrics(repo) == by_dvc
     status = _run(["dvc", "status", "--with-deps", "knots", "nsot"], repo)
     assert "up to date" in status.stdout, status.stdout
 
     # edited parameters: a run folder of its own; DVC-tracked outputs untouched
     before = _tree_hash(repo / "outputs")
-    _run([sys.executable, "-m", "pipelines", "run", "knots", "--set", "seeds=[1]", "--no-progress"], repo)
+    _run([sys.executable, "-m", "paperflows", "run", "knots", "--set", "seeds=[1]", "--no-progress"], repo)
     assert _tree_hash(repo / "outputs") == before
     runs = list((repo / "runs" / "knots").glob("*/report.json"))
     assert len(runs) == 1 and json.loads((runs[0].parent / "run.json").read_text())["params"]["seeds"] == [1]
     assert "up to date" in _run(["dvc", "status", "--with-deps", "knots", "nsot"], repo).stdout
 
-    report = _run([sys.executable, "-m", "pipelines", "report"], repo).stdout
+    report = _run([sys.executable, "-m", "paperflows", "report"], repo).stdout
     assert "knots" in report and "nsot" in report and "runs/knots/" in report

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import registry
+from paperflows import registry
 from tests.conftest import REPO
-from tests.test_deploy import (
+from tests.platform.test_deploy import (
     MICRO,
     api,
     micro_project,

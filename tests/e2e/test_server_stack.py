@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.test_deploy import MICRO, alive, api, clean_env, free_port, micro_project, wait_flow_run
+from tests.platform.test_deploy import MICRO, alive, api, clean_env, free_port, micro_project, wait_flow_run
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 

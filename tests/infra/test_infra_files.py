@@ -48,8 +48,8 @@ def _env_example() -> dict[str, str]:
 
 
 def _settings_names() -> set[str]:
-    """The PAPERFLOWS_* variables pipelines/settings.py and flows.py read."""
-    text = (REPO / "pipelines/settings.py").read_text() + (REPO / "pipelines/flows.py").read_text()
+    """The PAPERFLOWS_* variables paperflows/settings.py and flows.py read."""
+    text = (REPO / "paperflows/settings.py").read_text() + (REPO / "paperflows/flows.py").read_text()
     return set(re.findall(r"[\"'](PAPERFLOWS_[A-Z_]+)[\"']", text))
 
 

@@ -1,0 +1,52 @@
+"""paperflows: published ML methods as Prefect flows, DVC stages and MLflow runs.
+
+The platform lives here; each paper is a package ``pipelines/<slug>/`` that declares its stages with the
+names below (``from paperflows import Stage, Pipeline, ...``). The names load on first use, so importing
+``paperflows`` (the CLI's ``--help``, ``list``, ``report``) never pulls in torch or a paper.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> module that defines it: the paper-facing API
+_API = {
+    "Paper": "paperflows.paper",
+    "Pipeline": "paperflows.runtime",
+    "Stage": "paperflows.runtime",
+    "stage": "paperflows.runtime",
+    "Plot": "paperflows.runtime",
+    "StageContext": "paperflows.runtime",
+    "StageInputError": "paperflows.errors",
+    "PipelineParams": "paperflows.params",
+    "Section": "paperflows.params",
+    "DataFile": "paperflows.params",
+    "Report": "paperflows.report",
+    "Claim": "paperflows.report",
+    "Check": "paperflows.report",
+    "Precondition": "paperflows.report",
+    "decide": "paperflows.report",
+    "decide_paired": "paperflows.report",
+    "rows_where": "paperflows.report",
+    "values": "paperflows.report",
+    "mean": "paperflows.report",
+    "pm": "paperflows.report",
+    "derive_seed": "paperflows.seeds",
+    "figure": "paperflows.plots",
+    "save_csv": "components.io",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'paperflows' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

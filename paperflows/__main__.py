@@ -1,0 +1,295 @@
+"""The ``paperflows`` command line (also ``python -m paperflows``).
+
+    paperflows list                          the registered pipelines and their stages
+    paperflows run <slug>|all [--set k=v]    run through Prefect (embedded), tracked in MLflow
+    paperflows stage <slug> <stage>          one stage, no Prefect start-up (what dvc.yaml calls)
+    paperflows dvc-yaml [--check]            regenerate dvc.yaml, or fail if it drifted
+    paperflows report [--json]               one table of every pipeline's claims
+    paperflows serve [slug ...]              serve one Prefect deployment per pipeline (needs PREFECT_API_URL)
+    paperflows deploy [--write|--check]      create the prefect.yaml deployments for a work pool, or
+                                             regenerate / check prefect.yaml
+
+Exit codes: 0 success; 1 a run failed (or dvc.yaml / prefect.yaml drifted with --check); 2 bad
+command line, parameters or inputs (or no Prefect server for serve/deploy), detected before any work
+started and with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported with exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep one message format
+        self.print_usage(sys.stderr)
+        print(f"paperflows: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="paperflows", description="ICLR 2025 methods as Prefect + DVC + MLflow pipelines")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="list the registered pipelines")
+    run = sub.add_parser("run", help="run pipelines through Prefect (embedded server), tracked in MLflow")
+    run.add_argument("target", help="a pipeline slug, or 'all'")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a parameter (dotted key, YAML value); with 'all', prefix the slug: "
+                          "knots.lora.r=8")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    stage = sub.add_parser("stage", help="run one stage at the params.yaml values (used by dvc.yaml)")
+    stage.add_argument("slug")
+    stage.add_argument("stage")
+    dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage declarations")
+    dvc.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from the declarations")
+    rep = sub.add_parser("report", help="one table over all pipelines: the claim, holds or not, the numbers")
+    rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    srv = sub.add_parser("serve", help="serve one Prefect deployment per pipeline on the server at "
+                                       "PREFECT_API_URL (runs from the UI or API execute here; SIGTERM stops)")
+    srv.add_argument("slugs", nargs="*", metavar="slug", help="pipelines to serve (default: all)")
+    srv.add_argument("--limit", type=int, default=None, help="most flow runs executed at once")
+    dep = sub.add_parser("deploy", help="create the prefect.yaml deployments (and work pool) on the server "
+                                        "at PREFECT_API_URL, or regenerate / check prefect.yaml")
+    mode = dep.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="regenerate prefect.yaml from the registry")
+    mode.add_argument("--check", action="store_true", help="exit 1 if prefect.yaml differs from the registry")
+    dep.add_argument("--pool", default=None, help="work pool name (default: $PAPERFLOWS_WORK_POOL or "
+                                                 "paperflows-process)")
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------
+def cmd_list(_: argparse.Namespace) -> int:
+    """Reads the papers' cards and the generated dvc.yaml only: no paper code, no torch."""
+    from paperflows import registry
+    from paperflows.dvcgen import stages_by_slug
+    from paperflows.settings import load_settings
+
+    stages = stages_by_slug(load_settings().dvc_file)
+    broken = 0
+    for slug in registry.slugs():
+        try:
+            paper = registry.paper(slug)
+        except registry.PipelineImportError as err:
+            broken += 1
+            print(f"{slug:<14} BROKEN: {err.detail}")
+            continue
+        print(f"{slug:<14} {paper.title} (arXiv {paper.arxiv})")
+        print(f"{'':<14} stages: {' -> '.join(stages.get(slug, [])) or '(not in dvc.yaml: run paperflows dvc-yaml)'}")
+    return EXIT_FAILED if broken else EXIT_OK
+
+
+def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
+    """Validate every requested pipeline's parameters before anything runs."""
+    from paperflows import registry
+    from paperflows.params import check_data_files, load_section, parse_override
+    from paperflows.settings import load_settings
+
+    settings = load_settings()
+    if target == "all":
+        loaded, broken = registry.load_all()
+        for err in broken.values():  # one broken paper does not stop the others
+            print(f"paperflows: skipping {err}", file=sys.stderr)
+        slugs = [p.slug for p in loaded]
+    else:
+        registry.get(target)  # UnknownPipelineError / PipelineImportError name the problem
+        slugs = [target]
+    parsed = [parse_override(o) for o in overrides]
+    per_slug: dict[str, list[tuple[str, Any]]] = {s: [] for s in slugs}
+    for key, value in parsed:
+        if target == "all":
+            head, _, rest = key.partition(".")
+            if head not in per_slug or not rest:
+                raise UsageError(f"--set {key}: with 'all', keys start with a pipeline slug "
+                                 f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0]")
+            per_slug[head].append((rest, value))
+        else:
+            per_slug[target].append((key, value))
+    resolved = {s: load_section(registry.get(s).params_model, s, settings.params_file, per_slug[s]) for s in slugs}
+    for slug, params in resolved.items():  # data files named by the params: read before any work
+        check_data_files(params, settings.root, slug)
+    return resolved
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    resolved = _resolve_run_params(args.target, args.overrides)
+    from paperflows.settings import pin_environment
+
+    pin_environment()
+    if args.no_progress:
+        os.environ["PAPERFLOWS_PROGRESS"] = "0"
+    from paperflows import flows
+
+    failures = []
+    results = []
+    for slug, params in resolved.items():
+        started = time.perf_counter()
+        print(f"== {slug}: running through Prefect ==", flush=True)
+        try:
+            result = flows.flow_for(slug)(params=params)
+        except Exception as err:  # one failed paper does not stop the others
+            failures.append(slug)
+            print(f"== {slug}: FAILED after {time.perf_counter() - started:.1f}s: {err}", file=sys.stderr)
+            continue
+        results.append(result)
+        print(f"== {slug}: done in {result['seconds']:.1f}s -> {result['root']} ({result['dvc']})")
+        for claim in result["claims"]:
+            print(f"   [{claim['verdict']}] {claim['id']}: {claim['evidence']}")
+    if failures:
+        print(f"failed: {', '.join(failures)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    from paperflows import registry
+    from paperflows.params import check_data_files, load_section
+    from paperflows.runtime import StageContext, check_inputs, output_lock, run_stage, terminate_as_exception
+    from paperflows.settings import load_settings, pin_environment
+
+    pipeline = registry.get(args.slug)
+    names = [s.name for s in pipeline.stages]
+    if args.stage not in names:
+        raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(names)}")
+    stage = pipeline.stage(args.stage)
+    settings = load_settings()
+    params = load_section(pipeline.params_model, pipeline.slug, settings.params_file)
+    check_data_files(params, settings.root, pipeline.slug, groups=stage.params)
+    root = settings.workspace(pipeline.slug)
+    check_inputs(pipeline, stage, root)
+    pin_environment(settings)
+    from paperflows.tracking import Tracker, run_tags
+
+    tracker = Tracker(settings, pipeline.slug)
+    ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
+                       threads=settings.torch_threads, project=settings.root, cache_dir=settings.cache_dir)
+    with output_lock(settings, root), terminate_as_exception():
+        result = run_stage(ctx, None, run_tags(settings, "dvc"))
+    print(f"{pipeline.dvc_name(stage)}: done in {result['seconds']:.1f}s")
+    return EXIT_OK
+
+
+def cmd_dvc_yaml(args: argparse.Namespace) -> int:
+    from paperflows import dvcgen, registry
+    from paperflows.settings import load_settings
+
+    settings = load_settings()
+    text = dvcgen.render(registry.all_pipelines())
+    current = settings.dvc_file.read_text() if settings.dvc_file.is_file() else ""
+    if args.check:
+        if current != text:
+            print(f"{settings.dvc_file} differs from the stage declarations; run `paperflows dvc-yaml`",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{settings.dvc_file} matches the stage declarations")
+        return EXIT_OK
+    from components.io import save_text
+
+    save_text(text, settings.dvc_file)
+    print(f"wrote {settings.dvc_file}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Reads the report files only: no paper code, no torch."""
+    from paperflows import registry
+    from paperflows.report import markdown_table
+    from paperflows.results import CLAIM_COLUMNS, claims_table, latest_report
+    from paperflows.settings import load_settings
+
+    settings = load_settings()
+    found = {slug: latest_report(settings, slug) for slug in registry.slugs()}
+    rows = claims_table(found, settings.root)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(markdown_table(CLAIM_COLUMNS, rows))
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from paperflows import deploy, registry
+
+    deploy.require_api_url()  # before anything is imported or started
+    for slug in args.slugs:
+        registry.get(slug)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
+    from paperflows.settings import pin_environment
+
+    pin_environment()
+    deploy.serve(args.slugs, limit=args.limit)
+    print("paperflows serve: stopped", flush=True)
+    return EXIT_OK
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from paperflows import deploy
+    from paperflows.settings import load_settings
+
+    root = load_settings().root
+    if args.write:
+        print(f"wrote {deploy.write_prefect_yaml(root)}")
+        return EXIT_OK
+    if args.check:
+        problem = deploy.check_prefect_yaml(root)
+        if problem:
+            print(problem, file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{root / deploy.PREFECT_FILE} matches the registered pipelines")
+        return EXIT_OK
+    deploy.require_api_url()
+    from paperflows.settings import pin_environment
+
+    pin_environment()
+    pool = args.pool or deploy.work_pool_name()
+    try:
+        ids = deploy.deploy(root, pool)
+    except deploy.DeployFailed as err:
+        print(f"paperflows: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"created {len(ids)} deployment(s) for work pool '{pool}' on {os.environ['PREFECT_API_URL']}; "
+          f"start a worker: prefect worker start --pool {pool}")
+    return EXIT_OK
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report,
+            "serve": cmd_serve, "deploy": cmd_deploy}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # the error types live in light modules: `--help`, `list` and `report` never import a paper or torch
+    from paperflows.deploy import DeployError
+    from paperflows.errors import RunLockedError, StageInputError
+    from paperflows.params import ParamsError
+    from paperflows.registry import PipelineImportError, UnknownPipelineError
+    from paperflows.settings import SettingsError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, ParamsError, SettingsError, UnknownPipelineError, StageInputError, RunLockedError,
+            DeployError) as err:
+        print(f"paperflows: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except PipelineImportError as err:
+        print(f"paperflows: error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("paperflows: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""The errors a stage or a run raises (a module of its own: stage code imports it, and it imports nothing)."""
+
+from __future__ import annotations
+
+
+class StageInputError(RuntimeError):
+    """A stage's declared input is missing or malformed (raised before the stage's work starts)."""
+
+
+class StageOutputError(RuntimeError):
+    """A stage finished without writing one of its declared outputs."""
+
+
+class RunLockedError(RuntimeError):
+    """Another process is writing the same output folder."""
+
+
+class RunTerminated(BaseException):
+    """The process was asked to stop (SIGTERM) while a run was in progress."""

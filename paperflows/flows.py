@@ -1,0 +1,306 @@
+"""One Prefect flow per paper, built from the pipeline declarations.
+
+The flow's single parameter is the paper's pydantic params model, so a deployment renders it as a
+form (field descriptions, bounds, enums) and Prefect validates edited values before the run starts.
+Each stage becomes a task (no result caching: DVC is the cache). A run whose parameters equal the
+``params.yaml`` section writes into the DVC workspace (``outputs/<slug>``) and then records its outputs
+in ``dvc.lock`` (``dvc commit``), so a following ``dvc repro`` has nothing to redo; any other run writes
+into its own ``runs/<slug>/<run>/`` folder and never touches what DVC tracks.
+
+Scale-out is chosen by settings only (:mod:`paperflows.settings`):
+
+* ``PAPERFLOWS_TASK_RUNNER=sequential`` (default): the items of a fan-out stage run one after the
+  other in the flow process.
+* ``PAPERFLOWS_TASK_RUNNER=dask``: the flow gets a prefect-dask ``DaskTaskRunner`` (an existing
+  scheduler at ``PAPERFLOWS_DASK_ADDRESS``, else a LocalCluster of 1-thread worker processes) and
+  submits the items of a fan-out stage together, waits for all of them, then closes the stage with
+  :func:`paperflows.runtime.gather_items`. Ordinary stages still run in the flow process. Items are
+  computed as in the sequential run: each is seeded by its own name, runs with the flow's torch thread
+  count (``ctx.threads``) and logs through a tracker that builds its MLflow client on the worker. The
+  workers report to the Prefect API, so ``dask`` needs a Prefect server (``PREFECT_API_URL``); with the
+  embedded server each worker would start a server of its own on the same SQLite file.
+* The GPU slot: each call of a stage declared ``gpu=True`` (each item of a fan-out stage) holds one slot
+  of the Prefect global concurrency limit ``PAPERFLOWS_GPU_LIMIT`` (default ``gpu``) while it runs, when
+  the flow talks to a Prefect server that has that limit (``prefect gcl create gpu --limit <GPUs>``);
+  without a server, or without the limit, it is a no-op.
+
+Import this module only after :func:`paperflows.settings.pin_environment` (Prefect reads its settings
+at import time); ``python -m paperflows`` does that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from paperflows import registry
+from paperflows.params import ParamsError, PipelineParams, check_data_files, load_section
+from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, check_inputs, execute, gather_items,
+                               new_run_folder, output_lock, run_stage)
+from paperflows.settings import Settings, SettingsError, load_settings, pin_environment
+
+pin_environment()
+
+from prefect import flow, get_run_logger, task  # noqa: E402  (after the environment is pinned)
+from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.client.orchestration import get_client  # noqa: E402
+from prefect.concurrency.sync import concurrency  # noqa: E402
+from prefect.context import FlowRunContext  # noqa: E402
+from prefect.exceptions import ObjectNotFound  # noqa: E402
+from prefect.futures import wait  # noqa: E402
+from prefect.runtime import deployment, flow_run  # noqa: E402
+from prefect.settings import get_current_settings  # noqa: E402
+from prefect.utilities.annotations import quote  # noqa: E402
+
+from paperflows.tracking import Tracker, run_tags  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------------
+# scale-out: task runner, GPU slot, a tracker that can travel to a worker
+# --------------------------------------------------------------------------------------------------
+def prefect_api_url() -> str | None:
+    """The Prefect server this process talks to (env or profile); None for the embedded server."""
+    return get_current_settings().api.url or None
+
+
+def make_task_runner(settings: Settings) -> Any:
+    """The flow's task runner from settings; None keeps Prefect's default (items run sequentially)."""
+    if settings.task_runner == "sequential":
+        return None
+    if not prefect_api_url():
+        raise SettingsError(
+            "PAPERFLOWS_TASK_RUNNER=dask needs a Prefect server: set PREFECT_API_URL (e.g. "
+            "http://127.0.0.1:4200/api after `prefect server start`). Dask workers are other processes; "
+            "with the embedded server each of them would start its own server on the same database.")
+    from prefect_dask import DaskTaskRunner
+
+    if settings.dask_address:
+        return DaskTaskRunner(address=settings.dask_address)
+    cluster: dict[str, Any] = {"processes": True, "threads_per_worker": 1}
+    if settings.dask_workers:
+        cluster["n_workers"] = settings.dask_workers
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs=cluster)
+
+
+def runs_items_in_parallel() -> bool:
+    """True when the running flow's task runner executes submitted tasks in other processes.
+
+    Only then are items submitted together: torch's thread count and RNG seeds are process-wide, so
+    items sharing one process through threads would disturb each other's numbers.
+    """
+    from prefect_dask import DaskTaskRunner
+
+    context = FlowRunContext.get()
+    return context is not None and isinstance(context.task_runner, DaskTaskRunner)
+
+
+def gpu_slot(settings: Settings) -> str | None:
+    """The name of the GPU slot's global concurrency limit, or None where there is nothing to hold.
+
+    Held only against a Prefect server that has the (active) limit; the embedded server runs one
+    process, and a server without the limit means the user has not asked for one.
+    """
+    if not prefect_api_url():
+        return None
+    with get_client(sync_client=True) as client:
+        try:
+            limit = client.read_global_concurrency_limit_by_name(settings.gpu_limit)
+        except ObjectNotFound:
+            get_run_logger().info("no global concurrency limit '%s' on the Prefect server: training stages "
+                                  "run without a GPU slot (create one: prefect gcl create %s --limit <GPUs>)",
+                                  settings.gpu_limit, settings.gpu_limit)
+            return None
+    return settings.gpu_limit if limit.active else None
+
+
+def run_stage_task(ctx: StageContext, parent: str | None, entry_tags: dict[str, str],
+                   slot: str | None = None) -> dict[str, Any]:
+    """The body of every stage task: one stage, or one item, inside the GPU slot when it trains."""
+    held = concurrency(slot, occupy=1) if slot and ctx.stage.gpu else contextlib.nullcontext()
+    with held:
+        return run_stage(ctx, parent, entry_tags)
+
+
+class portable_quote(quote):
+    """``quote`` that survives pickling, for arguments sent to a Dask worker.
+
+    Prefect 3.9.1's annotations come back from pickle as ``quote((value,))`` (tuple's own reduce feeds
+    the one-element tuple to ``__new__``), so a worker would receive a tuple instead of the StageContext
+    (the problem of prefect-dask issue #43). Reducing to the wrapped value keeps the annotation intact.
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return type(self), (self.unwrap(),)
+
+
+class PortableTracker:
+    """The run's :class:`~paperflows.tracking.Tracker` as a value that can be sent to a Dask worker.
+
+    A copy keeps only the settings and the slug; the tracker (its MLflow client and its buffered metric
+    points) is built on first use in the process that holds the copy, from the flow's settings, so every
+    item logs to the flow's tracking store.
+    """
+
+    def __init__(self, settings: Settings, slug: str) -> None:
+        self.settings, self.slug = settings, slug
+        self._tracker: Tracker | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "slug": self.slug}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["settings"], state["slug"])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._tracker is None:
+            self._tracker = Tracker(self.settings, self.slug)
+        return getattr(self._tracker, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# one run of a paper
+# --------------------------------------------------------------------------------------------------
+def workspace_params(pipeline: Pipeline, settings: Settings) -> PipelineParams | None:
+    try:
+        return load_section(pipeline.params_model, pipeline.slug, settings.params_file)
+    except ParamsError:
+        return None
+
+
+def resolve_root(pipeline: Pipeline, params: PipelineParams, settings: Settings,
+                 run_name: str | None) -> tuple[Path, bool]:
+    """(output folder, is-the-DVC-workspace) for a run with these parameters."""
+    ws = workspace_params(pipeline, settings)
+    if ws is not None and ws.model_dump() == params.model_dump():
+        return settings.workspace(pipeline.slug), True
+    return new_run_folder(settings, pipeline.slug, run_name), False
+
+
+def commit_to_dvc(pipeline: Pipeline, settings: Settings) -> str:
+    """Record a workspace run's outputs in dvc.lock and the DVC cache; returns a one-line status."""
+    if not (settings.root / ".dvc").is_dir() or not settings.dvc_file.is_file():
+        return "no DVC repository here; outputs not committed to DVC"
+    names = [pipeline.dvc_name(s) for s in pipeline.stages]
+    proc = subprocess.run([sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *names],
+                          cwd=settings.root, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return f"dvc commit failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}"
+    return f"recorded {len(names)} stages in dvc.lock"
+
+
+def _artifact_key(slug: str, suffix: str) -> str:
+    return f"{slug.replace('_', '-')}-{suffix}"
+
+
+def publish_report(pipeline: Pipeline, summary: RunSummary) -> None:
+    report = summary.report
+    rows = [{c: row.get(c) for c in report["columns"]} for row in report["rows"]]
+    claims = "\n".join(f"- **{c['verdict']}** `{c['id']}`: {c['claim']} — {c['evidence']}"
+                       for c in report["claims"])
+    create_table_artifact(table=rows, key=_artifact_key(pipeline.slug, "results"),
+                          description=f"{report['title']}\n\n{claims}")
+    md_path = summary.root / Path(REPORT_FILE).with_suffix(".md")
+    if md_path.is_file():
+        create_markdown_artifact(markdown=md_path.read_text(), key=_artifact_key(pipeline.slug, "report"))
+
+
+def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str, Any]:
+    settings = load_settings()
+    # data files named by the params are read before anything else happens (no folder, no MLflow run)
+    check_data_files(params, settings.root, pipeline.slug)
+    progress = os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0"
+    logger = get_run_logger()
+    root, workspace = resolve_root(pipeline, params, settings, flow_run.get_name())
+    logger.info("%s: writing to %s (%s)", pipeline.slug, root,
+                "DVC workspace" if workspace else "run folder; DVC outputs untouched")
+    tracker = PortableTracker(settings, pipeline.slug)
+    parallel = runs_items_in_parallel()
+    slot = gpu_slot(settings) if any(s.gpu for s in pipeline.stages) else None
+    if parallel or slot:
+        logger.info("%s: fan-out items %s; GPU slot %s", pipeline.slug,
+                    "submitted together to Dask" if parallel else "run one after the other",
+                    f"'{slot}' held by training stages" if slot else "not used")
+    tags = run_tags(settings, "prefect", **{
+        "prefect.flow_run_id": str(flow_run.get_id() or ""),
+        "prefect.flow_run_name": str(flow_run.get_name() or ""),
+        "prefect.deployment_id": str(deployment.get_id() or ""),
+    })
+    stage_tasks = {
+        s.name: task(run_stage_task, name=f"{pipeline.slug}.{s.name}", task_run_name=f"{pipeline.slug}.{s.name}",
+                     cache_policy=NO_CACHE)
+        for s in pipeline.stages
+    }
+
+    def runner(ctx: StageContext, parent: str | None, entry_tags: dict[str, str]) -> dict[str, Any]:
+        stage_task = stage_tasks[ctx.stage.name]
+        if ctx.stage.fan_out is None:
+            return stage_task(portable_quote(ctx), parent, entry_tags, slot)
+        # one task run per item; items are independent (own seed, own sub-folder, own MLflow run)
+        check_inputs(pipeline, ctx.stage, ctx.root)
+        # an item on a worker uses the thread count it would have had in this process
+        threads = ctx.threads if ctx.threads is not None or not parallel else torch.get_num_threads()
+        calls = [(stage_task.with_options(task_run_name=f"{pipeline.slug}.{ctx.stage.name}[{item}]"),
+                  dataclasses.replace(ctx, item=item, threads=threads))
+                 for item in pipeline.items(ctx.stage, ctx.params)]
+        if not parallel:
+            return gather_items(ctx, [item_task(portable_quote(c), parent, entry_tags, slot) for item_task, c in calls])
+        futures = [item_task.submit(portable_quote(c), parent, entry_tags, slot) for item_task, c in calls]
+        wait(futures)  # every item finishes (or fails) before the stage is closed or the run fails
+        return gather_items(ctx, [f.result() for f in futures])
+
+    with output_lock(settings, root):
+        summary = execute(pipeline, params, settings, root, entry="prefect", tags=tags, tracker=tracker,
+                          stage_runner=runner, progress=progress, workspace=workspace)
+        dvc_status = commit_to_dvc(pipeline, settings) if workspace else "run folder (not DVC-tracked)"
+    logger.info("%s: %s", pipeline.slug, dvc_status)
+    publish_report(pipeline, summary)
+    return {"slug": pipeline.slug, "root": str(summary.root), "mlflow_run_id": summary.run_id,
+            "seconds": summary.seconds, "workspace": workspace, "dvc": dvc_status,
+            "claims": summary.report.get("claims", [])}
+
+
+def build_flow(pipeline: Pipeline):
+    """The Prefect flow of one paper; its parameter defaults are the ``params.yaml`` section."""
+    Params = pipeline.params_model
+    defaults = workspace_params(pipeline, load_settings()) or Params()
+
+    def paper_flow(params: Params = defaults) -> dict[str, Any]:  # type: ignore[valid-type]
+        return run_pipeline_in_flow(pipeline, params)
+
+    # real classes, not the strings of postponed annotations: Prefect builds the form schema from them
+    paper_flow.__annotations__ = {"params": Params, "return": dict[str, Any]}
+    paper_flow.__name__ = f"{pipeline.slug}_flow"
+    paper_flow.__qualname__ = paper_flow.__name__
+    paper_flow.__doc__ = f"{pipeline.title} (arXiv {pipeline.arxiv}).\n\nClaim checked: {pipeline.claim}"
+    runner = make_task_runner(load_settings())
+    return flow(paper_flow, name=pipeline.slug, description=paper_flow.__doc__, validate_parameters=True,
+                log_prints=True, **({"task_runner": runner} if runner is not None else {}))
+
+
+_BUILT: dict[str, Any] = {}
+
+
+def flow_for(slug: str) -> Any:
+    """The Prefect flow of ``slug``, built on first use (only that paper's module is imported)."""
+    if slug not in _BUILT:
+        _BUILT[slug] = build_flow(registry.get(slug))
+    return _BUILT[slug]
+
+
+def __getattr__(name: str) -> Any:
+    """``<slug>_flow``: the entrypoints of prefect.yaml (``paperflows/flows.py:knots_flow``)."""
+    if name.endswith("_flow") and name[: -len("_flow")] in registry.slugs():
+        return flow_for(name[: -len("_flow")])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,19 @@
+"""The card of a paper: what ``pipelines/<slug>/__init__.py`` declares (cheap to import: no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Paper:
+    """Which paper a pipeline reproduces, and the claim its report checks."""
+
+    slug: str
+    title: str
+    arxiv: str
+    claim: str
+
+    def __post_init__(self) -> None:
+        if not self.slug.isidentifier() or self.slug != self.slug.lower():
+            raise ValueError(f"slug '{self.slug}' must be a lower-case Python identifier")

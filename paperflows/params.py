@@ -1,0 +1,266 @@
+"""Parameters: one pydantic model per pipeline, one ``params.yaml`` section per slug.
+
+The same model is the Prefect flow's parameter (the UI renders it as a form with the field
+descriptions and bounds), the schema that validates ``params.yaml`` and ``--set`` overrides, and the
+source of the DVC ``params:`` keys. Unknown keys, wrong types and out-of-range values are errors that
+name the key, raised before any work starts.
+
+Paper scale is one switch: ``scale: paper`` replaces every value that is still at its CPU default by
+the value the paper (or its official code) uses, as listed in the model's ``PAPER_SCALE`` with its
+source in ``PAPER_SOURCE``. Values the user changed explicitly are kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PydanticModel = BaseModel
+
+
+class ParamsError(ValueError):
+    """Bad parameters: the message names the key, the value and what was expected."""
+
+
+class Section(BaseModel):
+    """A group of parameters: no unknown keys, immutable once validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class PipelineParams(Section):
+    """Base of every pipeline's parameter model."""
+
+    scale: Literal["cpu", "paper"] = Field(
+        "cpu",
+        description="'cpu' runs the laptop-sized defaults; 'paper' switches every value still at its "
+        "CPU default to the paper's setting (see PAPER_SCALE in the pipeline module).",
+    )
+    seeds: list[int] = Field(
+        default_factory=lambda: [0, 1, 2],
+        min_length=1,
+        max_length=20,
+        description="Seeds of the repeated experiment; claims are evaluated over all of them.",
+    )
+
+    PAPER_SCALE: ClassVar[dict[str, Any]] = {}
+    PAPER_SOURCE: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_paper_scale(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("scale") != "paper" or not cls.PAPER_SCALE:
+            return data
+        defaults = _cpu_defaults(cls)
+        data = copy.deepcopy(data)
+        for dotted, paper_value in cls.PAPER_SCALE.items():
+            current = _get(data, dotted, _MISSING)
+            if current is _MISSING or current == _get(defaults, dotted, _MISSING):
+                _set(data, dotted, paper_value)
+        return data
+
+
+_MISSING = object()
+
+
+def _cpu_defaults(cls: type[PipelineParams]) -> dict[str, Any]:
+    return cls(scale="cpu").model_dump()
+
+
+def _get(tree: Any, dotted: str, default: Any) -> Any:
+    node = tree
+    for part in dotted.split("."):
+        if isinstance(node, BaseModel):
+            node = node.model_dump()
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node.model_dump() if isinstance(node, BaseModel) else node
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if isinstance(child, BaseModel):
+            child = child.model_dump()
+        if not isinstance(child, dict):
+            child = {}
+        node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def describe_error(err: ValidationError, prefix: str) -> str:
+    """One line per problem, each naming the dotted key, e.g. ``knots.lora.r: ...``."""
+    lines = []
+    for item in err.errors():
+        loc = ".".join(str(p) for p in item["loc"])
+        key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
+        got = item.get("input")
+        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{key}: {item['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def validate(model: type[PipelineParams], data: dict[str, Any], prefix: str) -> PipelineParams:
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ParamsError(describe_error(err, prefix)) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key.sub=value`` → (``key.sub``, YAML-parsed value). ``lr=1e-3`` gives a float, ``seeds=[0,1]`` a list."""
+    if "=" not in text:
+        raise ParamsError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part.isidentifier() for part in key.split(".")):
+        raise ParamsError(f"--set {text!r}: {key!r} is not a parameter name")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ParamsError(f"--set {key}: cannot parse value {raw!r} ({err})") from None
+    return key, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[tuple[str, Any]], model: type[PipelineParams],
+                    prefix: str) -> dict[str, Any]:
+    """Apply dotted overrides, refusing keys the model does not have (checked before validation so
+    a typo is reported as unknown, not silently nested)."""
+    out = copy.deepcopy(data)
+    for key, value in overrides:
+        _check_key_exists(model, key, prefix)
+        _set(out, key, value)
+    return out
+
+
+def _check_key_exists(model: type[BaseModel], dotted: str, prefix: str) -> None:
+    current: Any = model
+    walked = []
+    for part in dotted.split("."):
+        walked.append(part)
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            known = ", ".join(sorted(fields)) if fields else "(no sub-keys)"
+            raise ParamsError(f"{prefix}.{'.'.join(walked)}: unknown parameter; known keys here: {known}")
+        annotation = fields[part].annotation
+        current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def read_params_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ParamsError(f"{path}: parameters file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML ({err})") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping of slug -> parameters, got {type(data).__name__}")
+    return data
+
+
+def load_section(model: type[PipelineParams], slug: str, path: Path,
+                 overrides: list[tuple[str, Any]] = ()) -> PipelineParams:
+    """Read ``slug``'s section of ``path``, apply overrides, validate. Raises :class:`ParamsError`."""
+    data = read_params_file(path)
+    if slug not in data:
+        raise ParamsError(f"{path}: no section '{slug}'")
+    section = data[slug] or {}
+    if not isinstance(section, dict):
+        raise ParamsError(f"{path}: section '{slug}' must be a mapping")
+    section = apply_overrides(section, list(overrides), model, slug)
+    return validate(model, section, slug)
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (lists kept as values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+# --------------------------------------------------------------------------------------------------
+# data files named by parameters: declared once on the field, checked with the params before any work
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DataFile:
+    """Marks a path parameter and names the check that reads it: ``Annotated[str | None, DataFile(check)]``.
+
+    ``check(path)`` reads enough of the file (or folder, ``folder=True``) to know it is in the expected
+    format and raises ``ValueError`` (or ``OSError``) naming what is wrong: the row, the column, the key.
+    Messages must not quote the file's contents beyond the offending field. The CLI (``run`` and
+    ``stage``, hence ``dvc repro``) and the Prefect flow run every check of the parameters they are
+    given before any work starts; relative paths are taken from the project root.
+    """
+
+    check: Callable[[Path], object]
+    folder: bool = False
+    description: str = "data file"
+
+
+def data_file_fields(model: type[PydanticModel], prefix: str = "") -> Iterator[tuple[str, DataFile]]:
+    """``(dotted name, DataFile)`` for every path parameter of ``model``, nested sections included."""
+    for name, info in model.model_fields.items():
+        dotted = f"{prefix}{name}"
+        for meta in info.metadata:
+            if isinstance(meta, DataFile):
+                yield dotted, meta
+        for sub in _models_in(info.annotation):
+            yield from data_file_fields(sub, dotted + ".")
+
+
+def _models_in(annotation: Any) -> Iterator[type[PydanticModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+        return
+    for arg in typing.get_args(annotation):
+        yield from _models_in(arg)
+
+
+def resolve_data_path(value: str, root: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else root / path
+
+
+def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
+                     ) -> None:
+    """Run the declared check of every data file the params name (only under ``groups`` when given).
+
+    Raises :class:`ParamsError` naming the parameter, the path and the problem.
+    """
+    for dotted, spec in data_file_fields(type(params)):
+        if groups is not None and dotted.split(".")[0] not in groups:
+            continue
+        value = _get(params, dotted, None)
+        if value in (None, ""):
+            continue
+        path = resolve_data_path(str(value), root)
+        key = f"{slug}.{dotted}"
+        if spec.folder and not path.is_dir():
+            raise ParamsError(f"{key}: no folder at {path} (expected a {spec.description})")
+        if not spec.folder and not path.is_file():
+            raise ParamsError(f"{key}: no file at {path} (expected a {spec.description})")
+        try:
+            spec.check(path)
+        except (ValueError, OSError, KeyError) as err:
+            raise ParamsError(f"{key}: {path} is not a valid {spec.description}: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0][:500]

@@ -1,0 +1,70 @@
+"""Fixtures of the per-paper tests: ``run_flow_and_check`` runs one tiny Prefect flow and checks its traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow import MlflowClient
+
+from components.io import load_json
+from paperflows.runtime import Pipeline
+
+
+def _run_flow_and_check(pipeline: Pipeline, params: Any, project: Path, *, expect_weights: bool = True
+                       ) -> dict[str, Any]:
+    """Run ``pipeline``'s Prefect flow with non-default ``params`` and check every trace it must leave."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from paperflows import flows
+
+    paper_flow = flows.build_flow(pipeline)
+    state = paper_flow(params=params, return_state=True)
+    assert state.is_completed(), state.message
+    result = state.result()
+    flow_run_id = str(state.state_details.flow_run_id)
+
+    # edited params -> a run folder of its own, never the DVC workspace
+    root = Path(result["root"])
+    assert root.parent == project / "runs" / pipeline.slug and not result["workspace"]
+    assert not (project / "outputs").exists()
+    report = load_json(root / "report.json")
+    assert report["rows"] and report["claims"] and (root / "report.md").is_file()
+    for stage in pipeline.stages:
+        for rel in stage.written():
+            assert (root / rel).exists(), f"{stage.name} did not leave {rel}"
+
+    # MLflow: parent run tagged with the Prefect flow run, one finished child per stage
+    client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(pipeline.slug)
+    parent = client.get_run(result["mlflow_run_id"])
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["prefect.flow_run_id"] == flow_run_id
+    assert parent.data.params["seeds"] == str(params.seeds)
+    children = client.search_runs([experiment.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    # one child per stage, or per item for a fan-out stage
+    expected = sorted(f"{s.name}[{i}]" for s in pipeline.stages for i in pipeline.items(s, params) or [None])
+    found = sorted(f"{c.data.tags['paperflows.stage']}[{c.data.tags.get('paperflows.item')}]" for c in children)
+    assert found == expected
+    assert all(c.info.status == "FINISHED" for c in children)
+    logged = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert "tables" in logged
+    if expect_weights:
+        weights = [c for c in children if any(a.path == "weights" for a in client.list_artifacts(c.info.run_id))]
+        assert weights, "no stage logged its weights (safetensors) to MLflow"
+
+    # Prefect: the result table is a table artifact of this flow run
+    with get_client(sync_client=True) as prefect:
+        artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[f"{pipeline.slug.replace('_', '-')}-results"])))
+    assert any(str(a.flow_run_id) == flow_run_id and a.type == "table" for a in artifacts)
+    return report
+
+
+@pytest.fixture()
+def run_flow_and_check(prefect_harness: None, project: Path):
+    """``run_flow_and_check(pipeline, params, project, expect_weights=True) -> report``: the flow's traces."""
+    return _run_flow_and_check

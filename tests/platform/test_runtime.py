@@ -1,0 +1,281 @@
+"""The stage contract on a toy two-stage pipeline: declarations, MLflow runs, input/output checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from pydantic import Field
+
+from components.io import load_json, save_json
+from paperflows import dvcgen
+from paperflows.params import ParamsError, PipelineParams, Section, load_section, validate
+from components.metrics.stats import mean_ci
+from paperflows.paper import Paper
+from paperflows.report import Report, decide
+from paperflows.runtime import (Pipeline, Plot, Stage, StageContext, StageInputError, StageOutputError,
+                               execute, run_stage)
+from paperflows.settings import Settings
+from paperflows.tracking import Tracker
+
+
+class ToyModel(Section):
+    width: int = Field(4, ge=1, le=64, description="width")
+
+
+class ToyParams(PipelineParams):
+    model: ToyModel = Field(default_factory=ToyModel, description="model")
+    rate: float = Field(0.5, gt=0, le=1, description="rate")
+    PAPER_SCALE = {"model.width": 32, "rate": 0.9}
+
+
+def _make(ctx: StageContext) -> None:
+    """Write numbers."""
+    save_json({"values": [ctx.params.rate * i for i in range(ctx.params.model.width)]}, ctx.path("numbers.json"))
+    ctx.log_metrics({"made": 1.0}, step=1)
+
+
+def _score(ctx: StageContext) -> None:
+    """Score numbers and report."""
+    values = load_json(ctx.path("numbers.json"))["values"]
+    total = sum(values)
+    save_json({"total": total}, ctx.path("metrics.json"))
+    (ctx.path("curve.csv")).write_text("step,value\n" + "\n".join(f"{i},{v}" for i, v in enumerate(values)))
+    Report(slug="toy", title="Toy", columns=["method", "total"], rows=[{"method": "toy", "total": total}],
+           claims=[decide("total_positive", "total positive", "total", mean_ci([total, total]),
+                          numbers={"total": total})]
+           ).save(ctx.path("report.json"))
+
+
+def toy_pipeline(score=_score) -> Pipeline:
+    return Pipeline(
+        paper=Paper("toy", "Toy", "0000.00000", "total positive"), params_model=ToyParams,
+        stages=(
+            Stage("make", _make, params=("model", "rate"), outs=("numbers.json",)),
+            Stage("score", score, deps=("numbers.json",), outs=("report.json", "report.md"),
+                  metrics=("metrics.json",), plots=(Plot("curve.csv", x="step", y="value"),)),
+        ),
+    )
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> Settings:
+    return Settings(root=tmp_path, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                    artifact_root=tmp_path / "mlruns", prefect_home=tmp_path / "prefect")
+
+
+def test_execute_logs_parent_and_child_runs(settings: Settings) -> None:
+    pipeline = toy_pipeline()
+    tracker = Tracker(settings, "toy")
+    summary = execute(pipeline, ToyParams(), settings, settings.workspace("toy"), entry="test", tracker=tracker)
+    assert summary.report["claims"][0]["verdict"] == "holds"
+    client = MlflowClient(settings.tracking_uri)
+    runs = client.search_runs([tracker.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == summary.run_id]
+    assert len(parents) == 1 and {r.data.tags["paperflows.stage"] for r in children} == {"make", "score"}
+    assert parents[0].data.params["model.width"] == "4"
+    assert parents[0].data.metrics["score/total"] == pytest.approx(0.5 * 6)
+    assert all(r.info.status == "FINISHED" for r in runs)
+    score_child = next(r for r in children if r.data.tags["paperflows.stage"] == "score")
+    logged = {a.path for a in client.list_artifacts(score_child.info.run_id)}
+    assert {"metrics", "plots", "tables"} <= logged
+    assert len(score_child.data.tags["deps.numbers.json"]) == 16  # content hash of the input it read
+
+
+def test_missing_input_fails_before_the_stage_runs(settings: Settings) -> None:
+    pipeline = toy_pipeline()
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stage("score"), params=ToyParams(),
+                       root=settings.workspace("toy"))
+    with pytest.raises(StageInputError, match="numbers.json.*written by stage 'make'"):
+        run_stage(ctx)
+    assert not (settings.workspace("toy") / "metrics.json").exists()
+
+
+def test_stage_that_skips_a_declared_output_fails_and_marks_run_failed(settings: Settings) -> None:
+    def lazy(ctx: StageContext) -> None:
+        save_json({"total": 1}, ctx.path("metrics.json"))
+
+    pipeline = toy_pipeline(score=lazy)
+    tracker = Tracker(settings, "toy")
+    with pytest.raises(StageOutputError, match="report.json"):
+        execute(pipeline, ToyParams(), settings, settings.workspace("toy"), entry="test", tracker=tracker)
+    statuses = {r.info.status for r in MlflowClient(settings.tracking_uri).search_runs([tracker.experiment_id])}
+    assert statuses == {"FINISHED", "FAILED"}  # make finished; score and the parent failed
+
+
+def test_undeclared_path_is_refused(settings: Settings) -> None:
+    pipeline = toy_pipeline()
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stage("make"), params=ToyParams(), root=settings.root)
+    with pytest.raises(KeyError, match="not declared"):
+        ctx.path("elsewhere.json")
+
+
+def test_declaration_errors_are_caught_at_definition() -> None:
+    with pytest.raises(ValueError, match="not written by an earlier stage"):
+        Pipeline(paper=Paper("bad", "", "", ""), params_model=ToyParams,
+                 stages=(Stage("a", _score, deps=("numbers.json",), outs=("report.json",)),))
+    with pytest.raises(ValueError, match="not fields"):
+        Pipeline(paper=Paper("bad", "", "", ""), params_model=ToyParams,
+                 stages=(Stage("a", _make, params=("nope",), outs=("report.json",)),))
+
+
+def test_dvc_entry_comes_from_the_declaration() -> None:
+    entries = dvcgen.build([toy_pipeline()])["stages"]
+    assert list(entries) == ["toy-make", "toy"]
+    score = entries["toy"]
+    assert score["cmd"] == "paperflows stage toy score"
+    # the toy stage uses components.io (derived from its code) and reads the first stage's output
+    assert "outputs/toy/numbers.json" in score["deps"] and "components/io.py" in score["deps"]
+    assert "paperflows/runtime.py" in score["deps"]
+    assert score["params"] == ["toy.scale"]
+    assert score["metrics"] == [{"outputs/toy/metrics.json": {"cache": False}}]
+    assert score["plots"] == [{"outputs/toy/curve.csv": {"x": "step", "y": "value"}}]
+    assert entries["toy-make"]["params"] == ["toy.scale", "toy.model", "toy.rate"]
+
+
+# params ------------------------------------------------------------------------------------------
+def test_unknown_and_bad_params_name_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ParamsError, match=r"toy\.model\.widht"):
+        validate(ToyParams, {"model": {"widht": 3}}, "toy")
+    with pytest.raises(ParamsError, match=r"toy\.rate.*less than or equal to 1"):
+        validate(ToyParams, {"rate": 3}, "toy")
+    with pytest.raises(ParamsError, match=r"toy\.model\.width.*integer"):
+        validate(ToyParams, {"model": {"width": "wide"}}, "toy")
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text("toy:\n  rate: 0.25\n")
+    with pytest.raises(ParamsError, match=r"toy\.model\.depth: unknown parameter"):
+        load_section(ToyParams, "toy", params_file, [("model.depth", 2)])
+    assert load_section(ToyParams, "toy", params_file, [("model.width", 8)]).model.width == 8
+
+
+def test_paper_scale_switches_defaults_but_keeps_explicit_values() -> None:
+    paper = validate(ToyParams, {"scale": "paper"}, "toy")
+    assert (paper.model.width, paper.rate) == (32, 0.9)
+    mixed = validate(ToyParams, {"scale": "paper", "rate": 0.1}, "toy")
+    assert (mixed.model.width, mixed.rate) == (32, 0.1)
+    assert validate(ToyParams, {}, "toy").model.width == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# fan-out stages
+# --------------------------------------------------------------------------------------------------
+class FanParams(PipelineParams):
+    arms: list[str] = Field(default_factory=lambda: ["a", "b", "c"], description="arms")
+
+
+def _draw(ctx: StageContext) -> None:
+    """One arm: a random draw, seeded by the runtime from the arm's own name."""
+    import torch
+    save_json({"arm": ctx.item, "draw": torch.rand(()).item()}, ctx.item_dir("draws/") / "draw.json")
+
+
+def _collect(ctx: StageContext) -> None:
+    """Collect the arms."""
+    draws = {p.parent.name: load_json(p)["draw"] for p in sorted(ctx.path("draws/").glob("*/draw.json"))}
+    Report(slug="fan", title="Fan", columns=["arm", "draw"], rows=[{"arm": k, "draw": v} for k, v in draws.items()],
+           claims=[]).save(ctx.path("report.json"))
+
+
+def fan_pipeline() -> Pipeline:
+    return Pipeline(
+        paper=Paper("fan", "Fan", "0000.00000", "-"), params_model=FanParams,
+        stages=(Stage("draw", _draw, params=("arms",), outs=("draws/",), fan_out="arms"),
+                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))),
+    )
+
+
+def test_fan_out_items_are_independent_of_order_and_logged_one_run_each(settings: Settings) -> None:
+    pipeline = fan_pipeline()
+    tracker = Tracker(settings, "fan")
+    summary = execute(pipeline, FanParams(), settings, settings.root / "all", entry="test", tracker=tracker)
+    draws = {r["arm"]: r["draw"] for r in summary.report["rows"]}
+    assert sorted(draws) == ["a", "b", "c"] and len(set(draws.values())) == 3
+    assert [r["item"] for r in summary.stages[0]["items"]] == ["a", "b", "c"]
+    # one arm alone, after something else consumed the RNG, draws the same number
+    import torch
+    torch.rand(1000)
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(arms=["b"]),
+                       root=settings.root / "one")
+    run_stage(ctx)
+    assert load_json(settings.root / "one" / "draws" / "b" / "draw.json")["draw"] == draws["b"]
+    client = MlflowClient(settings.tracking_uri)
+    runs = client.search_runs([tracker.experiment_id])
+    items = sorted(r.data.tags.get("paperflows.item", "") for r in runs if r.info.run_name.startswith("fan.draw"))
+    assert items == ["a", "b", "c"]
+
+
+def test_fan_out_declarations_are_checked() -> None:
+    with pytest.raises(ValueError, match="not in the stage's params"):
+        Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
+                 stages=(Stage("draw", _draw, outs=("draws/", "report.json"), fan_out="arms"),))
+    with pytest.raises(ValueError, match="declares only outs folders"):
+        Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
+                 stages=(Stage("draw", _draw, params=("arms",), outs=("draws/", "report.json"), fan_out="arms"),))
+
+
+def test_fan_out_item_missing_its_folder_is_an_output_error(settings: Settings) -> None:
+    def lazy(ctx: StageContext) -> None:
+        """Writes only arm a."""
+        if ctx.item == "a":
+            save_json({"x": 1}, ctx.item_dir("draws/") / "x.json")
+
+    pipeline = Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
+                        stages=(Stage("draw", lazy, params=("arms",), outs=("draws/",), fan_out="arms"),
+                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+    ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(), root=settings.root)
+    with pytest.raises(StageOutputError, match=r"draws/b/"):
+        run_stage(ctx)
+
+
+# --------------------------------------------------------------------------------------------------
+# a stopped process leaves no run RUNNING
+# --------------------------------------------------------------------------------------------------
+SLOW_RUN = '''
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from paperflows.params import PipelineParams
+from paperflows.runtime import Pipeline, Stage, execute
+from paperflows.settings import Settings
+from paperflows.tracking import Tracker
+
+def wait(ctx):
+    """Signal readiness, then work for a long time."""
+    Path(sys.argv[1], "started").write_text("1")
+    time.sleep(120)
+
+root = Path(sys.argv[1])
+settings = Settings(root=root, tracking_uri=f"sqlite:///{root / 'mlflow.db'}", artifact_root=root / "mlruns",
+                    prefect_home=root / "prefect")
+pipeline = Pipeline(paper=Paper("slow", "Slow", "0", "-"), params_model=PipelineParams, stages=(Stage("wait", wait, outs=("report.json",)),))
+execute(pipeline, PipelineParams(), settings, root / "out", entry="test", tracker=Tracker(settings, "slow"))
+'''
+
+
+def test_sigterm_ends_the_mlflow_runs_as_killed(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    script = tmp_path / "slow_run.py"
+    script.write_text(SLOW_RUN)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(REPO)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("slow").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["slow", "slow.wait"]
+    assert {r.info.status for r in runs} == {"KILLED"}
