@@ -15,7 +15,7 @@ server, an MLflow tracking server or another output disk (settings only, no code
 | PAPERFLOWS_TASK_RUNNER   | ``sequential``: fan-out items run one after the other in the flow process; ``dask``: they are submitted to a Dask cluster through prefect-dask and run concurrently (needs a Prefect server, ``PREFECT_API_URL``) |
 | PAPERFLOWS_DASK_ADDRESS  | unset: with ``dask``, a LocalCluster of worker processes with 1 thread each, started and stopped by the flow; ``tcp://host:8786``: an existing ``dask scheduler`` |
 | PAPERFLOWS_DASK_WORKERS  | unset (Dask's choice: one per CPU core): worker processes of that LocalCluster |
-| PAPERFLOWS_TORCH_THREADS | unset: stages run with the process's torch default, and fan-out items on Dask with the flow process's count; ``N``: every stage and item of a run uses ``N`` intra-op threads. CPU results are bit-identical across entry points only at the same thread count |
+| PAPERFLOWS_TORCH_THREADS | ``1``: every stage and fan-out item of a run uses ``N`` torch intra-op threads (the one thread setting; params have none). CPU results are bit-identical across entry points only at the same thread count |
 | PAPERFLOWS_GPU_LIMIT     | ``gpu``: the Prefect global concurrency limit that training stages (``Stage(gpu=True)``) hold one slot of while they run, when a Prefect server (``PREFECT_API_URL``) has that limit (``prefect gcl create gpu --limit <GPUs>``); no-op otherwise |
 | PREFECT_API_URL          | unset: embedded (ephemeral) Prefect server per process; ``http://host:4200/api``: a running server (required by ``dask``) |
 
@@ -38,6 +38,9 @@ WORKSPACE_DIR = "outputs"   # DVC-tracked outputs of the default-parameter runs
 RUNS_DIR = "runs"           # outputs of runs with edited parameters, one folder per run
 TASK_RUNNERS = ("sequential", "dask")
 DEFAULT_GPU_LIMIT = "gpu"
+# the small models of the CPU-scale runs are fastest on one thread, and two pipelines can then share two
+# cores; results are bit-identical across entry points at equal thread counts
+DEFAULT_TORCH_THREADS = 1
 
 
 class SettingsError(ValueError):
@@ -66,7 +69,7 @@ class Settings:
     task_runner: str = "sequential"       # how a flow runs the items of a fan-out stage (TASK_RUNNERS)
     dask_address: str | None = None       # an existing Dask scheduler; None: a LocalCluster per flow run
     dask_workers: int | None = None       # worker processes of that LocalCluster; None: Dask's default
-    torch_threads: int | None = None      # torch intra-op threads of every stage; None: process default
+    torch_threads: int = DEFAULT_TORCH_THREADS  # torch intra-op threads of every stage call
     gpu_limit: str = DEFAULT_GPU_LIMIT    # Prefect global concurrency limit held by training stages
 
     def __post_init__(self) -> None:
@@ -109,7 +112,7 @@ def load_settings() -> Settings:
         task_runner=os.environ.get("PAPERFLOWS_TASK_RUNNER") or "sequential",
         dask_address=os.environ.get("PAPERFLOWS_DASK_ADDRESS") or None,
         dask_workers=_positive_int("PAPERFLOWS_DASK_WORKERS"),
-        torch_threads=_positive_int("PAPERFLOWS_TORCH_THREADS"),
+        torch_threads=_positive_int("PAPERFLOWS_TORCH_THREADS") or DEFAULT_TORCH_THREADS,
         gpu_limit=os.environ.get("PAPERFLOWS_GPU_LIMIT") or DEFAULT_GPU_LIMIT,
     )
 

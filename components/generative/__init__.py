@@ -5,7 +5,7 @@ velocity dx_t/dt (Pyramid Flow's SD3 convention is the reverse: map t -> 1 - t a
 """
 
 from components.generative.couplings import COUPLINGS, Coupling, couple
-from components.generative.flow_matching import VelocityModel, flow_matching_loss
+from components.generative.flow_matching import VelocityModel, flow_matching_loss, pair_loss
 from components.generative.interpolants import INTERPOLANTS, Interpolant, broadcast_time, interpolate
 from components.generative.samplers import SAMPLERS, SampleResult, sample
 from components.generative.time import TIME_SCHEDULES, sample_time, sinusoidal_time_embedding
@@ -22,6 +22,7 @@ __all__ = [
     "broadcast_time",
     "couple",
     "flow_matching_loss",
+    "pair_loss",
     "interpolate",
     "sample",
     "sample_time",

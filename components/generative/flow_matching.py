@@ -40,3 +40,9 @@ def flow_matching_loss(model: VelocityModel, x0: Tensor, x1: Tensor, t: Tensor, 
     if pred.shape != target.shape:
         raise ValueError(f"model returned shape {tuple(pred.shape)}, expected {tuple(target.shape)}")
     return (pred - target).pow(2).mean()
+
+
+def pair_loss(model: VelocityModel, batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+    """:func:`flow_matching_loss` on a ``(x0, x1, t)`` batch: the loss function to hand to ``fit``."""
+    x0, x1, t = batch
+    return flow_matching_loss(model, x0, x1, t)

@@ -148,6 +148,10 @@ class TrainResult:
     resumed_from: int = 0
     device: str = "cpu"
 
+    def curve(self, key: str = "loss", **labels: Any) -> list[dict[str, Any]]:
+        """The logged ``key`` as table rows ``{**labels, "step", key}`` (e.g. ``curve(method="rf", seed=0)``)."""
+        return [{**labels, "step": int(h["step"]), key: h[key]} for h in self.history]
+
 
 def select_device(preference: str = "auto") -> torch.device:
     """Resolve a device preference to a ``torch.device``.
