@@ -11,7 +11,8 @@
 
 Exit codes: 0 success; 1 a run failed (or dvc.yaml / prefect.yaml drifted with --check); 2 bad
 command line, parameters or inputs (or no Prefect server for serve/deploy), detected before any work
-started and with nothing written.
+started and with nothing written; 130 / 143 the run was stopped by Ctrl-C / SIGTERM (its MLflow runs end
+as KILLED and no process is left behind).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a parameter (dotted key, YAML value); with 'all', prefix the slug: "
                           "knots.lora.r=8")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--force", action="store_true", help="run even when DVC says the outputs are up to date")
+    run.add_argument("--only", default=None, help=argparse.SUPPRESS)  # the supervisor tells its child
     stage = sub.add_parser("stage", help="run one stage at the params.yaml values (used by dvc.yaml)")
     stage.add_argument("slug")
     stage.add_argument("stage")
@@ -91,20 +94,22 @@ def cmd_list(_: argparse.Namespace) -> int:
 
 
 def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
-    """Validate every requested pipeline's parameters before anything runs."""
+    """Validate every requested pipeline's parameters and data files before anything runs."""
     from paperflows import registry
     from paperflows.params import check_data_files, load_section, parse_override
     from paperflows.settings import load_settings
 
     settings = load_settings()
+    models: dict[str, Any] = {}
     if target == "all":
-        loaded, broken = registry.load_all()
-        for err in broken.values():  # one broken paper does not stop the others
-            print(f"paperflows: skipping {err}", file=sys.stderr)
-        slugs = [p.slug for p in loaded]
+        for slug in registry.slugs():
+            try:
+                models[slug] = registry.params_model(slug)
+            except registry.PipelineImportError as err:  # one broken paper does not stop the others
+                print(f"paperflows: skipping {err}", file=sys.stderr)
     else:
-        registry.get(target)  # UnknownPipelineError / PipelineImportError name the problem
-        slugs = [target]
+        models[target] = registry.params_model(target)  # UnknownPipelineError / PipelineImportError
+    slugs = list(models)
     parsed = [parse_override(o) for o in overrides]
     per_slug: dict[str, list[tuple[str, Any]]] = {s: [] for s in slugs}
     for key, value in parsed:
@@ -116,14 +121,44 @@ def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
             per_slug[head].append((rest, value))
         else:
             per_slug[target].append((key, value))
-    resolved = {s: load_section(registry.get(s).params_model, s, settings.params_file, per_slug[s]) for s in slugs}
+    resolved = {s: load_section(models[s], s, settings.params_file, per_slug[s]) for s in slugs}
     for slug, params in resolved.items():  # data files named by the params: read before any work
         check_data_files(params, settings.root, slug)
     return resolved
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from paperflows.launcher import CHILD_ENV
+
     resolved = _resolve_run_params(args.target, args.overrides)
+    if args.only is not None:
+        resolved = {s: p for s, p in resolved.items() if s in args.only.split(",")}
+    if os.environ.get(CHILD_ENV) == "1":
+        return _run_flows(resolved, args)
+    from paperflows.dvcgen import stages_by_slug
+    from paperflows.launcher import run_supervised, up_to_date
+    from paperflows.settings import load_settings
+
+    settings = load_settings()
+    slugs = list(resolved)
+    if not args.force and not args.overrides:
+        fresh = up_to_date(settings, {s: names for s, names in stages_by_slug(settings.dvc_file).items()
+                                      if s in resolved})
+        for slug in slugs:
+            if slug in fresh:
+                print(f"== {slug}: up to date at the params.yaml values ({settings.workspace(slug)}); "
+                      f"skipped (--force reruns)", flush=True)
+        slugs = [s for s in slugs if s not in fresh]
+    if not slugs:
+        return EXIT_OK
+    argv = ["run", args.target, "--only", ",".join(slugs), *(f"--set={o}" for o in args.overrides)]
+    if args.no_progress:
+        argv.append("--no-progress")
+    return run_supervised(argv, settings)
+
+
+def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
+    """The child's work: each pipeline through its Prefect flow, one after the other."""
     from paperflows.settings import pin_environment
 
     pin_environment()
@@ -132,7 +167,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from paperflows import flows
 
     failures = []
-    results = []
     for slug, params in resolved.items():
         started = time.perf_counter()
         print(f"== {slug}: running through Prefect ==", flush=True)
@@ -142,7 +176,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             failures.append(slug)
             print(f"== {slug}: FAILED after {time.perf_counter() - started:.1f}s: {err}", file=sys.stderr)
             continue
-        results.append(result)
         print(f"== {slug}: done in {result['seconds']:.1f}s -> {result['root']} ({result['dvc']})")
         for claim in result["claims"]:
             print(f"   [{claim['verdict']}] {claim['id']}: {claim['evidence']}")

@@ -1,21 +1,30 @@
-"""Small matplotlib helpers shared by the pipelines' stages (figures are saved atomically as PNG)."""
+"""The one figure set-up of every plot (figures are saved atomically as PNG by components.io.save_figure).
+
+matplotlib loads on the first figure, with the file-only Agg backend: importing a paper costs nothing for
+stages that draw nothing.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, never a window
-import matplotlib.pyplot as plt  # noqa: E402
-
-from components.io import save_figure  # noqa: E402
+from components.io import save_figure
 
 
-def figure(width: float = 6, height: float = 4, ncols: int = 1, nrows: int = 1) -> tuple[Any, Any]:
-    """A new figure and its axes."""
-    return plt.subplots(nrows, ncols, figsize=(width, height))
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (files only, never a window)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure(width: float = 6, height: float = 4, ncols: int = 1, nrows: int = 1, **kwargs: Any) -> tuple[Any, Any]:
+    """A new figure and its axes (``plt.subplots``; extra keyword arguments are passed on)."""
+    return pyplot().subplots(nrows, ncols, figsize=(width, height), **kwargs)
 
 
 def plot_loss_curves(curves: list[dict[str, Any]], path: Path, ylabel: str, xlabel: str = "step",

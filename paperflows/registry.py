@@ -81,6 +81,23 @@ class Registry:
                                             f"ABOUT = Paper(slug='{slug}', ...)")
         return about
 
+    def params_model(self, slug: str) -> type:
+        """The paper's params model from ``<slug>/params.py`` alone (validating needs no stage code)."""
+        from paperflows.params import PipelineParams
+
+        self.check(slug)
+        name = f"{self.package}.{slug}.params"
+        try:
+            module = importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001
+            raise PipelineImportError(slug, _one_line(err)) from err
+        found = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, PipelineParams)
+                 and v.__module__ == name]
+        if len(found) != 1:
+            raise PipelineImportError(slug, f"{name} must define exactly one PipelineParams model, found "
+                                            f"{[m.__name__ for m in found]}")
+        return found[0]
+
     def get(self, slug: str) -> Pipeline:
         """The paper's full declaration (imports its stages and their libraries)."""
         from paperflows.runtime import Pipeline
@@ -129,6 +146,10 @@ def get(slug: str) -> Pipeline:
 
 def paper(slug: str) -> Paper:
     return default().paper(slug)
+
+
+def params_model(slug: str) -> type:
+    return default().params_model(slug)
 
 
 def load_all() -> tuple[list[Pipeline], dict[str, PipelineImportError]]:

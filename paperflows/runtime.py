@@ -33,14 +33,12 @@ import dataclasses
 import fcntl
 import hashlib
 import json
-import os
 import signal
-import socket
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -335,7 +333,6 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     if tracker is not None:
         # where the stage itself ran (a Dask worker for a fan-out item), not where the run was started
         tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {}),
-                "host.pid": str(os.getpid()), "host.name": socket.gethostname(),
                 **({"paperflows.item": ctx.item} if ctx.item is not None else {}),
                 **{f"deps.{dep.rstrip('/')}": content_hash(root / dep) for dep in stage.deps}}
         child = tracker.start(f"{pipeline.slug}.{label}", tags, parent_id=parent_run_id)
@@ -358,7 +355,7 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
                 metrics.update(_numeric_leaves(load_json(root / rel)))
         ok = True
     except BaseException as err:
-        killed = isinstance(err, (RunTerminated, KeyboardInterrupt))
+        killed = not isinstance(err, Exception)  # a signal (SIGTERM, Ctrl-C, Prefect's termination)
         if tracker is not None and child is not None:
             tracker.set_tags(child, {"paperflows.error": traceback.format_exc(limit=3)[-4000:]})
         raise
@@ -486,8 +483,8 @@ def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, roo
             stages.append(stage_runner(ctx, parent, {**entry_tags, **(tags or {})}))
         report = load_json(root / REPORT_FILE)
         ok = True
-    except (RunTerminated, KeyboardInterrupt):
-        killed = True
+    except BaseException as err:
+        killed = not isinstance(err, Exception)  # a signal, not a failure of the work
         raise
     finally:
         seconds = time.perf_counter() - started

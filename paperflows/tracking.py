@@ -10,6 +10,7 @@ one per point).
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -65,7 +66,10 @@ class Tracker:
 
     # runs -------------------------------------------------------------------------------------
     def start(self, run_name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
-        all_tags = {"paperflows.slug": self.slug, **tags}
+        # where the run executes (a Dask worker for a fan-out item): lets a later start find runs whose
+        # process died without ending them (reap_orphan_runs)
+        all_tags = {"paperflows.slug": self.slug, "host.pid": str(os.getpid()), "host.name": socket.gethostname(),
+                    **tags}
         if parent_id:
             all_tags["mlflow.parentRunId"] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
@@ -130,3 +134,37 @@ def run_tags(settings: Settings, entry: str, **extra: str) -> dict[str, str]:
     }
     tags.update({k: v for k, v in extra.items() if v})
     return tags
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[str]:
+    """End as KILLED the RUNNING runs of this host whose process is gone (or is one of ``pids``).
+
+    Called after a run's process was killed, and at the start of a run, so that no run stays RUNNING
+    forever after a SIGKILL. Returns the ids of the runs it ended.
+    """
+    client = MlflowClient(tracking_uri=settings.tracking_uri)
+    host = socket.gethostname()
+    ended = []
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return ended
+    for run in client.search_runs(experiments, "attributes.status = 'RUNNING'", max_results=5000):
+        tags = run.data.tags
+        pid = int(tags.get("host.pid", "0") or 0)
+        if tags.get("host.name") != host or not pid:
+            continue
+        if (pids is not None and pid in pids) or not _alive(pid):
+            client.set_tag(run.info.run_id, "paperflows.ended_by", "reaper: its process was gone")
+            client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED))
+            ended.append(run.info.run_id)
+    return ended

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,9 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(mean, -math.inf, math.inf, n, level)
     sem = float(x.std(ddof=1)) / math.sqrt(n)
-    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sem
+    from scipy.stats import t as student_t  # scipy.stats is slow to import; only needed here
+
+    half = float(student_t.ppf(0.5 + level / 2, n - 1)) * sem
     return Interval(mean, mean - half, mean + half, n, level)
 
 
@@ -101,7 +102,9 @@ def sign_flip_pvalue(diffs: Sequence[float], n_mc: int = 20_000, seed: int = 0) 
 
 def ranks(values: Sequence[float]) -> np.ndarray:
     """1-based ranks, tied values sharing their average rank."""
-    return sps.rankdata(_finite(values, "ranks"), method="average")
+    from scipy.stats import rankdata
+
+    return rankdata(_finite(values, "ranks"), method="average")
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:

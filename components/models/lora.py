@@ -12,14 +12,15 @@ import copy
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
-from peft.tuners.lora import LoraLayer
 from torch import Tensor, nn
 
 from components.io import load_tensors, save_tensors
+
+if TYPE_CHECKING:  # peft (and transformers under it) takes seconds to import: loaded where LoRAs are built
+    from peft import PeftModel
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ def attach_lora(model: nn.Module, spec: LoraSpec, seed: int = 0) -> PeftModel:
     Only the LoRA A/B matrices are trainable afterwards. A is initialised by peft (Kaiming-uniform) under
     ``torch.manual_seed(seed)`` inside a forked RNG, B = 0, so the wrapped model starts equal to ``model``.
     """
+    from peft import LoraConfig, get_peft_model
+
     config = LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
                         target_modules=list(spec.targets), bias="none")
     with torch.random.fork_rng(devices=[]):
@@ -64,6 +67,9 @@ def attach_lora(model: nn.Module, spec: LoraSpec, seed: int = 0) -> PeftModel:
 
 def lora_factors(peft_model: PeftModel, adapter: str = "default") -> dict[str, LoraFactors]:
     """{base-model layer name: LoraFactors(B [O, r], A [r, I], scale)} for every LoRA layer (copies)."""
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+
     inner = peft_model.base_model.model if isinstance(peft_model, PeftModel) else peft_model
     factors = {}
     for name, module in inner.named_modules():
@@ -103,7 +109,7 @@ def group_factors_by_layer(
 
 def apply_deltas(base_model: nn.Module, deltas: Mapping[str, Tensor]) -> nn.Module:
     """Return a deep copy of ``base_model`` with W = W0 + dW for every ``{layer name: dW [O, I]}``."""
-    if isinstance(base_model, PeftModel):
+    if type(base_model).__name__ == "PeftModel" or hasattr(base_model, "peft_config"):
         raise TypeError("apply_deltas expects the plain base model, not a PeftModel")
     model = copy.deepcopy(base_model)
     with torch.no_grad():
