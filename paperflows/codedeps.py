@@ -91,11 +91,17 @@ def module_closure(modules: list[str]) -> set[str]:
     return seen
 
 
-def _code_names(code: types.CodeType) -> Iterator[str]:
-    """Global names the code loads and modules it imports (not attribute names, which share co_names)."""
-    for ins in dis.get_instructions(code):
+def _code_names(code: types.CodeType) -> Iterator[tuple[str, str | None]]:
+    """``(global name, attribute)`` for every global the code loads (the attribute read right after it,
+    as in ``helpers.build``, else None) and every module it imports. Attribute names alone are not
+    globals, although they share ``co_names``."""
+    instructions = list(dis.get_instructions(code))
+    for i, ins in enumerate(instructions):
         if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "IMPORT_NAME") and isinstance(ins.argval, str):
-            yield ins.argval
+            following = instructions[i + 1] if i + 1 < len(instructions) else None
+            attr = following.argval if following is not None and following.opname in ("LOAD_ATTR", "LOAD_METHOD") \
+                and isinstance(following.argval, str) else None
+            yield ins.argval, attr
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             yield from _code_names(const)
@@ -141,16 +147,24 @@ def referenced_modules(func: Callable[..., Any], package: str) -> set[str]:
                 todo.append(cell.cell_contents)
             except ValueError:  # an empty cell
                 pass
-        for name in _code_names(obj.__code__):
+        for name, attr in _code_names(obj.__code__):
             if _is_project(name) and _module_file(name) is not None:  # a lazy `import components.x`
                 modules.add(name)
             if name not in namespace:
                 continue
             value = namespace[name]
-            source = _source_module(value)
             if name in imported:  # constants (dicts, tuples) carry no module: ask the import statement
                 modules.add(imported[name])
-            if source and source.startswith(package + ".") or source == package:
+            if isinstance(value, types.ModuleType) and (_is_project(value.__name__)
+                                                          or value.__name__.startswith(package + ".")):
+                modules.add(value.__name__)
+                if attr is not None and hasattr(value, attr):  # `helpers.build(...)`: follow `build`
+                    value = getattr(value, attr)
+                else:
+                    continue
+            source = _source_module(value)
+            if source and (source.startswith(package + ".") or source == package):
+                modules.add(source)
                 todo.append(value)
             elif source and _is_project(source):
                 modules.add(source)

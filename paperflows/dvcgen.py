@@ -30,7 +30,8 @@ def stage_entry(pipeline: Pipeline, stage: Stage) -> dict[str, Any]:
     # the source files the stage's code uses (derived from it), then the outputs of earlier stages
     from paperflows.codedeps import stage_code_files
 
-    deps = [*stage_code_files(stage.run), *(_out_path(slug, d) for d in stage.deps)]
+    timings = {t for s in pipeline.stages for t in s.timings}  # machine measurements: not DVC's business
+    deps = [*stage_code_files(stage.run), *(_out_path(slug, d) for d in stage.deps if d not in timings)]
     entry["deps"] = list(dict.fromkeys(deps))
     entry["params"] = [f"{slug}.{p}" for p in pipeline.stage_params(stage)]
     if stage.outs:

@@ -100,13 +100,16 @@ class Stage:
     plots: tuple[Plot, ...] = ()
     fan_out: str | None = None   # dotted name of a list parameter: the stage runs once per item
     gpu: bool = False            # the stage trains: each call holds one GPU slot when run by a flow
+    # measurements of the machine (seconds): written and checked like outputs and logged to MLflow, but not
+    # given to DVC, so a rerun with equal results leaves dvc.lock unchanged
+    timings: tuple[str, ...] = ()
 
     @property
     def doc(self) -> str:
         return (self.run.__doc__ or "").strip().splitlines()[0] if self.run.__doc__ else ""
 
     def written(self) -> tuple[str, ...]:
-        return self.outs + self.metrics + tuple(p.path for p in self.plots)
+        return self.outs + self.metrics + tuple(p.path for p in self.plots) + self.timings
 
     def __call__(self, ctx: StageContext) -> None:
         self.run(ctx)
@@ -114,7 +117,8 @@ class Stage:
 
 def stage(name: str | None = None, *, params: tuple[str, ...] = (), deps: tuple[str, ...] = (),
           outs: tuple[str, ...] = (), metrics: tuple[str, ...] = (), plots: tuple[Plot, ...] = (),
-          fan_out: str | None = None, gpu: bool = False) -> Callable[[Callable[[StageContext], None]], Stage]:
+          fan_out: str | None = None, gpu: bool = False, timings: tuple[str, ...] = ()
+          ) -> Callable[[Callable[[StageContext], None]], Stage]:
     """Declare a stage right above its function: ``@stage(params=("data",), outs=(TASKS,))``.
 
     The decorated name becomes the :class:`Stage` (still callable with a context), so the pipeline's
@@ -123,7 +127,7 @@ def stage(name: str | None = None, *, params: tuple[str, ...] = (), deps: tuple[
 
     def declare(func: Callable[[StageContext], None]) -> Stage:
         return Stage(name or func.__name__, func, params=tuple(params), deps=tuple(deps), outs=tuple(outs),
-                     metrics=tuple(metrics), plots=tuple(plots), fan_out=fan_out, gpu=gpu)
+                     metrics=tuple(metrics), plots=tuple(plots), fan_out=fan_out, gpu=gpu, timings=tuple(timings))
 
     return declare
 
@@ -168,7 +172,7 @@ class Pipeline:
                     raise ValueError(f"{self.slug}.{stage.name}: fan_out '{stage.fan_out}' is not in the "
                                      f"stage's params {stage.params}")
                 files = [p for p in stage.outs if not p.endswith("/")]
-                if files or stage.metrics or stage.plots:
+                if files or stage.metrics or stage.plots or stage.timings:
                     raise ValueError(f"{self.slug}.{stage.name}: a fan-out stage declares only outs folders "
                                      f"(each item writes its own sub-folder); got {files + list(stage.metrics)}"
                                      f"{' and plots' if stage.plots else ''}")
@@ -389,6 +393,10 @@ def _log_stage_files(ctx: StageContext, run_id: str) -> None:
     tracker, root = ctx.tracker, ctx.root
     for rel in ctx.stage.metrics:
         tracker.log_artifact(run_id, root / rel, "metrics")
+    for rel in ctx.stage.timings:
+        tracker.log_artifact(run_id, root / rel, "timings")
+        if rel.endswith(".json"):
+            tracker.log_metrics(run_id, {f"timings/{k}": v for k, v in _numeric_leaves(load_json(root / rel)).items()})
     for plot in ctx.stage.plots:
         tracker.log_artifact(run_id, root / plot.path, "plots")
     for rel in ctx.stage.outs:

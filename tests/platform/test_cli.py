@@ -75,5 +75,5 @@ def test_report_without_runs_says_so(root: Path) -> None:
 
 def test_missing_real_data_folder_is_refused_before_work(root: Path) -> None:
     result = paperflows("run", "nsot", "--set", f"data.pc15k_root={root / 'nowhere'}", root=root)
-    assert result.returncode == 2 and "nsot.data: Value error, pc15k_root: expected" in result.stderr
-    assert "02691156" in result.stderr and _written(root) == []
+    assert result.returncode == 2 and "nsot.data.pc15k_root: no folder at" in result.stderr
+    assert "ShapeNetCore.v2.PC15k" in result.stderr and _written(root) == []
