@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from components.data.shapes import SHAPE_FAMILIES, read_pc15k, sample_shapes
+from components.data.shapes import SHAPE_FAMILIES, check_pc15k, read_pc15k, sample_shapes
 
 
 @pytest.mark.parametrize("category", sorted(SHAPE_FAMILIES))
@@ -84,3 +84,56 @@ def test_read_pc15k_errors_name_the_path(tmp_path):
         read_pc15k(tmp_path, "chair", "train", 8, seed=0)
     with pytest.raises(ValueError, match=r"K >= 100"):
         read_pc15k(tmp_path, "chair", "train", 100, seed=0, max_shapes=1)
+
+
+def test_check_pc15k_accepts_the_layout_and_counts_files(tmp_path):
+    _write_fake_pc15k(tmp_path, split="train", n_files=3)
+    _write_fake_pc15k(tmp_path, split="test", n_files=2)
+    (tmp_path / "README.txt").write_text("not a synset")  # other entries of the root are ignored
+    assert check_pc15k(tmp_path) == {"03001627": {"train": 3, "test": 2}}
+
+
+def _bad_file(folder, kind):
+    path = folder / "shape_bad.npy"
+    if kind == "pickled":
+        np.save(path, np.array([{"x": 1}, None], dtype=object), allow_pickle=True)
+    elif kind == "shape":
+        np.save(path, np.zeros((50, 4), dtype=np.float32))
+    elif kind == "dtype":
+        np.save(path, np.zeros((50, 3), dtype=np.int64))
+    elif kind == "truncated":
+        np.save(path, np.zeros((50, 3), dtype=np.float32))
+        path.write_bytes(path.read_bytes()[:-40])
+    else:
+        path.write_bytes(b"x,y,z\n1,2,3\n")
+    return path
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("pickled", "allow_pickle=False"), ("shape", r"shape \[K, 3\].*\(50, 4\)"), ("dtype", "float coordinates"),
+    ("truncated", "truncated"), ("text", "not a .npy file")])
+def test_check_pc15k_names_the_malformed_file(tmp_path, kind, message):
+    folder, _ = _write_fake_pc15k(tmp_path, split="train")
+    _write_fake_pc15k(tmp_path, split="test")
+    _bad_file(folder, kind)
+    with pytest.raises(ValueError, match=message) as err:
+        check_pc15k(tmp_path)
+    assert "shape_bad.npy" in str(err.value)
+    with pytest.raises(ValueError, match="shape_bad.npy"):  # the reader refuses it the same way
+        read_pc15k(tmp_path, "chair", "train", 8, seed=0)
+
+
+def test_check_pc15k_names_the_missing_part_of_the_layout(tmp_path):
+    with pytest.raises(ValueError, match="no <synset_id>/ folders"):
+        check_pc15k(tmp_path)
+    _write_fake_pc15k(tmp_path, split="train")
+    with pytest.raises(ValueError, match=r"03001627/test: missing"):
+        check_pc15k(tmp_path)
+    (tmp_path / "03001627" / "test").mkdir()
+    with pytest.raises(ValueError, match="without .npy files"):
+        check_pc15k(tmp_path)
+    nan_folder, _ = _write_fake_pc15k(tmp_path / "other", split="test")
+    np.save(nan_folder / "a_first.npy", np.full((20, 3), np.nan, dtype=np.float32))
+    _write_fake_pc15k(tmp_path / "other", split="train")
+    with pytest.raises(ValueError, match="a_first.npy: non-finite"):
+        check_pc15k(tmp_path / "other")

@@ -1,0 +1,147 @@
+"""NSOT parameters: the form, the paper-scale preset and the paper's vocabulary (couplings, beta names)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from components.data.shapes import SHAPE_FAMILIES, check_pc15k
+from paperflows.params import DataFile, PipelineParams, Section
+
+#: couplings trained with beta = 0: independent pairs, online per-sample Hungarian, offline superset OT
+COUPLINGS = ("independent", "online_ot", "nsot")
+#: the couplings whose training step is timed against N
+TIMED = ("independent", "online_ot", "nsot")
+#: the paper's hybrid-beta range "small" (third-party default 0.2)
+SMALL_BETA = 0.2
+#: few-step budget of the paper's claim (1-5 Euler steps)
+FEW_STEPS = 5
+
+
+def method_names(couplings: list[str], betas: list[float]) -> list[str]:
+    """The trained models in table order: the couplings, then one ``nsot_b<beta>`` per hybrid beta."""
+    names = list(couplings)
+    if betas and "nsot" not in names:
+        names.append("nsot")
+    return names + [f"nsot_b{b:g}" for b in betas]
+
+
+def beta_of(method: str) -> float:
+    """The hybrid blend of a method name (0 for the plain couplings)."""
+    return float(method.split("_b", 1)[1]) if method.startswith("nsot_b") else 0.0
+
+
+class DataParams(Section):
+    categories: list[str] = Field(
+        default_factory=lambda: ["ellipsoid", "torus", "cylinder"], min_length=1,
+        description=f"Procedural shape families mixed into one dataset; any of {sorted(SHAPE_FAMILIES)}.")
+    n_train: int = Field(384, ge=8, le=100_000, description="Training shapes (split evenly over categories).")
+    n_test: int = Field(128, ge=8, le=20_000, description="Test shapes (reference set of 1-NNA).")
+    n_points: int = Field(64, ge=8, le=4096, description="N: points per training sample and per generated cloud.")
+    superset_points: int = Field(256, ge=8, le=20_000,
+                                 description="M: surface points per shape in the offline superset (M >= N).")
+    pc15k_root: Annotated[str | None, DataFile(check_pc15k, folder=True,
+                                               description="ShapeNetCore.v2.PC15k folder")] = Field(
+        None, description="Folder of ShapeNetCore.v2.PC15k (<synset>/<split>/*.npy); empty: procedural shapes.")
+    pc15k_category: Literal["airplane", "chair", "car"] = Field("airplane", description="PC15k category.")
+    seed: int = Field(0, ge=0, description="Seed of the dataset (shape parameters and surface samples).")
+
+    @field_validator("categories")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = [c for c in value if c not in SHAPE_FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown categories {unknown}; expected any of {sorted(SHAPE_FAMILIES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _superset_holds_a_sample(self) -> DataParams:
+        if self.superset_points < self.n_points:
+            raise ValueError(f"superset_points ({self.superset_points}) must be >= n_points ({self.n_points})")
+        return self
+
+
+class OTParams(Section):
+    solver: Literal["exact", "sinkhorn"] = Field("exact", description="Offline superset OT solver.")
+
+
+class ModelParams(Section):
+    d_model: int = Field(64, ge=8, le=1024, description="Token width of the permutation-equivariant transformer.")
+    n_layers: int = Field(2, ge=1, le=24, description="Transformer blocks.")
+    n_heads: int = Field(4, ge=1, le=32, description="Attention heads (must divide d_model).")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelParams:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+        return self
+
+
+class TrainParams(Section):
+    steps: int = Field(300, ge=1, le=1_000_000, description="Optimisation steps per model.")
+    batch_size: int = Field(32, ge=1, le=4096, description="Clouds per batch (at most data.n_train).")
+    lr: float = Field(2e-3, gt=0, le=1, description="AdamW learning rate.")
+    couplings: list[Literal["independent", "online_ot", "nsot"]] = Field(
+        default_factory=lambda: list(COUPLINGS), min_length=1, description="Couplings trained with beta = 0.")
+    betas: list[float] = Field(default_factory=lambda: [0.1, 0.4],
+                               description="Hybrid NSOT blends; each adds a model 'nsot_b<beta>'.")
+
+    @field_validator("couplings")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"couplings repeat: {value}")
+        return value
+
+    @field_validator("betas")
+    @classmethod
+    def _unit(cls, value: list[float]) -> list[float]:
+        bad = [b for b in value if not 0.0 < b < 1.0]
+        if bad:
+            raise ValueError(f"betas must lie in (0, 1), got {bad}")
+        if len({f"{b:g}" for b in value}) != len(value):
+            raise ValueError(f"betas repeat: {value}")
+        return value
+
+
+class EvalParams(Section):
+    n_generated: int = Field(128, ge=8, le=20_000, description="Clouds generated per model and step count.")
+    euler_steps: list[int] = Field(default_factory=lambda: [1, 2, 5, 20], min_length=1,
+                                   description="Euler step counts (NFE) at which 1-NNA is measured.")
+    timing_points: list[int] = Field(default_factory=lambda: [64, 256, 1024], min_length=2,
+                                     description="N values at which the training step time is measured.")
+    timing_steps: int = Field(5, ge=1, le=100, description="Timing rounds per N: one timed training step per "
+                                                           "coupling each, interleaved (the claims' replicates).")
+    pair_batches: int = Field(20, ge=1, le=10_000, description="Batches drawn per seed to measure mean pair cost.")
+
+    @field_validator("euler_steps", "timing_points")
+    @classmethod
+    def _increasing(cls, value: list[int]) -> list[int]:
+        if any(v < 1 for v in value) or sorted(set(value)) != value:
+            raise ValueError(f"expected distinct positive values in increasing order, got {value}")
+        return value
+
+
+class NsotParams(PipelineParams):
+    data: DataParams = Field(default_factory=DataParams, description="Shapes and superset sizes.")
+    ot: OTParams = Field(default_factory=OTParams, description="Offline OT.")
+    model: ModelParams = Field(default_factory=ModelParams, description="Velocity network.")
+    train: TrainParams = Field(default_factory=TrainParams, description="Flow-matching training.")
+    eval: EvalParams = Field(default_factory=EvalParams, description="Evaluation and measurements.")
+
+    PAPER_SCALE = {
+        "data.n_points": 2048, "data.superset_points": 15000, "data.n_train": 4000, "data.n_test": 400,
+        "model.d_model": 256, "model.n_layers": 8, "model.n_heads": 8,
+        "train.steps": 200_000, "train.batch_size": 256, "train.lr": 2e-4,
+        "train.betas": [0.2], "eval.n_generated": 400, "eval.timing_points": [512, 1024, 2048],
+    }
+    PAPER_SOURCE = ("NSOT paper: ShapeNet PC15k, N = 2048 points; hybrid beta ~0.2 (third-party SB-CFM "
+                    "implementation); model sizes and step counts are a PVD-scale guess (no official code).")
+
+    @model_validator(mode="after")
+    def _batch_fits_the_data(self) -> NsotParams:
+        if self.train.batch_size > self.data.n_train:
+            raise ValueError(f"train.batch_size ({self.train.batch_size}) must be <= data.n_train "
+                             f"({self.data.n_train})")
+        return self
