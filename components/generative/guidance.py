@@ -25,6 +25,13 @@ gives ``g_k = dL/du_k`` (``= h lambda_{k+1}`` in Euclidean space). Every method 
 
 ``g_k / h`` is ``lambda_{k+1}`` in Euclidean space and the costate pulled back to so(3) on SO(3).
 Model evaluations are counted as NFE: one per forward step and one per VJP through a step.
+
+Rewards of the toy tasks (``L = -reward``) and the closeness of guided samples to the data:
+
+    point_reward(c):         -||x - c||^2                       (a target point)
+    logistic_reward(w, b):   log sigmoid(w . x + b)             (log p(class | x) of a logistic classifier)
+    rotation_reward(R*):     -d(R*, R) = -angle(R*^T R)         (geodesic distance to a target rotation)
+    nearest_distance(x, D):  min_{d in D} ||x - d||              (distance to the nearest training point)
 """
 
 from __future__ import annotations
@@ -34,10 +41,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from components.generative.samplers import SampleResult, sample
-from components.generative.so3 import euler_step, sample_so3
+from components.generative.so3 import euler_step, geodesic_distance, sample_so3
 
 __all__ = [
     "DYNAMICS",
@@ -51,9 +59,13 @@ __all__ = [
     "controlled_field",
     "costates",
     "guide",
+    "logistic_reward",
+    "nearest_distance",
     "objective",
     "oc_gradient",
+    "point_reward",
     "rollout",
+    "rotation_reward",
 ]
 
 #: ``field(x [B, ...], t [B]) -> v``: a velocity in the state's tangent coordinates.
@@ -291,3 +303,26 @@ def guide(method: str, f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig
     except KeyError:
         raise ValueError(f"unknown guidance method {method!r}; expected one of {sorted(GUIDANCE)}") from None
     return run(f, x0, reward, cfg)
+
+
+# --------------------------------------------------------------------------------------------------
+# rewards and the closeness of guided samples to the data
+# --------------------------------------------------------------------------------------------------
+def point_reward(c: Tensor) -> Reward:
+    """``-||x - c||^2``: pulls samples ``x [B, D]`` toward the point ``c [D]``."""
+    return lambda x: -(x - c).pow(2).sum(-1)
+
+
+def logistic_reward(w: Tensor, b: Tensor) -> Reward:
+    """``log sigmoid(x . w + b)``: the log-probability of the positive class of a logistic classifier."""
+    return lambda x: F.logsigmoid(x @ w + b)
+
+
+def rotation_reward(target: Tensor) -> Reward:
+    """``-d(R*, R)`` in radians for ``R [B, 3, 3]``; defined (and differentiable) off SO(3) too."""
+    return lambda r: -geodesic_distance(target.expand_as(r), r)
+
+
+def nearest_distance(x: Tensor, data: Tensor) -> Tensor:
+    """Euclidean distance of each sample ``x [B, D]`` to its nearest point of ``data [M, D]``: ``[B]``."""
+    return torch.cdist(x.float(), data).min(1).values

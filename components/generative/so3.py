@@ -11,7 +11,9 @@ Geodesic interpolant (FoldFlow / FrameFlow; OC-Flow's SO(3) toy): ``R_t = R0 exp
 rotation vector ``v``. The Riemannian Euler step ``R <- R exp(h w)`` moves along the group, so every
 state stays a rotation to float precision, unlike the Euclidean step ``R <- R + h R hat(w)``.
 
-A velocity model on SO(3) is ``model(R [B, 3, 3], t [B]) -> w [B, 3]`` (body-frame angular velocity).
+A velocity model on SO(3) is ``model(R [B, 3, 3], t [B]) -> w [B, 3]`` (body-frame angular velocity),
+trained by :func:`velocity_loss` on ``(R_t, t, v)`` from the interpolant. The manifold errors
+``||R^T R - I||_F`` and ``|det R - 1|`` are both 0 exactly on SO(3).
 """
 
 from __future__ import annotations
@@ -25,17 +27,20 @@ from torch import Tensor
 from components.generative.samplers import SampleResult
 
 __all__ = [
+    "determinant_error",
     "euler_step",
     "exp_map",
     "geodesic_distance",
     "geodesic_interpolant",
     "hat",
     "log_map",
+    "nearest_geodesic_distance",
     "orthogonality_error",
     "perturb_rotations",
     "random_rotations",
     "sample_so3",
     "vee",
+    "velocity_loss",
 ]
 
 # below this angle the Rodrigues / log coefficients switch to their Taylor series (no 0/0)
@@ -175,3 +180,23 @@ def orthogonality_error(r: Tensor) -> Tensor:
     """``||R^T R - I||_F`` per matrix: 0 exactly on O(3). ``[..., 3, 3]`` -> ``[...]``."""
     eye = torch.eye(3, dtype=r.dtype, device=r.device)
     return (r.transpose(-1, -2) @ r - eye).flatten(-2).norm(dim=-1)
+
+
+def determinant_error(r: Tensor) -> Tensor:
+    """``|det R - 1|`` per matrix: 0 on SO(3), with :func:`orthogonality_error`. ``[..., 3, 3]`` -> ``[...]``."""
+    return (torch.linalg.det(r) - 1).abs()
+
+
+def nearest_geodesic_distance(r: Tensor, data: Tensor) -> Tensor:
+    """Geodesic distance (radians) of each ``R [B, 3, 3]`` to its nearest rotation in ``data [M, 3, 3]``: ``[B]``.
+
+    Uses ``cos a = (tr(R^T D) - 1) / 2`` with ``tr(R^T D) = sum_ij R_ij D_ij`` (one matrix product for all pairs).
+    """
+    cos = 0.5 * (torch.einsum("bij,mij->bm", r, data) - 1)
+    return torch.arccos(cos.clamp(-1, 1)).min(1).values
+
+
+def velocity_loss(model: Callable[[Tensor, Tensor], Tensor], batch: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+    """Flow matching on SO(3): ``mean ||model(R_t, t) - v||^2`` on a ``(R_t, t, v)`` batch (the loss for ``fit``)."""
+    r_t, t, v = batch
+    return (model(r_t, t) - v).pow(2).mean()

@@ -1,5 +1,6 @@
 """Guidance methods: the OC-Flow costate gradient against finite differences (Euclidean and SO(3)),
-known answers on a zero field, FlowGrad = OC-Flow at gamma = 0, and SO(3) guidance staying on the group."""
+known answers on a zero field, FlowGrad = OC-Flow at gamma = 0, SO(3) guidance staying on the group, and
+known values of the rewards and of the distance to the data."""
 
 import pytest
 import torch
@@ -10,9 +11,13 @@ from components.generative.guidance import (
     control_energy,
     costates,
     guide,
+    logistic_reward,
+    nearest_distance,
     objective,
     oc_gradient,
+    point_reward,
     rollout,
+    rotation_reward,
 )
 from components.generative.so3 import (
     exp_map,
@@ -135,3 +140,17 @@ def test_bad_config_and_unknown_method():
         GuidanceConfig(dynamics="se3")
     with pytest.raises(ValueError, match="gamma"):
         GuidanceConfig(gamma=1.5)
+
+
+def test_rewards_and_distance_to_data_known_values():
+    x = torch.tensor([[0.0, 0.0], [3.0, 4.0]])
+    torch.testing.assert_close(point_reward(torch.tensor([0.0, 4.0]))(x), torch.tensor([-16.0, -9.0]))
+    # log sigmoid(0) = -log 2; a confident classifier gives ~0 on its side
+    clf = logistic_reward(torch.tensor([0.0, 10.0]), torch.tensor([-20.0]))
+    expected = torch.tensor([-torch.log(torch.tensor(2.0)), -torch.log1p(torch.exp(torch.tensor(-20.0)))])
+    torch.testing.assert_close(clf(torch.tensor([[5.0, 2.0], [0.0, 4.0]])), expected)
+    data = torch.tensor([[0.0, 1.0], [3.0, 0.0]])
+    torch.testing.assert_close(nearest_distance(x, data), torch.tensor([1.0, 4.0]))
+    angle = torch.tensor([0.0, 0.5, 2.0], dtype=torch.float64)
+    r = exp_map(torch.stack([torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), angle], -1))
+    torch.testing.assert_close(rotation_reward(torch.eye(3, dtype=torch.float64))(r), -angle)

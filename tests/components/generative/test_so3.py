@@ -6,17 +6,20 @@ import pytest
 import torch
 
 from components.generative.so3 import (
+    determinant_error,
     euler_step,
     exp_map,
     geodesic_distance,
     geodesic_interpolant,
     hat,
     log_map,
+    nearest_geodesic_distance,
     orthogonality_error,
     perturb_rotations,
     random_rotations,
     sample_so3,
     vee,
+    velocity_loss,
 )
 
 
@@ -107,3 +110,18 @@ def test_perturbed_clusters_stay_close_to_their_centers():
     d = geodesic_distance(centers, samples)
     # |xi| for xi ~ N(0, 0.1^2 I_3) has mean 0.1 * 2 sqrt(2/pi) ~ 0.16
     assert abs(float(d.mean()) - 0.1 * 2 * math.sqrt(2 / math.pi)) < 0.01
+
+
+def test_manifold_errors_nearest_rotation_and_velocity_loss_known_values():
+    z = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    rz = exp_map(torch.stack([0.3 * z, 1.2 * z]))  # rotations by 0.3 and 1.2 rad about z
+    assert float(determinant_error(rz).max()) < 1e-15
+    torch.testing.assert_close(determinant_error(2 * torch.eye(3, dtype=torch.float64)),
+                               torch.tensor(7.0, dtype=torch.float64))
+    data = torch.stack([torch.eye(3, dtype=torch.float64), exp_map(1.0 * z)])
+    torch.testing.assert_close(nearest_geodesic_distance(rz, data), torch.tensor([0.3, 0.2], dtype=torch.float64))
+    model = lambda r, t: r.flatten(1)[:, :3] + t[:, None]
+    r_t, t = torch.eye(3).expand(2, 3, 3), torch.tensor([0.0, 1.0])
+    v = torch.tensor([[1.0, 0.0, 0.0], [2.0, 1.0, 1.0]])  # model: [1, 0, 0] and [2, 1, 1] -> loss 0
+    assert float(velocity_loss(model, (r_t, t, v))) == 0.0
+    assert float(velocity_loss(model, (r_t, t, v + 1.0))) == pytest.approx(1.0)

@@ -1,0 +1,134 @@
+"""OC-Flow parameters: the form, the paper-scale preset and its source, and the methods compared."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from paperflows.params import PipelineParams, Section
+
+#: 'target': -||x - c||^2 toward a point off the data; 'classifier': log p(upper moon | x).
+REWARD_NAMES = ("target", "classifier")
+
+#: ``(label, guidance method, dynamics)`` of the SO(3) table: Riemannian methods, then the naive update of
+#: matrix entries (the same Euler step taken in the ambient 3 x 3 space).
+SO3_METHODS = (("unguided", "unguided", "so3"), ("dflow", "dflow", "so3"), ("flowgrad", "flowgrad", "so3"),
+               ("ocflow", "ocflow", "so3"), ("naive_unguided", "unguided", "euclidean"),
+               ("naive_ocflow", "ocflow", "euclidean"))
+
+NAMES = {"unguided": "unguided", "dflow": "D-Flow (x0 only)", "flowgrad": "FlowGrad (controls, no decay)",
+         "ocflow": "OC-Flow", "naive_unguided": "unguided, naive Euclidean",
+         "naive_ocflow": "OC-Flow, naive Euclidean"}
+
+
+def display(label: str) -> str:
+    """The table name of a method label (``ocflow_g0.1`` -> ``OC-Flow (γ=0.1)``)."""
+    return f"OC-Flow (γ={label[len('ocflow_g'):]})" if label.startswith("ocflow_g") else NAMES[label]
+
+
+def ocflow_label(gamma: float) -> str:
+    return f"ocflow_g{gamma:g}"
+
+
+class DataParams(Section):
+    n_train: int = Field(4000, ge=100, le=200_000, description="Two-moons training points (brief: 4,000).")
+    noise: float = Field(0.05, ge=0.0, le=0.5, description="Gaussian noise of make_moons (brief: 0.05).")
+    target: list[float] = Field(default_factory=lambda: [0.0, 1.6], min_length=2, max_length=2,
+                                description="c of the 'target' reward -||x - c||^2, in data coordinates; the "
+                                            "default lies 0.6 above the top of the upper moon (off the data).")
+    so3_n_train: int = Field(3000, ge=30, le=200_000, description="Training rotations of the SO(3) toy.")
+    so3_clusters: int = Field(3, ge=2, le=12, description="Rotation clusters (Haar-random centres); R* is the "
+                                                          "geodesic midpoint of clusters 0 and 1 (off the data).")
+    so3_spread: float = Field(0.2, gt=0.0, le=1.0, description="Cluster spread: R = C exp(spread * xi), "
+                                                               "xi ~ N(0, I_3), in radians.")
+    seed: int = Field(0, ge=0, le=2**31, description="Seed of both datasets (moons, cluster centres).")
+
+    @field_validator("target")
+    @classmethod
+    def _finite(cls, value: list[float]) -> list[float]:
+        if any(not math.isfinite(v) or abs(v) > 100 for v in value):
+            raise ValueError(f"target must be two finite numbers within [-100, 100], got {value}")
+        return value
+
+
+class ModelParams(Section):
+    hidden: int = Field(128, ge=8, le=2048, description="Width of the velocity MLP (brief: 3 x 128, SiLU).")
+    depth: int = Field(3, ge=1, le=12, description="Hidden layers of the velocity MLP.")
+    time_dim: int = Field(32, ge=2, le=512, multiple_of=2, description="Sinusoidal time-embedding size (even).")
+
+
+class TrainParams(Section):
+    steps: int = Field(3000, ge=1, le=1_000_000, description="Rectified-flow steps of the 2-D flow (brief: 3,000).")
+    so3_steps: int = Field(2000, ge=1, le=1_000_000,
+                           description="Flow-matching steps of the SO(3) flow (its loss plateaus by ~1,500).")
+    batch_size: int = Field(256, ge=1, le=65_536, description="Pairs (noise, data) per step.")
+    lr: float = Field(2e-3, gt=0, le=1, description="AdamW learning rate.")
+
+
+class GuidanceParams(Section):
+    rewards: list[Literal[REWARD_NAMES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(REWARD_NAMES), min_length=1,
+        description="'target': -||x - c||^2; 'classifier': log p(upper moon | x) of a logistic regression.")
+    n_samples: int = Field(256, ge=2, le=100_000, description="Guided samples per method and seed.")
+    n_steps: int = Field(20, ge=1, le=1000, description="Euler steps N of every rollout (brief: 20).")
+    iterations: int = Field(10, ge=1, le=1000, description="Guidance iterations per method (brief: 10).")
+    lr: float = Field(0.1, gt=0, le=10, description="eta: step on the costate, shared by all methods.")
+    gammas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.1, 1.0], min_length=2,
+                                description="OC-Flow running-cost weights swept (beta = 1 - gamma).")
+    claim_gamma: float = Field(0.1, ge=0, le=1, description="The gamma whose OC-Flow is compared with FlowGrad "
+                                                            "and D-Flow in the claim (one of gammas).")
+    reward_fraction: float = Field(0.8, gt=0, le=1.0, description="OC-Flow 'reaches' a baseline's reward when its "
+                                                                  "gain over unguided is >= this fraction of it.")
+    off_manifold: float = Field(0.1, gt=0, le=10, description="A sample is off the data when its nearest "
+                                                              "training point is farther than this.")
+
+    @field_validator("gammas")
+    @classmethod
+    def _unit(cls, value: list[float]) -> list[float]:
+        if any(not 0.0 <= g <= 1.0 for g in value) or len(set(value)) != len(value):
+            raise ValueError(f"gammas must be distinct values in [0, 1], got {value}")
+        return sorted(value)
+
+    @model_validator(mode="after")
+    def _claim_gamma_swept(self) -> GuidanceParams:
+        if self.claim_gamma not in self.gammas:
+            raise ValueError(f"claim_gamma {self.claim_gamma} must be one of gammas {self.gammas}")
+        return self
+
+
+class SO3Params(Section):
+    n_samples: int = Field(256, ge=2, le=100_000, description="Guided rotations per method and seed.")
+    n_steps: int = Field(20, ge=1, le=1000, description="Euler steps on SO(3).")
+    iterations: int = Field(20, ge=1, le=1000, description="Guidance iterations (PepFlow code: 20).")
+    lr: float = Field(0.5, gt=0, le=10, description="eta on the so(3) costate (PepFlow code: beta = 1.5).")
+    gamma: float = Field(0.3, ge=0, le=1, description="OC-Flow decay 1 - gamma (PepFlow code: alpha = 0.7).")
+    manifold_tol: float = Field(1e-5, gt=0, le=1e-2, description="Largest ||R^T R - I|| and |det R - 1| "
+                                                                 "that still counts as on SO(3).")
+
+
+class OcFlowParams(PipelineParams):
+    data: DataParams = Field(default_factory=DataParams, description="Two moons and the SO(3) clusters.")
+    model: ModelParams = Field(default_factory=ModelParams, description="Velocity MLP of both flows.")
+    train: TrainParams = Field(default_factory=TrainParams, description="Pretraining of the flows.")
+    guidance: GuidanceParams = Field(default_factory=GuidanceParams, description="Euclidean guidance.")
+    so3: SO3Params = Field(default_factory=SO3Params, description="SO(3) guidance.")
+
+    PAPER_SCALE: ClassVar[dict[str, Any]] = {
+        "guidance.n_steps": 50, "guidance.lr": 1.0, "guidance.iterations": 5, "guidance.claim_gamma": 0.01,
+        "so3.iterations": 20, "so3.lr": 1.5, "so3.gamma": 0.3,
+    }
+    PAPER_SOURCE: ClassVar[str] = (
+        "Official repo WangLuran/Guided-Flow-Matching-with-Optimal-Control: molecule/guided_sample.py 'oc' (Euler "
+        "n_step = 50, SGD lr 1, max_step 5, gamma = 0.01; its grad-norm clip 10 and the x0-shift slot du[n_step] "
+        "are not used here); peptide SO(3) update u <- 0.7 u + 1.5 mu over 20 iterations (alpha = 1 - gamma, "
+        "beta = eta). lr 1 belongs to the paper's reward scale: on the toy rewards it overshoots. The pretrained "
+        "EquiFM / PepFlow / Rectified-Flow checkpoints are not available offline, so the toy flows keep their "
+        "CPU size.")
+
+
+def euclidean_methods(g: GuidanceParams) -> list[tuple[str, str, float]]:
+    """``(label, guidance method, gamma)`` in table order: baselines, then the OC-Flow gamma sweep."""
+    return [("unguided", "unguided", 0.0), ("dflow", "dflow", 0.0), ("flowgrad", "flowgrad", 0.0)] + \
+        [(ocflow_label(gamma), "ocflow", gamma) for gamma in g.gammas]
