@@ -12,9 +12,14 @@ Parser (NutriBench's ``clean_output`` for carbohydrates, re-implemented):
 3. with no such key, an answer that is just a number gives that number;
 4. anything else gives -1 (the benchmark's "unknown").
 
-Metrics (per meal, then averaged): Acc@7.5 = 1[|pred - gt| < 7.5 g]; absolute error |pred - gt| (a -1
-answer counts as the estimate -1, as in the official scoring: MAE is lower-is-better); answered =
-pred != -1.
+Metrics (per meal, then averaged; :func:`meal_scores`, :func:`carb_metrics`):
+
+* answered = pred != -1;
+* absolute error |pred - gt|, a -1 answer counting as the estimate -1 as in the official scoring (MAE is
+  lower-is-better);
+* hit = answered and |pred - gt| < 7.5 g, so Acc@7.5 never credits an abstention. The official
+  ``process_results`` scores -1 as a number, which makes "unknown" a hit on every meal under 6.5 g of
+  carbs; that figure is kept as ``acc_7_5_official``.
 """
 
 from __future__ import annotations
@@ -65,18 +70,41 @@ def parse_answer(answer: str) -> float:
     return (float(bounds.group("a")) + float(bounds.group("b"))) / 2.0
 
 
-def carb_metrics(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    """Acc@7.5, MAE (g) and answer rate of predictions pred (N,) against labels truth (N,); n = N.
-
-    Raises:
-        ValueError: shapes differ, N = 0, or a value is not finite.
-    """
+def _checked(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pred = np.asarray(pred, dtype=np.float64)
     truth = np.asarray(truth, dtype=np.float64)
     if pred.shape != truth.shape or pred.ndim != 1 or pred.size == 0:
         raise ValueError(f"pred and truth must be 1-D of the same non-zero length, got {pred.shape}, {truth.shape}")
     if not (np.all(np.isfinite(pred)) and np.all(np.isfinite(truth))):
         raise ValueError("pred and truth must be finite")
+    return pred, truth
+
+
+def meal_scores(pred: np.ndarray, truth: np.ndarray) -> dict[str, np.ndarray]:
+    """Per meal, each (N,): ``answered`` (bool), ``abs_error`` (g) and ``hit`` (bool), as in the module
+    docstring (an abstention is never a hit; its error is |-1 - gt|).
+
+    Raises:
+        ValueError: shapes differ, N = 0, or a value is not finite.
+    """
+    pred, truth = _checked(pred, truth)
     error = np.abs(pred - truth)
-    return {"acc_7_5": float(np.mean(error < ACC_TOLERANCE_G)), "mae": float(np.mean(error)),
-            "answer_rate": float(np.mean(pred != UNKNOWN)), "n": float(pred.size)}
+    answered = pred != UNKNOWN
+    return {"answered": answered, "abs_error": error, "hit": answered & (error < ACC_TOLERANCE_G)}
+
+
+def carb_metrics(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """Metrics of predictions pred (N,) against labels truth (N,): ``acc_7_5`` (abstentions are misses),
+    ``acc_7_5_official`` (-1 scored as a number), ``mae``, ``answer_rate``, ``acc_answered`` and
+    ``mae_answered`` (over the answered meals; NaN when none is answered) and ``n`` = N.
+
+    Raises:
+        ValueError: shapes differ, N = 0, or a value is not finite.
+    """
+    scores = meal_scores(pred, truth)
+    answered, error = scores["answered"], scores["abs_error"]
+    some = bool(answered.any())
+    return {"acc_7_5": float(scores["hit"].mean()), "acc_7_5_official": float(np.mean(error < ACC_TOLERANCE_G)),
+            "mae": float(error.mean()), "answer_rate": float(answered.mean()),
+            "acc_answered": float(scores["hit"][answered].mean()) if some else float("nan"),
+            "mae_answered": float(error[answered].mean()) if some else float("nan"), "n": float(error.size)}

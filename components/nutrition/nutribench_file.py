@@ -30,7 +30,17 @@ SUFFIXES = (".csv", ".parquet", ".jsonl", ".json")
 
 
 class NutribenchFormatError(ValueError):
-    """The NutriBench file is unreadable or a column is missing or malformed."""
+    """The NutriBench file is unreadable or a column is missing or malformed: ``problem`` says where."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = Path(path), problem
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    """The offending value as the messages quote it: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
@@ -43,7 +53,7 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
         try:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
-            raise NutribenchFormatError(f"{path}: not a readable CSV file ({err})") from None
+            raise NutribenchFormatError(path, f"not a readable CSV file ({str(err).strip()})") from None
         return frame.to_dict("records")
     if suffix == ".parquet":
         import pyarrow as pa
@@ -52,15 +62,18 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
         try:
             return pq.read_table(path).to_pylist()
         except (pa.ArrowException, OSError) as err:
-            raise NutribenchFormatError(f"{path}: not a readable Parquet file ({err})") from None
-    text = path.read_text(encoding="utf-8")
+            raise NutribenchFormatError(path, f"not a readable Parquet file ({err})") from None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise NutribenchFormatError(path, f"not UTF-8 text (byte {err.start})") from None
     if not text.strip():
         return []
     if suffix == ".json" and text.lstrip().startswith("["):
         try:
             records = json.loads(text)
         except json.JSONDecodeError as err:
-            raise NutribenchFormatError(f"{path}: not valid JSON ({err})") from None
+            raise NutribenchFormatError(path, f"not valid JSON ({err})") from None
     else:
         records = []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -69,10 +82,10 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as err:
-                raise NutribenchFormatError(f"{path}: line {number} is not valid JSON ({err})") from None
+                raise NutribenchFormatError(path, f"line {number} is not valid JSON ({err})") from None
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
-            raise NutribenchFormatError(f"{path}: record {number} is a {type(record).__name__}, expected an object "
+            raise NutribenchFormatError(path, f"record {number} is a {type(record).__name__}, expected an object "
                                         "with keys meal_description, carb, ...")
     return records
 
@@ -85,17 +98,17 @@ def _missing(value: Any) -> bool:
 def _as_number(path: Path, column: str, row: int, value: Any, required: bool) -> float | None:
     if _missing(value):
         if required:
-            raise NutribenchFormatError(f"{path}: column '{column}' is empty in row {row}; expected a number of "
+            raise NutribenchFormatError(path, f"column '{column}' is empty in row {row}; expected a number of "
                                         "grams >= 0")
         return None
     if isinstance(value, bool):
-        raise NutribenchFormatError(f"{path}: column '{column}' row {row} holds {value!r}, not a number")
+        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {_show(value)}, not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise NutribenchFormatError(f"{path}: column '{column}' row {row} holds {value!r}, not a number") from None
+        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {_show(value)}, not a number") from None
     if not math.isfinite(number) or number < 0:
-        raise NutribenchFormatError(f"{path}: column '{column}' row {row} holds {value!r}; expected a finite "
+        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {_show(value)}; expected a finite "
                                     "number >= 0")
     return number
 
@@ -112,19 +125,20 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such NutriBench file")
     if path.suffix.lower() not in SUFFIXES:
-        raise NutribenchFormatError(f"{path}: unsupported file type '{path.suffix}'; expected one of {SUFFIXES}")
+        raise NutribenchFormatError(path, f"unsupported file type '{path.suffix}'; expected one of {SUFFIXES}")
     records = _read_records(path)
     if not records:
-        raise NutribenchFormatError(f"{path}: the file holds no meals (expected columns {REQUIRED})")
+        raise NutribenchFormatError(path, f"the file holds no meals (expected columns {REQUIRED})")
     columns = set().union(*(r.keys() for r in records))
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise NutribenchFormatError(f"{path}: missing required column(s) {missing}; found {sorted(columns)}")
+        raise NutribenchFormatError(path, f"missing required column(s) {missing} among the {len(columns)} "
+                                          "column(s) of its header")
     rows = []
     for number, record in enumerate(records, start=1):
         description = record.get("meal_description")
         if not isinstance(description, str) or not description.strip():
-            raise NutribenchFormatError(f"{path}: column 'meal_description' row {number} holds {description!r}; "
+            raise NutribenchFormatError(path, f"column 'meal_description' row {number} holds {_show(description)}; "
                                         "expected a non-empty string")
         values = {"carb": _as_number(path, "carb", number, record.get("carb"), required=True)}
         for column in OPTIONAL_NUMBERS:
@@ -132,7 +146,7 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
         serving = record.get("serving_type")
         serving = "unspecified" if _missing(serving) else str(serving).strip().lower()
         if serving not in ("natural", "metric", "unspecified"):
-            raise NutribenchFormatError(f"{path}: column 'serving_type' row {number} holds {serving!r}; expected "
+            raise NutribenchFormatError(path, f"column 'serving_type' row {number} holds {_show(serving)}; expected "
                                         "'natural' or 'metric'")
         meal_id = record.get("meal_id")
         country = record.get("country")
@@ -146,11 +160,26 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
             "n_items": None,
             "items": "[]",
         })
-    ids = [r["meal_id"] for r in rows]
-    if len(set(ids)) != len(ids):
-        raise NutribenchFormatError(f"{path}: column 'meal_id' has repeated values")
+    first_row: dict[str, int] = {}
+    for number, row in enumerate(rows, start=1):
+        earlier = first_row.setdefault(row["meal_id"], number)
+        if earlier != number:
+            raise NutribenchFormatError(path, f"column 'meal_id' row {number} repeats {_show(row['meal_id'])} "
+                                              f"of row {earlier}")
     n_eval = max(1, round(eval_share * len(rows))) if len(rows) > 1 else 0
     eval_rows = set(np.random.default_rng(seed).permutation(len(rows))[:n_eval].tolist())
     for i, row in enumerate(rows):
         row["split"] = "eval" if i in eval_rows else "train"
     return rows
+
+
+def check_nutribench_file(path: str | Path) -> int:
+    """Validate a NutriBench file as :func:`read_nutribench_file` reads it; returns the number of meals.
+
+    Raises ``ValueError`` (or ``FileNotFoundError``) whose message names the column, the row and the
+    offending value only (not the path: the caller names the file).
+    """
+    try:
+        return len(read_nutribench_file(path))
+    except NutribenchFormatError as err:
+        raise ValueError(err.problem) from None

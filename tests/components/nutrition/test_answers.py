@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from components.nutrition.answers import UNKNOWN, carb_metrics, parse_answer
+from components.nutrition.answers import (
+    UNKNOWN,
+    carb_metrics,
+    meal_scores,
+    parse_answer,
+)
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
@@ -66,7 +71,23 @@ def test_metrics_known_values() -> None:
     assert m["mae"] == pytest.approx((2 + 10 + 21 + 7.4) / 4)
     assert m["acc_7_5"] == pytest.approx(2 / 4)          # 2 and 7.4 are < 7.5; 10 and 21 are not
     assert m["answer_rate"] == pytest.approx(3 / 4)
+    assert m["acc_answered"] == pytest.approx(2 / 3) and m["mae_answered"] == pytest.approx((2 + 10 + 7.4) / 3)
     assert m["n"] == 4
+
+
+def test_an_abstention_is_never_a_hit() -> None:
+    """"Unknown" (-1) on a 3 g meal is 4 g off: the official scoring counts it as correct, Acc@7.5 does not."""
+    truth = np.array([3.0, 5.0, 40.0, 60.0])
+    pred = np.array([-1.0, -1.0, 41.0, -1.0])
+    scores = meal_scores(pred, truth)
+    assert scores["answered"].tolist() == [False, False, True, False]
+    assert scores["hit"].tolist() == [False, False, True, False]
+    assert scores["abs_error"].tolist() == [4.0, 6.0, 1.0, 61.0]
+    m = carb_metrics(pred, truth)
+    assert m["acc_7_5"] == 0.25 and m["acc_7_5_official"] == 0.75
+    none = carb_metrics(np.array([-1.0, -1.0]), np.array([2.0, 3.0]))
+    assert none["acc_7_5"] == 0.0 and none["acc_7_5_official"] == 1.0 and none["answer_rate"] == 0.0
+    assert np.isnan(none["acc_answered"]) and np.isnan(none["mae_answered"])
 
 
 def test_metrics_tolerance_is_strict() -> None:

@@ -9,7 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from components.nutrition.nutribench_file import NutribenchFormatError, read_nutribench_file
+from components.nutrition.nutribench_file import (
+    NutribenchFormatError,
+    check_nutribench_file,
+    read_nutribench_file,
+)
 
 GOOD = [{"meal_description": "A cup of rice and a glass of milk.", "carb": 57.3, "fat": 5.1, "energy": 320.0,
          "protein": 11.2, "country": "USA", "serving_type": "natural"},
@@ -91,3 +95,33 @@ def test_malformed_jsonl_and_parquet(tmp_path: Path) -> None:
     (tmp_path / "junk.parquet").write_bytes(b"not parquet")
     with pytest.raises(NutribenchFormatError, match="not a readable Parquet file"):
         read_nutribench_file(tmp_path / "junk.parquet")
+
+
+def test_check_names_the_field_and_never_the_contents(tmp_path: Path) -> None:
+    """The data-path check: the count of meals, or a message naming column/row without the path or the
+    contents of other cells (a header-less file must not echo its first meal)."""
+    good = _csv(tmp_path / "good.csv", "meal_description,carb", ['"rice, white",45', "bread,30"])
+    assert check_nutribench_file(good) == 2
+    secret = "grandma's secret lasagna recipe"
+    headless = _csv(tmp_path / "headless.csv", f"{secret},12.5", ["bread,30"])
+    with pytest.raises(ValueError, match=r"missing required column\(s\)") as err:
+        check_nutribench_file(headless)
+    assert secret not in str(err.value) and str(headless) not in str(err.value)
+    long = _csv(tmp_path / "long.csv", "meal_description,carb", [f"rice,{'9' * 30}x{secret}"])
+    with pytest.raises(ValueError, match=r"column 'carb' row 1 holds .9{30}x") as err:
+        check_nutribench_file(long)
+    assert secret not in str(err.value) and len(str(err.value)) < 120
+    with pytest.raises(FileNotFoundError):
+        check_nutribench_file(tmp_path / "missing.csv")
+
+
+def test_encoding_problems_and_repeated_ids_are_named(tmp_path: Path) -> None:
+    (tmp_path / "latin1.jsonl").write_bytes('{"meal_description": "caf\u00e9", "carb": 4}\n'.encode("utf-8")
+                                            + b'{"meal_description": "caf\xe9", "carb": 4}\n')
+    with pytest.raises(NutribenchFormatError, match=r"not UTF-8 text \(byte \d+\)"):
+        read_nutribench_file(tmp_path / "latin1.jsonl")
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD[0]).encode() + b"\n")
+    assert read_nutribench_file(tmp_path / "bom.jsonl")[0]["carb"] == 57.3
+    ids = _csv(tmp_path / "ids.csv", "meal_id,meal_description,carb", ["a,rice,4", "b,bread,5", "a,milk,6"])
+    with pytest.raises(NutribenchFormatError, match=r"column 'meal_id' row 3 repeats 'a' of row 1"):
+        read_nutribench_file(ids)
