@@ -8,6 +8,8 @@
     paperflows serve [slug ...]              serve one Prefect deployment per pipeline (needs PREFECT_API_URL)
     paperflows deploy [--write|--check]      create the prefect.yaml deployments for a work pool, or
                                              regenerate / check prefect.yaml
+    paperflows new <slug> --title ... --arxiv ... --claim ...
+                                             scaffold a new paper package (see pipelines/README.md)
 
 Exit codes: 0 success; 1 a run failed (or dvc.yaml / prefect.yaml drifted with --check); 2 bad
 command line, parameters or inputs (or no Prefect server for serve/deploy), detected before any work
@@ -69,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true", help="exit 1 if prefect.yaml differs from the registry")
     dep.add_argument("--pool", default=None, help="work pool name (default: $PAPERFLOWS_WORK_POOL or "
                                                  "paperflows-process)")
+    new = sub.add_parser("new", help="scaffold a new paper: its package, tests, params section and README row; "
+                                     "regenerates dvc.yaml and prefect.yaml")
+    new.add_argument("slug", help="the one name of the paper everywhere (lower case, e.g. my_paper)")
+    new.add_argument("--title", required=True, help="the paper's title")
+    new.add_argument("--arxiv", required=True, help="its arXiv id, e.g. 2410.19735")
+    new.add_argument("--claim", required=True, help="the claim the pipeline must show, in one line")
     return parser
 
 
@@ -297,8 +305,28 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_new(args: argparse.Namespace) -> int:
+    from paperflows import deploy, dvcgen, registry
+    from paperflows.scaffold import ScaffoldError, scaffold
+    from paperflows.settings import load_settings
+
+    root = load_settings().root
+    try:
+        written = scaffold(root, args.slug, args.title, args.arxiv, args.claim)
+    except ScaffoldError as err:
+        raise UsageError(str(err)) from None
+    from components.io import save_text
+
+    save_text(dvcgen.render(registry.all_pipelines()), root / "dvc.yaml")
+    deploy.write_prefect_yaml(root)
+    for path in written:
+        print(f"wrote {path.relative_to(root)}")
+    print(f"regenerated dvc.yaml and prefect.yaml; next: pipelines/README.md (run `paperflows run {args.slug}`)")
+    return EXIT_OK
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report,
-            "serve": cmd_serve, "deploy": cmd_deploy}
+            "serve": cmd_serve, "deploy": cmd_deploy, "new": cmd_new}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
