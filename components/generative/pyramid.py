@@ -49,24 +49,37 @@ mask. The history of a frame generated at stage k is compressed: the frame at la
 is given at level ``max(k - d + 1, 0)`` (official ``generate`` / ``add_pyramid_noise_with_temporal_pyramid``),
 and during training every history frame is corrupted as ``c <- r eps + (1 - r) c`` with ``r ~ U(0,
 corrupt_ratio)`` per sample. Only the newest frame is in the loss.
+
+**Unified training** (:func:`pyramid_batches`, :func:`pyramid_loss`): each batch is split into columns, one
+per stage (``sample_ratios = [1, 1, 1]``); a column draws clip prefixes whose length follows
+:func:`unit_lengths`, and its loss is the flow-matching loss of its stage on the newest frame.
+
+**Compute** (:class:`ComputeCounter`): the exact tokens, newest-frame tokens and training FLOPs of every
+optimiser step (``flop_factor`` forwards per sample, backward ~ 2 forwards), summed over steps, and the
+model FLOPs to sample one clip, all from :func:`sequence_layout` and a FLOP count of one forward pass.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
+from components.generative.flow_matching import flow_matching_loss
 from components.generative.samplers import sample
+from components.generative.time import sample_time
 
-__all__ = ["HISTORY_MODES", "JUMPS", "ClipSampleResult", "PyramidSampleResult", "PyramidSchedule",
-           "autoregressive_sample", "block_noise", "block_noise_covariance", "compress_history", "corrupt_history",
-           "data_pyramid", "downsample", "history_levels", "jump", "noise_pyramid", "pyramid_sample",
-           "sequence_layout", "stage_field", "stage_pair", "unit_lengths", "upsample_nearest"]
+__all__ = ["HISTORY_MODES", "JUMPS", "ClipSampleResult", "ComputeCounter", "Cost", "PyramidSampleResult",
+           "PyramidSchedule", "autoregressive_sample", "batch_columns", "block_noise", "block_noise_covariance",
+           "compress_history", "corrupt_history", "data_pyramid", "downsample", "guided_velocity", "history_levels",
+           "jump", "noise_pyramid", "pyramid_batches", "pyramid_loss", "pyramid_sample", "sequence_layout",
+           "stage_field", "stage_pair", "unit_lengths", "upsample_nearest"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -232,6 +245,81 @@ def stage_field(model: Callable[..., Tensor], schedule: PyramidSchedule, stage: 
         return model(x, schedule.global_time(stage, t), stage=stage, **kwargs)
 
     return field_
+
+
+def batch_columns(batch_size: int, n_columns: int) -> list[int]:
+    """Samples per batch column, coarse to fine: the batch split equally (official ``sample_ratios =
+    [1, 1, 1]``), a remainder going to the finest columns. ``batch_columns(7, 3) == [2, 2, 3]``."""
+    if n_columns < 1 or batch_size < n_columns:
+        raise ValueError(f"a batch of {batch_size} cannot fill {n_columns} columns")
+    extra = batch_size % n_columns
+    return [batch_size // n_columns + (1 if c >= n_columns - extra else 0) for c in range(n_columns)]
+
+
+def pyramid_batches(clips: Tensor, labels: Tensor, schedule: PyramidSchedule, column_sizes: Sequence[int],
+                    column_stages: Sequence[int], *, history_mode: str = "compressed", corrupt_ratio: float = 1 / 3,
+                    label_dropout: float = 0.0, null_label: int = 0
+                    ) -> Callable[[int, torch.Generator], list[dict[str, Any]]]:
+    """``batches(step, generator)`` for :func:`components.training.fit`: one group per batch column.
+
+    Column c draws ``column_sizes[c]`` clips of ``clips [N, T, C, H, W]``, keeps the prefix of
+    ``unit_lengths(step, T, n_columns)[c]`` frames and makes the training pair of stage ``column_stages[c]``
+    for its newest frame (:func:`stage_pair`); the earlier frames become its history (compressed, then
+    corrupted). A label is replaced by ``null_label`` with probability ``label_dropout`` (for CFG).
+    Each group is ``{"x0": start, "x1": end, "t", "history", "labels", "stage"}``.
+    """
+    if len(column_sizes) != len(column_stages):
+        raise ValueError(f"{len(column_sizes)} column sizes for {len(column_stages)} column stages")
+    n_frames, k = clips.shape[1], schedule.n_stages
+
+    def draw(step: int, gen: torch.Generator) -> list[dict[str, Any]]:
+        groups = []
+        for size, stage, length in zip(column_sizes, column_stages,
+                                       unit_lengths(step, n_frames, len(column_sizes)), strict=True):
+            idx = torch.randint(0, clips.shape[0], (size,), generator=gen)
+            clip = clips[idx, :length]
+            current = clip[:, -1]
+            noise = torch.randn(current.shape, generator=gen)
+            start, end = stage_pair(data_pyramid(current, k), noise_pyramid(noise, k), stage, schedule)
+            history: list[Tensor] = []
+            if length > 1:
+                history = compress_history(data_pyramid(clip[:, :-1], k), stage, history_mode)
+                history = corrupt_history(history, corrupt_ratio, gen)
+            y = labels[idx].clone()
+            y[torch.rand(size, generator=gen) < label_dropout] = null_label
+            groups.append({"x0": start, "x1": end, "t": sample_time(size, gen), "history": history,
+                           "labels": y, "stage": stage})
+        return groups
+
+    return draw
+
+
+def pyramid_loss(schedule: PyramidSchedule) -> Callable[[nn.Module, list[dict[str, Any]]], Tensor]:
+    """The loss for ``fit``: each column's flow-matching loss at its stage, averaged over all samples."""
+
+    def loss(model: nn.Module, groups: list[dict[str, Any]]) -> Tensor:
+        losses = [flow_matching_loss(stage_field(model, schedule, g["stage"]), g["x0"], g["x1"], g["t"],
+                                     model_kwargs={"history": g["history"], "labels": g["labels"]}) * g["x0"].shape[0]
+                  for g in groups if g["x0"].shape[0] > 0]
+        return torch.stack(losses).sum() / sum(g["x0"].shape[0] for g in groups)
+
+    return loss
+
+
+def guided_velocity(model: Callable[..., Tensor], labels: Tensor, guidance: float = 1.0, null_label: int = 0
+                    ) -> Callable[[Tensor, Tensor, int, list[Tensor]], Tensor]:
+    """``velocity(x, tau, stage, history)`` of a class-conditional model for :func:`autoregressive_sample`,
+    with classifier-free guidance ``u + w (c - u)`` (one batched call of both) when ``guidance != 1``."""
+
+    def velocity(x: Tensor, tau: Tensor, stage: int, history: list[Tensor]) -> Tensor:
+        if guidance == 1:
+            return model(x, tau, history=history, stage=stage, labels=labels)
+        both = model(torch.cat([x, x]), torch.cat([tau, tau]), history=[torch.cat([h, h]) for h in history],
+                     stage=stage, labels=torch.cat([labels, torch.full_like(labels, null_label)]))
+        cond, uncond = both.chunk(2)
+        return uncond + guidance * (cond - uncond)
+
+    return velocity
 
 
 # --------------------------------------------------------------------------------------------------
@@ -409,3 +497,83 @@ def autoregressive_sample(velocity: Callable[[Tensor, Tensor, int, list[Tensor]]
         frames.append(result.x)
         nfe += result.nfe
     return ClipSampleResult(clips=torch.stack(frames, dim=1), nfe=nfe)
+
+
+# --------------------------------------------------------------------------------------------------
+# compute: exact tokens and FLOPs of training and sampling
+# --------------------------------------------------------------------------------------------------
+class Cost(NamedTuple):
+    """Tokens of every input sequence, tokens of the generated frames alone, and FLOPs."""
+
+    tokens: int
+    newest_tokens: int
+    flops: int
+
+
+@dataclass(frozen=True)
+class ComputeCounter:
+    """Exact compute of one unified model trained in ``column_sizes`` columns at ``column_stages``.
+
+    ``forward_flops(layout)`` is the FLOP count of one forward pass for one sample whose sequence has
+    ``layout[i]`` tokens in frame i (e.g. ``functools.partial(components.models.dit.forward_flops, cfg)``).
+    A full-resolution model is a one-stage schedule with every column at stage 0.
+    """
+
+    schedule: PyramidSchedule
+    full_size: int
+    patch: int
+    n_frames: int
+    forward_flops: Callable[[Sequence[int]], int]
+    column_sizes: tuple[int, ...]
+    column_stages: tuple[int, ...]
+    history: str = "compressed"
+    flop_factor: int = 3
+    _cycle: tuple[Cost, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.column_sizes) != len(self.column_stages):
+            raise ValueError(f"{len(self.column_sizes)} column sizes for {len(self.column_stages)} column stages")
+        # the cost of a step depends on the step only through unit_lengths, which repeats every n_frames
+        object.__setattr__(self, "_cycle", tuple(self._step(s) for s in range(1, self.n_frames + 1)))
+
+    def layout(self, n_frames: int, stage: int) -> tuple[int, ...]:
+        return sequence_layout(n_frames, stage, self.schedule, self.full_size, self.patch, self.history)
+
+    def _step(self, step: int) -> Cost:
+        tokens = newest = flops = 0
+        lengths = unit_lengths(step, self.n_frames, len(self.column_sizes))
+        for size, stage, length in zip(self.column_sizes, self.column_stages, lengths, strict=True):
+            layout = self.layout(length, stage)
+            tokens += size * sum(layout)
+            newest += size * layout[-1]
+            flops += size * self.flop_factor * self.forward_flops(layout)
+        return Cost(tokens, newest, flops)
+
+    def step(self, step: int) -> Cost:
+        """Cost of optimiser step ``step`` (1-based)."""
+        if step < 1:
+            raise ValueError(f"steps are 1-based, got {step}")
+        return self._cycle[(step - 1) % self.n_frames]
+
+    def total(self, steps: int) -> Cost:
+        """Cost of steps ``1..steps``, summed."""
+        if steps < 0:
+            raise ValueError(f"steps must be >= 0, got {steps}")
+        cycles, rest = divmod(steps, self.n_frames)
+        return Cost(*(cycles * sum(column) + sum(column[:rest]) for column in zip(*self._cycle, strict=True)))
+
+    def closest_step(self, flops: float, max_steps: int) -> int:
+        """The step count in ``1..max_steps`` whose total training FLOPs are closest to ``flops`` (the
+        smaller one on a tie): the matched-compute point of another model."""
+        first_above = bisect.bisect_left(range(1, max_steps + 1), flops, key=lambda s: self.total(s).flops) + 1
+        candidates = [s for s in (first_above - 1, first_above) if 1 <= s <= max_steps]
+        return min(candidates, key=lambda s: (abs(self.total(s).flops - flops), s))
+
+    def sampling_flops(self, steps_per_stage: Sequence[int], calls_per_step: int = 1) -> int:
+        """Model FLOPs to generate one clip of ``n_frames`` frames: every frame, every stage, every Euler
+        step, ``calls_per_step`` forwards per step (2 with classifier-free guidance)."""
+        if len(steps_per_stage) != self.schedule.n_stages:
+            raise ValueError(f"need one step count per stage ({self.schedule.n_stages}), got {list(steps_per_stage)}")
+        total = sum(steps * self.forward_flops(self.layout(length, stage))
+                    for length in range(1, self.n_frames + 1) for stage, steps in enumerate(steps_per_stage))
+        return total * calls_per_step

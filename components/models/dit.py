@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from components.generative.time import sinusoidal_time_embedding
+from components.models.layers import (init_transformer_weights, patchify, sinusoidal_time_embedding,
+                                      unpatchify)
 
 __all__ = ["TRAIN_FLOP_FACTOR", "DiTConfig", "TinyDiT", "forward_flops"]
 
@@ -38,7 +39,8 @@ TRAIN_FLOP_FACTOR = 3
 
 @dataclass(frozen=True)
 class DiTConfig:
-    """Shape of the model. Defaults: the Pyramid Flow CPU reduction (16x16 frames, patch 2, d = 64, 3 blocks)."""
+    """Shape of the model. The defaults are test-sized (16x16 frames, patch 2, d = 64, 3 blocks); a pipeline
+    sets its own sizes from its parameters."""
 
     frame_size: int = 16
     channels: int = 1
@@ -103,7 +105,8 @@ class TinyDiT(nn.Module):
         stage: pyramid stage (int or ``[B]``), embedded and added to the conditioning.
         labels: ``[B]`` class labels; ``None`` or the value ``n_classes`` means unconditional.
 
-    Weights come from ``seed`` alone (truncated normal std 0.02, zero biases; adaLN and output layers zero).
+    Weights come from ``seed`` alone (:func:`~components.models.layers.init_transformer_weights`; adaLN
+    and output layers zero).
     """
 
     def __init__(self, cfg: DiTConfig, seed: int = 0) -> None:
@@ -123,12 +126,8 @@ class TinyDiT(nn.Module):
         self._init_weights(torch.Generator().manual_seed(seed))
 
     def _init_weights(self, generator: torch.Generator) -> None:
+        init_transformer_weights(self, generator)
         with torch.no_grad():
-            for name, param in self.named_parameters():
-                if name.endswith("bias"):
-                    param.zero_()
-                else:
-                    nn.init.trunc_normal_(param, std=0.02, a=-0.04, b=0.04, generator=generator)
             for layer in [*(blk.ada for blk in self.blocks), self.final_ada, self.out]:
                 layer.weight.zero_()
                 layer.bias.zero_()
@@ -136,17 +135,15 @@ class TinyDiT(nn.Module):
     # ---- tokens ------------------------------------------------------------------------------------
     def patchify(self, x: Tensor) -> Tensor:
         """``[B, C, h, w]`` -> ``[B, (h/p)(w/p), C p^2]`` in row-major patch order."""
-        b, c, h, w = x.shape
         p = self.cfg.patch_size
+        _, c, h, w = x.shape
         if c != self.cfg.channels or h % p or w % p or h > self.cfg.frame_size or w > self.cfg.frame_size:
             raise ValueError(f"frame {tuple(x.shape)} does not fit channels={self.cfg.channels}, patch={p}, "
                              f"frame_size={self.cfg.frame_size}")
-        patches = x.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
-        return patches.reshape(b, (h // p) * (w // p), c * p * p)
+        return patchify(x, p)
 
     def unpatchify(self, tokens: Tensor, h: int, w: int) -> Tensor:
-        b, p, c = tokens.shape[0], self.cfg.patch_size, self.cfg.channels
-        return tokens.reshape(b, h // p, w // p, c, p, p).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
+        return unpatchify(tokens, self.cfg.patch_size, self.cfg.channels, h, w)
 
     def positions(self, gh: int, gw: int) -> Tensor:
         """``[gh * gw, d]`` positional embedding of a ``gh x gw`` patch grid (resized from the full grid)."""

@@ -16,12 +16,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from components.models.layers import init_transformer_weights, patchify
+
 POOLS = ("cls", "mean")
 
 
 @dataclass(frozen=True)
 class TinyViTConfig:
-    """Shape of the model. Defaults: the KnOTS CPU reduction (8x8 digits, 16 patches of 2x2, d = 32)."""
+    """Shape of the model. The defaults are test-sized (8x8 digits, 16 patches of 2x2, d = 32); a pipeline sets
+    its own sizes."""
 
     image_size: int = 8
     patch_size: int = 2
@@ -101,7 +104,8 @@ class TinyViT(nn.Module):
     [B, n_classes].
 
     x: [B, C, H, W], or [B, H, W] when channels == 1. Weights are initialised from ``seed`` alone
-    (truncated normal std 0.02 for linears and embeddings, zero biases, unit LayerNorms), so two models
+    (:func:`~components.models.layers.init_transformer_weights`: truncated normal std 0.02 for linears and
+    embeddings, zero biases, unit LayerNorms), so two models
     built with the same config and seed are identical, whatever the global RNG state.
     """
 
@@ -118,14 +122,7 @@ class TinyViT(nn.Module):
         self._init_weights(torch.Generator().manual_seed(seed))
 
     def _init_weights(self, generator: torch.Generator) -> None:
-        with torch.no_grad():
-            for name, param in self.named_parameters():
-                if name.endswith("bias"):
-                    param.zero_()
-                elif param.dim() == 1:  # LayerNorm weights
-                    param.fill_(1.0)
-                else:
-                    nn.init.trunc_normal_(param, std=0.02, a=-0.04, b=0.04, generator=generator)
+        init_transformer_weights(self, generator)
 
     def patchify(self, x: Tensor) -> Tensor:
         """[B, C, H, W] (or [B, H, W]) -> [B, N, C p^2], patches in row-major order."""
@@ -136,9 +133,7 @@ class TinyViT(nn.Module):
         if x.dim() != 4 or tuple(x.shape[1:]) != expected:
             raise ValueError(f"TinyViT expects [B, {cfg.channels}, {cfg.image_size}, {cfg.image_size}] "
                              f"images, got {tuple(x.shape)}")
-        b, c, p, g = x.shape[0], cfg.channels, cfg.patch_size, cfg.image_size // cfg.patch_size
-        patches = x.reshape(b, c, g, p, g, p).permute(0, 2, 4, 1, 3, 5)
-        return patches.reshape(b, g * g, c * p * p)
+        return patchify(x, cfg.patch_size)
 
     def features(self, x: Tensor) -> Tensor:
         """Pooled, normalised representation [B, d_model] (the input of ``head``)."""

@@ -1,9 +1,11 @@
 """Pyramidal flow matching: schedule values against the official formulas, pyramids, block noise, the
 continuity of the path at a jump (the brief's derivation, checked by moments), the temporal pyramid's
-history levels, and the sampler against an exact velocity field."""
+history levels, the sampler against an exact velocity field, the unified training batches, loss and guided
+velocity, and the exact token/FLOP counts against hand counts."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -11,11 +13,13 @@ import torch
 import torch.nn.functional as F
 
 from components.generative.flow_matching import flow_matching_loss
-from components.generative.pyramid import (JUMPS, PyramidSchedule, autoregressive_sample, block_noise,
-                                           block_noise_covariance, compress_history, corrupt_history, data_pyramid,
-                                           downsample, history_levels, jump, noise_pyramid, pyramid_sample,
-                                           sequence_layout, stage_field, stage_pair, unit_lengths,
+from components.generative.pyramid import (JUMPS, ComputeCounter, Cost, PyramidSchedule, autoregressive_sample,
+                                           batch_columns, block_noise, block_noise_covariance, compress_history,
+                                           corrupt_history, data_pyramid, downsample, guided_velocity,
+                                           history_levels, jump, noise_pyramid, pyramid_batches, pyramid_loss,
+                                           pyramid_sample, sequence_layout, stage_field, stage_pair, unit_lengths,
                                            upsample_nearest)
+from components.models.dit import DiTConfig, forward_flops
 
 
 def _official_start_sigma(stage: int, gamma: float = 1 / 3, steps: int = 1000) -> float:
@@ -303,3 +307,131 @@ def test_autoregressive_sample_hands_each_stage_its_compressed_history() -> None
     seen.clear()
     autoregressive_sample(velocity, s, torch.randn(2, 2, 1, 16, 16), [1, 1, 1], "full")
     assert seen[3:] == [(0, (16,)), (1, (16,)), (2, (16,))]
+
+
+# ---- unified training: batch columns, batches, loss; the guided velocity -----------------------------
+def test_batch_columns_split_equally_with_the_remainder_on_the_finest() -> None:
+    assert batch_columns(12, 3) == [4, 4, 4]
+    assert batch_columns(7, 3) == [2, 2, 3]
+    assert batch_columns(8, 3) == [2, 3, 3]
+    assert batch_columns(5, 1) == [5]
+    with pytest.raises(ValueError, match="cannot fill"):
+        batch_columns(2, 3)
+
+
+def test_pyramid_batches_build_each_column_at_its_stage_with_its_history() -> None:
+    s = PyramidSchedule(3)
+    n, t = 10, 4
+    # clip i is the constant i / n in every frame: its history frames show which clip was drawn
+    clips = (torch.arange(n, dtype=torch.float32) / n).view(n, 1, 1, 1, 1).expand(n, t, 1, 16, 16).contiguous()
+    labels = torch.arange(n)
+    draw = pyramid_batches(clips, labels, s, [2, 2, 3], [0, 1, 2], corrupt_ratio=0.0, label_dropout=0.0,
+                           null_label=10)
+    groups = draw(1, torch.Generator().manual_seed(0))  # unit_lengths(1, 4, 3) == [4, 4, 1]
+    assert [g["stage"] for g in groups] == [0, 1, 2]
+    assert [g["x0"].shape for g in groups] == [(2, 1, 4, 4), (2, 1, 8, 8), (3, 1, 16, 16)]
+    assert [g["x1"].shape == g["x0"].shape and g["t"].shape == (g["x0"].shape[0],) for g in groups] == [True] * 3
+    assert [[h.shape[-1] for h in g["history"]] for g in groups] == [[4, 4, 4], [4, 4, 8], []]
+    for g in groups[:2]:  # uncorrupted history = the drawn clip's (constant) frames at their levels
+        for h in g["history"]:
+            torch.testing.assert_close(h, (g["labels"].float() / n).view(-1, 1, 1, 1).expand_as(h))
+    assert torch.equal(groups[2]["x1"], (groups[2]["labels"].float() / n).view(-1, 1, 1, 1).expand(3, 1, 16, 16))
+    again = draw(1, torch.Generator().manual_seed(0))
+    assert all(torch.equal(a["x0"], b["x0"]) for a, b in zip(groups, again))
+    dropped = pyramid_batches(clips, labels, s, [2, 2, 3], [0, 1, 2], label_dropout=1.0, null_label=10)
+    assert all(torch.equal(g["labels"], torch.full_like(g["labels"], 10))
+               for g in dropped(2, torch.Generator().manual_seed(0)))
+
+
+def test_pyramid_loss_is_the_sample_weighted_mean_of_the_column_losses() -> None:
+    s = PyramidSchedule(3)
+    clips, labels = torch.randn(6, 2, 1, 16, 16), torch.arange(6) % 3
+    groups = pyramid_batches(clips, labels, s, [1, 2, 3], [0, 1, 2])(1, torch.Generator().manual_seed(1))
+
+    class Zero(torch.nn.Module):
+        def forward(self, x, tau, *, history=(), stage=0, labels=None):
+            return torch.zeros_like(x)
+
+    expected = sum(g["x0"].shape[0] * (g["x1"] - g["x0"]).pow(2).mean() for g in groups) / 6
+    torch.testing.assert_close(pyramid_loss(s)(Zero(), groups), expected)
+
+
+def test_guided_velocity_is_the_conditional_model_or_its_cfg_combination() -> None:
+    calls = []
+
+    def model(x, tau, *, history, stage, labels):
+        calls.append((x.shape[0], len(history), stage))
+        return torch.zeros_like(x) + labels.float().view(-1, 1, 1, 1)
+
+    labels, x, hist = torch.tensor([2, 7]), torch.zeros(2, 1, 4, 4), [torch.zeros(2, 1, 2, 2)]
+    plain = guided_velocity(model, labels)(x, torch.rand(2), 1, hist)
+    assert torch.equal(plain[:, 0, 0, 0], torch.tensor([2.0, 7.0])) and calls[-1] == (2, 1, 1)
+    guided = guided_velocity(model, labels, guidance=3.0, null_label=10)(x, torch.rand(2), 2, hist)
+    # u + w (c - u) with u = 10: 10 + 3 (2 - 10) = -14 and 10 + 3 (7 - 10) = 1, in one call of batch 4
+    assert torch.equal(guided[:, 0, 0, 0], torch.tensor([-14.0, 1.0])) and calls[-1] == (4, 1, 2)
+
+
+# ---- compute: tokens and FLOPs against hand counts ------------------------------------------------------
+def _tokens(layout) -> int:  # a "model" whose forward costs one FLOP per token
+    return sum(layout)
+
+
+PYRAMID = ComputeCounter(PyramidSchedule(3), 16, 2, 4, _tokens, (1, 1, 1), (0, 1, 2), "compressed", 3)
+FULL = ComputeCounter(PyramidSchedule(1), 16, 2, 4, _tokens, (1, 1, 1), (0, 0, 0), "full", 3)
+
+
+def test_step_costs_by_hand() -> None:
+    # step 1: frames per column [4, 4, 1]; stage 0: 4 x 4 tokens; stage 1: history at levels 0, 0, 1 -> 4+4+16
+    # and the frame 16; stage 2: one 8x8-patch frame 64
+    assert PYRAMID.step(1) == Cost(tokens=16 + 40 + 64, newest_tokens=4 + 16 + 64, flops=3 * 120)
+    assert FULL.step(1) == Cost(tokens=9 * 64, newest_tokens=3 * 64, flops=3 * 9 * 64)
+    for step in range(1, 9):  # the generated frames alone: (1 + 1/4 + 1/16) / 3 of the tokens, every step
+        assert PYRAMID.step(step).newest_tokens / FULL.step(step).newest_tokens == pytest.approx(0.4375)
+    assert PYRAMID.step(5) == PYRAMID.step(1)
+    with pytest.raises(ValueError, match="1-based"):
+        PYRAMID.step(0)
+
+
+def test_totals_repeat_every_cycle_of_frames() -> None:
+    assert FULL.total(4).tokens == 1920 and PYRAMID.total(4).tokens == 648  # one cycle of unit lengths
+    assert PYRAMID.total(0) == Cost(0, 0, 0)
+    six = [PYRAMID.step(s) for s in range(1, 7)]
+    assert PYRAMID.total(6) == Cost(*(sum(c[i] for c in six) for i in range(3)))
+    assert FULL.total(4002).flops == 1000 * FULL.total(4).flops + FULL.step(1).flops + FULL.step(2).flops
+
+
+def test_closest_step_is_the_first_minimiser_of_the_flop_gap() -> None:
+    target = PYRAMID.total(10).flops
+    gaps = [abs(FULL.total(s).flops - target) for s in range(1, 11)]
+    assert FULL.closest_step(target, 10) == 1 + gaps.index(min(gaps))
+    assert FULL.closest_step(FULL.total(3).flops, 10) == 3
+    assert FULL.closest_step(1e30, 10) == 10 and FULL.closest_step(0, 10) == 1
+    midpoint = (FULL.total(2).flops + FULL.total(3).flops) / 2
+    assert FULL.closest_step(midpoint, 10) == 2  # a tie goes to the smaller step
+
+
+def test_sampling_flops_by_hand() -> None:
+    two = ComputeCounter(PyramidSchedule(3), 16, 2, 2, _tokens, (1, 1, 1), (0, 1, 2))
+    # frame 1: 4 + 16 + 64; frame 2 (one history frame, one level below the stage, >= 0): 8 + 32 + 128
+    assert two.sampling_flops([1, 1, 1]) == 252
+    assert two.sampling_flops([1, 1, 1], calls_per_step=2) == 504
+    assert two.sampling_flops([2, 1, 1]) == 252 + 4 + 8
+    with pytest.raises(ValueError, match="one step count per stage"):
+        two.sampling_flops([1, 1])
+
+
+def test_training_flops_with_the_dit_count_match_an_independent_loop() -> None:
+    cfg = DiTConfig(d_model=16, n_heads=2, n_layers=1)
+    counter = ComputeCounter(PyramidSchedule(3), 16, 2, 4, functools.partial(forward_flops, cfg), (2, 2, 3),
+                             (0, 1, 2))
+
+    def layout(n_frames: int, stage: int) -> list[int]:
+        levels = [max(stage - lag + 1, 0) for lag in range(n_frames - 1, 0, -1)] + [stage]
+        return [(16 // 2 ** (2 - level) // 2) ** 2 for level in levels]
+
+    flops = 0
+    for step in range(1, 8):
+        high = 1 + (step - 1) % 4
+        for size, stage, n_frames in zip((2, 2, 3), (0, 1, 2), (5 - high, 5 - high, high)):
+            flops += size * 3 * forward_flops(cfg, layout(n_frames, stage))
+    assert counter.total(7).flops == flops

@@ -1,0 +1,299 @@
+"""Pyramid Flow's result table, claims and checks: pure functions of the loaded tables.
+
+Inputs: the ``train`` stage's compute table (``method, seed, step, tokens, newest_tokens, flops``), the
+scored samples (``method, variant, seed, step`` + the metrics of :class:`components.metrics.video.ClipScorer`,
+``nfe_per_frame``, ``sample_flops_per_clip``, ``n_clips``, ``n_frames``) and the evaluator's floors. Every
+quality claim is decided on per-seed differences of paired runs (same seed: same initial weights, same
+batches, same sampling noise and labels) and carries a precondition: the reference model's samples must be
+recognisable digits (``MIN_ACCURACY``), else the comparison says nothing and the claim is not resolved.
+Token and FLOP fractions are arithmetic on the schedule, so they are checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paperflows import Check, Claim, Precondition, Report, decide_paired, mean, pm, rows_where, values
+from pipelines.pyramid_flow.params import (ACCURACY_MARGIN, JUMP_LABELS, METHODS, MIN_ACCURACY, NO_JUMP,
+                                           N_CLASSES)
+
+Rows = list[dict[str, Any]]
+COLUMNS = ["method", "train steps", "tokens ratio", "FLOPs ratio", "sample FLOPs ratio", "NFE/frame", "FD pixels",
+           "FD classifier", "accuracy (%)", "confidence", "blockiness", "motion error"]
+SUMMARY_METRICS = ("fd_pixels", "fd_classifier", "accuracy", "blockiness", "motion_error")
+NOTES = [
+    "Mean ± half-width of the 95% interval over {n_seeds} seed(s); {n_clips} class-conditional clips of "
+    "{n_frames} frames per row and seed, the same noise and labels for every method.",
+    "FD pixels: Fréchet distance between generated and real test frames projected on the top principal "
+    "components of real frames (a pixel-statistics FID); {n_clips} real training clips score {fd_floor:.2f} "
+    "against the same reference (the estimator's floor, the non-inferiority margin of the FD claims). "
+    "FD classifier: the same on the penultimate layer of a pixel-MLP digit classifier (test accuracy "
+    "{test_acc:.1f}%, floor {fd_clf_floor:.2f}), reported only. Accuracy: generated frames classified as their "
+    "conditioning digit (chance {chance:.0f}%); quality claims need the reference model at >= {min_acc:g}%.",
+    "Ratios are against (A) at its full step count, from the train stage's exact counts: tokens and FLOPs "
+    "(matmul FLOPs of the DiT, attention included; training = 3 forwards) summed over every step; sampling "
+    "FLOPs per clip at equal NFE per frame (steps per stage x stages for the pyramid, all in one stage for A).",
+    "Blockiness: |pixel differences| across over within 2x2 blocks (real clips {real_block:.3f}); motion error: "
+    "per-frame MSE after the best <= 1 px shift (real clips {real_motion:.4f}).",
+    "The paper reports VBench (total 81.72, quality 84.74) for a 2B-parameter model trained for 20.7k A100 hours; "
+    "no number of that benchmark is comparable with this CPU-scale setting, so no paper column is shown.",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# queries over the tables
+# --------------------------------------------------------------------------------------------------
+def groups(rows: Rows) -> dict[tuple[str, str, int], Rows]:
+    """Rows by ``(method, variant, step)``, in table order."""
+    out: dict[tuple[str, str, int], Rows] = {}
+    for r in rows:
+        out.setdefault((r["method"], r["variant"], int(r["step"])), []).append(r)
+    return out
+
+
+def summary_metrics(rows: Rows) -> dict[str, float]:
+    """``<method>/<variant>/step<s>/<metric>``: the mean over seeds of each scored set (``metrics/eval.json``)."""
+    return {f"{m}/{'default' if v == NO_JUMP else v}/step{s}/{k}": mean([r[k] for r in group])
+            for (m, v, s), group in groups(rows).items() for k in SUMMARY_METRICS}
+
+
+def methods_in(compute: Rows) -> list[str]:
+    present = {r["method"] for r in compute}
+    return [m for m in METHODS if m in present]
+
+
+def final_step(compute: Rows, method: str) -> int:
+    return max(int(r["step"]) for r in compute if r["method"] == method)
+
+
+def cost(compute: Rows, method: str, step: int) -> dict[str, Any]:
+    """The compute row of ``method`` after ``step`` steps (the count is the same for every seed)."""
+    found = rows_where(compute, method=method, step=step)
+    if not found:
+        raise KeyError(f"no compute row for {method} at step {step}")
+    return found[0]
+
+
+def matched_step(compute: Rows) -> int | None:
+    """The full-resolution snapshot whose training FLOPs are closest to the pyramid's total (the train stage
+    saves that step, so it is the closest of all steps); None unless both models are trained."""
+    if not {"full_res", "pyramid"} <= {r["method"] for r in compute}:
+        return None
+    target = cost(compute, "pyramid", final_step(compute, "pyramid"))["flops"]
+    steps = sorted({int(r["step"]) for r in compute if r["method"] == "full_res"})
+    return min(steps, key=lambda s: (abs(cost(compute, "full_res", s)["flops"] - target), s))
+
+
+def variants_at(evals: Rows, method: str, step: int) -> list[str]:
+    present = {r["variant"] for r in rows_where(evals, method=method, step=step)}
+    return [v for v in (NO_JUMP, *JUMP_LABELS) if v in present]
+
+
+def table_entries(compute: Rows, evals: Rows) -> list[tuple[str, str, str, int]]:
+    """(row name, method, variant, step), in the paper's order: A, A at matched FLOPs, B, B's jump ablations
+    (C), then the optional full-history pyramid."""
+    entries, matched = [], matched_step(compute)
+    for method in methods_in(compute):
+        spec, final = METHODS[method], final_step(compute, method)
+        if not spec.pyramid:
+            entries.append((f"{spec.label}, {final} steps", method, NO_JUMP, final))
+            if matched is not None:
+                entries.append((f"(A) at the pyramid's training FLOPs, {matched} steps", method, NO_JUMP, matched))
+            continue
+        for variant in variants_at(evals, method, final):
+            name = spec.label if variant == "block" else f"{spec.label}, {JUMP_LABELS[variant]}"
+            entries.append(("(C) pyramid without jump renoising" if (method, variant) == ("pyramid", "none")
+                            else name, method, variant, final))
+    return entries
+
+
+# --------------------------------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------------------------------
+def result_table(compute: Rows, evals: Rows) -> Rows:
+    methods = methods_in(compute)
+    base = "full_res" if "full_res" in methods else methods[0]
+    base_cost = cost(compute, base, final_step(compute, base))
+    base_sample = rows_where(evals, method=base)[0]["sample_flops_per_clip"]
+    table = []
+    for name, method, variant, step in table_entries(compute, evals):
+        c, rows = cost(compute, method, step), rows_where(evals, method=method, variant=variant, step=step)
+
+        def col(key: str, digits: int = 2) -> str:
+            return pm([r[key] for r in rows], digits)
+
+        table.append({"method": name, "train steps": step, "tokens ratio": c["tokens"] / base_cost["tokens"],
+                      "FLOPs ratio": c["flops"] / base_cost["flops"],
+                      "sample FLOPs ratio": rows[0]["sample_flops_per_clip"] / base_sample,
+                      "NFE/frame": rows[0]["nfe_per_frame"], "FD pixels": col("fd_pixels"),
+                      "FD classifier": col("fd_classifier", 1), "accuracy (%)": col("accuracy", 1),
+                      "confidence": col("confidence", 3), "blockiness": col("blockiness", 3),
+                      "motion error": col("motion_error", 4)})
+    return table
+
+
+def curve_table(evals: Rows) -> Rows:
+    """Quality along training: mean pixel FD and accuracy of each scored snapshot against its FLOPs."""
+    return [{"method": m, "step": s, "train GFLOPs": mean([r["train_flops"] for r in g]) / 1e9,
+             "FD pixels": pm([r["fd_pixels"] for r in g]), "accuracy (%)": pm([r["accuracy"] for r in g], 1)}
+            for (m, v, s), g in sorted(groups(evals).items()) if v in (NO_JUMP, "block")]
+
+
+def flops_to_match(evals: Rows, target_fd: float) -> float | None:
+    """Training FLOPs at which the full-resolution model's mean pixel FD first reaches ``target_fd``, linearly
+    interpolated between its scored snapshots; None if it never does."""
+    points = sorted((mean([r["train_flops"] for r in g]), mean([r["fd_pixels"] for r in g]))
+                    for (m, _, _), g in groups(evals).items() if m == "full_res")
+    prev = None
+    for flops, fd in points:
+        if fd <= target_fd:
+            if prev is None or prev[1] == fd:
+                return flops
+            return prev[0] + (target_fd - prev[1]) / (fd - prev[1]) * (flops - prev[0])
+        prev = (flops, fd)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# claims (paired over seeds, with a quality precondition) and checks (arithmetic)
+# --------------------------------------------------------------------------------------------------
+def quality_floor(accuracies: list[float], who: str) -> Precondition:
+    value = mean(accuracies)
+    return Precondition(f"{who} samples reach >= {MIN_ACCURACY:g}% class accuracy (chance "
+                        f"{100 / N_CLASSES:g}%; measured {value:.1f}%)", met=value >= MIN_ACCURACY, value=value)
+
+
+def _series(compute: Rows, evals: Rows):
+    """``v(key, method, variant, step=final)``: the per-seed values of one scored set, ordered by seed."""
+
+    def v(key: str, method: str, variant: str, step: int | None = None) -> list[float]:
+        return values(evals, key, method=method, variant=variant,
+                      step=final_step(compute, method) if step is None else step)
+
+    return v
+
+
+def pyramid_vs_full_res(compute: Rows, evals: Rows, fd_margin: float) -> list[Claim]:
+    """B vs A at the same optimiser steps (non-inferiority on FD and accuracy), and at matched FLOPs."""
+    v = _series(compute, evals)
+    pre = quality_floor(v("accuracy", "full_res", NO_JUMP), "the full-resolution model's")
+    fd_a, fd_b = v("fd_pixels", "full_res", NO_JUMP), v("fd_pixels", "pyramid", "block")
+    acc_a, acc_b = v("accuracy", "full_res", NO_JUMP), v("accuracy", "pyramid", "block")
+    matched = matched_step(compute)
+    fd_m = v("fd_pixels", "full_res", NO_JUMP, matched)
+    b_flops = cost(compute, "pyramid", final_step(compute, "pyramid"))["flops"]
+    m_ratio = cost(compute, "full_res", matched)["flops"] / b_flops
+    needed = flops_to_match(evals, mean(fd_b))
+    q_ratio = (needed or cost(compute, "full_res", final_step(compute, "full_res"))["flops"]) / b_flops
+    return [
+        decide_paired("pyramid_matches_full_res_fd", "Pyramidal flow matches full-resolution flow matching on "
+                      "pixel FD at the same optimiser steps", "pixel FD, pyramid - full resolution", fd_b, fd_a,
+                      threshold=fd_margin, direction="less", precondition=pre,
+                      evidence=f"FD {pm(fd_b)} (pyramid) vs {pm(fd_a)}; margin = the estimator's floor",
+                      numbers={"fd_pyramid": mean(fd_b), "fd_full_res": mean(fd_a), "fd_margin": fd_margin}),
+        decide_paired("pyramid_matches_full_res_accuracy", "Pyramidal flow matches full-resolution flow matching "
+                      "on class accuracy at the same optimiser steps", "accuracy (points), pyramid - full resolution",
+                      acc_b, acc_a, threshold=-ACCURACY_MARGIN, precondition=pre,
+                      evidence=f"accuracy {pm(acc_b, 1)}% vs {pm(acc_a, 1)}%",
+                      numbers={"accuracy_pyramid": mean(acc_b), "accuracy_full_res": mean(acc_a)}),
+        decide_paired("pyramid_better_at_matched_flops", "At matched training FLOPs the pyramid generates better "
+                      "clips than full-resolution flow matching", "pixel FD, full resolution at matched FLOPs - "
+                      "pyramid", fd_m, fd_b, precondition=pre,
+                      evidence=f"FD {pm(fd_m)} (full resolution, {matched} steps = {m_ratio:.3f}x the pyramid's "
+                      f"FLOPs) vs {pm(fd_b)}; to reach the pyramid's mean FD the full-resolution model needs "
+                      f"{'about' if needed is not None else 'more than'} {q_ratio:.2f}x the pyramid's FLOPs",
+                      numbers={"matched_step": matched, "matched_flop_ratio": m_ratio,
+                               "matched_quality_flop_ratio": q_ratio, "matched_quality_reached": float(bool(needed))}),
+    ]
+
+
+def jump_renoising(compute: Rows, evals: Rows, real_blockiness: float) -> list[Claim]:
+    """The same pyramid model sampled with the paper's jump and without renoising (ablation C)."""
+    v = _series(compute, evals)
+    pre = quality_floor(v("accuracy", "pyramid", "block"), "the pyramid model's")
+    fd_b, fd_c = v("fd_pixels", "pyramid", "block"), v("fd_pixels", "pyramid", "none")
+    bl_b, bl_c = v("blockiness", "pyramid", "block"), v("blockiness", "pyramid", "none")
+    iid = ""
+    if "iid" in variants_at(evals, "pyramid", final_step(compute, "pyramid")):
+        iid = (f"; with i.i.d. instead of block noise: FD {pm(v('fd_pixels', 'pyramid', 'iid'))}, blockiness "
+               f"{pm(v('blockiness', 'pyramid', 'iid'), 3)}")
+    return [
+        decide_paired("jump_renoising_lowers_fd", "Jump renoising matters: sampling the same pyramid model without "
+                      "it raises the FD", "pixel FD, no renoising - block-noise jump", fd_c, fd_b, precondition=pre,
+                      evidence=f"FD {pm(fd_c)} without vs {pm(fd_b)} with the renoising{iid}",
+                      numbers={"fd_block": mean(fd_b), "fd_none": mean(fd_c)}),
+        decide_paired("jump_renoising_removes_blockiness", "Without jump renoising the samples show 2x2 block "
+                      "artifacts", "blockiness, no renoising - block-noise jump", bl_c, bl_b, precondition=pre,
+                      evidence=f"blockiness {pm(bl_c, 3)} vs {pm(bl_b, 3)} (real clips {real_blockiness:.3f})",
+                      numbers={"blockiness_block": mean(bl_b), "blockiness_none": mean(bl_c)}),
+    ]
+
+
+def compressed_history(compute: Rows, evals: Rows, fd_margin: float) -> list[Claim]:
+    """The temporal pyramid: compressed vs full-resolution history, on the frames that have a history."""
+    later = [r["fd_pixels_later"] for r in evals if r["method"] in ("pyramid", "pyramid_full_history")]
+    if any(x is None or x != x for x in later):  # missing (NaN): one-frame clips have no later frames
+        return []
+    v = _series(compute, evals)
+    later_c, later_f = v("fd_pixels_later", "pyramid", "block"), v("fd_pixels_later", "pyramid_full_history", "block")
+    return [decide_paired(
+        "compressed_history_matches_full_history", "Compressed (low-resolution) history gives next-frame quality "
+        "comparable to full-resolution history", "pixel FD of frames 2.., compressed - full history", later_c,
+        later_f, threshold=fd_margin, direction="less",
+        precondition=quality_floor(v("accuracy", "pyramid_full_history", "block"), "the full-history model's"),
+        evidence=f"FD of the later frames {pm(later_c)} vs {pm(later_f)}; margin = the estimator's floor",
+        numbers={"fd_later_compressed": mean(later_c), "fd_later_full": mean(later_f), "fd_margin": fd_margin})]
+
+
+def claims(compute: Rows, evals: Rows, floor: dict[str, float]) -> list[Claim]:
+    """Every claim the trained methods and sampled variants allow."""
+    methods, out = set(methods_in(compute)), []
+    if {"full_res", "pyramid"} <= methods:
+        out += pyramid_vs_full_res(compute, evals, floor["real_fd_pixels_floor"])
+    if "pyramid" in methods and {"block", "none"} <= set(variants_at(evals, "pyramid", final_step(compute, "pyramid"))):
+        out += jump_renoising(compute, evals, floor["real_blockiness"])
+    if {"pyramid", "pyramid_full_history"} <= methods:
+        out += compressed_history(compute, evals, floor["real_fd_pixels_floor"])
+    return out
+
+
+def checks(compute: Rows, evals: Rows) -> list[Check]:
+    methods, out = methods_in(compute), []
+    nfe = sorted({float(r["nfe_per_frame"]) for r in evals})
+    out.append(Check("equal_nfe_per_frame", "Every model samples with the same number of model calls per frame",
+                     len(nfe) == 1, f"NFE per frame {nfe}", {"nfe_per_frame": nfe[0]}))
+
+    def fraction(a: str, b: str, key: str) -> float:
+        return cost(compute, a, final_step(compute, a))[key] / cost(compute, b, final_step(compute, b))[key]
+
+    if {"full_res", "pyramid"} <= set(methods):
+        tokens, newest, flops = (fraction("pyramid", "full_res", k) for k in ("tokens", "newest_tokens", "flops"))
+        sample = rows_where(evals, method="pyramid")[0]["sample_flops_per_clip"] / \
+            rows_where(evals, method="full_res")[0]["sample_flops_per_clip"]
+        out += [
+            Check("pyramid_fewer_training_tokens", "The pyramid trains on a fraction of the full-resolution tokens",
+                  tokens < 1, f"{tokens:.3f}x the tokens ({newest:.4f}x for the generated frames alone; the "
+                  "brief's (1 + 1/4 + 1/16)/3 = 0.4375 for three equal columns)",
+                  {"token_ratio": tokens, "newest_token_ratio": newest}),
+            Check("pyramid_fewer_training_flops", "The pyramid trains with a fraction of the full-resolution FLOPs",
+                  flops < 1, f"{flops:.3f}x the training FLOPs", {"flop_ratio": flops}),
+            Check("pyramid_fewer_sampling_flops", "At equal NFE per frame the pyramid samples a clip with fewer FLOPs",
+                  sample < 1, f"{sample:.3f}x the sampling FLOPs per clip", {"sample_flop_ratio": sample})]
+    if {"pyramid", "pyramid_full_history"} <= set(methods) and evals[0]["n_frames"] > 1:  # else no history
+        tokens = fraction("pyramid", "pyramid_full_history", "tokens")
+        out.append(Check("compressed_history_fewer_tokens", "Compressed history trains on fewer tokens than "
+                         "full-resolution history", tokens < 1, f"{tokens:.3f}x the tokens", {"token_ratio": tokens}))
+    return out
+
+
+def build_report(compute: Rows, evals: Rows, floor: dict[str, float]) -> Report:
+    first = evals[0]
+    notes = [n.format(n_seeds=len({r["seed"] for r in evals}), n_clips=first["n_clips"], n_frames=first["n_frames"],
+                      fd_floor=floor["real_fd_pixels_floor"], test_acc=100 * floor["test_accuracy"],
+                      fd_clf_floor=floor["real_fd_floor"], chance=100 / N_CLASSES, min_acc=MIN_ACCURACY,
+                      real_block=floor["real_blockiness"], real_motion=floor["real_motion_error"]) for n in NOTES]
+    return Report(slug="pyramid_flow",
+                  title="Pyramid Flow: pyramidal vs full-resolution flow matching on Moving-MNIST",
+                  columns=COLUMNS, rows=result_table(compute, evals), claims=claims(compute, evals, floor),
+                  checks=checks(compute, evals), notes=notes,
+                  extra_tables={"quality along training (pixel FD vs exact training FLOPs)": curve_table(evals)})

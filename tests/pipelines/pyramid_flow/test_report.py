@@ -1,0 +1,169 @@
+"""Pyramid Flow's claims and checks on constructed tables: every verdict reached, the quality precondition,
+the matched-FLOPs step, the matched-quality interpolation, and the table in the paper's order."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.pyramid_flow import report
+
+SEEDS = (0, 1, 2)
+FLOOR = {"real_fd_pixels_floor": 0.5, "real_fd_floor": 0.1, "test_accuracy": 0.97, "real_blockiness": 1.0,
+         "real_motion_error": 0.0}
+GOOD = [90.0, 91.0, 92.0]  # class accuracy of models that make recognisable digits
+
+
+def compute_rows(pyramid_tokens: int = 340, methods: tuple[str, ...] = ("full_res", "pyramid")) -> list[dict]:
+    """Full resolution: 100 tokens and 1000 FLOPs per step, snapshots at 3 and 10 steps; the pyramids: 10
+    steps. The pyramid's 2800 FLOPs are closest to full resolution's at step 3."""
+    rows = []
+    for seed in SEEDS:
+        if "full_res" in methods:
+            rows += [{"method": "full_res", "seed": seed, "step": s, "tokens": 100 * s, "newest_tokens": 40 * s,
+                      "flops": 1000 * s} for s in (3, 10)]
+        if "pyramid" in methods:
+            rows.append({"method": "pyramid", "seed": seed, "step": 10, "tokens": pyramid_tokens,
+                         "newest_tokens": 175, "flops": 2800})
+        if "pyramid_full_history" in methods:
+            rows.append({"method": "pyramid_full_history", "seed": seed, "step": 10, "tokens": 780,
+                         "newest_tokens": 175, "flops": 7000})
+    return rows
+
+
+def eval_rows(values: dict[tuple[str, str, int], dict[str, list[float]]], compute: list[dict]) -> list[dict]:
+    flops = {(r["method"], r["step"]): r["flops"] for r in compute}
+    sample = {"full_res": 1000, "pyramid": 280, "pyramid_full_history": 700}
+    rows = []
+    for (method, variant, step), metrics in values.items():
+        for i, seed in enumerate(SEEDS):
+            row = {"method": method, "variant": variant, "seed": seed, "step": step, "nfe_per_clip": 48,
+                   "nfe_per_frame": 12, "sample_flops_per_clip": sample[method], "n_clips": 64, "n_frames": 4,
+                   "train_flops": flops[(method, step)], "fd_classifier": 1.0, "confidence": 0.9,
+                   "motion_error": 0.01, "fd_pixels_later": 5.0, "blockiness": 1.0, "accuracy": GOOD[i]}
+            row.update({k: v[i] for k, v in metrics.items()})
+            rows.append(row)
+    return rows
+
+
+def scenario(fd_a=(5.0, 5.2, 5.1), fd_b=(5.0, 5.3, 5.1), fd_matched=(8.0, 8.5, 8.2), fd_none=(9.0, 9.5, 9.2),
+             acc_a=GOOD, acc_b=(90.5, 91.0, 92.5), bl_none=(3.0, 3.2, 3.1), full_history=None):
+    methods = ("full_res", "pyramid") + (("pyramid_full_history",) if full_history else ())
+    compute = compute_rows(methods=methods)
+    values = {("full_res", "-", 10): {"fd_pixels": list(fd_a), "accuracy": list(acc_a)},
+              ("full_res", "-", 3): {"fd_pixels": list(fd_matched)},
+              ("pyramid", "block", 10): {"fd_pixels": list(fd_b), "accuracy": list(acc_b),
+                                         "blockiness": [1.0, 1.05, 1.02], "fd_pixels_later": [5.0, 5.1, 5.05]},
+              ("pyramid", "iid", 10): {"fd_pixels": [6.0, 6.1, 6.2]},
+              ("pyramid", "none", 10): {"fd_pixels": list(fd_none), "blockiness": list(bl_none)}}
+    if full_history:
+        values[("pyramid_full_history", "block", 10)] = {"fd_pixels_later": list(full_history)}
+    return compute, eval_rows(values, compute)
+
+
+def verdicts(compute, evals) -> dict[str, str]:
+    return {c.id: c.verdict for c in report.claims(compute, evals, FLOOR)}
+
+
+def test_every_claim_holds_on_good_models_with_clear_effects() -> None:
+    assert verdicts(*scenario()) == {
+        "pyramid_matches_full_res_fd": "holds", "pyramid_matches_full_res_accuracy": "holds",
+        "pyramid_better_at_matched_flops": "holds", "jump_renoising_lowers_fd": "holds",
+        "jump_renoising_removes_blockiness": "holds"}
+
+
+def test_claims_do_not_hold_when_the_effects_go_the_other_way() -> None:
+    got = verdicts(*scenario(fd_b=(7.0, 7.2, 7.1), acc_b=(70.0, 72.0, 71.0), fd_matched=(6.0, 6.1, 6.2)))
+    assert got["pyramid_matches_full_res_fd"] == "does not hold"        # ~2 FD worse, margin 0.5
+    assert got["pyramid_matches_full_res_accuracy"] == "does not hold"  # ~20 points worse, margin 5
+    assert got["pyramid_better_at_matched_flops"] == "does not hold"    # A at matched FLOPs is better
+    assert got["jump_renoising_lowers_fd"] == "not resolved"            # the pyramid's samples are below 80%
+    got = verdicts(*scenario(fd_none=(4.0, 4.2, 4.1), bl_none=(0.8, 0.82, 0.81)))
+    assert got["jump_renoising_lowers_fd"] == "does not hold"           # without renoising ~1 FD better
+    assert got["jump_renoising_removes_blockiness"] == "does not hold"
+    same = verdicts(*scenario(bl_none=(1.0, 1.05, 1.02)))
+    assert same["jump_renoising_removes_blockiness"] == "not resolved"  # identical blockiness: the CI holds 0
+
+
+def test_noisy_differences_leave_the_claims_not_resolved() -> None:
+    got = verdicts(*scenario(fd_b=(4.0, 6.5, 5.0), fd_matched=(4.0, 9.0, 5.5), fd_none=(8.0, 3.0, 6.0)))
+    assert got["pyramid_matches_full_res_fd"] == "not resolved"  # differences -1, 1.3, -0.1 straddle 0.5
+    assert got["pyramid_better_at_matched_flops"] == "not resolved"
+    assert got["jump_renoising_lowers_fd"] == "not resolved"
+    assert got["pyramid_matches_full_res_accuracy"] == "holds"
+
+
+def test_an_untrained_reference_leaves_every_quality_claim_not_resolved() -> None:
+    chance = (12.0, 9.0, 10.5)
+    claims = {c.id: c for c in report.claims(*scenario(acc_a=chance, acc_b=chance), FLOOR)}
+    assert {c.verdict for c in claims.values()} == {"not resolved"}  # the intervals alone would say "holds"
+    pre = claims["pyramid_matches_full_res_fd"].precondition
+    assert pre is not None and not pre.met and pre.value == pytest.approx(10.5)
+    assert "80" in pre.description and "precondition not met" in claims["pyramid_matches_full_res_fd"].evidence
+    assert not claims["jump_renoising_lowers_fd"].precondition.met  # judged on the pyramid's own samples
+
+
+def test_the_fd_margin_is_the_estimators_floor() -> None:
+    compute, evals = scenario(fd_b=(5.3, 5.5, 5.4))  # ~0.3 worse: inside a 0.5 floor, outside a 0.1 floor
+    assert verdicts(compute, evals)["pyramid_matches_full_res_fd"] == "holds"
+    tight = {**FLOOR, "real_fd_pixels_floor": 0.1}
+    assert {c.id: c.verdict for c in report.claims(compute, evals, tight)}["pyramid_matches_full_res_fd"] == \
+        "does not hold"
+
+
+def test_compressed_history_claim_when_both_histories_are_trained() -> None:
+    compute, evals = scenario(full_history=(5.1, 5.0, 5.2))
+    assert verdicts(compute, evals)["compressed_history_matches_full_history"] == "holds"
+    compute, evals = scenario(full_history=(3.0, 3.1, 3.2))
+    assert verdicts(compute, evals)["compressed_history_matches_full_history"] == "does not hold"
+    assert "compressed_history_matches_full_history" not in verdicts(*scenario())
+
+
+def test_one_seed_cannot_resolve_a_claim() -> None:
+    compute, evals = scenario()
+    compute, evals = [r for r in compute if r["seed"] == 0], [r for r in evals if r["seed"] == 0]
+    assert set(verdicts(compute, evals).values()) == {"not resolved"}
+
+
+def test_checks_read_the_compute_table() -> None:
+    compute, evals = scenario()
+    checks = {c.id: c for c in report.checks(compute, evals)}
+    assert all(c.passed for c in checks.values())
+    assert checks["pyramid_fewer_training_tokens"].numbers["token_ratio"] == pytest.approx(0.34)
+    assert checks["pyramid_fewer_training_tokens"].numbers["newest_token_ratio"] == pytest.approx(0.4375)
+    assert checks["pyramid_fewer_training_flops"].numbers["flop_ratio"] == pytest.approx(0.28)
+    assert checks["pyramid_fewer_sampling_flops"].numbers["sample_flop_ratio"] == pytest.approx(0.28)
+    bad = {c.id: c for c in report.checks(compute_rows(pyramid_tokens=1500), evals)}
+    assert not bad["pyramid_fewer_training_tokens"].passed
+    evals[0]["nfe_per_frame"] = 13
+    assert not {c.id: c for c in report.checks(compute, evals)}["equal_nfe_per_frame"].passed
+
+
+def test_matched_step_and_matched_quality() -> None:
+    compute, evals = scenario()
+    assert report.matched_step(compute) == 3
+    tie = [r for r in compute if not (r["method"] == "pyramid")] + [
+        {"method": "pyramid", "seed": 0, "step": 10, "tokens": 1, "newest_tokens": 1, "flops": 6500}]
+    assert report.matched_step(tie) == 3  # 3000 and 10000 are 3500 away: the smaller step
+    assert report.matched_step([r for r in compute if r["method"] == "pyramid"]) is None
+    # full resolution's mean FD: 8.233 at 3000 FLOPs, 5.1 at 10000: the level 6.667 is reached half-way
+    assert report.flops_to_match(evals, (8.2333333 + 5.1) / 2) == pytest.approx(6500, rel=1e-5)
+    assert report.flops_to_match(evals, 9.0) == pytest.approx(3000)
+    assert report.flops_to_match(evals, 4.0) is None
+
+
+def test_table_rows_in_the_papers_order_with_ratios_from_the_compute_table() -> None:
+    compute, evals = scenario()
+    built = report.build_report(compute, evals, FLOOR)
+    names = [r["method"] for r in built.rows]
+    assert names == ["(A) full-resolution flow matching, 10 steps", "(A) at the pyramid's training FLOPs, 3 steps",
+                     "(B) pyramidal flow (spatial + temporal)",
+                     "(B) pyramidal flow (spatial + temporal), jump with i.i.d. noise",
+                     "(C) pyramid without jump renoising"]
+    matched = built.rows[1]
+    assert matched["FLOPs ratio"] == pytest.approx(0.3) and matched["tokens ratio"] == pytest.approx(0.3)
+    assert built.rows[2]["sample FLOPs ratio"] == pytest.approx(0.28) and built.rows[2]["NFE/frame"] == 12
+    assert built.rows[0]["FD pixels"].startswith("5.10 ± ")
+    assert "64 class-conditional clips of 4 frames" in built.notes[0]
+    summary = report.summary_metrics(evals)
+    assert summary["full_res/default/step10/fd_pixels"] == pytest.approx(5.1)
+    assert summary["pyramid/none/step10/blockiness"] == pytest.approx(3.1)
