@@ -6,7 +6,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: main test env repro report dvc-yaml bench bench-server
+.PHONY: main test env repro report dvc-yaml bench bench-server bench-cli
 
 env:
 	@scripts/setup-env.sh
@@ -35,3 +35,7 @@ bench: env
 ## bench-server: trigger-to-Completed and per-task overhead on a Prefect server (add ARGS="--api-url ..." for a running stack)
 bench-server: env
 	python benchmarks/server_overhead.py $(ARGS)
+
+## bench-cli: fixed cost of --help / list / report and of one DVC stage, against the interpreter and its imports
+bench-cli: env
+	python benchmarks/cli_startup.py

@@ -72,12 +72,28 @@ def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
     second = _run(["dvc", "repro", "knots", "nsot"], repo)
     assert "Running stage" not in second.stdout, second.stdout
 
-    # the Prefect flow at the params.yaml values: the same metrics, recorded for DVC (nothing left to redo)
+    # up to date: `paperflows run` says so and does nothing, without starting Prefect
+    skipped = _run([sys.executable, "-m", "paperflows", "run", "knots", "--no-progress"], repo)
+    assert "knots: up to date" in skipped.stdout and "Prefect" not in skipped.stdout, skipped.stdout
+
+    # the Prefect flow at the params.yaml values (forced): the same metrics, recorded for DVC
     for slug in ("knots", "nsot"):
-        _run([sys.executable, "-m", "paperflows", "run", slug, "--no-progress"], repo)
+        _run([sys.executable, "-m", "paperflows", "run", slug, "--force", "--no-progress"], repo)
     assert _deterministic_metrics(repo) == by_dvc
     status = _run(["dvc", "status", "--with-deps", "knots", "nsot"], repo)
     assert "up to date" in status.stdout, status.stdout
+    # a rerun with equal results leaves dvc.lock as it was (seconds are not results)
+    lock = (repo / "dvc.lock").read_text()
+    _run([sys.executable, "-m", "paperflows", "run", "nsot", "--force", "--no-progress"], repo)
+    assert (repo / "dvc.lock").read_text() == lock
+
+    # editing a component used by one stage only: that stage (and what follows) is out of date, not the others
+    component = repo / "components" / "merging" / "knots.py"
+    original = component.read_text()
+    component.write_text(original + "\n# an edit\n")
+    changed = json.loads(_run(["dvc", "status", "--json", "knots"], repo).stdout or "{}")
+    assert "knots-merge" in changed and not {"knots-prepare", "knots-pretrain", "knots-finetune"} & set(changed)
+    component.write_text(original)
 
     # edited parameters: a run folder of its own; DVC-tracked outputs untouched
     before = _tree_hash(repo / "outputs")

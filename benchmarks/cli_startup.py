@@ -1,0 +1,89 @@
+"""Fixed cost of the command line: what a user waits for before any work, side by side with its floor.
+
+Times, in one process and interleaved over repeats, in a throwaway project:
+
+* ``python -c pass`` (the interpreter alone: the floor) and ``python -c "import torch, mlflow"`` (the
+  libraries every stage needs: the floor of a stage);
+* ``paperflows --help``, ``paperflows list``, ``paperflows report`` (targets: <= 1 s each);
+* ``paperflows stage knots report`` on a tiny knots run made first: its fixed cost is the wall time minus
+  the seconds the stage itself reports (target: <= 1.5 s).
+
+    python benchmarks/cli_startup.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_KNOTS = {"seeds": [0], "data": {"tasks": ["rotate90", "invert"]}, "base": {"steps": 30},
+              "lora": {"steps": 20, "head_steps": 20}, "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]}}
+
+
+def _merge(base: dict, update: dict) -> dict:
+    return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) else v for k, v in update.items()}}
+
+
+def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if proc.returncode not in (0,):
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return seconds, proc.stdout + proc.stderr
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    project = Path(tempfile.mkdtemp(prefix="paperflows-cli-"))
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["knots"] = _merge(params["knots"], TINY_KNOTS)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (project / "dvc.yaml").write_text((REPO / "dvc.yaml").read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_"))}
+    env.update(PAPERFLOWS_ROOT=str(project), PAPERFLOWS_PROGRESS="0")
+    cli = [sys.executable, "-m", "paperflows"]
+    for stage in ("prepare", "pretrain", "finetune", "merge", "report"):  # the tiny run the stage timing reads
+        _timed([*cli, "stage", "knots", stage], env, project)
+
+    commands = {
+        "python -c pass (floor)": [sys.executable, "-c", "pass"],
+        "import torch, mlflow (stage floor)": [sys.executable, "-c", "import torch, mlflow"],
+        "paperflows --help": [*cli, "--help"],
+        "paperflows list": [*cli, "list"],
+        "paperflows report": [*cli, "report"],
+        "paperflows stage knots report": [*cli, "stage", "knots", "report"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    work: list[float] = []
+    for _ in range(args.repeats):
+        for name, cmd in commands.items():
+            seconds, out = _timed(cmd, env, project)
+            times[name].append(seconds)
+            if name.startswith("paperflows stage"):
+                work.append(float(re.search(r"done in ([0-9.]+)s", out).group(1)))
+    floor = statistics.median(times["python -c pass (floor)"])
+    print(f"{'command':<36} {'median s':>9} {'min s':>7} {'x floor':>8}")
+    for name, values in times.items():
+        med = statistics.median(values)
+        print(f"{name:<36} {med:9.2f} {min(values):7.2f} {med / floor:8.1f}")
+    fixed = [t - w for t, w in zip(times["paperflows stage knots report"], work)]
+    print(f"stage fixed cost (wall - stage work): median {statistics.median(fixed):.2f} s, min {min(fixed):.2f} s "
+          f"(stage floor, torch + mlflow imports: {statistics.median(times['import torch, mlflow (stage floor)']):.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
