@@ -30,9 +30,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+
+from components.egovideo.stats import pointer_hits
 
 PAD, UNK = 0, 1
 
@@ -317,3 +320,23 @@ def batch_sampler(data: QATensors, frames: Sequence[Tensor], batch_size: int
         return make_batch(data, frames, [g[int(i)] for i in pick])
 
     return draw
+
+
+def predict_all(model: EgoQAModel, method: str, data: QATensors, frames: Sequence[Tensor], batch: int = 64
+                ) -> tuple[np.ndarray, list[dict]]:
+    """The chosen option of every question, and for a method with a pointer one record per question:
+    ``{"q", "recall", "evidence_rank", "scores"}`` (see :func:`components.egovideo.stats.pointer_hits`)."""
+    choice = np.zeros(len(data.answer), dtype=np.int64)
+    pointer: list[dict] = []
+    for _, group in sorted(length_groups(data, frames).items()):
+        for start in range(0, len(group), batch):
+            idx = group[start:start + batch]
+            out = predict(model, method, make_batch(data, frames, idx))
+            choice[idx] = out.logits.argmax(1).numpy()
+            if out.pointer is None:
+                continue
+            for row, i in enumerate(idx):
+                scores = out.pointer[row].numpy()
+                recall, rank = pointer_hits(scores, data.evidence[i], out.selected[row].tolist())
+                pointer.append({"q": i, "recall": recall, "evidence_rank": rank, "scores": scores})
+    return choice, pointer

@@ -9,10 +9,15 @@ The official file (Ego4D v1/v2 ``annotations/narration.json``) is one JSON objec
         "narration_pass_2": {...},
         "status": "complete"}, ...}
 
-Two annotators narrated each video independently (pass 1 and pass 2); a pipeline uses one pass. Videos
-whose ``status`` starts with ``redacted`` and that carry no narration pass are listed as skipped (they
-exist in the release but hold no text). Everything else that does not match the shape is an error that
-names the file, the video and the field.
+Two annotators narrated each video independently (pass 1 and pass 2); a pipeline uses one pass. Not
+every video of the release carries both passes, and a few narrations have an empty text, so these are
+skipped and counted rather than refused: videos whose ``status`` starts with ``redacted`` and that carry
+no pass (``skipped``), videos without narrations in the chosen pass (``without_pass``) and empty
+narration texts (``empty_texts``). Everything else that does not match the shape (a wrong type, a missing
+field, a negative timestamp) is an error that names the file, the video and the field; the message
+quotes at most the offending field's value, cut short.
+
+The whole file is parsed at once (the v2 release is about 1 GB of JSON).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 from components.io import atomic_path
 
 PASSES = ("narration_pass_1", "narration_pass_2")
+MIN_CLIP_NARRATIONS = 4   # a clip is cut only where it holds at least this many narrations
 
 
 class NarrationFormatError(ValueError):
@@ -48,62 +54,62 @@ class NarrationSet:
 
     videos: dict[str, list[Narration]]
     narration_pass: int
-    skipped: tuple[str, ...] = field(default_factory=tuple)
+    skipped: tuple[str, ...] = field(default_factory=tuple)        # redacted, no pass at all
+    without_pass: tuple[str, ...] = field(default_factory=tuple)   # no narration in the chosen pass
+    empty_texts: int = 0                                           # narrations with an empty text, dropped
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    """The offending field's value for an error message, cut short (nothing else of the file is quoted)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_narration(item: Any, where: str) -> Narration:
+def _check_narration(item: Any, where: str) -> Narration | None:
+    """One narration item, or None when its text is empty (skipped and counted by the caller)."""
     if not isinstance(item, Mapping):
         raise NarrationFormatError(f"{where}: expected an object, got {type(item).__name__}")
     if "timestamp_sec" not in item:
         raise NarrationFormatError(f"{where}: missing 'timestamp_sec'")
     ts = item["timestamp_sec"]
     if not _number(ts):
-        raise NarrationFormatError(f"{where}.timestamp_sec: expected a number, got {ts!r}")
+        raise NarrationFormatError(f"{where}.timestamp_sec: expected a number, got {_show(ts)}")
     if ts < 0:
-        raise NarrationFormatError(f"{where}.timestamp_sec: negative timestamp {ts!r}")
+        raise NarrationFormatError(f"{where}.timestamp_sec: negative timestamp {_show(ts)}")
     frame = item.get("timestamp_frame")
     if frame is not None and (not isinstance(frame, int) or isinstance(frame, bool) or frame < 0):
-        raise NarrationFormatError(f"{where}.timestamp_frame: expected an int >= 0, got {frame!r}")
+        raise NarrationFormatError(f"{where}.timestamp_frame: expected an int >= 0, got {_show(frame)}")
     if "narration_text" not in item:
         raise NarrationFormatError(f"{where}: missing 'narration_text'")
     text = item["narration_text"]
-    if not isinstance(text, str) or not text.strip():
-        raise NarrationFormatError(f"{where}.narration_text: expected a non-empty string, got {text!r}")
+    if not isinstance(text, str):
+        raise NarrationFormatError(f"{where}.narration_text: expected a string, got {type(text).__name__}")
+    if not text.strip():
+        return None
     return Narration(timestamp_sec=float(ts), timestamp_frame=frame, text=text.strip())
 
 
-def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
-    """Read and validate an Ego4D ``narration.json``; return pass ``narration_pass`` (1 or 2) of every video.
-
-    Both passes (where present) and ``summaries`` are validated; a video needs at least one pass, and the
-    pass used must hold at least one narration.
-
-    Raises:
-        NarrationFormatError: not JSON, not an object keyed by video uid, no videos, a video without
-            ``narration_pass_*``, a pass without a ``narrations`` list, a narration without
-            ``timestamp_sec`` / ``narration_text``, non-numeric or negative timestamps, an empty text,
-            or a video with no narration in the chosen pass.
-    """
-    p = Path(path)
-    if narration_pass not in (1, 2):
-        raise ValueError(f"narration_pass must be 1 or 2, got {narration_pass!r}")
+def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], int]:
+    """Every video's passes (validated, time-ordered), the redacted videos skipped, the empty texts dropped."""
     if not p.is_file():
         raise NarrationFormatError(f"{p}: narration file not found")
     try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
         raise NarrationFormatError(f"{p}: not valid JSON ({err})") from None
+    except UnicodeDecodeError as err:
+        raise NarrationFormatError(f"{p}: not UTF-8 text (byte {err.start})") from None
     if not isinstance(data, Mapping):
         raise NarrationFormatError(f"{p}: expected an object keyed by video_uid, got {type(data).__name__}")
     if not data:
         raise NarrationFormatError(f"{p}: no videos in the file")
-    videos: dict[str, list[Narration]] = {}
+    videos: dict[str, dict[str, list[Narration]]] = {}
     skipped: list[str] = []
-    key = PASSES[narration_pass - 1]
+    empty = 0
     for uid, entry in data.items():
         where = f"{p}: video {uid}"
         if not isinstance(entry, Mapping):
@@ -111,7 +117,7 @@ def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
         present = [name for name in PASSES if name in entry]
         if not present:
             if str(entry.get("status", "")).startswith("redacted"):
-                skipped.append(uid)
+                skipped.append(str(uid))
                 continue
             raise NarrationFormatError(f"{where}: missing 'narration_pass_1' / 'narration_pass_2'")
         parsed: dict[str, list[Narration]] = {}
@@ -123,16 +129,57 @@ def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
             if not isinstance(summaries, list):
                 raise NarrationFormatError(f"{where}.{name}.summaries: expected a list, got "
                                            f"{type(summaries).__name__}")
-            parsed[name] = [_check_narration(item, f"{where}.{name}.narrations[{i}]")
-                            for i, item in enumerate(block["narrations"])]
-        if key not in parsed:
-            raise NarrationFormatError(f"{where}: has {present} but not '{key}' (narration_pass={narration_pass})")
-        if not parsed[key]:
-            raise NarrationFormatError(f"{where}.{key}.narrations: empty")
-        videos[str(uid)] = sorted(parsed[key], key=lambda n: n.timestamp_sec)
+            items = [_check_narration(item, f"{where}.{name}.narrations[{i}]")
+                     for i, item in enumerate(block["narrations"])]
+            empty += sum(n is None for n in items)
+            parsed[name] = sorted((n for n in items if n is not None), key=lambda n: n.timestamp_sec)
+        videos[str(uid)] = parsed
     if not videos:
         raise NarrationFormatError(f"{p}: every video is redacted; no narrations to read")
-    return NarrationSet(videos=videos, narration_pass=narration_pass, skipped=tuple(skipped))
+    return videos, skipped, empty
+
+
+def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
+    """Read and validate an Ego4D ``narration.json``; return pass ``narration_pass`` (1 or 2) of every video.
+
+    Both passes (where present) and ``summaries`` are validated. Redacted videos, videos without
+    narrations in the chosen pass and empty narration texts are skipped and counted (see the module).
+
+    Raises:
+        NarrationFormatError: not JSON, not an object keyed by video uid, no videos, a video without
+            ``narration_pass_*`` that is not redacted, a pass without a ``narrations`` list, a narration
+            without ``timestamp_sec`` / ``narration_text``, non-numeric or negative timestamps, a text
+            that is not a string, or no video with narrations in the chosen pass.
+    """
+    p = Path(path)
+    if narration_pass not in (1, 2):
+        raise ValueError(f"narration_pass must be 1 or 2, got {narration_pass!r}")
+    parsed, skipped, empty = _parse(p)
+    key = PASSES[narration_pass - 1]
+    videos = {uid: passes[key] for uid, passes in parsed.items() if passes.get(key)}
+    if not videos:
+        raise NarrationFormatError(f"{p}: no video has narrations in '{key}' (narration_pass={narration_pass})")
+    without = tuple(uid for uid in parsed if uid not in videos)
+    return NarrationSet(videos=videos, narration_pass=narration_pass, skipped=tuple(skipped),
+                        without_pass=without, empty_texts=empty)
+
+
+def check_narration_file(path: str | Path, min_narrations: int = MIN_CLIP_NARRATIONS) -> dict[str, int]:
+    """The data-file check of a ``narration.json``: the Ego4D shape, and at least one video with
+    ``min_narrations`` narrations in one pass (no clip can be cut from a file without one).
+
+    Returns counts (videos, redacted, narrations per pass); raises :class:`NarrationFormatError`.
+    """
+    p = Path(path)
+    parsed, skipped, empty = _parse(p)
+    longest = max(len(items) for passes in parsed.values() for items in passes.values())
+    if longest < min_narrations:
+        raise NarrationFormatError(f"{p}: no video long enough: the most narrations of any video in one pass is "
+                                   f"{longest}, a clip needs at least {min_narrations}")
+    counts = {"videos": len(parsed), "redacted": len(skipped), "empty_texts": empty}
+    for name in PASSES:
+        counts[name] = sum(len(passes.get(name, ())) for passes in parsed.values())
+    return counts
 
 
 def write_narrations(videos: Mapping[str, Sequence[Narration]], path: str | Path, *, video_fps: float = 30.0,
@@ -151,5 +198,5 @@ def write_narrations(videos: Mapping[str, Sequence[Narration]], path: str | Path
                  "annotation_uid": f"{uid}-{key}-{i:05d}"} for i, n in enumerate(items)]
         out[uid] = {key: {"narrations": rows, "summaries": []}, "status": "complete"}
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(out, indent=1) + "\n")
+        tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return Path(path)

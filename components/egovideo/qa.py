@@ -353,6 +353,60 @@ def llm_candidates(clips: Sequence[Clip], lm: ChatModel, seed: int, max_narratio
     return out, stats, failed
 
 
+class NoQuestionsError(ValueError):
+    """The clips give no question (no event a template asks about, or every LLM question rejected)."""
+
+
+def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: SampleConfig, lm: ChatModel | None = None,
+                       llm_clips: int = 16, llm_fallback: str = "template"
+                       ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The data engine over a corpus of clips: ``(records, stats)``.
+
+    Without ``lm``: template questions for every clip (:func:`sample_questions`). With ``lm``: one LLM
+    question for each of ``llm_clips`` clips taken evenly over the length buckets (in clip order), template
+    questions for the other clips, and, with ``llm_fallback="template"``, for the clips whose LLM question
+    was rejected too (``"drop"``: those clips get none). Question priors (hence ``biased``) and distractors
+    come from the template candidates of the whole corpus. ``stats["llm"]`` counts the attempted, accepted
+    and rejected LLM questions and lists the rejection reasons.
+    """
+    if llm_fallback not in ("template", "drop"):
+        raise ValueError(f"llm_fallback must be 'template' or 'drop', got {llm_fallback!r}")
+    corpus = template_candidates(clips, qtypes)
+    if not corpus:
+        raise NoQuestionsError("the narrations give no template question (no 'puts', 'picks up' or 'opens' "
+                               "events were parsed)")
+    stats: dict[str, Any] = {"engine": "template" if lm is None else "llm"}
+    llm_records: list[dict[str, Any]] = []
+    template_clips = {c.clip_id for c in clips}
+    if lm is not None:
+        by_bucket: dict[str, list[Clip]] = defaultdict(list)
+        for c in clips:
+            by_bucket[c.bucket].append(c)
+        per = max(1, llm_clips // len(by_bucket))
+        prompted = [c for b in sorted(by_bucket) for c in by_bucket[b][:per]]
+        accepted, llm_stats, failed = llm_candidates(prompted, lm, seed=cfg.seed)
+        priors = question_priors(corpus)
+        llm_records = [to_record(cand, options, idx, priors.get(cand.question) == cand.answer, "llm")
+                       for cand, options, idx in accepted]
+        template_clips -= {c.clip_id for c in prompted}
+        if llm_fallback == "template":
+            template_clips |= set(failed)
+        # reasons are free text: a list, so that only the counts above become metric names
+        stats["llm"] = {"attempted": llm_stats.attempted, "accepted": llm_stats.accepted,
+                        "acceptance_rate": llm_stats.acceptance_rate, "rejected": sum(llm_stats.rejected.values()),
+                        "rejections": [{"reason": r, "count": n} for r, n in sorted(llm_stats.rejected.items())]}
+    chosen = [c for c in corpus if c.clip.clip_id in template_clips]
+    records, sampled = sample_questions(chosen, cfg, corpus=corpus) if chosen else ([], {"buckets": {}})
+    records += llm_records
+    if not records:
+        raise NoQuestionsError("no question survived (all LLM questions rejected and the fallback is 'drop')")
+    counts = Counter((r["length_bucket"], r["qtype"]) for r in records)
+    stats.update({"questions": len(records), "biased_share": float(np.mean([r["biased"] for r in records])),
+                  "by_bucket_qtype": {f"{b}/{q}": n for (b, q), n in sorted(counts.items())},
+                  **{f"sampling/{b}/{k}": v for b, st in sampled["buckets"].items() for k, v in st.items()}})
+    return records, stats
+
+
 # --------------------------------------------------------------------------------------------------
 # JSONL
 # --------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from components.egovideo.narrations import Narration
+from components.egovideo.narrations import MIN_CLIP_NARRATIONS, Narration
 
 OBJECTS = ("knife", "cup", "plate", "bowl", "spoon", "fork", "pan", "pot", "kettle", "bottle",
            "jar", "towel", "sponge", "apple", "bread", "phone", "keys", "scissors", "lid", "glass")
@@ -299,8 +299,8 @@ def synthesize_frames(events: Sequence[Event], n_frames: int, cfg: FrameConfig, 
     return torch.from_numpy(out.astype(np.float32))
 
 
-def cut_clips(narrations: dict[str, list[Narration]], bucket_seconds: Sequence[float], min_events: int = 4
-              ) -> list[tuple[str, str, float]]:
+def cut_clips(narrations: dict[str, list[Narration]], bucket_seconds: Sequence[float],
+              min_events: int = MIN_CLIP_NARRATIONS) -> list[tuple[str, str, float]]:
     """Clips of a real narrated video: ``(video_uid, bucket, start_sec)`` for each bucket length that fits.
 
     A clip starts at the video's first narration (rounded down to a second) and is kept when the
@@ -314,3 +314,30 @@ def cut_clips(narrations: dict[str, list[Narration]], bucket_seconds: Sequence[f
             if items[-1].timestamp_sec >= start + length / 2 and len(inside) >= min_events:
                 clips.append((uid, bucket, start))
     return clips
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    """Where a clip lies: its id, its video, its length bucket, its start and its number of feature frames."""
+
+    clip_id: str
+    video_uid: str
+    bucket: str
+    start_sec: float
+    n_frames: int
+
+
+def select_clips(narrations: dict[str, list[Narration]], bucket_frames: Sequence[int],
+                 videos_per_bucket: Sequence[int], fps: float) -> list[ClipSpec]:
+    """Clips of real narrated videos: :func:`cut_clips` at ``bucket_frames / fps`` seconds, the first
+    ``videos_per_bucket[b]`` per bucket (in file order), ids ``<video_uid>@<bucket>``; sorted by id."""
+    seconds = [n / fps for n in bucket_frames]
+    taken: dict[str, int] = {b: 0 for b in BUCKETS}
+    out = []
+    for uid, bucket, start in cut_clips(narrations, seconds):
+        b = BUCKETS.index(bucket)
+        if taken[bucket] >= videos_per_bucket[b]:
+            continue
+        taken[bucket] += 1
+        out.append(ClipSpec(f"{uid}@{bucket}", uid, bucket, start, int(bucket_frames[b])))
+    return sorted(out, key=lambda c: c.clip_id)

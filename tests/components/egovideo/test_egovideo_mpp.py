@@ -18,6 +18,7 @@ from components.egovideo.mpp import (
     make_batch,
     make_loss,
     predict,
+    predict_all,
     topk_frames,
     uniform_frames,
 )
@@ -175,3 +176,23 @@ def test_pointer_learns_to_find_the_evidence() -> None:
     out = predict(model, "mpp", batch)
     hits = batch["evidence"].gather(1, out.selected).sum(1) > 0
     assert hits.float().mean() > 0.8        # random 2 of 12 frames would hit about 2/12 + (repeats)
+
+
+def test_predict_all_answers_every_question_and_scores_the_pointer() -> None:
+    rows = [{"question": f"Where did I last put the cup {i}?", "options": ["box", "oven", "fridge", "bin"],
+             "answer_idx": i % 4, "clip_id": "ab"[i % 2], "evidence_frames": [i % 8]} for i in range(10)]
+    vocab = Vocab.build([r["question"] for r in rows] + [o for r in rows for o in r["options"]])
+    frames = [torch.randn(8, 4, 32), torch.randn(16, 4, 32)]
+    data = encode_rows(rows, vocab, {"a": 0, "b": 1})
+    model = EgoQAModel(MPPConfig(vocab_size=len(vocab.tokens), k=3), seed=0)
+    choice, pointer = predict_all(model, "mpp", data, frames, batch=3)
+    assert choice.shape == (10,) and set(choice.tolist()) <= {0, 1, 2, 3}
+    assert sorted(r["q"] for r in pointer) == list(range(10))
+    for r in pointer:   # the records agree with a direct pass over the same question
+        i = r["q"]
+        out = predict(model, "mpp", make_batch(data, frames, [i]))
+        assert int(out.logits.argmax(1)) == choice[i]
+        assert r["recall"] == float(rows[i]["evidence_frames"][0] in out.selected[0].tolist())
+        assert r["scores"].shape == (frames[i % 2].shape[0],)
+    choice_u, none = predict_all(model, "uniform", data, frames)
+    assert none == [] and choice_u.shape == (10,)

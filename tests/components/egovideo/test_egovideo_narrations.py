@@ -1,4 +1,5 @@
-"""Ego4D narration reader: every malformed input names file, video and field; the generator round-trips."""
+"""Ego4D narration reader: malformed input names file, video and field; gaps of the release are skipped and
+counted; the data-file check; the generator round-trips."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from components.egovideo.narrations import (
     Narration,
     NarrationFormatError,
+    check_narration_file,
     read_narrations,
     write_narrations,
 )
@@ -58,9 +60,10 @@ def test_redacted_videos_are_listed_not_read(tmp_path: Path) -> None:
     ({"v9": _video({**GOOD, "timestamp_sec": True})}, "timestamp_sec: expected a number"),
     ({"v9": _video({**GOOD, "timestamp_sec": -0.5})}, "narrations[0].timestamp_sec: negative timestamp"),
     ({"v9": _video({**GOOD, "timestamp_frame": 1.5})}, "timestamp_frame: expected an int >= 0"),
-    ({"v9": _video({**GOOD, "narration_text": "  "})}, "narration_text: expected a non-empty string"),
-    ({"v9": _video()}, "video v9.narration_pass_1.narrations: empty"),
-    ({"v9": _video(GOOD, pass_name="narration_pass_2")}, "video v9: has ['narration_pass_2'] but not 'narration_pass_1'"),
+    ({"v9": _video({**GOOD, "narration_text": 7})}, "narrations[0].narration_text: expected a string, got int"),
+    ({"v9": _video()}, "no video has narrations in 'narration_pass_1'"),
+    ({"v9": _video(GOOD, pass_name="narration_pass_2")}, "no video has narrations in 'narration_pass_1'"),
+    ({"v9": _video({**GOOD, "narration_text": "  "})}, "no video has narrations in 'narration_pass_1'"),
     ({"v9": {"narration_pass_1": {"narrations": [GOOD], "summaries": {}}}}, "summaries: expected a list"),
     ({"v9": {"status": "redacted"}}, "every video is redacted"),
 ])
@@ -70,6 +73,46 @@ def test_malformed_files_raise_naming_the_place(tmp_path: Path, data: object, me
         read_narrations(path)
     assert message in str(err.value)
     assert str(path) in str(err.value)
+
+
+def test_gaps_of_the_release_are_skipped_and_counted(tmp_path: Path) -> None:
+    """A video without the chosen pass, or with only empty texts in it, and empty texts are not fatal."""
+    data = {"v1": _video(GOOD, {**GOOD, "timestamp_sec": 2.0, "narration_text": ""}),
+            "v2": _video(GOOD, pass_name="narration_pass_2"),
+            "v3": _video({**GOOD, "narration_text": " "}),
+            "v4": {"status": "redacted"}}
+    out = read_narrations(_write(tmp_path, data))
+    assert list(out.videos) == ["v1"] and len(out.videos["v1"]) == 1
+    assert out.without_pass == ("v2", "v3") and out.skipped == ("v4",) and out.empty_texts == 2
+    assert list(read_narrations(_write(tmp_path, data), narration_pass=2).videos) == ["v2"]
+
+
+def test_messages_quote_at_most_the_offending_field(tmp_path: Path) -> None:
+    secret = "SECRET-" + "x" * 200
+    data = {"v1": {"narration_pass_1": {"narrations": [
+        {**GOOD, "narration_text": secret}, {**GOOD, "timestamp_sec": secret}]}}}
+    with pytest.raises(NarrationFormatError) as err:
+        read_narrations(_write(tmp_path, data))
+    text = str(err.value)
+    assert "video v1.narration_pass_1.narrations[1].timestamp_sec: expected a number" in text
+    assert secret not in text and len(text) < len(str(tmp_path)) + 160   # the value is cut short
+    broken = _write(tmp_path, '{"v1": {"narration_pass_1": {"narrations": [{"narration_text": "%s"' % secret)
+    with pytest.raises(NarrationFormatError, match="not valid JSON") as err:
+        read_narrations(broken)
+    assert "SECRET" not in str(err.value)
+
+
+def test_data_file_check(tmp_path: Path) -> None:
+    """The check of data.narrations_path: the shape, and one video long enough to cut a clip from."""
+    four = [{**GOOD, "timestamp_sec": float(t)} for t in range(4)]
+    mixed = {"v1": _video(*four[:3]), "v2": _video(*four, pass_name="narration_pass_2"), "v3": {"status": "redacted"}}
+    counts = check_narration_file(_write(tmp_path, mixed))
+    assert counts == {"videos": 2, "redacted": 1, "empty_texts": 0, "narration_pass_1": 3, "narration_pass_2": 4}
+    with pytest.raises(NarrationFormatError, match="no video long enough: the most narrations of any video in "
+                                                   "one pass is 3, a clip needs at least 4"):
+        check_narration_file(_write(tmp_path, {"v1": _video(*four[:3])}))
+    with pytest.raises(NarrationFormatError, match=r"video v1.narration_pass_1.narrations\[0\]: missing 'timestamp_s"):
+        check_narration_file(_write(tmp_path, {"v1": _video({"narration_text": "#C C x"})}))
 
 
 def test_missing_file_and_bad_pass(tmp_path: Path) -> None:

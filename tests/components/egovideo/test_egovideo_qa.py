@@ -11,9 +11,11 @@ import pytest
 from components.egovideo.narrations import Narration
 from components.egovideo.qa import (
     Clip,
+    NoQuestionsError,
     QAFormatError,
     SampleConfig,
     draw_options,
+    generate_questions,
     ground,
     llm_candidates,
     parse_llm_reply,
@@ -184,3 +186,29 @@ def test_llm_questions_are_kept_only_when_grounded() -> None:
     cand, options, idx = kept[0]
     assert options[idx] == "drawer" and [e.frame for e in cand.evidence] == [1]
     assert failed == ["c1", "c1"]
+
+
+def test_generate_questions_templates_and_llm_with_fallback() -> None:
+    clips = _clips(per_bucket=(6, 4, 3))
+    cfg = SampleConfig(per_clip=6, biased_share=0.3, seed=2)
+    records, stats = generate_questions(clips, ["last_put", "count_open"], cfg)
+    assert stats["engine"] == "template" and stats["questions"] == len(records) > 0
+    assert {r["qtype"] for r in records} == {"last_put", "count_open"}
+    assert {r["source"] for r in records} == {"template"}
+    assert sum(stats["by_bucket_qtype"].values()) == len(records)
+    assert stats["biased_share"] == pytest.approx(np.mean([r["biased"] for r in records]))
+    # the LLM engine prompts llm_clips clips evenly over the buckets (first ones of each, in clip order)
+    lm = ScriptedLM(["I cannot answer that."] * 3)
+    fallback, stats = generate_questions(clips, ["last_put"], cfg, lm=lm, llm_clips=3)
+    prompted = [c.clip_id for b in sorted(BUCKETS) for c in [x for x in clips if x.bucket == b][:1]]
+    assert len(lm.prompts) == 3 and stats["llm"]["attempted"] == 3 and stats["llm"]["accepted"] == 0
+    assert stats["llm"]["rejected"] == 3
+    assert stats["llm"]["rejections"] == [{"reason": "unparseable: no 'Question:' line", "count": 3}]
+    assert {r["clip_id"] for r in fallback} & set(prompted)       # rejected clips fell back to templates
+    dropped, _ = generate_questions(clips, ["last_put"], cfg, lm=ScriptedLM(["no"] * 3), llm_clips=3,
+                                    llm_fallback="drop")
+    assert not {r["clip_id"] for r in dropped} & set(prompted)
+    with pytest.raises(NoQuestionsError, match="no template question"):
+        generate_questions([_clip_with(["#C C walks around"])], ["last_put"], cfg)
+    with pytest.raises(NoQuestionsError, match="no question survived"):
+        generate_questions(clips[:1], ["last_put"], cfg, lm=ScriptedLM(["no"]), llm_clips=1, llm_fallback="drop")

@@ -19,6 +19,7 @@ from components.egovideo.synthetic import (
     generate_stream,
     make_world,
     parse_narration,
+    select_clips,
     synthesize_frames,
 )
 
@@ -106,3 +107,15 @@ def test_cut_clips_needs_long_enough_videos() -> None:
     narr = {"v": [Narration(float(t), None, "#C C opens the box") for t in range(3, 60, 3)]}
     clips = cut_clips(narr, [16.0, 64.0, 512.0])
     assert clips == [("v", "short", 3.0), ("v", "medium", 3.0)]
+
+
+def test_select_clips_takes_the_first_videos_per_bucket() -> None:
+    ends = (5, 12, 20, 30)      # one narration a second from 2 s: v0 fits 4 s clips, v1 16 s, v2 and v3 32 s
+    narr = {f"v{i}": [Narration(float(t), None, "#C C opens the box") for t in range(2, end + 1)]
+            for i, end in enumerate(ends)}
+    specs = select_clips(narr, [8, 32, 64], [2, 1, 5], fps=2.0)   # 4 s, 16 s and 32 s clips
+    assert [(c.clip_id, c.bucket, c.start_sec, c.n_frames) for c in specs] == [
+        ("v0@short", "short", 2.0, 8), ("v1@medium", "medium", 2.0, 32), ("v1@short", "short", 2.0, 8),
+        ("v2@long", "long", 2.0, 64), ("v3@long", "long", 2.0, 64)]
+    assert all(c.video_uid == c.clip_id.split("@")[0] for c in specs)
+    assert select_clips({"v": narr["v0"][:3]}, [8, 32, 64], [2, 2, 2], fps=2.0) == []   # 3 narrations: too few

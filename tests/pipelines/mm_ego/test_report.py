@@ -1,0 +1,183 @@
+"""MM-Ego claims and checks on constructed evaluation tables: every verdict is reached, and an unmet
+precondition makes a claim not resolved."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from components.egovideo.stats import debiased_rows
+from pipelines.mm_ego.params import MmEgoParams
+from pipelines.mm_ego.report import blind_claim, build_report, checks, gap_table, mpp_claims, qtype_table
+
+BUCKETS = ("short", "medium", "long")
+
+
+def _pattern(n: int, share: float, offset: int = 0) -> np.ndarray:
+    """n answers of which round(share * n) are right, spread evenly."""
+    return np.array([((i + offset) * share) % 1 + share >= 1 - 1e-9 for i in range(n)], dtype=bool)
+
+
+def _tables(acc: dict[str, dict[str, float]], per_bucket: int = 100, biased_share: float = 0.3,
+            blind_on_biased: float = 1.0, seeds: tuple[int, ...] = (0,), drift: float = 0.0
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows and predictions of constructed models: ``acc[model][bucket]`` is the share right on the
+    unbiased questions; every model but ``blind`` is also right on the biased ones; the blind network is
+    right on ``blind_on_biased`` of the biased questions and on none of the others (it defines the mask)."""
+    buckets = [b for b in BUCKETS for _ in range(per_bucket)]
+    n_biased = round(biased_share * per_bucket)
+    biased = [i % per_bucket < n_biased for i in range(len(buckets))]
+    qtypes = ["last_put" if i % 2 else "count_open" for i in range(len(buckets))]
+    rows, preds = [], []
+    for s, seed in enumerate(seeds):
+        models = {}
+        for name, shares in acc.items():
+            ok = np.zeros(len(buckets), dtype=bool)
+            for j, b in enumerate(BUCKETS):
+                sl = slice(j * per_bucket, (j + 1) * per_bucket)
+                unb = _pattern(per_bucket - n_biased, min(1.0, shares[b] + drift * s), offset=s)
+                ok[sl] = np.concatenate([np.ones(n_biased, dtype=bool), unb])
+            models[name] = ok
+        blind = np.zeros(len(buckets), dtype=bool)
+        for j in range(3):
+            blind[j * per_bucket: j * per_bucket + n_biased] = _pattern(n_biased, blind_on_biased)
+        models["blind"] = blind
+        r, p = debiased_rows(models, {"blind": blind}, buckets, biased, qtypes, seed)
+        rows, preds = rows + r, preds + p
+    return rows, preds
+
+
+def _by_id(claims: list) -> dict[str, Any]:
+    return {c.id: c for c in claims}
+
+
+STRONG = {"mpp": {"short": 0.7, "medium": 0.7, "long": 0.7}, "uniform": {"short": 0.7, "medium": 0.45, "long": 0.25}}
+
+
+def test_mpp_claims_hold_on_a_clear_growing_lead() -> None:
+    rows, preds = _tables(STRONG)
+    out = _by_id(mpp_claims(rows, preds))
+    mda, grow = out["mpp_beats_uniform_mda"], out["mpp_gap_grows_with_length"]
+    assert mda.verdict == "holds" and grow.verdict == "holds"
+    # 70 kept questions per bucket: leads of 0, 25 and 45 pp -> MDA difference 23.3, trend 45
+    assert mda.effect == pytest.approx((0 + 25 + 45) / 3, abs=1.0) and grow.effect == pytest.approx(45, abs=1.5)
+    assert mda.ci[0] > 0 and grow.ci[0] > 0 and mda.n == 210
+    assert "bootstrap over the kept test questions" in mda.statistic
+    assert mda.numbers["gap_long"] == pytest.approx(45, abs=1.5)
+
+
+def test_mpp_claims_do_not_hold_when_uniform_wins_and_its_lead_grows() -> None:
+    reverse = {"mpp": STRONG["uniform"], "uniform": STRONG["mpp"]}
+    out = _by_id(mpp_claims(*_tables(reverse)))
+    assert out["mpp_beats_uniform_mda"].verdict == "does not hold"
+    assert out["mpp_gap_grows_with_length"].verdict == "does not hold"
+
+
+def test_equal_models_are_not_resolved() -> None:
+    same = {"mpp": {"short": 0.5, "medium": 0.5, "long": 0.5}, "uniform": {"short": 0.5, "medium": 0.5, "long": 0.5}}
+    out = _by_id(mpp_claims(*_tables(same)))
+    assert out["mpp_beats_uniform_mda"].verdict == "not resolved"
+    assert out["mpp_gap_grows_with_length"].verdict == "not resolved"
+    assert out["mpp_beats_uniform_mda"].ci == (0.0, 0.0)
+
+
+def test_a_lead_that_does_not_grow_is_reported_apart_from_the_mda_win() -> None:
+    flat = {"mpp": {"short": 0.8, "medium": 0.8, "long": 0.8}, "uniform": {"short": 0.4, "medium": 0.4, "long": 0.4}}
+    out = _by_id(mpp_claims(*_tables(flat)))
+    assert out["mpp_beats_uniform_mda"].verdict == "holds"
+    assert out["mpp_gap_grows_with_length"].verdict == "not resolved"
+
+
+def test_too_few_kept_questions_is_an_unmet_precondition() -> None:
+    rows, preds = _tables(STRONG, per_bucket=20)      # 14 kept per bucket
+    out = _by_id(mpp_claims(rows, preds))
+    for claim in out.values():
+        assert claim.verdict == "not resolved"
+        assert claim.precondition is not None and not claim.precondition.met and claim.precondition.value == 14
+        assert "fewest: 14" in claim.precondition.description
+    missing = _by_id(mpp_claims([r for r in rows if r["model"] != "uniform"], preds))
+    assert missing["mpp_beats_uniform_mda"].verdict == "not resolved"
+    assert "both among train.methods" in missing["mpp_beats_uniform_mda"].precondition.description
+
+
+def test_a_baseline_that_never_learned_to_read_frames_is_an_unmet_precondition() -> None:
+    """MPP far ahead of a uniform-k that answers the unbiased questions at chance: not evidence for the pointer."""
+    untrained = {"mpp": STRONG["mpp"], "uniform": {"short": 0.25, "medium": 0.25, "long": 0.25}}
+    claims = mpp_claims(*_tables(untrained))
+    for claim in claims:
+        assert claim.verdict == "not resolved" and not claim.precondition.met
+        assert "uniform-k answers the unbiased questions above chance (24.3%" in claim.precondition.description
+    assert claims[0].ci[0] > 0                      # the interval alone would have said "holds"
+
+
+def test_several_seeds_decide_on_the_paired_seed_differences() -> None:
+    rows, preds = _tables(STRONG, seeds=(0, 1, 2), drift=0.02)
+    mda = _by_id(mpp_claims(rows, preds))["mpp_beats_uniform_mda"]
+    assert "paired over 3 seeds" in mda.statistic and mda.n == 3 and mda.verdict == "holds"
+    per_seed = {s: [r["mda"] for r in rows if r["seed"] == s and r["model"] in ("mpp", "uniform")] for s in (0, 1, 2)}
+    assert mda.effect == pytest.approx(np.mean([a - b for a, b in per_seed.values()]))
+    # two seeds whose differences disagree in sign: the t interval contains 0
+    mixed = [r for r in _tables(STRONG, seeds=(0,))[0]] + \
+        [{**r, "seed": 1} for r in _tables({"mpp": STRONG["uniform"], "uniform": STRONG["mpp"]})[0]]
+    assert _by_id(mpp_claims(mixed, preds))["mpp_beats_uniform_mda"].verdict == "not resolved"
+
+
+def test_blind_claim_reaches_every_verdict() -> None:
+    weak = {"mpp": {"short": 0.5, "medium": 0.5, "long": 0.5}}
+    above = blind_claim(*_tables(weak, blind_on_biased=0.8), mask_models=("blind",))
+    assert above.verdict == "holds" and above.effect == pytest.approx(55.0) and above.n == 90
+    assert above.numbers["blind_acc_biased"] == pytest.approx(80.0)
+    below = blind_claim(*_tables(weak, blind_on_biased=0.1), mask_models=("blind",))
+    assert below.verdict == "does not hold"
+    at_chance = blind_claim(*_tables(weak, blind_on_biased=0.25), mask_models=("blind",))
+    assert at_chance.verdict == "not resolved" and at_chance.ci[0] < 0 < at_chance.ci[1]
+    few = blind_claim(*_tables(weak, blind_on_biased=0.8, per_bucket=20), mask_models=("blind",))
+    assert few.verdict == "not resolved" and not few.precondition.met   # 18 biased questions
+    rows, preds = _tables(weak)
+    absent = blind_claim([r for r in rows if r["model"] != "blind"], preds, mask_models=())
+    assert absent.verdict == "not resolved" and "blind network is among" in absent.precondition.description
+
+
+def test_blind_claim_spearman_over_the_models_outside_the_mask() -> None:
+    models = {"mpp": {"short": 0.9, "medium": 0.9, "long": 0.9}, "uniform": {"short": 0.6, "medium": 0.6, "long": 0.6},
+              "compressed": {"short": 0.3, "medium": 0.3, "long": 0.3}}
+    claim = blind_claim(*_tables(models), mask_models=("blind",))
+    # lower accuracy on the unbiased questions: more prior exploitation and more inflation, in the same order
+    assert claim.numbers["spearman_exploit_inflation"] == pytest.approx(1.0)
+    assert claim.numbers["exploit_compressed"] > claim.numbers["exploit_uniform"] > claim.numbers["exploit_mpp"]
+
+
+def test_check_passes_by_construction_and_fails_on_a_leaky_mask() -> None:
+    rows, preds = _tables(STRONG)
+    [check] = checks(rows, preds, ("blind",))
+    assert check.passed and check.numbers["mda_blind"] == 0.0
+    leaky = [{**p, "kept": True} if p["model"] == "blind" and p["correct"] else p for p in preds]
+    [bad] = checks(rows, leaky, ("blind",))
+    assert not bad.passed and "answered correctly: 90" in bad.evidence
+
+
+def test_tables_and_the_whole_report() -> None:
+    rows, preds = _tables(STRONG)
+    gaps = gap_table(rows, preds)
+    assert [g["bucket"] for g in gaps] == list(BUCKETS) and gaps[0]["raw gap"] == pytest.approx(0.0)
+    by_type = {r["model"]: r for r in qtype_table(preds)}
+    assert by_type["blind"]["last_put"] == 0.0 == by_type["blind"]["count_open"]
+    assert (by_type["mpp"]["count_open"] + by_type["mpp"]["last_put"]) / 2 == pytest.approx(70.0)   # 35 kept each
+    bench = {"test/questions": 300, "test/videos": 30, "train/questions": 900, "train/videos": 90,
+             **{f"test/{b}/questions": 100 for b in BUCKETS}, **{f"test/{b}/biased_share": 0.3 for b in BUCKETS}}
+    summary = {f"pointer/{b}/recall_at_k": 0.5 for b in BUCKETS}
+    params = MmEgoParams.model_validate({"train": {"methods": ["mpp", "uniform", "blind"]}, "debias": {"llm": "none"}})
+    report = build_report(rows, preds, summary, bench, {"engine": "template"}, params)
+    assert [c.id for c in report.claims] == ["mpp_beats_uniform_mda", "mpp_gap_grows_with_length",
+                                             "blind_model_above_chance_on_biased"]
+    assert [c.id for c in report.checks] == ["debiased_blind_models_score_zero"] and report.checks[0].passed
+    mpp = report.rows[0]
+    assert mpp["model"] == "MPP (pointer top-k)" and mpp["paper MDA"] == 61.27
+    assert mpp["MDA"] == pytest.approx(70.0) and mpp["raw - debiased"] == pytest.approx(79 - 70, abs=0.5)
+    assert report.extra_tables["benchmark buckets"][2]["uniform coverage k/T"] == pytest.approx(8 / 512)
+    text = report.to_markdown()
+    assert "mpp_gap_grows_with_length" in text and "MPP minus uniform-k by bucket" in text
+    assert not math.isnan(report.to_dict()["claims"][0]["effect"])
