@@ -46,12 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="list the registered pipelines")
     run = sub.add_parser("run", help="run pipelines through Prefect (embedded server), tracked in MLflow")
-    run.add_argument("target", help="a pipeline slug, or 'all'")
+    run.add_argument("target", help="a pipeline slug, several joined by commas, or 'all'")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a parameter (dotted key, YAML value); with 'all', prefix the slug: "
                           "knots.lora.r=8")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--force", action="store_true", help="run even when DVC says the outputs are up to date")
+    run.add_argument("--jobs", type=int, default=2, metavar="N",
+                     help="pipelines run at once when several are asked for (default 2: both cores; results are "
+                          "the same as one at a time)")
     run.add_argument("--only", default=None, help=argparse.SUPPRESS)  # the supervisor tells its child
     stage = sub.add_parser("stage", help="run one stage at the params.yaml values (used by dvc.yaml)")
     stage.add_argument("slug")
@@ -109,6 +112,7 @@ def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
 
     settings = load_settings()
     models: dict[str, Any] = {}
+    several = target == "all" or "," in target
     if target == "all":
         for slug in registry.slugs():
             try:
@@ -116,15 +120,16 @@ def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
             except registry.PipelineImportError as err:  # one broken paper does not stop the others
                 print(f"paperflows: skipping {err}", file=sys.stderr)
     else:
-        models[target] = registry.params_model(target)  # UnknownPipelineError / PipelineImportError
+        for slug in dict.fromkeys(target.split(",")):
+            models[slug] = registry.params_model(slug)  # UnknownPipelineError / PipelineImportError
     slugs = list(models)
     parsed = [parse_override(o) for o in overrides]
     per_slug: dict[str, list[tuple[str, Any]]] = {s: [] for s in slugs}
     for key, value in parsed:
-        if target == "all":
+        if several:
             head, _, rest = key.partition(".")
             if head not in per_slug or not rest:
-                raise UsageError(f"--set {key}: with 'all', keys start with a pipeline slug "
+                raise UsageError(f"--set {key}: with several pipelines, keys start with a pipeline slug "
                                  f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0]")
             per_slug[head].append((rest, value))
         else:
@@ -159,10 +164,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         slugs = [s for s in slugs if s not in fresh]
     if not slugs:
         return EXIT_OK
-    argv = ["run", args.target, "--only", ",".join(slugs), *(f"--set={o}" for o in args.overrides)]
-    if args.no_progress:
-        argv.append("--no-progress")
-    return run_supervised(argv, settings)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    extra = [*(f"--set={o}" for o in args.overrides), *(["--no-progress"] if args.no_progress else [])]
+    if args.jobs == 1 or len(slugs) == 1:
+        jobs = [["run", args.target, "--only", ",".join(slugs), *extra]]
+    else:  # one child per pipeline, args.jobs at a time, on one local Prefect server
+        jobs = [["run", s, "--only", s, *extra] if "," not in args.target and args.target != "all"
+                else ["run", args.target, "--only", s, *extra] for s in slugs]
+    return run_supervised(jobs, settings, parallel=args.jobs)
 
 
 def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import subprocess
 import sys
@@ -193,8 +194,12 @@ def commit_to_dvc(pipeline: Pipeline, settings: Settings) -> str:
     if not (settings.root / ".dvc").is_dir() or not settings.dvc_file.is_file():
         return "no DVC repository here; outputs not committed to DVC"
     names = [pipeline.dvc_name(s) for s in pipeline.stages]
-    proc = subprocess.run([sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *names],
-                          cwd=settings.root, capture_output=True, text=True, check=False)
+    lock_dir = settings.root / ".paperflows" / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "dvc-commit.lock", "w") as handle:  # pipelines run in parallel commit one at a time
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        proc = subprocess.run([sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *names],
+                              cwd=settings.root, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return f"dvc commit failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}"
     return f"recorded {len(names)} stages in dvc.lock"

@@ -15,8 +15,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from paperflows.settings import Settings
@@ -74,11 +76,40 @@ def session_alive(pgid: int) -> bool:
     return True
 
 
-def run_supervised(argv: Sequence[str], settings: Settings) -> int:
-    """Run ``paperflows <argv>`` in a child session and stop all of it cleanly on SIGTERM / Ctrl-C."""
+class _Child:
+    """One supervised ``paperflows run`` child: its own session, its output prefixed when several run."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str], label: str | None):
+        self.label = label
+        out = subprocess.PIPE if label else None
+        self.proc = subprocess.Popen([sys.executable, "-m", "paperflows", *argv], env=env, start_new_session=True,
+                                     stdout=out, stderr=subprocess.STDOUT if label else None, text=True,
+                                     bufsize=1)
+        self.reader = None
+        if label:
+            self.reader = threading.Thread(target=self._relay, daemon=True)
+            self.reader.start()
+
+    def _relay(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            sys.stdout.write(f"[{self.label}] {line}")
+            sys.stdout.flush()
+
+    def finish(self) -> None:
+        if self.reader is not None:
+            self.reader.join(timeout=5)
+
+
+def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1) -> int:
+    """Run each ``paperflows <argv>`` of ``jobs`` in a child session (at most ``parallel`` at once, on one
+    local Prefect server when more than one) and stop all of it cleanly on SIGTERM / Ctrl-C."""
     env = {**os.environ, CHILD_ENV: "1"}
-    child = subprocess.Popen([sys.executable, "-m", "paperflows", *argv], env=env, start_new_session=True)
+    parallel = max(1, min(parallel, len(jobs)))
+    server = None
     stopping: dict[str, float | int] = {}
+    running: list[_Child] = []
+    codes: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if "signal" in stopping:  # a second signal: no more waiting
@@ -87,41 +118,111 @@ def run_supervised(argv: Sequence[str], settings: Settings) -> int:
         stopping["signal"], stopping["deadline"] = signum, time.monotonic() + GRACE_SECONDS
         print(f"\npaperflows: {signal.Signals(signum).name} received: stopping the run (at most "
               f"{GRACE_SECONDS:.0f} s) ...", file=sys.stderr, flush=True)
-        try:
-            os.kill(child.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        for child in running:
+            try:
+                os.kill(child.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    pending = list(jobs)
+    killed_pids: set[int] = set()
     try:
-        while True:
-            try:
-                code = child.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                if "signal" in stopping and time.monotonic() >= stopping["deadline"]:
-                    stopping["forced"] = 1
-                    _kill_session(child.pid, grace=0.0)
-        # whatever the child started (the Prefect server, workers) goes with it
-        _kill_session(child.pid, grace=1.0)
+        if parallel > 1:
+            server = LocalPrefectServer(settings)
+            env.update(server.start())
+            _create_tracking_store(settings)  # before parallel writers: a first-use race corrupts it
+        while (pending or running) and not ("signal" in stopping and not running):
+            while pending and len(running) < parallel and "signal" not in stopping:
+                argv = pending.pop(0)
+                running.append(_Child(argv, env, label=argv[argv.index("--only") + 1] if parallel > 1 else None))
+            for child in list(running):
+                code = child.proc.poll()
+                if code is None:
+                    if "signal" in stopping and time.monotonic() >= stopping["deadline"]:
+                        stopping["forced"] = 1
+                        killed_pids.add(child.proc.pid)
+                        _kill_session(child.proc.pid, grace=0.0)
+                    continue
+                _kill_session(child.proc.pid, grace=1.0)  # whatever the child started goes with it
+                child.finish()
+                codes.append(code)
+                running.remove(child)
+            time.sleep(0.1)
     finally:
+        for child in running:
+            killed_pids.add(child.proc.pid)
+            _kill_session(child.proc.pid, grace=0.0)
+        if server is not None:
+            server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if "signal" in stopping:
-        if "forced" in stopping:  # killed before it could end its MLflow runs itself
-            _end_orphan_runs(settings, child.pid)
+        if killed_pids:  # killed before they could end their MLflow runs themselves
+            _end_orphan_runs(settings, killed_pids)
         signum = int(stopping["signal"])
         print(f"paperflows: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
         return 128 + signum
-    return code
+    return max(codes, default=0)
 
 
-def _end_orphan_runs(settings: Settings, pid: int) -> None:
-    """MLflow runs the killed child could not end itself are ended as KILLED."""
+def _create_tracking_store(settings: Settings) -> None:
+    from mlflow import MlflowClient
+
+    MlflowClient(tracking_uri=settings.tracking_uri).search_experiments(max_results=1)
+
+
+class LocalPrefectServer:
+    """``prefect server start`` on a free local port for the children of one command, stopped with it."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 180.0) -> dict[str, str]:
+        import socket
+        import urllib.request
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        home = Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+               "PREFECT_UI_ENABLED": "false"}
+        env.pop("PREFECT_API_URL", None)
+        log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        self.proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                                      "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        url = f"http://127.0.0.1:{port}/api"
+        print(f"paperflows: local Prefect server for the parallel runs on {url}", flush=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Prefect server exited ({self.proc.returncode}); see {home / 'server.log'}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        return {"PREFECT_API_URL": url}
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {home / 'server.log'}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _kill_session(self.proc.pid, grace=5.0)
+            self.proc.wait(timeout=5)
+            self._log.close()
+
+
+def _end_orphan_runs(settings: Settings, pids: set[int]) -> None:
+    """MLflow runs the killed children could not end themselves are ended as KILLED."""
     try:
         from paperflows.tracking import reap_orphan_runs
 
-        ended = reap_orphan_runs(settings, pids={pid})
+        ended = reap_orphan_runs(settings, pids=pids)
     except Exception as err:  # noqa: BLE001 - the stop itself must not fail on the tracking store
         print(f"paperflows: could not end the stopped run's MLflow runs: {err}", file=sys.stderr)
         return

@@ -167,7 +167,8 @@ class Report:
 
 def claim_row(claim: dict[str, Any]) -> dict[str, Any]:
     """One line of a claims table from a claim as saved in report.json."""
-    low, high = (float("nan") if v is None else v for v in claim["ci"])
+    low, high = claim["ci"]  # an unbounded side (one seed) is saved as null
+    low, high = -math.inf if low is None else low, math.inf if high is None else high
     return {"id": claim["id"], "verdict": claim["verdict"],
             "effect [95% CI]": f"{fmt(claim['effect'], 3)} [{fmt(low, 3)}, {fmt(high, 3)}]",
             "n": claim["n"], "claim": claim["claim"]}
@@ -184,7 +185,7 @@ def rows_where(rows: Iterable[dict[str, Any]], **equal: Any) -> list[dict[str, A
 def values(rows: Iterable[dict[str, Any]], key: str, order_by: str = "seed", **equal: Any) -> list[float]:
     """``key`` of the matching rows, ordered by ``order_by`` (seed), so two series pair up by seed."""
     chosen = sorted(rows_where(rows, **equal), key=lambda r: r.get(order_by, 0))
-    return [float(r[key]) for r in chosen]
+    return [float("nan") if r[key] is None else float(r[key]) for r in chosen]  # Parquet keeps NaN as null
 
 
 def pm(xs: Sequence[float], digits: int = 2) -> str:
@@ -228,11 +229,3 @@ def markdown_table(columns: list[str], rows: list[dict[str, Any]]) -> str:
 def _json_float(value: float) -> float | None:
     return None if math.isinf(value) or math.isnan(value) else value
 
-
-def mean_std(xs: Sequence[float]) -> tuple[float, float]:
-    """(mean, sample standard deviation); prefer :func:`pm` / :func:`components.metrics.stats.mean_ci`."""
-    n = len(xs)
-    if n == 0:
-        return float("nan"), float("nan")
-    m = sum(xs) / n
-    return m, math.sqrt(sum((v - m) ** 2 for v in xs) / (n - 1)) if n > 1 else 0.0
