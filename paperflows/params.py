@@ -35,6 +35,17 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+class AttentionSection(Section):
+    """A section describing an attention model: its ``n_heads`` must divide its width ``d_model``."""
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> AttentionSection:
+        width, heads = getattr(self, "d_model"), getattr(self, "n_heads")
+        if width % heads:
+            raise ValueError(f"n_heads ({heads}) must divide d_model ({width})")
+        return self
+
+
 class PipelineParams(Section):
     """Base of every pipeline's parameter model."""
 

@@ -32,8 +32,10 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import importlib
 import json
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -113,6 +115,19 @@ class Stage:
 
     def __call__(self, ctx: StageContext) -> None:
         self.run(ctx)
+
+    def __reduce__(self) -> Any:
+        """A stage declared with ``@stage`` replaces its function's name in the module, so pickle (a Dask
+        worker, a process pool) finds it there by reference instead of copying the function's code."""
+        module, name = getattr(self.run, "__module__", None), getattr(self.run, "__qualname__", "")
+        found = getattr(sys.modules.get(module or ""), name, None) if "." not in name else None
+        if found is self:
+            return _declared_stage, (module, name)
+        return super().__reduce__()
+
+
+def _declared_stage(module: str, name: str) -> Stage:
+    return getattr(importlib.import_module(module), name)
 
 
 def stage(name: str | None = None, *, params: tuple[str, ...] = (), deps: tuple[str, ...] = (),

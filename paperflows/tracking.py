@@ -68,8 +68,8 @@ class Tracker:
     def start(self, run_name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         # where the run executes (a Dask worker for a fan-out item): lets a later start find runs whose
         # process died without ending them (reap_orphan_runs)
-        all_tags = {"paperflows.slug": self.slug, "host.pid": str(os.getpid()), "host.name": socket.gethostname(),
-                    **tags}
+        all_tags = {"paperflows.slug": self.slug, **tags, "host.pid": str(os.getpid()),
+                    "host.name": socket.gethostname()}
         if parent_id:
             all_tags["mlflow.parentRunId"] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
@@ -130,7 +130,6 @@ def run_tags(settings: Settings, entry: str, **extra: str) -> dict[str, str]:
     tags = {
         "paperflows.entry": entry,
         "git.commit": git_commit(settings.root),
-        "host.pid": str(os.getpid()),
     }
     tags.update({k: v for k, v in extra.items() if v})
     return tags

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from components.data.images import check_mnist_idx
 from components.data.toy import MOONS_CENTRE, two_moons
 from components.models.mlp import MLPVelocityConfig, width_for_params
-from paperflows.params import DataFile, PipelineParams, Section
+from paperflows.params import AttentionSection, DataFile, PipelineParams, Section
 
 Schedule = list[int]
 
@@ -94,7 +94,7 @@ class TrainParams(Section):
     image_lr: float = Field(2e-3, gt=0, le=1, description="AdamW learning rate (MNIST).")
 
 
-class ClassifierParams(Section):
+class ClassifierParams(AttentionSection):
     steps: int = Field(400, ge=1, le=1_000_000, description="Training steps of the MNIST feature classifier.")
     batch_size: int = Field(128, ge=2, le=8192, description="Classifier batch size.")
     lr: float = Field(3e-3, gt=0, le=1, description="Classifier learning rate.")
@@ -102,12 +102,6 @@ class ClassifierParams(Section):
                                                         "pooled features are the FID feature space.")
     n_layers: int = Field(2, ge=1, le=24, description="Classifier blocks.")
     n_heads: int = Field(2, ge=1, le=32, description="Classifier attention heads (must divide d_model).")
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> ClassifierParams:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
-        return self
 
 
 class EvalParams(Section):

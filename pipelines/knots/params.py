@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from components.data.images import TASK_TRANSFORMS
-from paperflows.params import PipelineParams, Section
+from paperflows.params import AttentionSection, PipelineParams, Section
 
 TASKS = tuple(TASK_TRANSFORMS)
 METHODS = ("ta", "ties", "dare_ties", "knots_ta", "knots_ties", "knots_dare_ties")
@@ -32,19 +32,13 @@ class DataParams(Section):
         return value
 
 
-class BaseParams(Section):
+class BaseParams(AttentionSection):
     d_model: int = Field(32, ge=8, le=1024, description="Encoder width.")
     n_heads: int = Field(2, ge=1, le=16, description="Attention heads.")
     n_layers: int = Field(2, ge=1, le=24, description="Encoder blocks.")
     steps: int = Field(600, ge=1, le=1_000_000, description="Pretraining steps on plain digit classification.")
     lr: float = Field(3e-3, gt=0, le=1, description="Pretraining learning rate.")
     batch_size: int = Field(128, ge=1, le=8192, description="Pretraining batch size.")
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> BaseParams:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
-        return self
 
 
 class LoraParams(Section):

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from components.egovideo.narrations import check_narration_file
 from components.egovideo.qa import TEMPLATES
-from paperflows.params import DataFile, PipelineParams, Section
+from paperflows.params import AttentionSection, DataFile, PipelineParams, Section
 
 METHODS = ("mpp", "uniform", "compressed", "blind")
 LLM_NAMES = ("smollm2-135m", "tiny")
@@ -84,18 +84,12 @@ class BenchmarkParams(Section):
     split_seed: int = Field(0, ge=0, description="Seed of the video split.")
 
 
-class ModelParams(Section):
+class ModelParams(AttentionSection):
     d_model: int = Field(64, ge=8, le=8192, description="Transformer width.")
     n_layers: int = Field(2, ge=1, le=64, description="Transformer blocks.")
     n_heads: int = Field(4, ge=1, le=64, description="Attention heads.")
     d_ff: int = Field(128, ge=8, le=65_536, description="Feed-forward width.")
     k: int = Field(8, ge=1, le=1024, description="Frames read at full resolution (MPP top-k, uniform-k).")
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> ModelParams:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        return self
 
 
 class TrainParams(Section):

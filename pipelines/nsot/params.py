@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from components.data.shapes import SHAPE_FAMILIES, check_pc15k
-from paperflows.params import DataFile, PipelineParams, Section
+from paperflows.params import AttentionSection, DataFile, PipelineParams, Section
 
 #: couplings trained with beta = 0: independent pairs, online per-sample Hungarian, offline superset OT
 COUPLINGS = ("independent", "online_ot", "nsot")
@@ -66,16 +66,10 @@ class OTParams(Section):
     solver: Literal["exact", "sinkhorn"] = Field("exact", description="Offline superset OT solver.")
 
 
-class ModelParams(Section):
+class ModelParams(AttentionSection):
     d_model: int = Field(64, ge=8, le=1024, description="Token width of the permutation-equivariant transformer.")
     n_layers: int = Field(2, ge=1, le=24, description="Transformer blocks.")
     n_heads: int = Field(4, ge=1, le=32, description="Attention heads (must divide d_model).")
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> ModelParams:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
-        return self
 
 
 class TrainParams(Section):

@@ -26,16 +26,8 @@ from torch import Tensor
 
 from components.data.toy import two_moons
 from components.generative import pair_loss, sample_time
-from components.generative.guidance import (
-    GuidanceConfig,
-    Reward,
-    control_energy,
-    guide,
-    logistic_reward,
-    nearest_distance,
-    point_reward,
-    rotation_reward,
-)
+from components.generative.guidance import (GuidanceConfig, Reward, control_energy, guide, logistic_reward,
+                                            nearest_distance, point_reward, rotation_reward)
 from components.generative.so3 import (
     determinant_error,
     exp_map,
@@ -64,7 +56,7 @@ from paperflows.plots import plot_loss_curves
 from pipelines.oc_flow import ABOUT
 from pipelines.oc_flow.params import SO3_METHODS, OcFlowParams, euclidean_methods
 from pipelines.oc_flow.plots import plot_manifold, plot_samples, plot_tradeoff
-from pipelines.oc_flow.report import build_report
+from pipelines.oc_flow.report import build_report, with_seconds
 
 MOONS = "data/moons.safetensors"
 ROTATIONS = "data/so3.safetensors"
@@ -75,6 +67,7 @@ CURVES_2D_PNG = "plots/pretrain_euclidean.png"
 GUIDED_2D = "tables/guidance_euclidean.parquet"
 SAMPLES_2D = "samples/euclidean.safetensors"
 SUMMARY_2D = "metrics/guidance_euclidean.json"
+TIMES_2D = "timings/guidance_euclidean.json"
 SAMPLES_PNG = "plots/euclidean_samples.png"
 TRADEOFF_PNG = "plots/gamma_tradeoff.png"
 TRADEOFF_CSV = "plots/gamma_tradeoff.csv"
@@ -84,6 +77,7 @@ CURVES_SO3_PNG = "plots/pretrain_so3.png"
 GUIDED_SO3 = "tables/guidance_so3.parquet"
 MANIFOLD_CURVE = "tables/so3_manifold_curve.parquet"
 SUMMARY_SO3 = "metrics/guidance_so3.json"
+TIMES_SO3 = "timings/guidance_so3.json"
 MANIFOLD_PNG = "plots/so3_manifold_error.png"
 MANIFOLD_CSV = "plots/so3_manifold_error.csv"
 REPORT = "report.json"
@@ -175,7 +169,7 @@ def _reward(name: str, t: dict[str, Tensor]) -> Reward:
 
 
 @stage(params=("seeds", "model", "guidance"), deps=(MOONS, FLOWS_2D), outs=(GUIDED_2D, SAMPLES_2D),
-       metrics=(SUMMARY_2D,),
+       metrics=(SUMMARY_2D,), timings=(TIMES_2D,),
        plots=(Plot(SAMPLES_PNG), Plot(TRADEOFF_PNG),
               Plot(TRADEOFF_CSV, x="gamma", y="reward", title="OC-Flow reward (first reward fn) vs gamma")))
 def guide_euclidean(ctx: StageContext) -> None:
@@ -183,7 +177,7 @@ def guide_euclidean(ctx: StageContext) -> None:
     p, g = ctx.params, ctx.params.guidance
     tensors = load_tensors(ctx.path(MOONS))
     data = tensors["train"]
-    rows, samples = [], {}
+    rows, samples, times = [], {}, []
     for seed in p.seeds:
         model = _load_frozen(p, ctx.path(FLOWS_2D) / f"seed{seed}.safetensors", 2)
         x0 = torch.randn(g.n_samples, 2, generator=torch.Generator().manual_seed(derive_seed(seed, "x0")))
@@ -198,14 +192,16 @@ def guide_euclidean(ctx: StageContext) -> None:
                              "off_manifold": float((dist > g.off_manifold).float().mean()),
                              "control_energy": float(control_energy(out.controls, cfg.h).mean()),
                              "x0_shift": float((out.x0 - x0).norm(dim=-1).mean()),
-                             "seconds": out.seconds, "nfe": out.nfe, "reward_history": out.reward_history})
+                             "nfe": out.nfe, "reward_history": out.reward_history})
+                times.append({"reward_fn": reward_name, "method": label, "seed": seed, "seconds": out.seconds})
                 if seed == p.seeds[0]:
                     samples[f"{reward_name}/{label}"] = out.x
     save_table(rows, ctx.path(GUIDED_2D))
     save_tensors(samples, ctx.path(SAMPLES_2D), metadata={"seed": str(p.seeds[0])})
     save_json({f"{r}/{label}/{key}": mean(values(rows, key, reward_fn=r, method=label))
                for r in g.rewards for label, _, _ in euclidean_methods(g)
-               for key in ("reward", "dist_to_data", "control_energy", "seconds")}, ctx.path(SUMMARY_2D))
+               for key in ("reward", "dist_to_data", "control_energy")}, ctx.path(SUMMARY_2D))
+    save_json({"runs": times}, ctx.path(TIMES_2D))
     plot_samples(samples, data, tensors["target"], g, ctx.path(SAMPLES_PNG))
     plot_tradeoff(rows, g, ctx.path(TRADEOFF_PNG), ctx.path(TRADEOFF_CSV))
 
@@ -232,7 +228,7 @@ def pretrain_so3(ctx: StageContext) -> None:
 # §4.2: guidance on SO(3): so(3) controls through exp vs the naive Euclidean update of matrix entries
 # ==================================================================================================
 @stage(params=("seeds", "model", "so3"), deps=(ROTATIONS, FLOWS_SO3), outs=(GUIDED_SO3, MANIFOLD_CURVE),
-       metrics=(SUMMARY_SO3,),
+       metrics=(SUMMARY_SO3,), timings=(TIMES_SO3,),
        plots=(Plot(MANIFOLD_PNG), Plot(MANIFOLD_CSV, x="step", y="naive_ocflow",
                                        title="max ||R^T R - I|| per Euler step (naive Euclidean OC-Flow)")))
 def guide_so3(ctx: StageContext) -> None:
@@ -240,7 +236,7 @@ def guide_so3(ctx: StageContext) -> None:
     p, s = ctx.params, ctx.params.so3
     tensors = load_tensors(ctx.path(ROTATIONS))
     data, reward = tensors["train"], rotation_reward(tensors["target"])
-    rows, curve = [], []
+    rows, curve, times = [], [], []
     for seed in p.seeds:
         net = _load_frozen(p, ctx.path(FLOWS_SO3) / f"seed{seed}.safetensors", 9, 3)
 
@@ -264,7 +260,8 @@ def guide_so3(ctx: StageContext) -> None:
                          if on_group else None,
                          "orth_err_max": float(orth.max()), "det_err_max": float(determinant_error(states).max()),
                          "control_energy": float(control_energy(out.controls, cfg.h).mean()),
-                         "seconds": out.seconds, "nfe": out.nfe, "reward_history": out.reward_history})
+                         "nfe": out.nfe, "reward_history": out.reward_history})
+            times.append({"method": label, "seed": seed, "seconds": out.seconds})
             if seed == p.seeds[0]:
                 curve += [{"method": label, "step": k, "orth_err_max": float(orth[k + 1].max())}
                           for k in range(s.n_steps + 1)]
@@ -276,18 +273,20 @@ def guide_so3(ctx: StageContext) -> None:
         summary[f"{label}/orth_err_max"] = max(values(rows, "orth_err_max", method=label))
         summary[f"{label}/det_err_max"] = max(values(rows, "det_err_max", method=label))
     save_json(summary, ctx.path(SUMMARY_SO3))
+    save_json({"runs": times}, ctx.path(TIMES_SO3))
     plot_manifold(curve, s, ctx.path(MANIFOLD_PNG), ctx.path(MANIFOLD_CSV))
 
 
 # ==================================================================================================
 # the paper-shaped tables, the claims and the checks
 # ==================================================================================================
-@stage("report", params=("seeds", "data", "guidance", "so3"), deps=(GUIDED_2D, GUIDED_SO3, PREPARED),
-       outs=(REPORT, REPORT_MD))
+@stage("report", params=("seeds", "data", "guidance", "so3"), deps=(GUIDED_2D, GUIDED_SO3, PREPARED, TIMES_2D,
+                                                                    TIMES_SO3), outs=(REPORT, REPORT_MD))
 def report_stage(ctx: StageContext) -> None:
     """Build the guidance tables (2-D per reward, SO(3)) and decide the claims from the measured numbers."""
-    build_report(load_table(ctx.path(GUIDED_2D)), load_table(ctx.path(GUIDED_SO3)), load_json(ctx.path(PREPARED)),
-                 ctx.params).save(ctx.path(REPORT))
+    rows = with_seconds(load_table(ctx.path(GUIDED_2D)), load_json(ctx.path(TIMES_2D))["runs"])
+    so3_rows = with_seconds(load_table(ctx.path(GUIDED_SO3)), load_json(ctx.path(TIMES_SO3))["runs"])
+    build_report(rows, so3_rows, load_json(ctx.path(PREPARED)), ctx.params).save(ctx.path(REPORT))
 
 
 PIPELINE = Pipeline(paper=ABOUT, params_model=OcFlowParams,

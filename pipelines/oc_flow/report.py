@@ -16,6 +16,8 @@ through the solver); exp-map states stay on SO(3); the naive Euclidean update of
 
 from __future__ import annotations
 
+import math
+
 import itertools
 from typing import Any
 
@@ -198,6 +200,16 @@ def notes(p: OcFlowParams, prep: dict[str, Any]) -> list[str]:
         ("The paper's QM9 / CelebA-HQ / peptide numbers were not retrieved for the brief, so no paper column is "
          "shown; QM9 (qm9pack) is skipped: EquiFM and its EGNN property classifiers are not CPU-sized."),
     ]
+
+
+def with_seconds(rows: Rows, times: Rows) -> Rows:
+    """The guidance rows with their wall time joined back in (times are kept apart from the results, as
+    DVC should not see a rerun with equal results as a change)."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("reward_fn"), r["method"], r["seed"]
+
+    seconds = {key(t): t["seconds"] for t in times}
+    return [{**r, "seconds": seconds.get(key(r), math.nan)} for r in rows]
 
 
 def build_report(rows: Rows, so3_rows: Rows, prep: dict[str, Any], p: OcFlowParams) -> Report:

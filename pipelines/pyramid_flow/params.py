@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from components.generative.pyramid import ComputeCounter, PyramidSchedule, batch_columns
 from components.models.dit import TRAIN_FLOP_FACTOR, DiTConfig, forward_flops
-from paperflows.params import PipelineParams, Section
+from paperflows.params import AttentionSection, PipelineParams, Section
 
 N_CLASSES = 10  # digits; the label N_CLASSES means "no label" (classifier-free guidance)
 
@@ -71,7 +71,7 @@ class PyramidParams(Section):
                                  description="History frames are corrupted with noise level ~ U(0, ratio) in training.")
 
 
-class ModelParams(Section):
+class ModelParams(AttentionSection):
     patch_size: int = Field(2, ge=1, le=16, description="DiT patch size.")
     d_model: int = Field(48, ge=8, le=4096, description="Token width.")
     n_heads: int = Field(4, ge=1, le=64, description="Attention heads (divide d_model).")
@@ -174,8 +174,6 @@ class PyramidFlowParams(PipelineParams):
         if self.train.batch_size < self.pyramid.stages:
             raise ValueError(f"train.batch_size {self.train.batch_size} must be at least pyramid.stages "
                              f"{self.pyramid.stages} (the batch is split over the stages)")
-        if self.model.d_model % self.model.n_heads:
-            raise ValueError(f"model.d_model {self.model.d_model} must be divisible by model.n_heads")
         return self
 
 

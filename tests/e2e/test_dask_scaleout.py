@@ -303,7 +303,7 @@ def test_scale_out_settings_are_read_from_the_environment(monkeypatch: pytest.Mo
         monkeypatch.delenv(name, raising=False)
     default = load_settings()
     assert (default.task_runner, default.dask_address, default.torch_threads, default.gpu_limit) == (
-        "sequential", None, None, "gpu")
+        "sequential", None, 1, "gpu")  # one thread unless set: small CPU models, two pipelines on two cores
     monkeypatch.setenv("PAPERFLOWS_TASK_RUNNER", "dask")
     monkeypatch.setenv("PAPERFLOWS_DASK_ADDRESS", "tcp://10.0.0.5:8786")
     monkeypatch.setenv("PAPERFLOWS_TORCH_THREADS", "3")

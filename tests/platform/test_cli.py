@@ -77,3 +77,16 @@ def test_missing_real_data_folder_is_refused_before_work(root: Path) -> None:
     result = paperflows("run", "nsot", "--set", f"data.pc15k_root={root / 'nowhere'}", root=root)
     assert result.returncode == 2 and "nsot.data.pc15k_root: no folder at" in result.stderr
     assert "ShapeNetCore.v2.PC15k" in result.stderr and _written(root) == []
+
+
+def test_a_malformed_data_file_in_params_yaml_stops_the_dvc_stage_before_work(root: Path) -> None:
+    """`dvc repro` calls `paperflows stage`: the data-file check runs there too, before any output or run."""
+    import yaml
+
+    (root / "meals.csv").write_text("meal_description,carb\n\"a bowl of rice\",lots\n")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["nutribench"]["data"]["path"] = "meals.csv"
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    result = paperflows("stage", "nutribench", "curate", root=root)
+    assert result.returncode == 2 and "nutribench.data.path" in result.stderr, result.stderr
+    assert _written(root) == ["meals.csv"]

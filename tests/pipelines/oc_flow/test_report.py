@@ -147,3 +147,12 @@ def test_one_seed_decides_nothing(seeds: list[int]) -> None:
     p = OcFlowParams.model_validate({"seeds": seeds, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0]}})
     reward, dist = _good()
     assert set(_verdicts(reward_claims(_rows(reward, dist, p), p)).values()) == {"not resolved"}
+
+
+def test_wall_times_are_joined_back_by_run() -> None:
+    from pipelines.oc_flow.report import with_seconds
+
+    rows = [{"reward_fn": "target", "method": "OC-Flow", "seed": 0, "reward": 1.0},
+            {"reward_fn": "target", "method": "OC-Flow", "seed": 1, "reward": 2.0}]
+    joined = with_seconds(rows, [{"reward_fn": "target", "method": "OC-Flow", "seed": 1, "seconds": 2.5}])
+    assert joined[1]["seconds"] == 2.5 and joined[0]["seconds"] != joined[0]["seconds"]  # NaN: no time recorded
