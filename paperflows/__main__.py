@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings()
     slugs = list(resolved)
     if not args.force and not args.overrides:
-        fresh = up_to_date(settings, {s: names for s, names in stages_by_slug(settings.dvc_file).items()
+        fresh = up_to_date(settings, {s: names for s, names in stages_by_slug(settings.dvc_file, dvc_names=True).items()
                                       if s in resolved})
         for slug in slugs:
             if slug in fresh:

@@ -60,14 +60,15 @@ def render(pipelines: list[Pipeline]) -> str:
     return HEADER + yaml.safe_dump(build(pipelines), sort_keys=False, width=110)
 
 
-def stages_by_slug(dvc_file: Path) -> dict[str, list[str]]:
-    """``slug -> stage names`` read back from a generated dvc.yaml (cheap: no paper code imported)."""
+def stages_by_slug(dvc_file: Path, dvc_names: bool = False) -> dict[str, list[str]]:
+    """``slug -> stage names`` (or the DVC stage names, ``dvc_names=True``) read back from a generated
+    dvc.yaml (cheap: no paper code imported)."""
     if not dvc_file.is_file():
         return {}
     stages = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages", {})
     found: dict[str, list[str]] = {}
-    for entry in stages.values():
+    for name, entry in stages.items():
         parts = str(entry.get("cmd", "")).split()
         if len(parts) == 4 and parts[:2] == ["paperflows", "stage"]:
-            found.setdefault(parts[2], []).append(parts[3])
+            found.setdefault(parts[2], []).append(name if dvc_names else parts[3])
     return found

@@ -36,7 +36,7 @@ def _written(root: Path) -> list[str]:
     (["run", "knots", "--set", "lora.r=0"], "knots.lora.r: Input should be greater than or equal to 1"),
     (["run", "nsot", "--set", "train.betas=[1.5]"], "nsot.train.betas"),
     (["run", "knots", "--set", "novalue"], "expected key=value"),
-    (["run", "all", "--set", "seeds=[0]"], "with 'all', keys start with a pipeline slug"),
+    (["run", "all", "--set", "seeds=[0]"], "with several pipelines, keys start with a pipeline slug"),
     (["stage", "knots", "nosuch"], "has no stage 'nosuch'"),
     (["stage", "knots", "merge"], "outputs/knots/data/tasks.safetensors is missing"),
     (["frobnicate"], "invalid choice"),

@@ -128,7 +128,7 @@ def test_dvc_entry_comes_from_the_declaration() -> None:
     assert score["cmd"] == "paperflows stage toy score"
     # the toy stage uses components.io (derived from its code) and reads the first stage's output
     assert "outputs/toy/numbers.json" in score["deps"] and "components/io.py" in score["deps"]
-    assert "paperflows/runtime.py" in score["deps"]
+    assert "paperflows/seeds.py" in score["deps"]  # the engine seeds every stage from its name
     assert score["params"] == ["toy.scale"]
     assert score["metrics"] == [{"outputs/toy/metrics.json": {"cache": False}}]
     assert score["plots"] == [{"outputs/toy/curve.csv": {"x": "step", "y": "value"}}]
@@ -236,6 +236,7 @@ SLOW_RUN = '''
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
+from paperflows.paper import Paper
 from paperflows.params import PipelineParams
 from paperflows.runtime import Pipeline, Stage, execute
 from paperflows.settings import Settings

@@ -41,7 +41,7 @@ def _run_stages(params: MmEgoParams, project: Path, names: tuple[str, ...]) -> P
     ({"train": {"methods": ["mpp", "mpp"]}}, "methods repeat"),
     ({"train": {"threads": 4}}, "mm_ego.train.threads"),
     ({"qa": {"qtypes": ["when"]}}, "mm_ego.qa.qtypes"),
-    ({"model": {"d_model": 30, "n_heads": 4}}, "mm_ego.model: Value error, d_model (30) must be divisible"),
+    ({"model": {"d_model": 30, "n_heads": 4}}, "mm_ego.model: Value error, n_heads (4) must divide d_model (30)"),
     ({"train": {"methods": ["mpp", "uniform"]}, "debias": {"llm": "none"}}, "no blind model left"),
 ])
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:

@@ -45,7 +45,7 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
 
 
 @pytest.mark.parametrize("data, key", [
-    ({"model": {"d_model": 30, "n_heads": 4}}, "pyramid_flow: "),
+    ({"model": {"d_model": 30, "n_heads": 4}}, "pyramid_flow.model: "),
     ({"data": {"canvas": 18}}, "pyramid_flow: "),
     ({"train": {"batch_size": 2}}, "pyramid_flow: "),
     ({"data": {"digit_size": 20}}, "pyramid_flow.data"),
@@ -59,7 +59,7 @@ def test_inconsistent_params_are_refused_with_the_key(data: dict, key: str) -> N
 
 
 def test_cross_field_messages_name_the_fields() -> None:
-    for data, names in (({"model": {"d_model": 30, "n_heads": 4}}, "model.d_model"),
+    for data, names in (({"model": {"d_model": 30, "n_heads": 4}}, "pyramid_flow.model: Value error, n_heads"),
                         ({"data": {"canvas": 20}}, "data.canvas"),
                         ({"train": {"batch_size": 2}}, "train.batch_size")):
         with pytest.raises(ParamsError, match=names.replace(".", r"\.")):
@@ -71,5 +71,5 @@ def test_cli_refuses_bad_params_before_any_work(tmp_path: Path) -> None:
     env = {**os.environ, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"}
     result = subprocess.run([sys.executable, "-m", "paperflows", "run", "pyramid_flow", "--set", "model.n_heads=5"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "model.d_model" in result.stderr
+    assert result.returncode == 2 and "pyramid_flow.model" in result.stderr and "d_model" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
