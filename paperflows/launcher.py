@@ -129,6 +129,7 @@ def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1)
     killed_pids: set[int] = set()
     try:
         if parallel > 1:
+            env["PAPERFLOWS_PROGRESS"] = "0"  # interleaved bars are noise: the stages' log lines say it all
             server = LocalPrefectServer(settings)
             env.update(server.start())
             _create_tracking_store(settings)  # before parallel writers: a first-use race corrupts it
