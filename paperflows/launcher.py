@@ -31,8 +31,8 @@ def up_to_date(settings: Settings, stages_by_slug: dict[str, list[str]]) -> set[
     """The slugs whose DVC stages are all up to date (dvc.lock matches params, code and outputs)."""
     if not (settings.root / ".dvc").is_dir() or not (settings.root / "dvc.lock").is_file():
         return set()
-    names = [n for names in stages_by_slug.values() for n in names]
-    proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", *names], cwd=settings.root,
+    # the status of every stage at once: naming the stages makes DVC collect each one anew (10x slower)
+    proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=settings.root,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return set()
