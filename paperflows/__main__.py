@@ -220,13 +220,23 @@ def cmd_stage(args: argparse.Namespace) -> int:
     root = settings.workspace(pipeline.slug)
     check_inputs(pipeline, stage, root)
     pin_environment(settings)
-    from paperflows.tracking import Tracker, run_tags
+    from paperflows import spool
+    from paperflows.tracking import run_tags
 
-    tracker = Tracker(settings, pipeline.slug)
+    # the run is recorded and written to MLflow by the pipeline's last stage (or now, if this one fails):
+    # a stage process then never pays for importing MLflow
+    tracker = spool.SpoolTracker(settings, pipeline.slug)
     ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
                        threads=settings.torch_threads, project=settings.root, cache_dir=settings.cache_dir)
-    with output_lock(settings, root), terminate_as_exception():
-        result = run_stage(ctx, None, run_tags(settings, "dvc"))
+    try:
+        with output_lock(settings, root), terminate_as_exception():
+            result = run_stage(ctx, None, run_tags(settings, "dvc"))
+    except BaseException:
+        spool.replay(settings, pipeline.slug)
+        raise
+    if stage is pipeline.stages[-1]:
+        written = spool.replay(settings, pipeline.slug)
+        print(f"{pipeline.dvc_name(stage)}: {written} stage run(s) written to MLflow")
     print(f"{pipeline.dvc_name(stage)}: done in {result['seconds']:.1f}s")
     return EXIT_OK
 

@@ -403,7 +403,7 @@ def gather_items(ctx: StageContext, results: list[dict[str, Any]]) -> dict[str, 
 
 def _log_stage_files(ctx: StageContext, run_id: str) -> None:
     """Metric files, plots, tables and weights of a finished stage, as artifacts of its run."""
-    from paperflows.tracking import artifact_folder
+    from paperflows.tracking import artifact_folder  # the module imports MLflow only where runs are written
 
     tracker, root = ctx.tracker, ctx.root
     for rel in ctx.stage.metrics:

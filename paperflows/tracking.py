@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus
-
 from paperflows.settings import Settings
+
+# mlflow (about a second to import) loads where a run is written, not where tags or folders are computed
 
 _PARAM_VALUE_LIMIT = 6000
 _FLUSH_EVERY = 200
@@ -43,6 +42,8 @@ class Tracker:
     """Thin wrapper over one MLflow experiment."""
 
     def __init__(self, settings: Settings, slug: str):
+        from mlflow import MlflowClient
+
         self.settings = settings
         self.slug = slug
         self.client = MlflowClient(tracking_uri=settings.tracking_uri)
@@ -77,6 +78,8 @@ class Tracker:
 
     def end(self, run_id: str, ok: bool, killed: bool = False) -> None:
         """FINISHED, or KILLED when the process was stopped (SIGTERM, Ctrl-C), else FAILED."""
+        from mlflow.entities import RunStatus
+
         self.flush(run_id)
         status = RunStatus.to_string(RunStatus.FINISHED if ok else RunStatus.KILLED if killed else RunStatus.FAILED)
         self.client.set_terminated(run_id, status=status)
@@ -87,11 +90,15 @@ class Tracker:
 
     # params and metrics -----------------------------------------------------------------------
     def log_params(self, run_id: str, flat: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
         params = [Param(k, str(v)[:_PARAM_VALUE_LIMIT]) for k, v in sorted(flat.items())]
         for start in range(0, len(params), 100):
             self.client.log_batch(run_id, params=params[start:start + 100])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+
         now = int(time.time() * 1000)
         buf = self._buffers.setdefault(run_id, [])
         for key, value in metrics.items():
@@ -151,6 +158,9 @@ def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[s
     Called after a run's process was killed, and at the start of a run, so that no run stays RUNNING
     forever after a SIGKILL. Returns the ids of the runs it ended.
     """
+    from mlflow import MlflowClient
+    from mlflow.entities import RunStatus
+
     client = MlflowClient(tracking_uri=settings.tracking_uri)
     host = socket.gethostname()
     ended = []
