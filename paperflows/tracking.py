@@ -14,9 +14,12 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paperflows.settings import Settings
+
+if TYPE_CHECKING:
+    from mlflow.entities import Metric
 
 # mlflow (about a second to import) loads where a run is written, not where tags or folders are computed
 
