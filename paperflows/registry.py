@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from paperflows.paper import Paper
 
@@ -68,14 +68,18 @@ class Registry:
         if slug not in known:
             raise UnknownPipelineError(f"unknown pipeline '{slug}'; known: {', '.join(known)}")
 
-    def paper(self, slug: str) -> Paper:
-        """The package's ``ABOUT`` card, without importing its stages."""
+    def _import(self, slug: str, name: str) -> Any:
+        """Import one module of a known paper; any error becomes a :class:`PipelineImportError` naming it."""
         self.check(slug)
         try:
-            module = importlib.import_module(f"{self.package}.{slug}")
-            about = module.ABOUT
-        except Exception as err:  # noqa: BLE001 - reported by name, never fatal to the others
+            return importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - reported by name, never fatal to the other papers
+            sys.modules.pop(name, None)
             raise PipelineImportError(slug, _one_line(err)) from err
+
+    def paper(self, slug: str) -> Paper:
+        """The package's ``ABOUT`` card, without importing its stages."""
+        about = getattr(self._import(slug, f"{self.package}.{slug}"), "ABOUT", None)
         if not isinstance(about, Paper) or about.slug != slug:
             raise PipelineImportError(slug, f"{self.package}/{slug}/__init__.py must define "
                                             f"ABOUT = Paper(slug='{slug}', ...)")
@@ -85,12 +89,8 @@ class Registry:
         """The paper's params model from ``<slug>/params.py`` alone (validating needs no stage code)."""
         from paperflows.params import PipelineParams
 
-        self.check(slug)
         name = f"{self.package}.{slug}.params"
-        try:
-            module = importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001
-            raise PipelineImportError(slug, _one_line(err)) from err
+        module = self._import(slug, name)
         found = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, PipelineParams)
                  and v.__module__ == name]
         if len(found) != 1:
@@ -102,13 +102,8 @@ class Registry:
         """The paper's full declaration (imports its stages and their libraries)."""
         from paperflows.runtime import Pipeline
 
-        self.check(slug)
         name = f"{self.package}.{slug}.pipeline"
-        try:
-            module = importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001
-            sys.modules.pop(name, None)
-            raise PipelineImportError(slug, _one_line(err)) from err
+        module = self._import(slug, name)
         pipeline = getattr(module, "PIPELINE", None)
         if not isinstance(pipeline, Pipeline) or pipeline.slug != slug:
             raise PipelineImportError(slug, f"{name} must define PIPELINE = Pipeline(...) for '{slug}'")
