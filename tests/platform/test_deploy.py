@@ -117,18 +117,27 @@ def wait_for(predicate: typing.Callable[[], Any], timeout: float, what: str, int
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
 
 
-def api(api_url: str, method: str, path: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
-    """One REST call to the Prefect API: (HTTP status, decoded JSON)."""
-    request = urllib.request.Request(f"{api_url}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as err:
-        raw = err.read()
-        return err.code, json.loads(raw) if raw else None
+RETRYABLE = (429, 502, 503)  # what Prefect's own client retries (a 503 is e.g. SQLite busy under the services)
+
+
+def api(api_url: str, method: str, path: str, body: Any = None, timeout: float = 30.0,
+        attempts: int = 6) -> tuple[int, Any]:
+    """One REST call to the Prefect API: (HTTP status, decoded JSON). Like Prefect's client, a retryable
+    status is retried with exponential backoff (the server rolled the request back)."""
+    for attempt in range(attempts):
+        request = urllib.request.Request(f"{api_url}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            if err.code not in RETRYABLE or attempt == attempts - 1:
+                return err.code, json.loads(raw) if raw else None
+        time.sleep(0.5 * 2 ** attempt)
+    raise AssertionError("unreachable")
 
 
 def healthy(url: str) -> bool:
