@@ -43,7 +43,7 @@ import torch
 
 from paperflows import registry
 from paperflows.params import ParamsError, PipelineParams, check_data_files, load_section
-from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, check_inputs, execute, gather_items,
+from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, begin_fan_out, execute, gather_items,
                                new_run_folder, output_lock, run_stage)
 from paperflows.settings import Settings, SettingsError, load_settings, pin_environment
 
@@ -253,7 +253,7 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
         if ctx.stage.fan_out is None:
             return stage_task(portable_quote(ctx), parent, entry_tags, slot)
         # one task run per item; items are independent (own seed, own sub-folder, own MLflow run)
-        check_inputs(pipeline, ctx.stage, ctx.root)
+        begin_fan_out(pipeline, ctx.stage, ctx.root)
         # an item on a worker uses the thread count it would have had in this process
         threads = ctx.threads if ctx.threads is not None or not parallel else torch.get_num_threads()
         calls = [(stage_task.with_options(task_run_name=f"{pipeline.slug}.{ctx.stage.name}[{item}]"),

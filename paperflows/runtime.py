@@ -15,6 +15,10 @@ is its own call of the stage function (``ctx.item`` set), seeded from its own na
 MLflow child run, so items are independent of each other and of their order: the sequential run, the
 DVC stage (which loops over the items) and a parallel task runner compute the same numbers. A fan-out
 stage declares only ``outs`` folders; each item writes into its own sub-folder (``ctx.item_dir(out)``).
+Items write beside the declared folder (``<out>.partial/<item>/``, emptied when the stage starts) and the
+folder is swapped in only once every item has finished (:func:`gather_items`): a stage stopped between
+two items leaves the previous complete set (or nothing), never a mix of items made with different
+parameters for the next stage to consume.
 A :class:`StageContext` holds nothing tied to its process (the tracker builds its MLflow client where it
 is used, the torch thread count travels as ``ctx.threads``), so an item can run on a Dask worker.
 
@@ -34,6 +38,7 @@ import fcntl
 import hashlib
 import importlib
 import json
+import shutil
 import signal
 import sys
 import threading
@@ -267,11 +272,12 @@ class StageContext:
         return target
 
     def item_dir(self, rel: str) -> Path:
-        """This item's own sub-folder of the declared output folder ``rel`` (fan-out stages)."""
+        """This item's own sub-folder of the declared output folder ``rel`` (fan-out stages), inside the
+        stage's staging folder until every item has finished."""
         if self.item is None or not rel.endswith("/") or rel not in self.stage.outs:
             raise KeyError(f"{self.pipeline.slug}.{self.stage.name}: item_dir needs a fan-out item and a "
                            f"declared outs folder, got item={self.item!r}, '{rel}'")
-        target = self.path(rel) / self.item
+        target = staging_dir(self.root, rel) / self.item
         target.mkdir(parents=True, exist_ok=True)
         return target
 
@@ -301,9 +307,29 @@ def check_inputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
                 f"{pipeline.dvc_name(pipeline.stage(producer)) if producer != '?' else pipeline.slug}`)")
 
 
+def staging_dir(root: Path, rel: str) -> Path:
+    """Where the items of a fan-out stage write the declared folder ``rel`` until all of them finished."""
+    return root / f"{rel.rstrip('/')}.partial"
+
+
+def _retired_dir(root: Path, rel: str) -> Path:
+    return root / f"{rel.rstrip('/')}.old"
+
+
+def begin_fan_out(pipeline: Pipeline, stage: Stage, root: Path) -> None:
+    """Start a fan-out stage: inputs checked, an empty staging folder per declared output (items of an
+    earlier, stopped attempt are dropped: they may have been made with other parameters)."""
+    check_inputs(pipeline, stage, root)
+    for rel in stage.outs:
+        for leftover in (staging_dir(root, rel), _retired_dir(root, rel)):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+        staging_dir(root, rel).mkdir(parents=True)
+
+
 def check_outputs(pipeline: Pipeline, stage: Stage, root: Path, item: str | None = None) -> None:
     if item is not None:
-        missing = [f"{p}{item}/" for p in stage.outs if not any((root / p / item).glob("*"))]
+        missing = [f"{p}{item}/" for p in stage.outs if not any((staging_dir(root, p) / item).glob("*"))]
     else:
         missing = [p for p in stage.written() if not (root / p).exists()]
     if missing:
@@ -341,7 +367,7 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
     """
     pipeline, stage, root = ctx.pipeline, ctx.stage, ctx.root
     if stage.fan_out is not None and ctx.item is None:
-        check_inputs(pipeline, stage, root)
+        begin_fan_out(pipeline, stage, root)
         results = [run_stage(dataclasses.replace(ctx, item=item), parent_run_id, entry_tags)
                    for item in pipeline.items(stage, ctx.params)]
         return gather_items(ctx, results)
@@ -395,8 +421,22 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
 
 
 def gather_items(ctx: StageContext, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Close a fan-out stage once all its items ran (in any order, anywhere): outputs checked, one summary."""
-    check_outputs(ctx.pipeline, ctx.stage, ctx.root)
+    """Close a fan-out stage once all its items ran (in any order, anywhere): the staged folders replace
+    the declared ones, outputs checked, one summary."""
+    root = ctx.root
+    items = ctx.pipeline.items(ctx.stage, ctx.params)
+    for rel in ctx.stage.outs:
+        staged, final, retired = staging_dir(root, rel), root / rel, _retired_dir(root, rel)
+        present = sorted(p.name for p in staged.iterdir()) if staged.is_dir() else []
+        if present != sorted(items):
+            raise StageOutputError(f"{ctx.pipeline.slug}.{ctx.stage.name}: staged {rel} holds items {present}, "
+                                   f"expected {sorted(items)}; the stage must be rerun as a whole")
+        if final.exists():
+            final.rename(retired)
+        staged.rename(final)
+        if retired.exists():
+            shutil.rmtree(retired)
+    check_outputs(ctx.pipeline, ctx.stage, root)
     return {"stage": ctx.stage.name, "item": None, "seconds": sum(r["seconds"] for r in results),
             "metrics": {}, "items": results}
 
@@ -415,7 +455,7 @@ def _log_stage_files(ctx: StageContext, run_id: str) -> None:
     for plot in ctx.stage.plots:
         tracker.log_artifact(run_id, root / plot.path, "plots")
     for rel in ctx.stage.outs:
-        path = root / rel if ctx.item is None else root / rel / ctx.item
+        path = root / rel if ctx.item is None else staging_dir(root, rel) / ctx.item
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for f in files:
             if f.stat().st_size <= MAX_ARTIFACT_BYTES:

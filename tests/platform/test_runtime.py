@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,42 @@ def test_fan_out_item_missing_its_folder_is_an_output_error(settings: Settings) 
     ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(), root=settings.root)
     with pytest.raises(StageOutputError, match=r"draws/b/"):
         run_stage(ctx)
+
+
+def _versioned(version: int) -> Callable[[StageContext], None]:
+    def draw(ctx: StageContext) -> None:
+        """Write the arm made at ``version``; arm 'b' of version 2 is stopped mid-stage (a kill)."""
+        if version == 2 and ctx.item == "b":
+            raise KeyboardInterrupt
+        save_json({"arm": ctx.item, "version": version}, ctx.item_dir("draws/") / "draw.json")
+    return draw
+
+
+def _versions(folder: Path) -> dict[str, int]:
+    return {p.parent.name: load_json(p)["version"] for p in sorted(folder.glob("*/draw.json"))}
+
+
+def test_a_fan_out_stopped_between_items_leaves_the_previous_set_whole(settings: Settings) -> None:
+    def pipeline(version: int) -> Pipeline:
+        return Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
+                        stages=(Stage("draw", _versioned(version), params=("arms",), outs=("draws/",),
+                                      fan_out="arms"),
+                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+
+    def run(version: int, arms: list[str]) -> None:
+        pipe = pipeline(version)
+        run_stage(StageContext(pipeline=pipe, stage=pipe.stages[0], params=FanParams(arms=arms), root=settings.root))
+
+    run(1, ["a", "b", "c"])
+    assert _versions(settings.root / "draws") == {"a": 1, "b": 1, "c": 1}
+    with pytest.raises(KeyboardInterrupt):  # 'a' is redone at version 2, then the stage is stopped
+        run(2, ["a", "b", "c"])
+    # the declared folder still holds the complete version-1 set: no mix of 'a' at 2 with 'b', 'c' at 1
+    assert _versions(settings.root / "draws") == {"a": 1, "b": 1, "c": 1}
+    # the next attempt drops the stopped attempt's items and swaps in a complete set, without stale arms
+    run(3, ["a", "c"])
+    assert _versions(settings.root / "draws") == {"a": 3, "c": 3}
+    assert sorted(p.name for p in settings.root.iterdir() if p.name.startswith("draws")) == ["draws"]
 
 
 # --------------------------------------------------------------------------------------------------
