@@ -13,8 +13,9 @@
 
 Exit codes: 0 success; 1 a run failed (or dvc.yaml / prefect.yaml drifted with --check); 2 bad
 command line, parameters or inputs (or no Prefect server for serve/deploy), detected before any work
-started and with nothing written; 130 / 143 the run was stopped by Ctrl-C / SIGTERM (its MLflow runs end
-as KILLED and no process is left behind).
+started and with nothing written; 75 refused because another run is writing the same outputs (the DVC
+workspace of a pipeline): nothing was started or written, try again when it has finished; 130 / 143 the
+run was stopped by Ctrl-C / SIGTERM (its MLflow runs end as KILLED and no process is left behind).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED = 0, 1, 2, 75  # 75: EX_TEMPFAIL, "try again later"
 
 
 class UsageError(Exception):
@@ -107,10 +108,11 @@ def cmd_list(_: argparse.Namespace) -> int:
 def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
     """Validate every requested pipeline's parameters and data files before anything runs."""
     from paperflows import registry
-    from paperflows.params import check_data_files, load_section, parse_override
+    from paperflows.params import check_data_files, check_sections, load_section, parse_override
     from paperflows.settings import load_settings
 
     settings = load_settings()
+    check_sections(settings.params_file, registry.slugs())
     models: dict[str, Any] = {}
     several = target == "all" or "," in target
     if target == "all":
@@ -172,7 +174,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:  # one child per pipeline, args.jobs at a time, on one local Prefect server
         jobs = [["run", s, "--only", s, *extra] if "," not in args.target and args.target != "all"
                 else ["run", args.target, "--only", s, *extra] for s in slugs]
-    return run_supervised(jobs, settings, parallel=args.jobs)
+    from paperflows.runtime import hold_output_locks
+
+    # runs at the params.yaml values write the shared DVC workspace: its lock is taken here, before anything
+    # starts, and held for the children (a run with edited values writes a new folder of its own)
+    workspaces = [settings.workspace(s) for s in slugs if _at_params_file_values(s, resolved[s], settings)]
+    with hold_output_locks(settings, workspaces) as held:
+        return run_supervised(jobs, settings, parallel=args.jobs, extra_env=held)
+
+
+def _at_params_file_values(slug: str, params: Any, settings: Any) -> bool:
+    from paperflows.params import load_section
+
+    return load_section(type(params), slug, settings.params_file).model_dump() == params.model_dump()
 
 
 def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
@@ -184,12 +198,18 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
         os.environ["PAPERFLOWS_PROGRESS"] = "0"
     from paperflows import flows
 
-    failures = []
+    from paperflows.errors import RunLockedError
+
+    failures, locked = [], []
     for slug, params in resolved.items():
         started = time.perf_counter()
         print(f"== {slug}: running through Prefect ==", flush=True)
         try:
             result = flows.flow_for(slug)(params=params)
+        except RunLockedError as err:  # a deployment run or `paperflows stage` took the workspace first
+            locked.append(slug)
+            print(f"paperflows: error: {err}", file=sys.stderr)
+            continue
         except Exception as err:  # one failed paper does not stop the others
             failures.append(slug)
             print(f"== {slug}: FAILED after {time.perf_counter() - started:.1f}s: {err}", file=sys.stderr)
@@ -200,12 +220,12 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
     if failures:
         print(f"failed: {', '.join(failures)}", file=sys.stderr)
         return EXIT_FAILED
-    return EXIT_OK
+    return EXIT_LOCKED if locked else EXIT_OK
 
 
 def cmd_stage(args: argparse.Namespace) -> int:
     from paperflows import registry
-    from paperflows.params import check_data_files, load_section
+    from paperflows.params import check_data_files, check_sections, load_section
     from paperflows.runtime import StageContext, check_inputs, output_lock, run_stage, terminate_as_exception
     from paperflows.settings import load_settings, pin_environment
 
@@ -215,6 +235,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
         raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(names)}")
     stage = pipeline.stage(args.stage)
     settings = load_settings()
+    check_sections(settings.params_file, registry.slugs())
     params = load_section(pipeline.params_model, pipeline.slug, settings.params_file)
     check_data_files(params, settings.root, pipeline.slug, groups=stage.params)
     root = settings.workspace(pipeline.slug)
@@ -360,10 +381,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.command](args)
-    except (UsageError, ParamsError, SettingsError, UnknownPipelineError, StageInputError, RunLockedError,
-            DeployError) as err:
+    except (UsageError, ParamsError, SettingsError, UnknownPipelineError, StageInputError, DeployError) as err:
         print(f"paperflows: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except RunLockedError as err:
+        print(f"paperflows: error: {err}", file=sys.stderr)
+        return EXIT_LOCKED
     except PipelineImportError as err:
         print(f"paperflows: error: {err}", file=sys.stderr)
         return EXIT_FAILED

@@ -265,7 +265,8 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
         wait(futures)  # every item finishes (or fails) before the stage is closed or the run fails
         return gather_items(ctx, [f.result() for f in futures])
 
-    with output_lock(settings, root):
+    # a run folder is new and the run's own; the DVC workspace is shared by every default-parameter run
+    with output_lock(settings, root) if workspace else contextlib.nullcontext():
         summary = execute(pipeline, params, settings, root, entry="prefect", tags=tags, tracker=tracker,
                           stage_runner=runner, progress=progress, workspace=workspace)
         dvc_status = commit_to_dvc(pipeline, settings) if workspace else "run folder (not DVC-tracked)"

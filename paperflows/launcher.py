@@ -101,10 +101,11 @@ class _Child:
             self.reader.join(timeout=5)
 
 
-def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1) -> int:
+def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1,
+                   extra_env: dict[str, str] | None = None) -> int:
     """Run each ``paperflows <argv>`` of ``jobs`` in a child session (at most ``parallel`` at once, on one
     local Prefect server when more than one) and stop all of it cleanly on SIGTERM / Ctrl-C."""
-    env = {**os.environ, CHILD_ENV: "1"}
+    env = {**os.environ, **(extra_env or {}), CHILD_ENV: "1"}
     parallel = max(1, min(parallel, len(jobs)))
     server = None
     stopping: dict[str, float | int] = {}

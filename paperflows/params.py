@@ -8,21 +8,30 @@ name the key, raised before any work starts.
 Paper scale is one switch: ``scale: paper`` replaces every value that is still at its CPU default by
 the value the paper (or its official code) uses, as listed in the model's ``PAPER_SCALE`` with its
 source in ``PAPER_SOURCE``. Values the user changed explicitly are kept.
+
+Types are strict, so what is refused is refused the same way from ``params.yaml``, ``--set`` and a
+deployment's form: no ``true`` for a number, no ``4.0`` or ``"4"`` for a whole number, no ``nan`` or
+``inf`` anywhere; seeds are distinct whole numbers in ``[0, 2**32)``. Numbers are read as YAML 1.2 reads
+them (``1e-3`` is a float, not the string YAML 1.1 makes of it).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 PydanticModel = BaseModel
+
+
+Seed = Annotated[int, Field(ge=0, lt=2**32, description="A seed: a whole number in [0, 2**32).")]
 
 
 class ParamsError(ValueError):
@@ -30,9 +39,9 @@ class ParamsError(ValueError):
 
 
 class Section(BaseModel):
-    """A group of parameters: no unknown keys, immutable once validated."""
+    """A group of parameters: no unknown keys, strict types, finite numbers, immutable once validated."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False)
 
 
 class AttentionSection(Section):
@@ -54,15 +63,24 @@ class PipelineParams(Section):
         description="'cpu' runs the laptop-sized defaults; 'paper' switches every value still at its "
         "CPU default to the paper's setting (see PAPER_SCALE in the pipeline module).",
     )
-    seeds: list[int] = Field(
+    seeds: list[Seed] = Field(
         default_factory=lambda: [0, 1, 2],
         min_length=1,
         max_length=20,
-        description="Seeds of the repeated experiment; claims are evaluated over all of them.",
+        description="Seeds of the repeated experiment (distinct, in [0, 2**32)); claims are evaluated over all "
+        "of them.",
     )
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {}
     PAPER_SOURCE: ClassVar[str] = ""
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, value: list[int]) -> list[int]:
+        repeated = sorted({s for s in value if value.count(s) > 1})
+        if repeated:
+            raise ValueError(f"seeds must be distinct (a repeated seed repeats the same run), {repeated} repeat")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +147,25 @@ def validate(model: type[PipelineParams], data: dict[str, Any], prefix: str) -> 
         raise ParamsError(describe_error(err, prefix)) from None
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's floats: ``1e-3`` and ``1E5`` are numbers (YAML 1.1 wants a dot)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                  |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                  |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                  |[-+]?\.(?:inf|Inf|INF)
+                  |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML safely (no tags that build objects), numbers as YAML 1.2 reads them."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``key.sub=value`` → (``key.sub``, YAML-parsed value). ``lr=1e-3`` gives a float, ``seeds=[0,1]`` a list."""
     if "=" not in text:
@@ -138,7 +175,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part.isidentifier() for part in key.split(".")):
         raise ParamsError(f"--set {text!r}: {key!r} is not a parameter name")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
         raise ParamsError(f"--set {key}: cannot parse value {raw!r} ({err})") from None
     return key, value
@@ -172,12 +209,19 @@ def read_params_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ParamsError(f"{path}: parameters file not found")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ParamsError(f"{path}: not valid YAML ({err})") from None
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a mapping of slug -> parameters, got {type(data).__name__}")
     return data
+
+
+def check_sections(path: Path, known: list[str]) -> None:
+    """Every top-level section of the parameters file names a pipeline (a typo is not silently ignored)."""
+    unknown = [k for k in read_params_file(path) if k not in known]
+    if unknown:
+        raise ParamsError(f"{path}: unknown section(s) {unknown}; sections are pipeline slugs: {', '.join(known)}")
 
 
 def load_section(model: type[PipelineParams], slug: str, path: Path,
