@@ -97,7 +97,7 @@ def require_api_url(env: Mapping[str, str] | None = None) -> str:
         raise DeployError(
             "PREFECT_API_URL is not set: deployments live on a running Prefect server. Start one "
             "(`prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`) or the "
-            "PostgreSQL stack (`scripts/stack.sh up && eval \"$(scripts/stack.sh env)\"`).")
+            "PostgreSQL stack (`PAPERFLOWS_PG_PASSWORD=... scripts/stack.sh up && eval \"$(scripts/stack.sh env)\"`).")
     return url.rstrip("/")
 
 

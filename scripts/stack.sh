@@ -10,7 +10,13 @@
 #                             then SIGKILL; checks that no process is left
 #   scripts/stack.sh status   what runs, with its pid and health
 #   scripts/stack.sh env      the exports a shell needs:  eval "$(scripts/stack.sh env)"
+#   scripts/stack.sh db       only the PostgreSQL part of `up`: the role and its two databases
 #
+# Prefect and MLflow connect to PostgreSQL as the role $PAPERFLOWS_PG_USER (default paperflows: LOGIN,
+# not a superuser, owner of the two databases) with the password $PAPERFLOWS_PG_PASSWORD, which `up`
+# and `db` require (exit 2 without it, before anything starts). The role and databases are created
+# (or the role's password updated) over an admin connection as $PAPERFLOWS_PG_ADMIN_USER (default
+# postgres: the local superuser, through the server's local trust/peer rule or libpq's PGPASSWORD/.pgpass).
 # Every port, URL, name and folder comes from an environment variable with a default (see below).
 # Logs and pid files live in $PAPERFLOWS_STACK_DIR (default <project>/.paperflows/stack).
 set -euo pipefail
@@ -23,7 +29,10 @@ if [[ -z $PY ]]; then
 fi
 PG_HOST=${PAPERFLOWS_PG_HOST:-127.0.0.1}
 PG_PORT=${PAPERFLOWS_PG_PORT:-5432}
-PG_USER=${PAPERFLOWS_PG_USER:-postgres}
+PG_ADMIN_USER=${PAPERFLOWS_PG_ADMIN_USER:-postgres}
+PG_USER=${PAPERFLOWS_PG_USER:-paperflows}
+PG_PASSWORD=${PAPERFLOWS_PG_PASSWORD:-}
+unset PAPERFLOWS_PG_PASSWORD                    # no process this script starts inherits it
 PREFECT_DB=${PAPERFLOWS_PREFECT_DB:-paperflows_prefect}
 MLFLOW_DB=${PAPERFLOWS_MLFLOW_DB:-paperflows_mlflow}
 PREFECT_HOST=${PAPERFLOWS_PREFECT_HOST:-127.0.0.1}
@@ -39,8 +48,6 @@ STOP_TIMEOUT=${PAPERFLOWS_STACK_STOP_TIMEOUT:-30}
 
 PREFECT_API=http://$PREFECT_HOST:$PREFECT_PORT/api
 MLFLOW_URL=http://$MLFLOW_HOST:$MLFLOW_PORT
-PREFECT_DB_URL=postgresql+asyncpg://$PG_USER@$PG_HOST:$PG_PORT/$PREFECT_DB
-MLFLOW_DB_URL=postgresql+psycopg2://$PG_USER@$PG_HOST:$PG_PORT/$MLFLOW_DB
 PIDS=$STACK_DIR/pids
 LOGS=$STACK_DIR/logs
 COMPONENTS=(prefect mlflow worker)   # start order; stopped in reverse
@@ -158,9 +165,33 @@ wait_healthy() {  # wait_healthy NAME URL EXPECTED
 # ---------------------------------------------------------------------------------------------------
 # PostgreSQL
 # ---------------------------------------------------------------------------------------------------
-pg_ready() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" 2>/dev/null; }
+pg_ready() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT" -U "$PG_ADMIN_USER" 2>/dev/null; }
 
-psql_admin() { psql -X -q -v ON_ERROR_STOP=1 -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres "$@"; }
+psql_admin() { psql -X -q -v ON_ERROR_STOP=1 -h "$PG_HOST" -p "$PG_PORT" -U "$PG_ADMIN_USER" -d postgres "$@"; }
+
+require_password() {  # the check `up` and `db` make before anything else
+  if [[ -z $PG_PASSWORD ]]; then
+    echo "stack: error: set PAPERFLOWS_PG_PASSWORD, the password Prefect and MLflow use as PostgreSQL role $PG_USER" >&2
+    exit 2
+  fi
+}
+
+db_url() {  # db_url DRIVER DATABASE: SQLAlchemy URL of DATABASE as the role, its password URL-encoded
+  local password
+  password=$(printf '%s' "$PG_PASSWORD" | "$PY" -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.stdin.read(), safe=""))')
+  echo "postgresql+$1://$PG_USER:$password@$PG_HOST:$PG_PORT/$2"
+}
+
+ensure_role() {  # the role exists, may log in, is no superuser, and has the password of the environment
+  local super verb quoted=${PG_PASSWORD//\'/\'\'}   # '' is a quote inside an SQL string literal
+  super=$(psql_admin -tAc "SELECT rolsuper FROM pg_roles WHERE rolname = '$PG_USER'")
+  [[ $super != t ]] || die "PostgreSQL role $PG_USER is a superuser; set PAPERFLOWS_PG_USER to a role of its own"
+  if [[ -z $super ]]; then verb=CREATE; say "creating role $PG_USER"; else verb=ALTER; say "updating role $PG_USER"; fi
+  # the password travels on stdin, never on a command line
+  psql_admin <<SQL
+$verb ROLE $PG_USER LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD '$quoted';
+SQL
+}
 
 ensure_postgres() {
   command -v psql >/dev/null || die "psql not found: install the PostgreSQL client"
@@ -172,14 +203,20 @@ ensure_postgres() {
       pg_ctlcluster --skip-systemctl-redirect "$version" main start
       for _ in $(seq 1 30); do pg_ready && break; sleep 1; done
     fi
-    pg_ready || die "PostgreSQL does not answer on $PG_HOST:$PG_PORT (user $PG_USER); start it first"
+    pg_ready || die "PostgreSQL does not answer on $PG_HOST:$PG_PORT (user $PG_ADMIN_USER); start it first"
   fi
-  local db
-  for db in "$PREFECT_DB" "$MLFLOW_DB"; do
-    [[ $db =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "database name '$db' must be a plain identifier"
-    if [[ -z $(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'") ]]; then
-      say "creating database $db"
-      psql_admin -c "CREATE DATABASE $db"
+  local name owner
+  for name in "$PG_USER" "$PREFECT_DB" "$MLFLOW_DB"; do
+    [[ $name =~ ^[a-z_][a-z0-9_]*$ ]] || die "'$name' must be a plain lower-case identifier (role and database names)"
+  done
+  ensure_role
+  for name in "$PREFECT_DB" "$MLFLOW_DB"; do
+    owner=$(psql_admin -tAc "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '$name'")
+    if [[ -z $owner ]]; then
+      say "creating database $name (owner $PG_USER)"
+      psql_admin -c "CREATE DATABASE $name OWNER $PG_USER"
+    elif [[ $owner != "$PG_USER" ]]; then
+      die "database $name belongs to $owner, not $PG_USER: drop it, or set PAPERFLOWS_PREFECT_DB / PAPERFLOWS_MLFLOW_DB"
     fi
   done
 }
@@ -194,7 +231,7 @@ start_prefect() {
   say "starting prefect server on $PREFECT_API (database $PREFECT_DB)"
   # all services stay on: they record task runs and events and run schedules
   PREFECT_HOME=$STACK_DIR/prefect-home \
-  PREFECT_SERVER_DATABASE_CONNECTION_URL=$PREFECT_DB_URL \
+  PREFECT_SERVER_DATABASE_CONNECTION_URL=$(db_url asyncpg "$PREFECT_DB") \
   PREFECT_SERVER_ANALYTICS_ENABLED=false \
   PREFECT_UI_API_URL=$PREFECT_API \
     launch prefect "$PY" -m prefect server start --host "$PREFECT_HOST" --port "$PREFECT_PORT"
@@ -206,8 +243,9 @@ start_mlflow() {
   port_in_use "$MLFLOW_HOST" "$MLFLOW_PORT" && die "port $MLFLOW_HOST:$MLFLOW_PORT is taken (set PAPERFLOWS_MLFLOW_PORT)"
   mkdir -p "$ARTIFACTS"
   say "starting mlflow server on $MLFLOW_URL (database $MLFLOW_DB, artifacts $ARTIFACTS)"
-  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
-    launch mlflow "$PY" -m mlflow server --backend-store-uri "$MLFLOW_DB_URL" \
+  # the store URI (with the password) goes by environment, not on the command line `ps` shows
+  MLFLOW_BACKEND_STORE_URI=$(db_url psycopg2 "$MLFLOW_DB") MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false \
+    launch mlflow "$PY" -m mlflow server \
       --artifacts-destination "$ARTIFACTS" --serve-artifacts \
       --host "$MLFLOW_HOST" --port "$MLFLOW_PORT" --workers "$MLFLOW_WORKERS"
   wait_healthy mlflow "$MLFLOW_URL/health" OK
@@ -239,6 +277,7 @@ start_worker() {
 }
 
 cmd_up() {
+  require_password
   mkdir -p "$PIDS" "$LOGS"
   ensure_postgres
   start_prefect
@@ -282,8 +321,9 @@ cmd_env() {
 
 case ${1:-} in
   up) cmd_up ;;
+  db) require_password; ensure_postgres ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: scripts/stack.sh up|down|status|env" >&2; exit 2 ;;
+  *) echo "usage: scripts/stack.sh up|down|status|env|db" >&2; exit 2 ;;
 esac

@@ -34,16 +34,21 @@ def _query(dbname: str, sql: str, *args: object) -> list[tuple]:
         return cur.fetchall()
 
 
-def _drop(dbname: str) -> None:
+def _admin(sql: str) -> None:
+    """Run one statement outside a transaction (DROP DATABASE, DROP ROLE) as the superuser."""
     import psycopg2
 
     conn = psycopg2.connect(dbname="postgres", **PG)
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            cur.execute(sql)
     finally:
         conn.close()
+
+
+def _drop(dbname: str) -> None:
+    _admin(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
 def _stack_processes(stack_dir: Path) -> list[psutil.Process]:
@@ -70,7 +75,10 @@ def test_stack_runs_a_flow_through_worker_and_postgres_backed_servers(tmp_path: 
     tag = uuid.uuid4().hex[:8]
     prefect_db, mlflow_db = f"paperflows_test_prefect_{tag}", f"paperflows_test_mlflow_{tag}"
     pool = f"paperflows-test-{tag}"
-    env = clean_env(PAPERFLOWS_STACK_DIR=str(stack_dir), PAPERFLOWS_PYTHON=sys.executable,
+    role = f"paperflows_test_{tag}"
+    # the servers' role and its password, with the characters a connection URL must encode
+    env = clean_env(PAPERFLOWS_PG_USER=role, PAPERFLOWS_PG_PASSWORD="e2e p@ss/w:rd%'#?",
+                    PAPERFLOWS_STACK_DIR=str(stack_dir), PAPERFLOWS_PYTHON=sys.executable,
                     PAPERFLOWS_PREFECT_DB=prefect_db, PAPERFLOWS_MLFLOW_DB=mlflow_db,
                     PAPERFLOWS_PREFECT_PORT=str(free_port()), PAPERFLOWS_MLFLOW_PORT=str(free_port()),
                     PAPERFLOWS_WORK_POOL=pool, PREFECT_WORKER_QUERY_SECONDS="2")
@@ -134,6 +142,7 @@ def test_stack_runs_a_flow_through_worker_and_postgres_backed_servers(tmp_path: 
             proc.kill()
         for db in (prefect_db, mlflow_db):
             _drop(db)
+        _admin(f'DROP ROLE IF EXISTS "{role}"')
     assert down.returncode == 0, down.stderr
     assert "SIGTERM" not in down.stderr and "SIGKILL" not in down.stderr, down.stderr  # SIGINT sufficed
     assert processes and not left, f"left running after `stack.sh down`: {left}"

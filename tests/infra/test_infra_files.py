@@ -2,13 +2,16 @@
 
 `docker compose config` is used when the compose CLI can run here; otherwise (no engine, no plugin)
 the same properties are checked structurally: every `${VAR}` is listed in .env.example, images are
-pinned, ports agree, every setting the code reads reaches the services that run pipeline code, the
-Prefect server settings are real Prefect setting names, and nothing secret is committed.
+pinned, ports agree and are published on loopback only by default, every setting the code reads reaches
+the services that run pipeline code, the Prefect auth string reaches the server and every client, the
+Prefect server settings and those the exposing guide names are real, and nothing secret is committed.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +35,12 @@ NOT_SET_ON_A_CLUSTER = {
     "PAPERFLOWS_DASK_WORKERS": "sizes a LocalCluster; the compose stack has its own scheduler",
 }
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|ACCESS_KEY|TOKEN|AUTH", re.I)
+# the only services with published ports, and the variable of the host address each one listens on
+PUBLISHED = {"prefect-server": "PAPERFLOWS_BIND_ADDRESS", "mlflow": "PAPERFLOWS_BIND_ADDRESS",
+             "minio": "PAPERFLOWS_BIND_ADDRESS", "dask-scheduler": "DASK_SCHEDULER_BIND_ADDRESS"}
+LOOPBACK = "127.0.0.1"
+PREFECT_AUTH = "${PREFECT_API_AUTH_STRING:-}"
+INTERPOLATION = re.compile(r"(?<!\$)\$\{(\w+)(?:(:?[-?])([^}]*))?\}")
 
 
 def _compose() -> dict[str, Any]:
@@ -55,6 +64,26 @@ def _settings_names() -> set[str]:
 
 def _port(value: str) -> str:
     return str(value).rsplit(":", 1)[-1]
+
+
+def _interpolate(text: str, env: dict[str, str]) -> str:
+    """`text` with compose's `${VAR}`, `${VAR:-default}`, `${VAR-default}` and `${VAR:?}` resolved from `env`."""
+    def value(match: re.Match[str]) -> str:
+        name, operator, default = match.groups()
+        if operator == ":-":
+            return env.get(name) or default
+        if operator == "-":
+            return env.get(name, default)
+        if (operator == ":?" and not env.get(name)) or (operator == "?" and name not in env):
+            raise KeyError(f"${{{name}}} is required")
+        return env.get(name, "")
+
+    return INTERPOLATION.sub(value, text)
+
+
+def _exposing_guide() -> str:
+    text = (INFRA / "README.md").read_text()
+    return text[text.index("## 5. Exposing the services"):]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -92,6 +121,101 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     result = subprocess.run([docker, "compose", "-f", str(INFRA / "compose.yaml"), "--env-file", str(env),
                              "config", "--quiet"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_published_port_listens_on_loopback_unless_configured_otherwise() -> None:
+    services = _compose()["services"]
+    assert {name for name, s in services.items() if s.get("ports")} == set(PUBLISHED)
+    assert not [name for name, s in services.items() if s.get("network_mode") == "host"]
+    example = _env_example()
+    unset = {k: v for k, v in example.items() if k not in set(PUBLISHED.values())}
+    for name, variable in PUBLISHED.items():
+        for entry in services[name]["ports"]:
+            assert isinstance(entry, str), f"{name}: {entry} (use the short HOST:PORT:CONTAINER syntax)"
+            # the default (variable unset) and the documented value are loopback; the variable moves it
+            for env in (unset, example):
+                parts = _interpolate(entry, env).split(":")  # HOST:PORT:CONTAINER; PORT:CONTAINER is every interface
+                assert len(parts) == 3 and parts[0] == LOOPBACK, f"{name}: {entry} listens on {':'.join(parts)}"
+            moved = _interpolate(entry, {**example, variable: "10.0.0.5"})
+            assert moved.startswith("10.0.0.5:"), f"{name}: {entry} ignores {variable}"
+
+
+def test_postgres_and_redis_are_not_published_and_the_scheduler_has_its_own_address() -> None:
+    services = _compose()["services"]
+    for name in ("postgres", "redis"):
+        assert not services[name].get("ports") and not services[name].get("network_mode"), name
+    # exposing the UIs on every interface leaves the scheduler (which runs what clients submit) on loopback
+    example = {**_env_example(), "PAPERFLOWS_BIND_ADDRESS": "0.0.0.0"}
+    assert _interpolate(services["dask-scheduler"]["ports"][0], example).startswith(f"{LOOPBACK}:")
+    assert _interpolate(services["mlflow"]["ports"][0], example).startswith("0.0.0.0:")
+
+
+def test_prefect_auth_string_reaches_the_server_and_every_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.settings.models.root import Settings
+
+    services = _compose()["services"]
+    assert _env_example()["PREFECT_API_AUTH_STRING"] == ""
+    for name in ("prefect-server", "prefect-services"):
+        assert services[name]["environment"]["PREFECT_SERVER_API_AUTH_STRING"] == PREFECT_AUTH, name
+    clients = {name for name, s in services.items() if "PREFECT_API_URL" in s.get("environment", {})}
+    assert {"prefect-init", *PIPELINE_SERVICES} <= clients
+    for name in clients:
+        assert services[name]["environment"]["PREFECT_API_AUTH_STRING"] == PREFECT_AUTH, name
+    for name in PIPELINE_SERVICES:
+        env = services[name]["environment"]
+        assert env["MLFLOW_TRACKING_USERNAME"] == "${MLFLOW_TRACKING_USERNAME:-}", name
+        assert env["MLFLOW_TRACKING_PASSWORD"] == "${MLFLOW_TRACKING_PASSWORD:-}", name
+    # both names are Prefect's own (a misspelt one is silently ignored)
+    monkeypatch.setenv("PREFECT_SERVER_API_AUTH_STRING", "admin:server")
+    monkeypatch.setenv("PREFECT_API_AUTH_STRING", "admin:client")
+    loaded = Settings()
+    assert loaded.server.api.auth_string.get_secret_value() == "admin:server"
+    assert loaded.api.auth_string.get_secret_value() == "admin:client"
+
+
+@pytest.mark.parametrize("value", ["", "admin:s3cret"])
+def test_server_commands_drop_an_empty_auth_string_and_keep_a_set_one(value: str) -> None:
+    """Prefect requires an (empty) credential when the server setting is set but empty: it must be unset."""
+    services = _compose()["services"]
+    for name in ("prefect-server", "prefect-services"):
+        command = services[name]["command"]
+        start = command.index("prefect")
+        assert command[start:start + 2] == ["prefect", "server"] and command[0] == "sh", command
+        wrapper = [part.replace("$$", "$") for part in command[:start]]  # compose's escape of `$`
+        env = {"PATH": os.environ["PATH"], "PREFECT_SERVER_API_AUTH_STRING": value}
+        seen = subprocess.run([*wrapper, "env"], env=env, capture_output=True, text=True, check=True).stdout
+        names = dict(line.split("=", 1) for line in seen.splitlines() if "=" in line)
+        if value:
+            assert names["PREFECT_SERVER_API_AUTH_STRING"] == value, name
+        else:
+            assert "PREFECT_SERVER_API_AUTH_STRING" not in names, name
+
+
+def test_the_exposing_guide_names_real_settings_and_options() -> None:
+    import dask.config
+    import mlflow.environment_variables
+    import prefect.settings
+    from distributed.cli import dask_scheduler, dask_worker
+
+    guide = _exposing_guide()
+    compose_names = set(_env_example())
+    for name in set(re.findall(r"\bPREFECT_[A-Z_]+\b", guide)):
+        assert hasattr(prefect.settings, name), f"{name} is no Prefect setting"
+    for name in set(re.findall(r"\bMLFLOW_[A-Z_]+\b", guide)) - compose_names:
+        assert hasattr(mlflow.environment_variables, name), f"{name} is no MLflow environment variable"
+    for name in set(re.findall(r"\bDASK_DISTRIBUTED__[A-Z_]+\b", guide)):
+        key = name.removeprefix("DASK_").lower().replace("__", ".").replace("_", "-")
+        dask.config.get(key)  # KeyError for a key Dask does not know
+    stack = (REPO / "scripts/stack.sh").read_text()
+    for name in set(re.findall(r"\bPAPERFLOWS_[A-Z_]+\b", guide)):
+        assert name in compose_names or name in _settings_names() or f"${{{name}:-" in stack, name
+    assert "--app-name basic-auth" in guide
+    assert "basic-auth" in {e.name for e in importlib.metadata.entry_points(group="mlflow.app")}
+    ini = (Path(mlflow.environment_variables.__file__).parent / "server/auth/basic_auth.ini").read_text()
+    assert all(re.search(rf"^{key} =", ini, re.M) for key in ("database_uri", "admin_username", "default_permission"))
+    options = {o for cli in (dask_scheduler.main, dask_worker.main) for p in cli.params for o in p.opts}
+    for option in re.findall(r"(--(?:tls|protocol|listen|contact)[a-z-]*)", guide):
+        assert option in options, option
 
 
 def test_images_are_pinned_by_tag() -> None:
@@ -181,6 +305,7 @@ def test_prefect_server_settings_are_real_prefect_settings(monkeypatch: pytest.M
     assert loaded.server.docket.url == env["PREFECT_SERVER_DOCKET_URL"]
     assert loaded.server.database.migrate_on_start is False
     assert loaded.server.analytics_enabled is False
+    assert loaded.server.api.auth_string.get_secret_value() == env["PREFECT_SERVER_API_AUTH_STRING"]
 
 
 def test_helm_values_put_training_on_gpu_nodes_with_the_settings() -> None:
