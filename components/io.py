@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -172,3 +173,24 @@ def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 110) -> Path:
         fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
+
+
+_NUMBER_LIKE = re.compile(r"^[\s+-]*[\d.,eE_+-]*(?:nan|inf|infinity)?\s*$", re.IGNORECASE)
+
+
+def quote_value(value: Any, limit: int = 16) -> str:
+    """A value read from a user's data file, as an error message may show it.
+
+    Numbers, booleans and empty values are quoted (``-3``, ``'nan'``, ``'45,5'``: what the user must fix);
+    other text is described by its length only, so that a message about a file that is not what it should
+    be (a configuration file given as a data path, say) never repeats what the file holds.
+    """
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        if not value.strip():
+            return repr(value) if len(value) <= limit else "blank text"
+        if len(value) <= limit and _NUMBER_LIKE.match(value):
+            return repr(value)
+        return f"a text of {len(value)} characters"
+    return f"a {type(value).__name__}"

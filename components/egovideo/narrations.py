@@ -14,8 +14,9 @@ every video of the release carries both passes, and a few narrations have an emp
 skipped and counted rather than refused: videos whose ``status`` starts with ``redacted`` and that carry
 no pass (``skipped``), videos without narrations in the chosen pass (``without_pass``) and empty
 narration texts (``empty_texts``). Everything else that does not match the shape (a wrong type, a missing
-field, a negative timestamp) is an error that names the file, the video and the field; the message
-quotes at most the offending field's value, cut short.
+field, a negative timestamp) is an error that names the file, the video and the field; a message
+quotes a number it refuses, never the file's text (:func:`components.io.quote_value`). A UTF-8 byte-order
+mark is allowed.
 
 The whole file is parsed at once (the v2 release is about 1 GB of JSON).
 """
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.io import atomic_path
+from components.io import atomic_path, quote_value
 
 PASSES = ("narration_pass_1", "narration_pass_2")
 MIN_CLIP_NARRATIONS = 4   # a clip is cut only where it holds at least this many narrations
@@ -59,11 +60,6 @@ class NarrationSet:
     empty_texts: int = 0                                           # narrations with an empty text, dropped
 
 
-def _show(value: Any, limit: int = 40) -> str:
-    """The offending field's value for an error message, cut short (nothing else of the file is quoted)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -77,12 +73,12 @@ def _check_narration(item: Any, where: str) -> Narration | None:
         raise NarrationFormatError(f"{where}: missing 'timestamp_sec'")
     ts = item["timestamp_sec"]
     if not _number(ts):
-        raise NarrationFormatError(f"{where}.timestamp_sec: expected a number, got {_show(ts)}")
+        raise NarrationFormatError(f"{where}.timestamp_sec: expected a number, got {quote_value(ts)}")
     if ts < 0:
-        raise NarrationFormatError(f"{where}.timestamp_sec: negative timestamp {_show(ts)}")
+        raise NarrationFormatError(f"{where}.timestamp_sec: negative timestamp {quote_value(ts)}")
     frame = item.get("timestamp_frame")
     if frame is not None and (not isinstance(frame, int) or isinstance(frame, bool) or frame < 0):
-        raise NarrationFormatError(f"{where}.timestamp_frame: expected an int >= 0, got {_show(frame)}")
+        raise NarrationFormatError(f"{where}.timestamp_frame: expected an int >= 0, got {quote_value(frame)}")
     if "narration_text" not in item:
         raise NarrationFormatError(f"{where}: missing 'narration_text'")
     text = item["narration_text"]
@@ -98,7 +94,7 @@ def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], i
     if not p.is_file():
         raise NarrationFormatError(f"{p}: narration file not found")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8-sig"))  # a BOM is allowed, as in CSV
     except json.JSONDecodeError as err:
         raise NarrationFormatError(f"{p}: not valid JSON ({err})") from None
     except UnicodeDecodeError as err:

@@ -9,7 +9,9 @@ one object per line or one list of objects), with the dataset card's columns:
 * ``country``, ``serving_type`` (natural | metric), ``meal_id``: optional strings
 
 The whole file is checked before anything is returned; the first problem raises
-:class:`NutribenchFormatError` naming the file, the column, and the row (1-based data row) and value.
+:class:`NutribenchFormatError` naming the file, the column and the row (1-based data row); a refused number
+is quoted, never the file's text (:func:`components.io.quote_value`). A file needs at least two meals: one
+to evaluate on, the others to fit the baselines.
 Rows come back in the curated table's columns (see :mod:`components.nutrition.curation`), with
 ``source`` = the file name, ``n_items`` null and ``items`` "[]" (the real data has no item breakdown).
 """
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from components.io import quote_value
 
 REQUIRED = ("meal_description", "carb")
 OPTIONAL_NUMBERS = ("protein", "fat", "energy")
@@ -36,11 +40,6 @@ class NutribenchFormatError(ValueError):
         super().__init__(f"{path}: {problem}")
         self.path, self.problem = Path(path), problem
 
-
-def _show(value: Any, limit: int = 40) -> str:
-    """The offending value as the messages quote it: its repr, cut to ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
@@ -102,13 +101,13 @@ def _as_number(path: Path, column: str, row: int, value: Any, required: bool) ->
                                         "grams >= 0")
         return None
     if isinstance(value, bool):
-        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {_show(value)}, not a number")
+        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {quote_value(value)}, not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {_show(value)}, not a number") from None
+        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {quote_value(value)}, not a number") from None
     if not math.isfinite(number) or number < 0:
-        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {_show(value)}; expected a finite "
+        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {quote_value(value)}; expected a finite "
                                     "number >= 0")
     return number
 
@@ -138,7 +137,7 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
     for number, record in enumerate(records, start=1):
         description = record.get("meal_description")
         if not isinstance(description, str) or not description.strip():
-            raise NutribenchFormatError(path, f"column 'meal_description' row {number} holds {_show(description)}; "
+            raise NutribenchFormatError(path, f"column 'meal_description' row {number} holds {quote_value(description)}; "
                                         "expected a non-empty string")
         values = {"carb": _as_number(path, "carb", number, record.get("carb"), required=True)}
         for column in OPTIONAL_NUMBERS:
@@ -146,7 +145,7 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
         serving = record.get("serving_type")
         serving = "unspecified" if _missing(serving) else str(serving).strip().lower()
         if serving not in ("natural", "metric", "unspecified"):
-            raise NutribenchFormatError(path, f"column 'serving_type' row {number} holds {_show(serving)}; expected "
+            raise NutribenchFormatError(path, f"column 'serving_type' row {number} holds {quote_value(serving)}; expected "
                                         "'natural' or 'metric'")
         meal_id = record.get("meal_id")
         country = record.get("country")
@@ -164,9 +163,11 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
     for number, row in enumerate(rows, start=1):
         earlier = first_row.setdefault(row["meal_id"], number)
         if earlier != number:
-            raise NutribenchFormatError(path, f"column 'meal_id' row {number} repeats {_show(row['meal_id'])} "
-                                              f"of row {earlier}")
-    n_eval = max(1, round(eval_share * len(rows))) if len(rows) > 1 else 0
+            raise NutribenchFormatError(path, f"column 'meal_id' row {number} repeats the id of row {earlier}")
+    if len(rows) < 2:
+        raise NutribenchFormatError(path, f"the file holds {len(rows)} meal; at least 2 meals are needed (one to "
+                                          "evaluate on, the others to fit the baselines)")
+    n_eval = max(1, round(eval_share * len(rows)))
     eval_rows = set(np.random.default_rng(seed).permutation(len(rows))[:n_eval].tolist())
     for i, row in enumerate(rows):
         row["split"] = "eval" if i in eval_rows else "train"

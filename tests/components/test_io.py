@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from components.io import atomic_path, load_json, load_table, load_tensors, save_json, save_table, save_tensors
+from components.io import (atomic_path, load_json, load_table, load_tensors, quote_value, save_json, save_table,
+                           save_tensors)
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -40,3 +41,11 @@ def test_missing_and_malformed_files_name_the_path(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="bad.json"):
         load_json(bad)
+
+
+def test_a_data_value_is_quoted_only_when_it_is_a_number_or_looks_like_one() -> None:
+    assert [quote_value(v) for v in (-3, 2.5, True, None, "nan", "45,5", "-1e3", " ")] == \
+        ["-3", "2.5", "True", "None", "'nan'", "'45,5'", "'-1e3'", "' '"]
+    assert quote_value("db_password=hunter2") == "a text of 19 characters"
+    assert quote_value("9" * 40) == "a text of 40 characters"  # long numbers are cut to nothing, not quoted
+    assert quote_value({"a": 1}) == "a dict"
