@@ -149,7 +149,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.only is not None:
         resolved = {s: p for s, p in resolved.items() if s in args.only.split(",")}
     if os.environ.get(CHILD_ENV) == "1":
-        return _run_flows(resolved, args)
+        from paperflows import lifeline
+
+        watchdog = lifeline.watch(1, "the `paperflows run` that started this run")
+        try:
+            return _run_flows(resolved, args)
+        finally:
+            if watchdog is not None:
+                watchdog.terminate()
     from paperflows.dvcgen import stages_by_slug
     from paperflows.launcher import run_supervised, up_to_date
     from paperflows.settings import load_settings
@@ -193,12 +200,16 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
     """The child's work: each pipeline through its Prefect flow, one after the other."""
     from paperflows.settings import pin_environment
 
-    pin_environment()
+    settings = pin_environment()
     if args.no_progress:
         os.environ["PAPERFLOWS_PROGRESS"] = "0"
     from paperflows import flows
-
     from paperflows.errors import RunLockedError
+    from paperflows.tracking import reap_orphan_runs
+
+    ended = reap_orphan_runs(settings)  # runs of processes killed outright (SIGKILL) never stay RUNNING
+    if ended:
+        print(f"paperflows: {len(ended)} MLflow run(s) of a killed process were still RUNNING; ended as KILLED")
 
     failures, locked = [], []
     for slug, params in resolved.items():
@@ -240,7 +251,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     check_data_files(params, settings.root, pipeline.slug, groups=stage.params)
     root = settings.workspace(pipeline.slug)
     check_inputs(pipeline, stage, root)
-    pin_environment(settings)
+    pin_environment(settings, prefect=False)
     from paperflows import spool
     from paperflows.tracking import run_tags
 
@@ -249,12 +260,19 @@ def cmd_stage(args: argparse.Namespace) -> int:
     tracker = spool.SpoolTracker(settings, pipeline.slug)
     ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
                        threads=settings.torch_threads, project=settings.root, cache_dir=settings.cache_dir)
+    from paperflows import lifeline
+
+    # `dvc repro` runs this as `sh -c ...`: when DVC is killed, the stage stops instead of writing on
+    watchdog = lifeline.watch(2, "the process that started this stage")
     try:
         with output_lock(settings, root), terminate_as_exception():
             result = run_stage(ctx, None, run_tags(settings, "dvc"))
     except BaseException:
         spool.replay(settings, pipeline.slug)
         raise
+    finally:
+        if watchdog is not None:
+            watchdog.terminate()
     if stage is pipeline.stages[-1]:
         written = spool.replay(settings, pipeline.slug)
         print(f"{pipeline.dvc_name(stage)}: {written} stage run(s) written to MLflow")
@@ -303,9 +321,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from paperflows import deploy, registry
 
-    deploy.require_api_url()  # before anything is imported or started
+    api_url = deploy.require_api_url()  # before anything is imported, started or written
     for slug in args.slugs:
         registry.get(slug)
+    deploy.check_server(api_url)
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
     from paperflows.settings import pin_environment
@@ -331,7 +350,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         print(f"{root / deploy.PREFECT_FILE} matches the registered pipelines")
         return EXIT_OK
-    deploy.require_api_url()
+    deploy.check_server(deploy.require_api_url())
     from paperflows.settings import pin_environment
 
     pin_environment()
@@ -374,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # the error types live in light modules: `--help`, `list` and `report` never import a paper or torch
     from paperflows.deploy import DeployError
-    from paperflows.errors import RunLockedError, StageInputError
+    from paperflows.errors import RunLockedError, RunTerminated, StageInputError
     from paperflows.params import ParamsError
     from paperflows.registry import PipelineImportError, UnknownPipelineError
     from paperflows.settings import SettingsError
@@ -393,6 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("paperflows: interrupted", file=sys.stderr)
         return 130
+    except RunTerminated:
+        print("paperflows: stopped by SIGTERM", file=sys.stderr)
+        return 143
 
 
 if __name__ == "__main__":

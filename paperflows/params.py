@@ -266,6 +266,9 @@ class DataFile:
     check: Callable[[Path], object]
     folder: bool = False
     description: str = "data file"
+    # a folder's files as the official release names them (``{split}``-style names spelled out), relative to
+    # the folder: what the check reads, shown to users and filled with hostile bytes by the tests
+    layout: tuple[str, ...] = ()
 
 
 def data_file_fields(model: type[PydanticModel], prefix: str = "") -> Iterator[tuple[str, DataFile]]:

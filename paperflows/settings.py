@@ -132,10 +132,11 @@ def default_cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "paperflows"
 
 
-def pin_environment(settings: Settings | None = None) -> Settings:
+def pin_environment(settings: Settings | None = None, prefect: bool = True) -> Settings:
     """Set the variables Prefect, MLflow and Hugging Face read, unless the user already set them.
 
-    Must run before ``import prefect`` (Prefect reads its settings at import time).
+    Must run before ``import prefect`` (Prefect reads its settings at import time). ``prefect=False``: the
+    process starts no Prefect (a DVC stage), so no Prefect home folder is made for it.
     """
     s = settings or load_settings()
     defaults = {
@@ -152,5 +153,6 @@ def pin_environment(settings: Settings | None = None) -> Settings:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # Prefect does not create it
+    if prefect:
+        Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # Prefect does not create it
     return s
