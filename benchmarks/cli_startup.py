@@ -5,6 +5,9 @@ Times, in one process and interleaved over repeats, in a throwaway project:
 * ``python -c pass`` (the interpreter alone: the floor) and ``python -c "import torch"`` (what every
   stage of a torch paper needs: the floor of a stage; ``import torch, mlflow`` for comparison);
 * ``paperflows --help``, ``paperflows list``, ``paperflows report`` (targets: <= 1 s each);
+* a refused run: ``paperflows run <slug> --set seeds=abc`` for every paper, which validates the parameters
+  and exits 2 before any work (target: <= 1.5 s; one row, the median over papers and repeats, and the
+  slowest paper's median);
 * ``paperflows stage knots merge`` on a tiny knots run made first: its fixed cost is the wall time minus
   the seconds the stage itself reports (target: <= 1.5 s); its MLflow run is spooled. The pipeline's last
   stage, ``paperflows stage knots report``, also writes the spooled runs to MLflow (reported apart).
@@ -26,21 +29,24 @@ from pathlib import Path
 
 import yaml
 
+from paperflows import registry
+
 REPO = Path(__file__).resolve().parents[1]
 TINY_KNOTS = {"seeds": [0], "data": {"tasks": ["rotate90", "invert"]}, "base": {"steps": 30},
               "lora": {"steps": 20, "head_steps": 20}, "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]}}
+REFUSED = "a refused run (--set seeds=abc)"
 
 
 def _merge(base: dict, update: dict) -> dict:
     return {**base, **{k: _merge(base[k], v) if isinstance(v, dict) else v for k, v in update.items()}}
 
 
-def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+def _timed(cmd: list[str], env: dict[str, str], cwd: Path, expect: int = 0) -> tuple[float, str]:
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
-    if proc.returncode not in (0,):
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    if proc.returncode != expect:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}, expected {expect}: {proc.stderr[-2000:]}")
     return seconds, proc.stdout + proc.stderr
 
 
@@ -69,14 +75,20 @@ def main() -> int:
         "paperflows stage knots merge": [*cli, "stage", "knots", "merge"],
         "paperflows stage knots report (+ MLflow)": [*cli, "stage", "knots", "report"],
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    refused = {slug: [*cli, "run", slug, "--set", "seeds=abc"] for slug in registry.slugs()}  # exit 2, no work
+    times: dict[str, list[float]] = {name: [] for name in [*commands, REFUSED]}
     work: dict[str, list[float]] = {name: [] for name in commands}
+    per_paper: dict[str, list[float]] = {slug: [] for slug in refused}
     for _ in range(args.repeats):
         for name, cmd in commands.items():
             seconds, out = _timed(cmd, env, project)
             times[name].append(seconds)
             if name.startswith("paperflows stage"):
                 work[name].append(float(re.search(r"done in ([0-9.]+)s", out).group(1)))
+        for slug, cmd in refused.items():
+            seconds, _ = _timed(cmd, env, project, expect=2)
+            per_paper[slug].append(seconds)
+            times[REFUSED].append(seconds)
     floor = statistics.median(times["python -c pass (floor)"])
     print(f"{'command':<36} {'median s':>9} {'min s':>7} {'x floor':>8}")
     for name, values in times.items():
@@ -85,6 +97,9 @@ def main() -> int:
     for name in ("paperflows stage knots merge", "paperflows stage knots report (+ MLflow)"):
         fixed = [t - w for t, w in zip(times[name], work[name])]
         print(f"{name}: fixed cost (wall - stage work) median {statistics.median(fixed):.2f} s, min {min(fixed):.2f} s")
+    slowest = max(per_paper, key=lambda slug: statistics.median(per_paper[slug]))
+    print(f"{REFUSED}: slowest paper {slowest}, median {statistics.median(per_paper[slowest]):.2f} s "
+          f"(target <= 1.5 s)")
     print(f"stage floor (import torch): {statistics.median(times['import torch (stage floor)']):.2f} s")
     return 0
 

@@ -324,9 +324,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     api_url = deploy.require_api_url()  # before anything is imported, started or written
     for slug in args.slugs:
         registry.get(slug)
-    deploy.check_server(api_url)
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
+    deploy.check_server(api_url)
     from paperflows.settings import pin_environment
 
     pin_environment()

@@ -16,7 +16,10 @@ std of all its coordinates, so every cloud has zero mean and unit std over its p
 clouds returned by the call); "none" keeps mesh units.
 
 PC15k layout (PointFlow's preprocessing): ``root/<synset_id>/<split>/*.npy``, each ``[15000, 3]``;
-:func:`check_pc15k` checks a folder against it (headers of every file) before any work.
+:func:`check_pc15k` checks a folder against it (headers of every file) before any work. The files are
+read with numpy alone in :mod:`components.data.pc15k` (``PC15K_SYNSETS`` and ``check_pc15k`` are
+re-exported here); the family names are :data:`components.data.names.SHAPE_FAMILY_NAMES`. Parameter
+validation imports those two modules, never this one (torch, trimesh).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import numpy as np
 import torch
 import trimesh
 from torch import Tensor
+
+from components.data.pc15k import PC15K_SYNSETS, check_pc15k, read_pc15k_arrays
 
 __all__ = ["SHAPE_FAMILIES", "NORMALIZATIONS", "PC15K_SYNSETS", "make_shape_mesh", "sample_shapes",
            "normalize_clouds", "read_pc15k", "check_pc15k"]
@@ -90,7 +95,8 @@ def _lamp(rng: np.random.Generator) -> trimesh.Trimesh:
     return trimesh.util.concatenate([base, pole, shade])
 
 
-#: family name -> builder ``rng -> mesh`` with random shape parameters.
+#: family name -> builder ``rng -> mesh`` with random shape parameters; keyed by
+#: :data:`components.data.names.SHAPE_FAMILY_NAMES`, in that order.
 SHAPE_FAMILIES: dict[str, Callable[[np.random.Generator], trimesh.Trimesh]] = {
     "ellipsoid": _ellipsoid,
     "torus": _torus,
@@ -167,120 +173,10 @@ def sample_shapes(category: str, n_shapes: int, n_points: int, seed: int,
     return normalize_clouds(torch.from_numpy(clouds), normalization).float()
 
 
-#: ShapeNetCore.v2 synset ids of the categories used by PointFlow / PVD / NSOT.
-PC15K_SYNSETS: dict[str, str] = {
-    "airplane": "02691156",
-    "chair": "03001627",
-    "car": "02958343",
-}
-
-
 def read_pc15k(root: str | Path, category: str, split: str, n_points: int, seed: int,
                normalization: str = "per_shape", max_shapes: int | None = None) -> Tensor:
-    """Read ShapeNetCore.v2.PC15k clouds and subsample each to ``n_points``.
-
-    Files are read in sorted name order; each cloud keeps a random subset of ``n_points`` of its
-    points, drawn without replacement from ``numpy.random.default_rng(seed)``.
-
-    Args:
-        root: folder holding ``<synset_id>/<split>/*.npy``.
-        category: "airplane", "chair", "car" (see :data:`PC15K_SYNSETS`) or a synset id.
-        split: "train", "val" or "test" (any sub-folder name).
-        n_points: points kept per shape (<= points stored per file).
-        seed: subsampling seed.
-        normalization: key of :data:`NORMALIZATIONS` applied to the returned clouds.
-        max_shapes: read only the first ``max_shapes`` files (sorted), or all if None.
-
-    Returns:
-        float32 ``[S, n_points, 3]``.
-
-    Raises:
-        ValueError: unknown category, or an array that is not ``[K, 3]`` with ``K >= n_points``
-            (the message names the file).
-        FileNotFoundError: the split folder is missing or has no ``.npy`` files.
-    """
-    synset = PC15K_SYNSETS.get(category, category)
-    if synset not in PC15K_SYNSETS.values() and not (synset.isdigit() and len(synset) == 8):
-        raise ValueError(f"unknown PC15k category {category!r}; expected one of {sorted(PC15K_SYNSETS)} "
-                         "or an 8-digit synset id")
-    folder = Path(root) / synset / split
-    if not folder.is_dir():
-        raise FileNotFoundError(f"PC15k folder not found: {folder} (expected root/<synset_id>/<split>/*.npy)")
-    files = sorted(folder.glob("*.npy"))
-    if not files:
-        raise FileNotFoundError(f"no .npy files in PC15k folder {folder}")
-    if max_shapes is not None:
-        files = files[:max_shapes]
-    rng = np.random.default_rng(seed)
-    clouds = []
-    for path in files:
-        _pc15k_header(path, n_points)
-        arr = np.load(path, allow_pickle=False)
-        keep = rng.choice(arr.shape[0], size=n_points, replace=False)
-        clouds.append(arr[keep].astype(np.float64))
-    return normalize_clouds(torch.from_numpy(np.stack(clouds)), normalization).float()
-
-
-def _pc15k_header(path: Path, n_points: int = 1) -> tuple[int, ...]:
-    """Shape of one PC15k ``.npy`` file from its header alone, after checking it is a plain float
-    ``[K, 3]`` array with ``K >= n_points`` that ``np.load(..., allow_pickle=False)`` reads in full.
-
-    Raises ``ValueError`` naming the file and the offending field (magic, header, dtype, shape, size).
-    """
-    with open(path, "rb") as handle:
-        try:
-            version = np.lib.format.read_magic(handle)
-        except ValueError:
-            raise ValueError(f"{path}: not a .npy file (no NumPy magic string)") from None
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        try:
-            shape, _, dtype = reader(handle)
-        except (ValueError, SyntaxError):
-            raise ValueError(f"{path}: unreadable .npy header (format version {version})") from None
-        offset = handle.tell()
-    if dtype.hasobject:
-        raise ValueError(f"{path}: holds Python objects (dtype {dtype}), so it cannot be loaded with "
-                         "allow_pickle=False; PC15k files are float arrays")
-    if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"{path}: expected float coordinates, got dtype {dtype}")
-    if len(shape) != 2 or shape[1] != 3 or shape[0] < n_points:
-        raise ValueError(f"{path}: expected an array of shape [K, 3] with K >= {n_points} "
-                         f"(PC15k files are [15000, 3]), got {tuple(shape)}")
-    expected = offset + int(np.prod(shape)) * dtype.itemsize
-    if path.stat().st_size < expected:
-        raise ValueError(f"{path}: truncated ({path.stat().st_size} bytes, the header needs {expected})")
-    return tuple(shape)
-
-
-def check_pc15k(root: str | Path, splits: tuple[str, ...] = ("train", "test")) -> dict[str, dict[str, int]]:
-    """Check a ShapeNetCore.v2.PC15k folder before any work: ``{synset: {split: number of files}}``.
-
-    ``root`` must hold at least one ``<8-digit synset id>/`` folder, each with every split in ``splits``
-    holding ``.npy`` files. Every file's header is read (dtype, shape, size: see :func:`read_pc15k` for
-    what a file must be) and the first file of each split is loaded in full with ``allow_pickle=False``
-    and must hold finite coordinates.
-
-    Raises:
-        ValueError: the layout is wrong (names the folder) or a file is malformed (names the file).
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise ValueError(f"{root}: not a folder (expected <synset_id>/<split>/*.npy)")
-    synsets = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit() and len(p.name) == 8)
-    if not synsets:
-        raise ValueError(f"{root}: no <synset_id>/ folders (8-digit ShapeNet ids such as "
-                         f"{PC15K_SYNSETS['airplane']}); expected <synset_id>/<split>/*.npy")
-    found: dict[str, dict[str, int]] = {}
-    for synset in synsets:
-        found[synset.name] = {}
-        for split in splits:
-            files = sorted((synset / split).glob("*.npy")) if (synset / split).is_dir() else []
-            if not files:
-                raise ValueError(f"{synset / split}: missing or without .npy files (expected "
-                                 "<synset_id>/<split>/*.npy)")
-            for path in files:
-                _pc15k_header(path)
-            if not np.isfinite(np.load(files[0], allow_pickle=False)).all():
-                raise ValueError(f"{files[0]}: non-finite coordinates")
-            found[synset.name][split] = len(files)
-    return found
+    """ShapeNetCore.v2.PC15k clouds subsampled to ``n_points`` (:func:`components.data.pc15k.read_pc15k_arrays`,
+    which names the arguments and the errors), normalised by ``normalization`` (a key of
+    :data:`NORMALIZATIONS`): float32 ``[S, n_points, 3]``."""
+    clouds = read_pc15k_arrays(root, category, split, n_points, seed, max_shapes)
+    return normalize_clouds(torch.from_numpy(clouds), normalization).float()

@@ -30,11 +30,14 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from components.egovideo.narrations import MIN_CLIP_NARRATIONS, Narration
+
+if TYPE_CHECKING:
+    import torch
 
 OBJECTS = ("knife", "cup", "plate", "bowl", "spoon", "fork", "pan", "pot", "kettle", "bottle",
            "jar", "towel", "sponge", "apple", "bread", "phone", "keys", "scissors", "lid", "glass")
@@ -271,6 +274,8 @@ def synthesize_frames(events: Sequence[Event], n_frames: int, cfg: FrameConfig, 
     Background frames carry the ``none`` action and the place of the last event that named one.
     ``seed`` draws the noise (one per clip); the codes depend only on ``cfg.seed`` and the words.
     """
+    import torch  # here only: the rest of the module is numpy, and parameter validation imports it (via qa)
+
     d, P = cfg.d_feat, cfg.patches
     at = {e.frame: e for e in events}
     rng = np.random.default_rng(seed)

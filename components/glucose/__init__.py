@@ -11,12 +11,13 @@ from components.glucose.bolus_study import (
     reference_gap,
     run_bolus_study,
 )
-from components.glucose.patients import ADULTS, Patients, load_patients
+from components.glucose.patients import ADULTS, PATIENTS, Patients, load_patients
 from components.glucose.risk import RISK_CONVENTIONS, risk_indices, time_in_range
 from components.glucose.simulator import SimConfig, meal_intake, simulate_meal
 
 __all__ = [
     "ADULTS",
+    "PATIENTS",
     "RISK_CONVENTIONS",
     "SENSOR_RANGE",
     "TRUE_CARBS",

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 # model constants the ODE reads (names as in vpatient_params.csv)
 ODE_PARAMS = ("BW", "kabs", "kmax", "kmin", "b", "d", "Vg", "Vi", "Ib", "Vmx", "Km0", "k1", "k2", "p2u",
@@ -22,6 +21,8 @@ ODE_PARAMS = ("BW", "kabs", "kmax", "kmin", "b", "d", "Vg", "Vi", "Ib", "Vmx", "
               "ksc", "ka1", "ka2", "u2ss")
 N_STATES = 13
 ADULTS = tuple(f"adult#{i:03d}" for i in range(1, 11))
+# the 30 virtual patients of simglucose's vpatient_params.csv (parameter validation reads this, not the file)
+PATIENTS = tuple(f"{group}#{i:03d}" for group in ("adolescent", "adult", "child") for i in range(1, 11))
 
 
 def simglucose_folder() -> Path:
@@ -72,6 +73,8 @@ def load_patients(names: tuple[str, ...] | list[str] = ADULTS, folder: Path | No
     Raises:
         KeyError: a name is not one of the 30 virtual patients (the message lists them).
     """
+    import pandas as pd  # here only, so that ADULTS (read by parameter validation) comes without pandas
+
     folder = folder or simglucose_folder() / "params"
     table = pd.read_csv(folder / "vpatient_params.csv")
     quest = pd.read_csv(folder / "Quest.csv")

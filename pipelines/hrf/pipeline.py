@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from components.data.images import load_mnist, load_mnist_idx
-from components.data.toy import gaussian_mixture_1d
+from components.data.toy import MOONS_CENTRE, gaussian_mixture_1d, two_moons
 from components.generative.hierarchical import (draw_velocities, hierarchical_batch, hierarchical_batch_loss,
                                                 mixture_velocity_law_samples, sample_schedule)
 from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
@@ -33,8 +33,8 @@ from components.models.vit import TinyViT, TinyViTConfig
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.hrf import ABOUT
-from pipelines.hrf.params import (DATA_DIM, LOWDIM, HrfParams, dataset_depths, dataset_schedules, method_name,
-                                  model_config, moons_target, schedule_label)
+from pipelines.hrf.params import (DATA_DIM, LOWDIM, DataParams, HrfParams, dataset_depths, dataset_schedules,
+                                  method_name, model_config, schedule_label)
 from pipelines.hrf.plots import quality_csv, quality_plot, sample_grid, trajectory_plot, velocity_plot
 from pipelines.hrf.report import build_report, seed_means
 
@@ -58,6 +58,11 @@ def model_file(folder: str, dataset: str, depth: int, seed: int) -> str:
 def rng(seed: int, *purpose: object) -> torch.Generator:
     """A generator for one purpose of one seed's run (:func:`paperflows.derive_seed`)."""
     return torch.Generator().manual_seed(derive_seed(seed, *purpose))
+
+
+def moons_target(data: DataParams, n: int, seed: int) -> torch.Tensor:
+    """``[n, 2]`` two-moons points (sklearn's ``make_moons``), centred and scaled by ``data.moons_scale``."""
+    return data.moons_scale * (two_moons(n, data.moons_noise, seed)[0] - torch.tensor(MOONS_CENTRE))
 
 
 def load_flow(ctx: StageContext, folder: str, dataset: str, depth: int, seed: int) -> MLPVelocity:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from components.data.images import TASK_TRANSFORMS
-from paperflows.params import AttentionSection, PipelineParams, Section
+from components.data.names import TASK_NAMES
+from paperflows.params import AttentionSection, PipelineParams, Section, Seed
 
-TASKS = tuple(TASK_TRANSFORMS)
+TASKS = TASK_NAMES  # the keys of components.data.images.TASK_TRANSFORMS
 METHODS = ("ta", "ties", "dare_ties", "knots_ta", "knots_ties", "knots_dare_ties")
 # per-task average normalised accuracy with CLIP ViT-B/32 r16 LoRAs, as quoted from the KnOTS table by Iso-C
 PAPER_VITB32 = {"ta": 63.7, "ties": 63.7, "dare_ties": 63.7, "knots_ties": 68.0, "knots_dare_ties": 63.9}
@@ -21,12 +21,12 @@ class DataParams(Section):
     tasks: list[str] = Field(default_factory=lambda: list(TASKS), min_length=2,
                              description=f"Task transforms, each a task with its own LoRA; any of {list(TASKS)}.")
     max_train: int = Field(5000, ge=100, le=50_000, description="Cap on training images per task (mnist).")
-    split_seed: int = Field(0, ge=0, description="Seed of the train/val/test split and the task transforms.")
+    split_seed: Seed = Field(0, description="Seed of the train/val/test split and the task transforms.")
 
     @field_validator("tasks")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        unknown = [t for t in value if t not in TASK_TRANSFORMS]
+        unknown = [t for t in value if t not in TASKS]
         if unknown or len(set(value)) != len(value):
             raise ValueError(f"tasks must be distinct names from {list(TASKS)}, got {value}")
         return value
@@ -43,7 +43,7 @@ class BaseParams(AttentionSection):
 
 class LoraParams(Section):
     r: int = Field(4, ge=1, le=256, description="LoRA rank.")
-    alpha: float = Field(4.0, gt=0, description="LoRA alpha (update scale alpha / r).")
+    alpha: float = Field(4.0, gt=0, le=1024, description="LoRA alpha (update scale alpha / r).")
     dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
     steps: int = Field(300, ge=1, le=1_000_000, description="LoRA fine-tuning steps per task.")
     head_steps: int = Field(200, ge=1, le=100_000, description="Steps fitting each task's linear head on frozen "
@@ -56,25 +56,13 @@ class LoraParams(Section):
 class MergeParams(Section):
     methods: list[Literal[METHODS]] = Field(default_factory=lambda: list(METHODS), min_length=1,  # type: ignore[valid-type]
                                             description="Merging methods compared.")
-    lambdas: list[float] = Field(default_factory=lambda: [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], min_length=1,
-                                 description="Grid of the scaling coefficient lambda (searched on validation).")
-    top_ks: list[float] = Field(default_factory=lambda: [10.0, 20.0, 30.0, 50.0, 100.0], min_length=1,
-                                description="Grid of TIES top-K percentages (searched on validation).")
+    lambdas: list[Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=lambda: [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], min_length=1,
+        description="Grid of the scaling coefficient lambda, each in (0, 10] (searched on validation).")
+    top_ks: list[Annotated[float, Field(gt=0, le=100)]] = Field(
+        default_factory=lambda: [10.0, 20.0, 30.0, 50.0, 100.0], min_length=1,
+        description="Grid of TIES top-K percentages, each in (0, 100] (searched on validation).")
     dare_p: float = Field(0.5, ge=0, lt=1, description="DARE drop probability.")
-
-    @field_validator("lambdas", "top_ks")
-    @classmethod
-    def _positive(cls, value: list[float]) -> list[float]:
-        if any(v <= 0 for v in value):
-            raise ValueError(f"grid values must be > 0, got {value}")
-        return value
-
-    @field_validator("top_ks")
-    @classmethod
-    def _percent(cls, value: list[float]) -> list[float]:
-        if any(v > 100 for v in value):
-            raise ValueError(f"top-K is a percentage in (0, 100], got {value}")
-        return value
 
 
 class KnotsParams(PipelineParams):

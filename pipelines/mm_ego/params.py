@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from components.egovideo.narrations import check_narration_file
 from components.egovideo.qa import TEMPLATES
-from paperflows.params import AttentionSection, DataFile, PipelineParams, Section
+from paperflows.params import AttentionSection, DataFile, PipelineParams, Section, Seed
 
 METHODS = ("mpp", "uniform", "compressed", "blind")
 LLM_NAMES = ("smollm2-135m", "tiny")
@@ -24,15 +24,15 @@ class DataParams(Section):
         "synthetic egocentric streams. With a real file, clips are cut per bucket and their frame features "
         "are synthesised from the parsed narrations (no video is read).")
     narration_pass: Literal[1, 2] = Field(1, description="Which Ego4D annotator pass to read.")
-    bucket_frames: list[int] = Field(default_factory=lambda: [32, 128, 512], min_length=3, max_length=3,
+    bucket_frames: list[Annotated[int, Field(ge=4, le=100_000)]] = Field(default_factory=lambda: [32, 128, 512], min_length=3, max_length=3,
                                      description="Frames per clip of the short / medium / long buckets.")
-    videos_per_bucket: list[int] = Field(default_factory=lambda: [200, 80, 40], min_length=3, max_length=3,
+    videos_per_bucket: list[Annotated[int, Field(ge=2, le=100_000)]] = Field(default_factory=lambda: [200, 80, 40], min_length=3, max_length=3,
                                          description="Videos (clips) per bucket, short / medium / long.")
     event_rate: float = Field(0.4, gt=0, le=1, description="Share of frames holding a narrated event.")
     habit: float = Field(0.5, ge=0, le=1, description="Strength of the habits (home places, successors) "
                                                       "that give questions a language prior.")
     fps: float = Field(1.0, gt=0, le=30, description="Feature frames per second of video.")
-    seed: int = Field(0, ge=0, description="Seed of the synthetic world, streams and frame noise.")
+    seed: Seed = Field(0, description="Seed of the synthetic world, streams and frame noise.")
 
     @field_validator("bucket_frames")
     @classmethod
@@ -69,7 +69,7 @@ class QAParams(Section):
     llm_clips: int = Field(16, ge=1, le=100_000, description="Clips prompted (evenly over the buckets).")
     llm_fallback: Literal["template", "drop"] = Field("template", description="For a clip whose LLM question is "
                                                       "rejected: use its template questions, or drop the clip.")
-    seed: int = Field(0, ge=0, description="Seed of question sampling and option order.")
+    seed: Seed = Field(0, description="Seed of question sampling and option order.")
 
     @field_validator("qtypes")
     @classmethod
@@ -81,7 +81,7 @@ class QAParams(Section):
 
 class BenchmarkParams(Section):
     test_fraction: float = Field(0.25, gt=0, lt=1, description="Share of videos held out as the benchmark.")
-    split_seed: int = Field(0, ge=0, description="Seed of the video split.")
+    split_seed: Seed = Field(0, description="Seed of the video split.")
 
 
 class ModelParams(AttentionSection):
@@ -119,7 +119,7 @@ class DebiasParams(Section):
 
 
 class MmEgoParams(PipelineParams):
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=20,
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1, max_length=20,
                              description="Training seeds; every method is trained once per seed.")
     data: DataParams = Field(default_factory=DataParams, description="Narrations, clips and frames.")
     frames: FrameParams = Field(default_factory=FrameParams, description="Synthetic frame features.")

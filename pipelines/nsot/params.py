@@ -6,8 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.data.shapes import SHAPE_FAMILIES, check_pc15k
-from paperflows.params import AttentionSection, DataFile, PipelineParams, Section
+from components.data.names import SHAPE_FAMILY_NAMES
+from components.data.pc15k import PC15K_SYNSETS, check_pc15k
+from paperflows.params import AttentionSection, DataFile, PipelineParams, Section, Seed
 
 #: couplings trained with beta = 0: independent pairs, online per-sample Hungarian, offline superset OT
 COUPLINGS = ("independent", "online_ot", "nsot")
@@ -35,24 +36,26 @@ def beta_of(method: str) -> float:
 class DataParams(Section):
     categories: list[str] = Field(
         default_factory=lambda: ["ellipsoid", "torus", "cylinder"], min_length=1,
-        description=f"Procedural shape families mixed into one dataset; any of {sorted(SHAPE_FAMILIES)}.")
+        description=f"Procedural shape families mixed into one dataset; any of {sorted(SHAPE_FAMILY_NAMES)}.")
     n_train: int = Field(384, ge=8, le=100_000, description="Training shapes (split evenly over categories).")
     n_test: int = Field(128, ge=8, le=20_000, description="Test shapes (reference set of 1-NNA).")
     n_points: int = Field(64, ge=8, le=4096, description="N: points per training sample and per generated cloud.")
     superset_points: int = Field(256, ge=8, le=20_000,
                                  description="M: surface points per shape in the offline superset (M >= N).")
-    pc15k_root: Annotated[str | None, DataFile(check_pc15k, folder=True,
-                                               description="ShapeNetCore.v2.PC15k folder")] = Field(
+    pc15k_root: Annotated[str | None, DataFile(check_pc15k, folder=True, description="ShapeNetCore.v2.PC15k folder",
+                                               layout=tuple(f"{synset}/{split}/0000.npy" for synset in
+                                                            PC15K_SYNSETS.values() for split in ("train", "test")))
+                          ] = Field(
         None, description="Folder of ShapeNetCore.v2.PC15k (<synset>/<split>/*.npy); empty: procedural shapes.")
     pc15k_category: Literal["airplane", "chair", "car"] = Field("airplane", description="PC15k category.")
-    seed: int = Field(0, ge=0, description="Seed of the dataset (shape parameters and surface samples).")
+    seed: Seed = Field(0, description="Seed of the dataset (shape parameters and surface samples).")
 
     @field_validator("categories")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        unknown = [c for c in value if c not in SHAPE_FAMILIES]
+        unknown = [c for c in value if c not in SHAPE_FAMILY_NAMES]
         if unknown:
-            raise ValueError(f"unknown categories {unknown}; expected any of {sorted(SHAPE_FAMILIES)}")
+            raise ValueError(f"unknown categories {unknown}; expected any of {sorted(SHAPE_FAMILY_NAMES)}")
         return value
 
     @model_validator(mode="after")
@@ -78,7 +81,7 @@ class TrainParams(Section):
     lr: float = Field(2e-3, gt=0, le=1, description="AdamW learning rate.")
     couplings: list[Literal["independent", "online_ot", "nsot"]] = Field(
         default_factory=lambda: list(COUPLINGS), min_length=1, description="Couplings trained with beta = 0.")
-    betas: list[float] = Field(default_factory=lambda: [0.1, 0.4],
+    betas: list[Annotated[float, Field(gt=0, lt=1)]] = Field(default_factory=lambda: [0.1, 0.4],
                                description="Hybrid NSOT blends; each adds a model 'nsot_b<beta>'.")
 
     @field_validator("couplings")
@@ -101,9 +104,9 @@ class TrainParams(Section):
 
 class EvalParams(Section):
     n_generated: int = Field(128, ge=8, le=20_000, description="Clouds generated per model and step count.")
-    euler_steps: list[int] = Field(default_factory=lambda: [1, 2, 5, 20], min_length=1,
+    euler_steps: list[Annotated[int, Field(ge=1, le=10_000)]] = Field(default_factory=lambda: [1, 2, 5, 20], min_length=1,
                                    description="Euler step counts (NFE) at which 1-NNA is measured.")
-    timing_points: list[int] = Field(default_factory=lambda: [64, 256, 1024], min_length=2,
+    timing_points: list[Annotated[int, Field(ge=2, le=100_000)]] = Field(default_factory=lambda: [64, 256, 1024], min_length=2,
                                      description="N values at which the training step time is measured.")
     timing_steps: int = Field(5, ge=1, le=100, description="Timing rounds per N: one timed training step per "
                                                            "coupling each, interleaved (the claims' replicates).")

@@ -7,12 +7,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.glucose import ADULTS, TRUE_CARBS
+from components.glucose import ADULTS, PATIENTS, TRUE_CARBS
 from components.nutrition.baselines import BASELINES
 from components.nutrition.foods import FOOD_SOURCES
 from components.nutrition.nutribench_file import SUFFIXES, check_nutribench_file
 from components.nutrition.prompting import LLM_STRATEGIES
-from paperflows.params import DataFile, PipelineParams, Section
+from paperflows.params import DataFile, PipelineParams, Section, Seed
 
 BASELINE_STRATEGIES = tuple(BASELINES)                # mean, ridge, lookup
 STRATEGIES = BASELINE_STRATEGIES + LLM_STRATEGIES      # + base, cot, rag
@@ -84,7 +84,7 @@ class EstimateParams(Section):
 
 
 class RiskParams(Section):
-    patients: list[str] = Field(default_factory=lambda: list(ADULTS), min_length=1,
+    patients: list[Literal[PATIENTS]] = Field(default_factory=lambda: list(ADULTS), min_length=1,  # type: ignore[valid-type]
                                 description="simglucose virtual patients (adolescent#001.., adult#001.., "
                                             "child#001..).")
     meals: int | None = Field(100, ge=1, le=200_000, description="Meals simulated per patient and strategy (the "
@@ -96,8 +96,8 @@ class RiskParams(Section):
     max_bolus_u: float = Field(30.0, gt=0, le=75.0, description="Largest single bolus the pump delivers (U): "
                                                                 "simglucose's pump table gives 30 U (Insulet) and 75 U "
                                                                 "(Cozmo). A larger request is capped, as a pump would.")
-    tir_low: float = Field(70.0, gt=0, description="Lower bound of the target range (mg/dL).")
-    tir_high: float = Field(180.0, gt=0, description="Upper bound of the target range (mg/dL).")
+    tir_low: float = Field(70.0, gt=0, le=600, description="Lower bound of the target range (mg/dL).")
+    tir_high: float = Field(180.0, gt=0, le=600, description="Upper bound of the target range (mg/dL).")
     risk_convention: Literal["kovatchev", "simglucose"] = Field(
         "kovatchev", description="LBGI/HBGI averaging: over all readings (Kovatchev) or over the low/high readings "
                                  "only (simglucose's risk_index).")
@@ -121,7 +121,7 @@ class RiskParams(Section):
 class NutribenchParams(PipelineParams):
     # one benchmark per run: the seed draws the curated meals, the train/eval split and the LLM meal subset,
     # and LLM decoding is greedy; the claims' intervals are paired bootstraps over meals of that benchmark
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=1,
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1, max_length=1,
                              description="Seed of the meal curation, the train/eval split and the LLM meal subset "
                                          "(one benchmark per run; LLM decoding is greedy).")
     data: DataParams = Field(default_factory=DataParams, description="The meal benchmark.")

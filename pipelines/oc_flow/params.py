@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -35,7 +35,7 @@ def ocflow_label(gamma: float) -> str:
 class DataParams(Section):
     n_train: int = Field(4000, ge=100, le=200_000, description="Two-moons training points (brief: 4,000).")
     noise: float = Field(0.05, ge=0.0, le=0.5, description="Gaussian noise of make_moons (brief: 0.05).")
-    target: list[float] = Field(default_factory=lambda: [0.0, 1.6], min_length=2, max_length=2,
+    target: list[Annotated[float, Field(ge=-100, le=100)]] = Field(default_factory=lambda: [0.0, 1.6], min_length=2, max_length=2,
                                 description="c of the 'target' reward -||x - c||^2, in data coordinates; the "
                                             "default lies 0.6 above the top of the upper moon (off the data).")
     so3_n_train: int = Field(3000, ge=30, le=200_000, description="Training rotations of the SO(3) toy.")
@@ -75,7 +75,7 @@ class GuidanceParams(Section):
     n_steps: int = Field(20, ge=1, le=1000, description="Euler steps N of every rollout (brief: 20).")
     iterations: int = Field(10, ge=1, le=1000, description="Guidance iterations per method (brief: 10).")
     lr: float = Field(0.1, gt=0, le=10, description="eta: step on the costate, shared by all methods.")
-    gammas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.1, 1.0], min_length=2,
+    gammas: list[Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=lambda: [0.0, 0.01, 0.1, 1.0], min_length=2,
                                 description="OC-Flow running-cost weights swept (beta = 1 - gamma).")
     claim_gamma: float = Field(0.1, ge=0, le=1, description="The gamma whose OC-Flow is compared with FlowGrad "
                                                             "and D-Flow in the claim (one of gammas).")

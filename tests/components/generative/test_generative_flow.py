@@ -144,3 +144,22 @@ def test_sinusoidal_time_embedding():
     assert float((emb[1] - emb[2]).abs().max()) > 0.1
     with pytest.raises(ValueError, match="even"):
         sinusoidal_time_embedding(torch.zeros(2), 7)
+
+
+def test_the_package_names_load_from_their_modules_and_match_its_import_statements():
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import components.generative as package
+
+    source = ast.parse(Path(package.__file__).read_text())
+    declared = {(alias.name, node.module.rsplit(".", 1)[1]) for node in ast.walk(source)
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("components.generative.")
+                for alias in node.names}
+    assert declared == set(package._API.items())  # the statements codedeps reads = what loads at run time
+    assert sorted(package.__all__) == sorted(package._API)
+    for name, module in package._API.items():
+        assert getattr(package, name) is getattr(importlib.import_module(f"components.generative.{module}"), name)
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        package.missing  # noqa: B018

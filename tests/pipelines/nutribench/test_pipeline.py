@@ -52,7 +52,7 @@ def test_params_errors_name_the_key() -> None:
 @pytest.mark.parametrize(("lines", "message"), [
     (["meal_description,carb", f"{SECRET},12", "rice,4,5,6"], r"not a readable CSV file"),
     ([f"{SECRET},12", "rice,4"], r"missing required column\(s\) \['meal_description', 'carb'\]"),
-    (["meal_description,carb", f"{SECRET},12", "rice,many"], r"column 'carb' row 2 holds 'many', not a number"),
+    (["meal_description,carb", f"{SECRET},12", "rice,many"], r"column 'carb' row 2 holds a text of 4 characters, not a number"),
 ], ids=["ragged", "wrong-columns", "non-numeric-carb"])
 def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, lines: list[str], message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())

