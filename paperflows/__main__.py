@@ -207,6 +207,7 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
     from paperflows.errors import RunLockedError
     from paperflows.tracking import reap_orphan_runs
 
+    flows.make_task_runner(settings)  # a task runner the settings cannot have is refused before anything is written
     ended = reap_orphan_runs(settings)  # runs of processes killed outright (SIGKILL) never stay RUNNING
     if ended:
         print(f"paperflows: {len(ended)} MLflow run(s) of a killed process were still RUNNING; ended as KILLED")
@@ -236,19 +237,26 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
 
 def cmd_stage(args: argparse.Namespace) -> int:
     from paperflows import registry
+    from paperflows.dvcgen import stages_by_slug
     from paperflows.params import check_data_files, check_sections, load_section
-    from paperflows.runtime import StageContext, check_inputs, output_lock, run_stage, terminate_as_exception
     from paperflows.settings import load_settings, pin_environment
 
+    # what can be refused without the stages' libraries (torch) is refused first
+    settings = load_settings()
+    model = registry.params_model(args.slug)
+    listed = stages_by_slug(settings.dvc_file).get(args.slug, [])
+    if listed and args.stage not in listed:
+        raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(listed)}")
+    check_sections(settings.params_file, registry.slugs())
+    params = load_section(model, args.slug, settings.params_file)
     pipeline = registry.get(args.slug)
     names = [s.name for s in pipeline.stages]
     if args.stage not in names:
         raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(names)}")
     stage = pipeline.stage(args.stage)
-    settings = load_settings()
-    check_sections(settings.params_file, registry.slugs())
-    params = load_section(pipeline.params_model, pipeline.slug, settings.params_file)
     check_data_files(params, settings.root, pipeline.slug, groups=stage.params)
+    from paperflows.runtime import StageContext, check_inputs, output_lock, run_stage, terminate_as_exception
+
     root = settings.workspace(pipeline.slug)
     check_inputs(pipeline, stage, root)
     pin_environment(settings, prefect=False)
