@@ -100,6 +100,7 @@ class Registry:
 
     def get(self, slug: str) -> Pipeline:
         """The paper's full declaration (imports its stages and their libraries)."""
+        self.check(slug)  # an unknown slug is refused before the engine (and torch) is imported
         from paperflows.runtime import Pipeline
 
         name = f"{self.package}.{slug}.pipeline"
