@@ -21,6 +21,7 @@ import gzip
 import importlib.util
 import os
 import pickle
+from collections.abc import Callable
 from glob import glob
 from pathlib import Path
 from typing import Any
@@ -89,16 +90,24 @@ MNIST_IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte
                    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 
 
+def _split_files(folder: Path, stems: tuple[str, ...], missing: Callable[[str], Exception]) -> list[Path]:
+    """The IDX file of each stem in ``folder`` (``<stem>.gz`` or ``<stem>``); ``missing(stem)`` is raised
+    for the first one that is not there."""
+    paths = []
+    for stem in stems:
+        found = _find_idx(folder, stem)
+        if found is None:
+            raise missing(stem)
+        paths.append(found)
+    return paths
+
+
 def mnist_idx_arrays(folder: str | os.PathLike[str], split: str) -> tuple[np.ndarray, np.ndarray]:
     """The uint8 images [N, 28, 28] and labels [N] of one split, checked; ValueError names file and row."""
     folder = Path(folder)
-    paths = []
-    for stem in MNIST_IDX_FILES[split]:
-        found = _find_idx(folder, stem)
-        if found is None:
-            raise ValueError(f"{folder}: missing {stem}.gz (or {stem}); expected the four IDX files of the "
-                             f"MNIST distribution: {[s for pair in MNIST_IDX_FILES.values() for s in pair]}")
-        paths.append(found)
+    paths = _split_files(folder, MNIST_IDX_FILES[split], lambda stem: ValueError(
+        f"{folder}: missing {stem}.gz (or {stem}); expected the four IDX files of the MNIST distribution: "
+        f"{[s for pair in MNIST_IDX_FILES.values() for s in pair]}"))
     images, labels = read_idx(paths[0]), read_idx(paths[1])
     if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) == 0:
         raise ValueError(f"{paths[0].name}: expected uint8 images [N, 28, 28], got {images.dtype} "
@@ -124,8 +133,7 @@ def check_mnist_idx(folder: str | os.PathLike[str]) -> dict[str, int]:
 
 # ---- Fashion-MNIST --------------------------------------------------------------------------------
 
-_FASHION_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-                       "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+_FASHION_FILES = MNIST_IDX_FILES  # Fashion-MNIST ships under MNIST's file names
 _FASHION_INSTALL = "apt-get update && apt-get install -y dataset-fashion-mnist"
 
 
@@ -149,13 +157,8 @@ def fashion_mnist_arrays(split: str, root: str | os.PathLike[str] | None = None)
     if split not in _FASHION_FILES:
         raise ValueError(f"Fashion-MNIST split must be one of {tuple(_FASHION_FILES)}, got {split!r}")
     folder = Path(root) if root is not None else fashion_mnist_root()
-    paths = []
-    for stem in _FASHION_FILES[split]:
-        found = _find_idx(folder, stem)
-        if found is None:
-            raise FileNotFoundError(f"{folder}: missing {stem}.gz; install Fashion-MNIST with "
-                                    f"`{_FASHION_INSTALL}` or point root at the IDX files")
-        paths.append(found)
+    paths = _split_files(folder, _FASHION_FILES[split], lambda stem: FileNotFoundError(
+        f"{folder}: missing {stem}.gz; install Fashion-MNIST with `{_FASHION_INSTALL}` or point root at the IDX files"))
     images, labels = read_idx(paths[0]), read_idx(paths[1])
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
         raise ValueError(f"{paths[0]} / {paths[1]}: images {images.shape} and labels {labels.shape} "
