@@ -316,9 +316,8 @@ def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tupl
         try:
             spec.check(path)
         except (ValueError, OSError, KeyError) as err:
-            detail = _first_line(err)
-            where = "" if str(path) in detail else f"{path} "  # readers often name the file themselves
-            raise ParamsError(f"{key}: {where}is not a valid {spec.description}: {detail}") from None
+            detail = _first_line(err).removeprefix(f"{path}: ")  # readers often name the file themselves
+            raise ParamsError(f"{key}: {path} is not a valid {spec.description}: {detail}") from None
 
 
 def _first_line(err: BaseException) -> str:
