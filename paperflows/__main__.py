@@ -181,19 +181,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:  # one child per pipeline, args.jobs at a time, on one local Prefect server
         jobs = [["run", s, "--only", s, *extra] if "," not in args.target and args.target != "all"
                 else ["run", args.target, "--only", s, *extra] for s in slugs]
+    from paperflows.params import at_file_values
     from paperflows.runtime import hold_output_locks
 
     # runs at the params.yaml values write the shared DVC workspace: its lock is taken here, before anything
     # starts, and held for the children (a run with edited values writes a new folder of its own)
-    workspaces = [settings.workspace(s) for s in slugs if _at_params_file_values(s, resolved[s], settings)]
+    workspaces = [settings.workspace(s) for s in slugs if at_file_values(resolved[s], s, settings.params_file)]
     with hold_output_locks(settings, workspaces) as held:
         return run_supervised(jobs, settings, parallel=args.jobs, extra_env=held)
-
-
-def _at_params_file_values(slug: str, params: Any, settings: Any) -> bool:
-    from paperflows.params import load_section
-
-    return load_section(type(params), slug, settings.params_file).model_dump() == params.model_dump()
 
 
 def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from paperflows import registry
-from paperflows.params import ParamsError, PipelineParams, check_data_files, load_section
+from paperflows.params import PipelineParams, at_file_values, check_data_files, file_values
 from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, begin_fan_out, execute, gather_items,
                                new_run_folder, output_lock, run_stage)
 from paperflows.settings import Settings, SettingsError, load_settings, pin_environment
@@ -174,17 +174,13 @@ class PortableTracker:
 # one run of a paper
 # --------------------------------------------------------------------------------------------------
 def workspace_params(pipeline: Pipeline, settings: Settings) -> PipelineParams | None:
-    try:
-        return load_section(pipeline.params_model, pipeline.slug, settings.params_file)
-    except ParamsError:
-        return None
+    return file_values(pipeline.params_model, pipeline.slug, settings.params_file)
 
 
 def resolve_root(pipeline: Pipeline, params: PipelineParams, settings: Settings,
                  run_name: str | None) -> tuple[Path, bool]:
     """(output folder, is-the-DVC-workspace) for a run with these parameters."""
-    ws = workspace_params(pipeline, settings)
-    if ws is not None and ws.model_dump() == params.model_dump():
+    if at_file_values(params, pipeline.slug, settings.params_file):
         return settings.workspace(pipeline.slug), True
     return new_run_folder(settings, pipeline.slug, run_name), False
 

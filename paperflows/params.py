@@ -237,6 +237,20 @@ def load_section(model: type[PipelineParams], slug: str, path: Path,
     return validate(model, section, slug)
 
 
+def file_values(model: type[PipelineParams], slug: str, path: Path) -> PipelineParams | None:
+    """The ``params.yaml`` values of ``slug`` (None when the file or its section is not valid)."""
+    try:
+        return load_section(model, slug, path)
+    except ParamsError:
+        return None
+
+
+def at_file_values(params: PipelineParams, slug: str, path: Path) -> bool:
+    """Whether ``params`` are exactly the ``params.yaml`` values: a run with them writes the DVC workspace."""
+    found = file_values(type(params), slug, path)
+    return found is not None and found.model_dump() == params.model_dump()
+
+
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (lists kept as values)."""
     flat: dict[str, Any] = {}
