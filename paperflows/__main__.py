@@ -232,11 +232,11 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
 
 def cmd_stage(args: argparse.Namespace) -> int:
     from paperflows import registry
-    from paperflows.dvcgen import stages_by_slug
+    from paperflows.dvcgen import missing_input, stages_by_slug
     from paperflows.params import check_data_files, check_sections, load_section
     from paperflows.settings import load_settings, pin_environment
 
-    # what can be refused without the stages' libraries (torch) is refused first
+    # what can be refused without the stages' libraries (torch) is refused first, from the generated dvc.yaml
     settings = load_settings()
     model = registry.params_model(args.slug)
     listed = stages_by_slug(settings.dvc_file).get(args.slug, [])
@@ -244,6 +244,9 @@ def cmd_stage(args: argparse.Namespace) -> int:
         raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(listed)}")
     check_sections(settings.params_file, registry.slugs())
     params = load_section(model, args.slug, settings.params_file)
+    too_early = missing_input(settings.dvc_file, settings.root, args.slug, args.stage)
+    if too_early is not None:
+        raise too_early
     pipeline = registry.get(args.slug)
     names = [s.name for s in pipeline.stages]
     if args.stage not in names:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from paperflows.errors import StageInputError, missing_input_error
 from paperflows.settings import WORKSPACE_DIR
 
 if TYPE_CHECKING:
@@ -60,15 +61,49 @@ def render(pipelines: list[Pipeline]) -> str:
     return HEADER + yaml.safe_dump(build(pipelines), sort_keys=False, width=110)
 
 
-def stages_by_slug(dvc_file: Path, dvc_names: bool = False) -> dict[str, list[str]]:
-    """``slug -> stage names`` (or the DVC stage names, ``dvc_names=True``) read back from a generated
-    dvc.yaml (cheap: no paper code imported)."""
+def _read_stages(dvc_file: Path) -> dict[str, Any]:
     if not dvc_file.is_file():
         return {}
-    stages = (yaml.safe_load(dvc_file.read_text()) or {}).get("stages", {})
-    found: dict[str, list[str]] = {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return (yaml.load(dvc_file.read_text(), Loader=loader) or {}).get("stages", {})  # noqa: S506 - a safe loader
+
+
+def _paper_stages(stages: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """``(DVC name, slug, stage name, entry)`` of every stage that runs ``paperflows stage <slug> <stage>``."""
+    found = []
     for name, entry in stages.items():
         parts = str(entry.get("cmd", "")).split()
         if len(parts) == 4 and parts[:2] == ["paperflows", "stage"]:
-            found.setdefault(parts[2], []).append(name if dvc_names else parts[3])
+            found.append((name, parts[2], parts[3], entry))
     return found
+
+
+def stages_by_slug(dvc_file: Path, dvc_names: bool = False) -> dict[str, list[str]]:
+    """``slug -> stage names`` (or the DVC stage names, ``dvc_names=True``) read back from a generated
+    dvc.yaml (cheap: no paper code imported)."""
+    found: dict[str, list[str]] = {}
+    for name, slug, stage, _ in _paper_stages(_read_stages(dvc_file)):
+        found.setdefault(slug, []).append(name if dvc_names else stage)
+    return found
+
+
+def missing_input(dvc_file: Path, project: Path, slug: str, stage: str) -> StageInputError | None:
+    """The error for the first workspace input of ``slug``'s ``stage`` that does not exist, read from the
+    generated dvc.yaml, so that ``paperflows stage`` refuses a stage run too early without importing the
+    paper's libraries (the engine checks the declarations themselves again before the stage runs)."""
+    papers = [(name, s, entry) for name, sl, s, entry in _paper_stages(_read_stages(dvc_file)) if sl == slug]
+    entry = next((e for _, s, e in papers if s == stage), None)
+    prefix = f"{WORKSPACE_DIR}/{slug}/"
+    for dep in (entry or {}).get("deps", []):
+        if not dep.startswith(prefix) or (project / dep).exists():
+            continue
+        producer = next(((s, name) for name, s, e in papers if any(
+            dep == out or dep.startswith(out + "/") for out in _written(e))), ("?", slug))
+        return missing_input_error(slug, stage, project / dep, *producer)
+    return None
+
+
+def _written(entry: dict[str, Any]) -> list[str]:
+    """The paths a DVC stage writes (``outs``, ``metrics``, ``plots``; an item may be ``{path: options}``)."""
+    return [next(iter(item)) if isinstance(item, dict) else str(item)
+            for key in ("outs", "metrics", "plots") for item in entry.get(key, [])]

@@ -54,7 +54,8 @@ from typing import Any
 
 from components.io import load_json, save_json
 from components.training import torch_threads
-from paperflows.errors import RunLockedError, RunTerminated, StageInputError, StageOutputError
+from paperflows.errors import (RunLockedError, RunTerminated, StageInputError, StageOutputError,  # noqa: F401 - re-exported
+                               missing_input_error)
 from paperflows.paper import Paper
 from paperflows.params import PipelineParams, flatten, resolve_data_path
 from paperflows.seeds import seed_everything, stage_seed
@@ -302,11 +303,9 @@ def check_inputs(pipeline: Pipeline, stage: Stage, root: Path) -> None:
     for dep in stage.deps:
         target = root / dep
         if not target.exists():
-            producer = next((s.name for s in pipeline.stages if any(_covers(o, dep) for o in s.written())), "?")
-            raise StageInputError(
-                f"{pipeline.slug}.{stage.name}: input {target} is missing; it is written by stage "
-                f"'{producer}' (run `paperflows stage {pipeline.slug} {producer}` or `dvc repro "
-                f"{pipeline.dvc_name(pipeline.stage(producer)) if producer != '?' else pipeline.slug}`)")
+            producer = next((s for s in pipeline.stages if any(_covers(o, dep) for o in s.written())), None)
+            raise missing_input_error(pipeline.slug, stage.name, target, producer.name if producer else "?",
+                                      pipeline.dvc_name(producer) if producer else pipeline.slug)
 
 
 def staging_dir(root: Path, rel: str) -> Path:

@@ -48,3 +48,35 @@ def test_every_param_field_has_a_description() -> None:
 
     for pipeline in registry.all_pipelines():
         walk(pipeline.params_model, pipeline.slug)
+
+
+def test_the_early_input_check_from_dvc_yaml_agrees_with_the_declarations(tmp_path) -> None:
+    """`paperflows stage` refuses a stage run too early from dvc.yaml (no paper libraries imported): for
+    every stage, on an empty workspace and with the earlier stages' outputs present, it finds what the
+    engine's check of the declarations finds, with the same message."""
+    from paperflows.errors import StageInputError
+    from paperflows.runtime import check_inputs
+
+    def both(pipeline, stage, root):
+        early = dvcgen.missing_input(REPO / "dvc.yaml", root, pipeline.slug, stage.name)
+        try:
+            check_inputs(pipeline, stage, root / "outputs" / pipeline.slug)
+        except StageInputError as err:
+            return str(early) if early else None, str(err)
+        return str(early) if early else None, None
+
+    for pipeline in registry.all_pipelines():
+        for done, stage in enumerate(pipeline.stages):
+            empty = tmp_path / f"{pipeline.slug}-{done}-empty"
+            early, engine = both(pipeline, stage, empty)
+            assert early == engine and (engine is not None) == bool(stage.deps), (pipeline.slug, stage.name, early)
+            root = tmp_path / f"{pipeline.slug}-{done}"
+            for earlier in pipeline.stages[:done]:
+                for rel in earlier.written():
+                    target = root / "outputs" / pipeline.slug / rel
+                    if rel.endswith("/"):
+                        target.mkdir(parents=True, exist_ok=True)
+                    else:
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.touch()
+            assert both(pipeline, stage, root) == (None, None), (pipeline.slug, stage.name)
