@@ -13,8 +13,8 @@ pipeline's **checks**.
   SO(3)): it passes or fails, and is reported apart from the claims.
 
 Claims are a pure function of loaded tables, so a pipeline's ``report.py`` can be unit-tested on
-constructed numbers. The report is saved as ``report.json`` + ``report.md`` and published to MLflow and as
-a Prefect table artifact.
+constructed numbers. The report is saved as ``report.json`` + ``report.md`` (with the run's PNG figures
+inline) and published to MLflow and as a Prefect table artifact.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
+from urllib.parse import quote
 
 from components.io import save_json, save_text
 from components.metrics.stats import Interval, mean_ci, paired_ci
@@ -144,7 +145,9 @@ class Report:
                 "claims": [c.to_dict() for c in self.claims], "checks": [asdict(c) for c in self.checks],
                 "notes": self.notes, "extra_tables": self.extra_tables}
 
-    def to_markdown(self) -> str:
+    def to_markdown(self, images: Sequence[str] = ()) -> str:
+        """The report as GitHub-flavoured Markdown; ``images`` (figure paths relative to the report's folder)
+        are shown inline in a last "Figures" section."""
         parts = [f"# {self.title}", "", markdown_table(self.columns, self.rows), ""]
         for name, rows in self.extra_tables.items():
             if rows:
@@ -158,11 +161,40 @@ class Report:
                       for c in self.checks]
         if self.notes:
             parts += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
-        return "\n".join(parts) + "\n"
+        if images:
+            parts += ["", "## Figures", ""]
+            parts += [f"![{_escape_brackets(figure_caption(rel))}]({quote(rel)})\n" for rel in images]
+        return "\n".join(parts).rstrip("\n") + "\n"
 
     def save(self, json_path: Path) -> None:
+        """Write ``report.json`` and ``report.md`` beside it; report.md shows every PNG figure found under
+        the folder at this moment (written by earlier stages), as relative image links."""
+        root = json_path.parent
         save_json(self.to_dict(), json_path)
-        save_text(self.to_markdown(), json_path.with_suffix(".md"))
+        shown = [p.relative_to(root).as_posix() for p in figures(root)]
+        save_text(self.to_markdown(shown), json_path.with_suffix(".md"))
+
+
+STAGING_SUFFIXES = (".partial", ".old")  # folders of a fan-out stage still being written, or being replaced
+
+
+def figures(root: Path) -> list[Path]:
+    """The PNG figures of a run: every ``*.png`` under ``root``, sorted by relative path, leaving out the
+    staging folders of fan-out stages (``*.partial``, ``*.old``) and hidden files."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.rglob("*"):
+        parts = path.relative_to(root).parts
+        if (path.suffix.lower() == ".png" and path.is_file() and not any(p.startswith(".") for p in parts)
+                and not any(p.endswith(STAGING_SUFFIXES) for p in parts[:-1])):
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def figure_caption(rel: str) -> str:
+    """A figure's caption from its file name: ``plots/lambda_search.png`` -> ``lambda search``."""
+    return PurePosixPath(rel).stem.replace("_", " ")
 
 
 def claim_row(claim: dict[str, Any]) -> dict[str, Any]:
@@ -220,10 +252,24 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 
 def markdown_table(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    head = "| " + " | ".join(columns) + " |"
+    """A GitHub-flavoured Markdown table; every cell is escaped (:func:`markdown_cell`), so text holding
+    ``|`` or line breaks stays in its cell."""
+    head = "| " + " | ".join(markdown_cell(c) for c in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    body = ["| " + " | ".join(markdown_cell(fmt(r.get(c))) for c in columns) + " |" for r in rows]
     return "\n".join([head, sep, *body])
+
+
+def markdown_cell(text: Any) -> str:
+    r"""``text`` as the content of one Markdown table cell that renders as the literal text: backslashes and
+    pipes escaped (``\``, ``\|``: CommonMark / GFM), line breaks joined by spaces."""
+    escaped = str(text).replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(line.strip() for line in escaped.splitlines())
+
+
+def _escape_brackets(text: str) -> str:
+    """Text for a Markdown link's label: backslashes and square brackets escaped."""
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 
 def _json_float(value: float) -> float | None:
