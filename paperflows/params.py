@@ -1,9 +1,14 @@
 """Parameters: one pydantic model per pipeline, one ``params.yaml`` section per slug.
 
 The same model is the Prefect flow's parameter (the UI renders it as a form with the field
-descriptions and bounds), the schema that validates ``params.yaml`` and ``--set`` overrides, and the
-source of the DVC ``params:`` keys. Unknown keys, wrong types and out-of-range values are errors that
-name the key, raised before any work starts.
+descriptions, each ending with the field's range, and a dropdown for every fixed set of choices), the
+schema that validates ``params.yaml`` and ``--set`` overrides, and the source of the DVC ``params:`` keys.
+Unknown keys, wrong types and out-of-range values are errors that name the key, raised before any work
+starts.
+
+Overrides merge: ``--set train={steps: 5}`` changes ``train.steps`` and keeps the section's other
+``params.yaml`` values, and :func:`merge_given` gives a deployment run started with a partial parameter
+the same result.
 
 Paper scale is one switch: ``scale: paper`` replaces every value that is still at its CPU default by
 the value the paper (or its official code) uses, as listed in the model's ``PAPER_SCALE`` with its
@@ -26,7 +31,16 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 PydanticModel = BaseModel
 
@@ -38,10 +52,118 @@ class ParamsError(ValueError):
     """Bad parameters: the message names the key, the value and what was expected."""
 
 
-class Section(BaseModel):
-    """A group of parameters: no unknown keys, strict types, finite numbers, immutable once validated."""
+# --------------------------------------------------------------------------------------------------
+# bounds, read back from the JSON schema: stated in the form's descriptions and in `paperflows params`
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bounds:
+    """The limits of one parameter as its JSON schema states them: a number's range (inclusive or not), a
+    multiple, a list's length, and the bounds of the list's items."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False)
+    low: float | None = None
+    low_inclusive: bool = True
+    high: float | None = None
+    high_inclusive: bool = True
+    multiple_of: float | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    items: Bounds | None = None
+
+    @property
+    def empty(self) -> bool:
+        return (self.low is None and self.high is None and self.multiple_of is None and self.min_items is None
+                and self.max_items is None and (self.items is None or self.items.empty))
+
+
+def schema_bounds(prop: dict[str, Any]) -> Bounds:
+    """The :class:`Bounds` of a property of a JSON schema (through ``anyOf`` of a nullable value)."""
+    branches = [b for b in prop.get("anyOf", []) if b.get("type") != "null"]
+    if len(branches) == 1:
+        return schema_bounds({**branches[0], **{k: v for k, v in prop.items() if k != "anyOf"}})
+    low = prop.get("minimum", prop.get("exclusiveMinimum"))
+    high = prop.get("maximum", prop.get("exclusiveMaximum"))
+    items = schema_bounds(prop["items"]) if isinstance(prop.get("items"), dict) else None
+    return Bounds(low=low, low_inclusive="minimum" in prop, high=high, high_inclusive="maximum" in prop,
+                  multiple_of=prop.get("multipleOf"), min_items=prop.get("minItems"),
+                  max_items=prop.get("maxItems"), items=None if items is None or items.empty else items)
+
+
+def show_number(value: float) -> str:
+    """``1000000`` -> ``1,000,000``; ``0.01`` -> ``0.01``; a float is shown exactly (shortest repr)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) else repr(value)
+
+
+def range_phrase(b: Bounds) -> str:
+    """A number's range in words: ``1 to 1,000,000``, ``greater than 0, up to 1``, ``at least 0``."""
+    low, high = (None if v is None else show_number(v) for v in (b.low, b.high))
+    if low is not None and high is not None:
+        phrase = {(True, True): f"{low} to {high}", (True, False): f"{low} to less than {high}",
+                  (False, True): f"greater than {low}, up to {high}",
+                  (False, False): f"greater than {low} and less than {high}"}[(b.low_inclusive, b.high_inclusive)]
+    elif low is not None:
+        phrase = f"at least {low}" if b.low_inclusive else f"greater than {low}"
+    elif high is not None:
+        phrase = f"at most {high}" if b.high_inclusive else f"less than {high}"
+    else:
+        phrase = ""
+    if b.multiple_of is not None:
+        phrase = f"{phrase}, a multiple of {show_number(b.multiple_of)}" if phrase else \
+            f"a multiple of {show_number(b.multiple_of)}"
+    return phrase
+
+
+def length_phrase(b: Bounds) -> str:
+    """A list's length in words: ``at least 1``, ``1 to 20``, ``exactly 2`` (empty without bounds)."""
+    lo, hi = b.min_items, b.max_items
+    if lo is not None and hi is not None:
+        return f"exactly {lo}" if lo == hi else f"{lo} to {hi}"
+    if lo is not None:
+        return f"at least {lo}"
+    return f"at most {hi}" if hi is not None else ""
+
+
+_STATES_RANGE = re.compile(r"Range:|[\[(]\s*-?\d[\w.*]*\s*,\s*-?\d[\w.*]*\s*[\])]")
+_STATES_LENGTH = re.compile(r"\bItems:")
+
+
+def bounds_sentences(b: Bounds, description: str = "") -> str:
+    """The bounds as sentences appended to a description (``Range: 1 to 1,000,000.``, ``Items: at least 1.``),
+    leaving out what the description already states (an interval such as ``(0, 10]``, or ``Range:``)."""
+    parts = []
+    values = b.items if b.items is not None else b
+    while values.items is not None:  # a list of lists: the range of the innermost numbers
+        values = values.items
+    phrase = range_phrase(values)
+    if phrase and not _STATES_RANGE.search(description):
+        parts.append(f"Range{' of each item' if b.items is not None else ''}: {phrase}.")
+    length = length_phrase(b)
+    if length and not _STATES_LENGTH.search(description):
+        parts.append(f"Items: {length}.")
+    return " ".join(parts)
+
+
+def _state_bounds_in_descriptions(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    """JSON-schema hook of every section: each bounded field's description ends with its range, so the
+    Prefect form (which shows descriptions, not ``minimum``/``maximum``) tells the user the limits."""
+    for prop in schema.get("properties", {}).values():
+        if "$ref" in prop or "enum" in prop:
+            continue
+        description = prop.get("description", "")
+        extra = bounds_sentences(schema_bounds(prop), description)
+        if extra:
+            prop["description"] = f"{description.rstrip()} {extra}".strip()
+
+
+class Section(BaseModel):
+    """A group of parameters: no unknown keys, strict types, finite numbers, immutable once validated.
+
+    Its JSON schema (the Prefect form) states each field's bounds at the end of the field's description.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False,
+                              json_schema_extra=_state_bounds_in_descriptions)
 
 
 class AttentionSection(Section):
@@ -74,6 +196,15 @@ class PipelineParams(Section):
     PAPER_SCALE: ClassVar[dict[str, Any]] = {}
     PAPER_SOURCE: ClassVar[str] = ""
 
+    # the values as given to the validation (before the paper preset), see :func:`given_values`
+    _given: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        """Parameters are equal when their values are, however they were given."""
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, value: list[int]) -> list[int]:
@@ -82,21 +213,109 @@ class PipelineParams(Section):
             raise ValueError(f"seeds must be distinct (a repeated seed repeats the same run), {repeated} repeat")
         return value
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _apply_paper_scale(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or data.get("scale") != "paper" or not cls.PAPER_SCALE:
-            return data
-        defaults = _cpu_defaults(cls)
-        data = copy.deepcopy(data)
-        for dotted, paper_value in cls.PAPER_SCALE.items():
-            current = _get(data, dotted, _MISSING)
-            if current is _MISSING or current == _get(defaults, dotted, _MISSING):
-                _set(data, dotted, paper_value)
-        return data
+    def _apply_paper_scale(cls, data: Any, handler: ModelWrapValidatorHandler[PipelineParams]) -> PipelineParams:
+        if not isinstance(data, dict):
+            return handler(data)
+        given = _plain(data)
+        plan = paper_scale_plan(cls, given)
+        if plan.changed:
+            data = copy.deepcopy(data)
+            for change in plan.changed:
+                _set(data, change.key, change.paper)
+        params = handler(data)
+        params._given = given
+        return params
 
 
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class PresetChange:
+    """One key of ``PAPER_SCALE``: its value before the preset, and the paper's value."""
+
+    key: str
+    value: Any
+    paper: Any
+
+
+@dataclass(frozen=True)
+class PaperScalePlan:
+    """What ``scale: paper`` does to given values: the keys it switches to the paper's value (they were
+    missing or at their CPU default) and the keys it keeps because they were set to something else."""
+
+    changed: list[PresetChange]
+    kept: list[PresetChange]
+
+
+def paper_scale_plan(model: type[PipelineParams], data: dict[str, Any]) -> PaperScalePlan:
+    """The paper preset's effect on ``data`` (a section as given, before validation); nothing when its
+    ``scale`` is not ``paper``. Keys whose CPU value already is the paper's are in neither list."""
+    changed: list[PresetChange] = []
+    kept: list[PresetChange] = []
+    if data.get("scale") != "paper" or not model.PAPER_SCALE:
+        return PaperScalePlan(changed, kept)
+    defaults = _cpu_defaults(model)
+    for dotted, paper_value in model.PAPER_SCALE.items():
+        default = _get(defaults, dotted, _MISSING)
+        current = _get(data, dotted, _MISSING)
+        if current is _MISSING or current == default:
+            if default != paper_value:
+                changed.append(PresetChange(dotted, default if current is _MISSING else current, paper_value))
+        elif current != paper_value:
+            kept.append(PresetChange(dotted, current, paper_value))
+    return PaperScalePlan(changed, kept)
+
+
+def _plain(tree: Any) -> Any:
+    """A deep copy of given parameter data with sections as dicts of the fields they were given."""
+    if isinstance(tree, PipelineParams) and tree._given is not None:
+        return copy.deepcopy(tree._given)
+    if isinstance(tree, BaseModel):
+        return tree.model_dump(exclude_unset=True)
+    if isinstance(tree, dict):
+        return {key: _plain(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [_plain(value) for value in tree]
+    return copy.deepcopy(tree)
+
+
+def given_values(params: PipelineParams) -> dict[str, Any]:
+    """The values ``params`` were validated from, before the paper preset: a ``params.yaml`` section with
+    its ``--set`` overrides, or the (possibly partial) dict a Prefect deployment run was started with.
+
+    Falls back to pydantic's ``model_fields_set``, recursively into the sections, for a model that was not
+    validated (``model_construct``)."""
+    if params._given is not None:
+        return copy.deepcopy(params._given)
+    return params.model_dump(exclude_unset=True)
+
+
+def merge_given(params: PipelineParams, base: PipelineParams, prefix: str = "") -> PipelineParams:
+    """``base`` overlaid with exactly the values that were given to ``params``, validated again.
+
+    A deployment run started with a partial parameter (``{"train": {"steps": 500}}``) is validated by
+    Prefect into the full model, its missing fields at the model defaults; merged into ``base`` (the
+    ``params.yaml`` values), it gets what ``paperflows run --set train.steps=500`` gets: the other keys of
+    ``train`` keep their ``params.yaml`` values, and ``scale: paper`` applies to the merged values.
+    Raises :class:`ParamsError` (naming ``prefix``.key) when the merged values are not valid.
+    """
+    merged = merge_trees(given_values(base), given_values(params))
+    return validate(type(base), merged, prefix)
+
+
+def merge_trees(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` merged into a copy of ``base``: mappings merge key by key, recursively; any other value
+    replaces what ``base`` has."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_trees(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def _cpu_defaults(cls: type[PipelineParams]) -> dict[str, Any]:
@@ -184,15 +403,23 @@ def parse_override(text: str) -> tuple[str, Any]:
 def apply_overrides(data: dict[str, Any], overrides: list[tuple[str, Any]], model: type[PipelineParams],
                     prefix: str) -> dict[str, Any]:
     """Apply dotted overrides, refusing keys the model does not have (checked before validation so
-    a typo is reported as unknown, not silently nested)."""
+    a typo is reported as unknown, not silently nested).
+
+    A mapping given for a section (``train={steps: 5}``) merges into the section's values, recursively;
+    any other value replaces the key's value."""
     out = copy.deepcopy(data)
     for key, value in overrides:
-        _check_key_exists(model, key, prefix)
+        section = check_key_exists(model, key, prefix)
+        if section is not None and isinstance(value, dict):
+            current = _get(out, key, None)
+            value = merge_trees(current if isinstance(current, dict) else {}, value)
         _set(out, key, value)
     return out
 
 
-def _check_key_exists(model: type[BaseModel], dotted: str, prefix: str) -> None:
+def check_key_exists(model: type[BaseModel], dotted: str, prefix: str) -> type[BaseModel] | None:
+    """Raise :class:`ParamsError` unless ``dotted`` names a field of ``model``; returns the field's section
+    model when it is a section (None for a value)."""
     current: Any = model
     walked = []
     for part in dotted.split("."):
@@ -203,6 +430,7 @@ def _check_key_exists(model: type[BaseModel], dotted: str, prefix: str) -> None:
             raise ParamsError(f"{prefix}.{'.'.join(walked)}: unknown parameter; known keys here: {known}")
         annotation = fields[part].annotation
         current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return current
 
 
 def read_params_file(path: Path) -> dict[str, Any]:
@@ -311,12 +539,13 @@ def resolve_data_path(value: str, root: Path) -> Path:
 
 def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
                      ) -> None:
-    """Run the declared check of every data file the params name (only under ``groups`` when given).
+    """Run the declared check of every data file the params name (only under ``groups`` when given: a
+    group such as ``data`` or a dotted key such as ``data.path``, as a stage declares them).
 
     Raises :class:`ParamsError` naming the parameter, the path and the problem.
     """
     for dotted, spec in data_file_fields(type(params)):
-        if groups is not None and dotted.split(".")[0] not in groups:
+        if groups is not None and not any(dotted == g or dotted.startswith(f"{g}.") for g in groups):
             continue
         value = _get(params, dotted, None)
         if value in (None, ""):

@@ -101,7 +101,8 @@ class RiskParams(Section):
     risk_convention: Literal["kovatchev", "simglucose"] = Field(
         "kovatchev", description="LBGI/HBGI averaging: over all readings (Kovatchev) or over the low/high readings "
                                  "only (simglucose's risk_index).")
-    plot_patient: str = Field("adult#001", description="Patient whose glucose traces are plotted.")
+    plot_patient: Literal[PATIENTS] = Field("adult#001",  # type: ignore[valid-type]
+                                            description="Patient whose glucose traces are plotted (one of patients).")
     reference_check: bool = Field(True, description="Re-simulate the plotted case with simglucose's own "
                                                     "T1DPatient and report the largest BG difference.")
 
