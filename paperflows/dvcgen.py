@@ -38,7 +38,9 @@ def stage_entry(pipeline: Pipeline, stage: Stage) -> dict[str, Any]:
     if stage.outs:
         entry["outs"] = [_out_path(slug, o) for o in stage.outs]
     if stage.metrics:
-        entry["metrics"] = [{_out_path(slug, m): {"cache": False}} for m in stage.metrics]
+        # cached like every output (outputs/ is not in git): `dvc metrics diff` and `dvc exp show` read a
+        # commit's or an experiment's metrics from the cache through its dvc.lock
+        entry["metrics"] = [_out_path(slug, m) for m in stage.metrics]
     if stage.plots:
         plots = []
         for plot in stage.plots:

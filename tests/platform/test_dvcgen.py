@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
 import yaml
+from pydantic import BaseModel
 
 from paperflows import dvcgen, registry
 from paperflows.params import load_section
+from paperflows.runtime import StageContext, run_stage
 from tests.conftest import REPO
+
+WALL_CLOCK_WORDS = ("second", "_ms", "time", "wall", "elapsed", "duration", "clock")
 
 
 def test_dvc_yaml_matches_the_stage_declarations() -> None:
@@ -80,3 +90,58 @@ def test_the_early_input_check_from_dvc_yaml_agrees_with_the_declarations(tmp_pa
                         target.parent.mkdir(parents=True, exist_ok=True)
                         target.touch()
             assert both(pipeline, stage, root) == (None, None), (pipeline.slug, stage.name)
+
+
+class _Reads:
+    """A view of a params model that records the dotted key of every value read through it (``train.lr``).
+    A pydantic method (``model_dump``, ...) reads its whole section; methods and properties of the params
+    classes themselves run on the view, so what they read is recorded too."""
+
+    __slots__ = ("_model", "_prefix", "_log")
+
+    def __init__(self, model: BaseModel, prefix: str, log: set[str]) -> None:
+        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "_prefix", prefix)
+        object.__setattr__(self, "_log", log)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._model, name)
+        if name in type(self._model).model_fields:
+            if isinstance(value, BaseModel):
+                return _Reads(value, f"{self._prefix}{name}.", self._log)
+            self._log.add(f"{self._prefix}{name}")
+            return value
+        declared = getattr(type(self._model), name, None)
+        if isinstance(declared, property):
+            return declared.fget(self)
+        if callable(declared) and not hasattr(BaseModel, name):
+            return declared.__get__(self)
+        self._log.add(self._prefix.rstrip(".") or "<every key>")
+        return value
+
+
+def _keys(tree: Any, prefix: str = "") -> list[str]:
+    if isinstance(tree, dict):
+        return [k for key, value in tree.items() for k in _keys(value, f"{prefix}{key}/")]
+    return [prefix.rstrip("/")]
+
+
+@pytest.mark.parametrize("slug", registry.slugs())
+def test_every_stage_declares_every_param_it_reads(slug: str, tmp_path: Path) -> None:
+    """Each stage runs at the paper's tiny test values on a view of the params that records every key read.
+    A key read but not declared is a silent cache bug: DVC would keep the stage's old outputs after that key
+    changed. The metric files DVC compares across commits and experiments hold no wall-clock measurement."""
+    pipeline = registry.get(slug)
+    tiny = importlib.import_module(f"tests.pipelines.{slug}.test_pipeline").TINY
+    params = pipeline.params_model.model_validate(tiny)
+    for stage in pipeline.stages:
+        read: set[str] = set()
+        run_stage(StageContext(pipeline=pipeline, stage=stage, params=_Reads(params, "", read), root=tmp_path,
+                               progress=False, threads=1, project=REPO))
+        declared = pipeline.stage_params(stage)
+        undeclared = sorted(k for k in read if not any(k == d or k.startswith(f"{d}.") for d in declared))
+        assert not undeclared, f"{slug}.{stage.name} reads {undeclared} but declares only {declared}"
+        for rel in stage.metrics:
+            timed = [k for k in _keys(json.loads((tmp_path / rel).read_text()))
+                     if any(w in k.lower() for w in WALL_CLOCK_WORDS)]
+            assert not timed, f"{slug}.{stage.name}: {rel} holds machine measurements {timed}; use timings="

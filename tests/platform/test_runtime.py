@@ -117,7 +117,7 @@ def test_declaration_errors_are_caught_at_definition() -> None:
     with pytest.raises(ValueError, match="not written by an earlier stage"):
         Pipeline(paper=Paper("bad", "", "", ""), params_model=ToyParams,
                  stages=(Stage("a", _score, deps=("numbers.json",), outs=("report.json",)),))
-    with pytest.raises(ValueError, match="not fields"):
+    with pytest.raises(ValueError, match=r"bad\.a: params key 'nope' is not a key of ToyParams"):
         Pipeline(paper=Paper("bad", "", "", ""), params_model=ToyParams,
                  stages=(Stage("a", _make, params=("nope",), outs=("report.json",)),))
 
@@ -131,10 +131,97 @@ def test_dvc_entry_comes_from_the_declaration() -> None:
     assert "outputs/toy/numbers.json" in score["deps"] and "components/io.py" in score["deps"]
     assert "paperflows/seeds.py" in score["deps"]  # the engine seeds every stage from its name
     assert score["params"] == ["toy.scale"]
-    assert score["metrics"] == [{"outputs/toy/metrics.json": {"cache": False}}]
+    # metrics are cached like every output, so `dvc metrics diff` / `dvc exp show` find them for any commit
+    assert score["metrics"] == ["outputs/toy/metrics.json"]
     assert score["plots"] == [{"outputs/toy/curve.csv": {"x": "step", "y": "value"}}]
     assert entries["toy-make"]["params"] == ["toy.scale", "toy.model", "toy.rate"]
 
+
+
+# params deps at key level ------------------------------------------------------------------------
+def _keyed_pipeline(**make: object) -> Pipeline:
+    return Pipeline(paper=Paper("toy", "Toy", "0000.00000", "total positive"), params_model=ToyParams,
+                    stages=(Stage("make", _make, **{"params": ("model.width", "rate"), "outs": ("numbers.json",),
+                                                    **make}),
+                            Stage("score", _score, deps=("numbers.json",), outs=("report.json", "report.md"),
+                                  metrics=("metrics.json",), plots=(Plot("curve.csv", x="step", y="value"),))))
+
+
+def test_a_stage_may_depend_on_single_keys_and_dvc_lists_them() -> None:
+    pipeline = _keyed_pipeline()
+    make = pipeline.stage("make")
+    assert pipeline.stage_params(make) == ("scale", "model.width", "rate")
+    assert dvcgen.build([pipeline])["stages"]["toy-make"]["params"] == ["toy.scale", "toy.model.width", "toy.rate"]
+    assert pipeline.stage_param_values(make, ToyParams(rate=0.25)) == {"scale": "cpu", "model.width": 4, "rate": 0.25}
+    # a group is flattened to its keys
+    grouped = toy_pipeline()
+    assert grouped.stage_param_values(grouped.stage("make"), ToyParams()) == \
+        {"scale": "cpu", "model.width": 4, "rate": 0.5}
+
+
+@pytest.mark.parametrize("keys, message", [
+    (("model.widht",), r"toy\.make: params key 'model\.widht' is not a key of ToyParams .*known keys here: width"),
+    (("rate.value",), r"toy\.make: params key 'rate\.value' is not a key of ToyParams .*no sub-keys"),
+    (("model", "model.width"), r"toy\.make: params key 'model\.width' is already covered by 'model'"),
+])
+def test_a_dotted_key_that_the_params_model_lacks_is_refused_at_definition(keys: tuple[str, ...], message: str
+                                                                           ) -> None:
+    with pytest.raises(ValueError, match=message):
+        _keyed_pipeline(params=keys)
+
+
+def test_the_stage_run_logs_exactly_its_declared_keys(settings: Settings) -> None:
+    pipeline = _keyed_pipeline()
+    tracker = Tracker(settings, "toy")
+    summary = execute(pipeline, ToyParams(rate=0.25), settings, settings.root / "run", entry="test", tracker=tracker)
+    client = MlflowClient(settings.tracking_uri)
+    children = {r.data.tags["paperflows.stage"]: r for r in client.search_runs(
+        [tracker.experiment_id], f"tags.mlflow.parentRunId = '{summary.run_id}'")}
+    assert children["make"].data.params == {"scale": "cpu", "model.width": "4", "rate": "0.25"}
+    assert children["score"].data.params == {"scale": "cpu"}
+
+
+def test_data_files_are_checked_for_the_stages_whose_keys_select_them(tmp_path: Path) -> None:
+    from typing import Annotated
+
+    from paperflows.params import DataFile, check_data_files
+
+    def must_say_ok(path: Path) -> None:
+        if path.read_text() != "ok":
+            raise ValueError("does not say ok")
+
+    class Source(Section):
+        path: Annotated[str | None, DataFile(must_say_ok, description="greeting")] = Field(None, description="a file")
+        n: int = Field(1, description="rows")
+
+    class WithFile(PipelineParams):
+        data: Source = Field(default_factory=Source, description="data")
+
+    (tmp_path / "bad.txt").write_text("no")
+    params = WithFile(data=Source(path="bad.txt"))
+    for groups in (None, ("data",), ("data.path",)):
+        with pytest.raises(ParamsError, match=r"toy\.data\.path: .*bad\.txt is not a valid greeting: does not say ok"):
+            check_data_files(params, tmp_path, "toy", groups=groups)
+    for groups in ((), ("data.n",), ("seeds",)):
+        check_data_files(params, tmp_path, "toy", groups=groups)  # the stage does not read the file
+
+
+def test_a_fan_out_may_run_over_a_declared_dotted_key() -> None:
+    class Nested(Section):
+        arms: list[str] = Field(default_factory=lambda: ["a", "b"], description="arms")
+        size: int = Field(1, description="size")
+
+    class NestedParams(PipelineParams):
+        pick: Nested = Field(default_factory=Nested, description="pick")
+
+    def build(params: tuple[str, ...]) -> Pipeline:
+        return Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=NestedParams,
+                        stages=(Stage("draw", _draw, params=params, outs=("draws/",), fan_out="pick.arms"),
+                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+
+    assert build(("pick.arms",)).items(build(("pick",)).stages[0], NestedParams()) == ["a", "b"]
+    with pytest.raises(ValueError, match=r"fan_out 'pick\.arms' is not in the stage's params \('pick\.size',\)"):
+        build(("pick.size",))
 
 # params ------------------------------------------------------------------------------------------
 def test_unknown_and_bad_params_name_the_key(tmp_path: Path) -> None:
