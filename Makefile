@@ -15,6 +15,7 @@ env:
 main: env
 	paperflows run all
 	paperflows report
+	paperflows report --html
 
 ## test: the whole test suite
 test: env
@@ -25,6 +26,7 @@ repro: env
 
 report: env
 	paperflows report
+	paperflows report --html
 
 dvc-yaml: env
 	paperflows dvc-yaml

@@ -97,15 +97,51 @@ def load_json(path: str | os.PathLike[str]) -> Any:
         raise ValueError(f"{p}: not valid JSON ({err})") from err
 
 
-def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
-                 metadata: Mapping[str, str] | None = None) -> Path:
-    """Write a flat ``name -> tensor`` mapping as safetensors (tensors made contiguous on CPU)."""
-    from safetensors.torch import save_file
+def safetensors_bytes(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None = None) -> bytes:
+    """A flat ``name -> tensor`` mapping as the bytes of a safetensors file, the same bytes for the same input.
+
+    safetensors writes its metadata from a hash map, so with two keys or more their order (hence the file's
+    bytes and its DVC hash) changes from one process to the next; the header is written again here with the
+    metadata keys sorted (and padded to 8 bytes, as the format asks).
+    """
+    import struct
+
+    from safetensors.torch import save
 
     clean = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    blob = save(clean, metadata=dict(metadata) if metadata else None)
+    (size,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + size])
+    ordered = {"__metadata__": dict(sorted(header.pop("__metadata__").items()))} if "__metadata__" in header else {}
+    ordered.update(header)  # the tensors' entries in the order safetensors gave them (by offset: stable)
+    text = json.dumps(ordered, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + blob[8 + size:]
+
+
+def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
+                 metadata: Mapping[str, str] | None = None) -> Path:
+    """Write a flat ``name -> tensor`` mapping as safetensors (tensors made contiguous on CPU); the same
+    tensors and metadata give the same bytes (:func:`safetensors_bytes`)."""
+    blob = safetensors_bytes(tensors, metadata)
     with atomic_path(path) as tmp:
-        save_file(clean, str(tmp), metadata=dict(metadata) if metadata else None)
+        tmp.write_bytes(blob)
     return Path(path)
+
+
+def save_model(model: torch.nn.Module, path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None
+               ) -> Path:
+    """A module's ``state_dict`` as safetensors, with what rebuilds it in the file's metadata: ``model.class``
+    (``module:QualName``) and, when the module keeps its config dataclass as ``cfg``, ``model.config`` (JSON)."""
+    import dataclasses
+
+    cls = type(model)
+    meta = {"model.class": f"{cls.__module__}:{cls.__qualname__}"}
+    cfg = getattr(model, "cfg", None)
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        meta["model.config"] = json.dumps(_jsonable(dataclasses.asdict(cfg)), sort_keys=True)
+    meta.update(metadata or {})
+    return save_tensors(model.state_dict(), path, meta)
 
 
 def load_tensors(path: str | os.PathLike[str], device: str = "cpu") -> dict[str, torch.Tensor]:

@@ -4,12 +4,23 @@
     paperflows run <slug>|all [--set k=v]    run through Prefect (embedded), tracked in MLflow
     paperflows stage <slug> <stage>          one stage, no Prefect start-up (what dvc.yaml calls)
     paperflows dvc-yaml [--check]            regenerate dvc.yaml, or fail if it drifted
-    paperflows report [--json]               one table of every pipeline's claims
+    paperflows report [--json | --html [PATH]]
+                                             one table of every pipeline's claims, or a self-contained
+                                             HTML results page (default outputs/report.html)
+    paperflows graph <slug> [--mermaid | --svg PATH]
+                                             a pipeline's stages, artifacts and parameter groups, from
+                                             dvc.yaml (text; Mermaid source; an SVG file)
+    paperflows params <slug> [--set k=v] [--json]
+                                             every parameter: type, range, default, paper value, description
+    paperflows run <slug>|all --show [--set k=v]
+                                             the resolved parameters and the output folder; runs nothing
     paperflows serve [slug ...]              serve one Prefect deployment per pipeline (needs PREFECT_API_URL)
     paperflows deploy [--write|--check]      create the prefect.yaml deployments for a work pool, or
                                              regenerate / check prefect.yaml
     paperflows new <slug> --title ... --arxiv ... --claim ...
                                              scaffold a new paper package (see pipelines/README.md)
+    paperflows completion bash|zsh           a completion script (commands, slugs, stages, --set keys):
+                                             source <(paperflows completion bash)
 
 Exit codes: 0 success; 1 a run failed (or dvc.yaml / prefect.yaml drifted with --check); 2 bad
 command line, parameters or inputs (or no Prefect server for serve/deploy), detected before any work
@@ -56,14 +67,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=2, metavar="N",
                      help="pipelines run at once when several are asked for (default 2: both cores; results are "
                           "the same as one at a time)")
+    run.add_argument("--show", action="store_true",
+                     help="print the parameters each run would get (YAML), what scale=paper changes, and the "
+                          "folder it would write to; run nothing")
     run.add_argument("--only", default=None, help=argparse.SUPPRESS)  # the supervisor tells its child
+    par = sub.add_parser("params", help="every parameter of a pipeline: type, range, params.yaml default, paper "
+                                        "value, description")
+    par.add_argument("slug")
+    par.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="show the values with this override (as `run --set`)")
+    par.add_argument("--json", action="store_true", help="print a JSON list of objects instead of a table")
     stage = sub.add_parser("stage", help="run one stage at the params.yaml values (used by dvc.yaml)")
     stage.add_argument("slug")
     stage.add_argument("stage")
     dvc = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage declarations")
     dvc.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from the declarations")
     rep = sub.add_parser("report", help="one table over all pipelines: the claim, holds or not, the numbers")
-    rep.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    shown = rep.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    shown.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
+                       help="write one self-contained HTML page (tables, claims, figures, pipeline graphs) to "
+                            "PATH (default: outputs/report.html)")
+    gra = sub.add_parser("graph", help="a pipeline's stages with their inputs, outputs and parameter groups, "
+                                       "drawn from dvc.yaml")
+    gra.add_argument("slug")
+    view = gra.add_mutually_exclusive_group()
+    view.add_argument("--mermaid", action="store_true", help="print Mermaid flowchart source")
+    view.add_argument("--svg", default=None, metavar="PATH", help="write the graph as an SVG file")
     srv = sub.add_parser("serve", help="serve one Prefect deployment per pipeline on the server at "
                                        "PREFECT_API_URL (runs from the UI or API execute here; SIGTERM stops)")
     srv.add_argument("slugs", nargs="*", metavar="slug", help="pipelines to serve (default: all)")
@@ -81,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--title", required=True, help="the paper's title")
     new.add_argument("--arxiv", required=True, help="its arXiv id, e.g. 2410.19735")
     new.add_argument("--claim", required=True, help="the claim the pipeline must show, in one line")
+    comp = sub.add_parser("completion", help="print a shell completion script: source <(paperflows completion bash)")
+    comp.add_argument("shell", choices=["bash", "zsh"])
     return parser
 
 
@@ -148,6 +180,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     resolved = _resolve_run_params(args.target, args.overrides)
     if args.only is not None:
         resolved = {s: p for s, p in resolved.items() if s in args.only.split(",")}
+    if args.show:  # nothing started, nothing written
+        from paperflows.paramdoc import show_run
+        from paperflows.settings import load_settings
+
+        print(show_run(resolved, load_settings(), force=args.force), end="")
+        return EXIT_OK
     if os.environ.get(CHILD_ENV) == "1":
         from paperflows import lifeline
 
@@ -265,22 +303,24 @@ def cmd_stage(args: argparse.Namespace) -> int:
     # a stage process then never pays for importing MLflow
     tracker = spool.SpoolTracker(settings, pipeline.slug)
     ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
-                       threads=settings.torch_threads, project=settings.root, cache_dir=settings.cache_dir)
+                       threads=settings.torch_threads, project=settings.root, cache_dir=settings.cache_dir,
+                       progress=os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0")
     from paperflows import lifeline
 
     # `dvc repro` runs this as `sh -c ...`: when DVC is killed, the stage stops instead of writing on
     watchdog = lifeline.watch(2, "the process that started this stage")
     try:
         with output_lock(settings, root), terminate_as_exception():
-            result = run_stage(ctx, None, run_tags(settings, "dvc"))
+            result = run_stage(ctx, None, run_tags(settings, "dvc", source=f"dvc.yaml:{pipeline.dvc_name(stage)}",
+                                                   **{"dvc.exp_name": os.environ.get("DVC_EXP_NAME", "")}))
     except BaseException:
-        spool.replay(settings, pipeline.slug)
+        spool.replay(settings, pipeline.slug, pipeline, params)
         raise
     finally:
         if watchdog is not None:
             watchdog.terminate()
     if stage is pipeline.stages[-1]:
-        written = spool.replay(settings, pipeline.slug)
+        written = spool.replay(settings, pipeline.slug, pipeline, params)
         print(f"{pipeline.dvc_name(stage)}: {written} stage run(s) written to MLflow")
     print(f"{pipeline.dvc_name(stage)}: done in {result['seconds']:.1f}s")
     return EXIT_OK
@@ -315,12 +355,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     from paperflows.settings import load_settings
 
     settings = load_settings()
+    if args.html is not None:
+        from pathlib import Path
+
+        from paperflows import htmlpage
+
+        print(f"wrote {htmlpage.write(settings, Path(args.html) if args.html else None)}")
+        return EXIT_OK
     found = {slug: latest_report(settings, slug) for slug in registry.slugs()}
     rows = claims_table(found, settings.root)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         print(markdown_table(CLAIM_COLUMNS, rows))
+    return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    """Reads the generated dvc.yaml only: no paper code, no torch."""
+    from paperflows import graph, registry
+    from paperflows.settings import load_settings
+
+    registry.default().check(args.slug)  # UnknownPipelineError names the known slugs
+    settings = load_settings()
+    drawn = graph.from_dvc(settings.dvc_file, args.slug)
+    if drawn is None:
+        raise UsageError(f"pipeline '{args.slug}' has no stages in {settings.dvc_file}; run `paperflows dvc-yaml`")
+    if args.svg:
+        from components.io import save_text
+
+        print(f"wrote {save_text(graph.to_svg(drawn), args.svg)}")
+    else:
+        print(graph.to_mermaid(drawn) if args.mermaid else graph.to_text(drawn), end="")
     return EXIT_OK
 
 
@@ -391,11 +457,33 @@ def cmd_new(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_params(args: argparse.Namespace) -> int:
+    """Reads the paper's params module and params.yaml only: no stage code, no torch."""
+    from paperflows.paramdoc import params_text
+    from paperflows.settings import load_settings
+
+    print(params_text(args.slug, args.overrides, load_settings(), as_json=args.json), end="")
+    return EXIT_OK
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from paperflows.completion import script
+
+    print(script(args.shell), end="")
+    return EXIT_OK
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report,
-            "serve": cmd_serve, "deploy": cmd_deploy, "new": cmd_new}
+            "graph": cmd_graph, "serve": cmd_serve, "deploy": cmd_deploy, "new": cmd_new, "params": cmd_params,
+            "completion": cmd_completion}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_complete"]:  # the completion script's query: CWORD WORD... -> one candidate a line
+        from paperflows.completion import complete_command
+
+        return complete_command(argv[1:], build_parser())
     args = build_parser().parse_args(argv)
     # the error types live in light modules: `--help`, `list` and `report` never import a paper or torch
     from paperflows.deploy import DeployError

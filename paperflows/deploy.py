@@ -66,8 +66,9 @@ def deployment_description(pipeline: Pipeline) -> str:
     stages = " -> ".join(s.name for s in pipeline.stages)
     return (f"{pipeline.title} (arXiv {pipeline.arxiv}, https://arxiv.org/abs/{pipeline.arxiv}).\n\n"
             f"Claim checked: {pipeline.claim}\n\nStages: {stages}. The form holds the params.yaml "
-            f"section '{pipeline.slug}'; a run with edited values writes to runs/{pipeline.slug}/<run>/ "
-            f"and leaves the DVC-tracked outputs alone.")
+            f"section `{pipeline.slug}`; a run with edited values writes to `runs/{pipeline.slug}/<time>-<run name>/` "
+            f"and leaves the DVC-tracked outputs alone (a partial value of a section is merged into its "
+            f"params.yaml values).")
 
 
 def entrypoint(pipeline: Pipeline) -> str:

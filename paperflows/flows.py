@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import fcntl
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 
 from paperflows import registry
-from paperflows.params import PipelineParams, at_file_values, check_data_files, file_values
+from paperflows.params import PipelineParams, at_file_values, check_data_files, file_values, merge_given
 from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, begin_fan_out, execute, gather_items,
                                new_run_folder, output_lock, run_stage)
 from paperflows.settings import Settings, SettingsError, load_settings, pin_environment
@@ -61,7 +62,7 @@ from prefect.runtime import deployment, flow_run  # noqa: E402
 from prefect.settings import get_current_settings  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
-from paperflows.tracking import Tracker, run_tags  # noqa: E402
+from paperflows.tracking import Tracker, mlflow_artifact_url, mlflow_run_url, run_tags  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------------
@@ -124,10 +125,38 @@ def gpu_slot(settings: Settings) -> str | None:
 
 def run_stage_task(ctx: StageContext, parent: str | None, entry_tags: dict[str, str],
                    slot: str | None = None) -> dict[str, Any]:
-    """The body of every stage task: one stage, or one item, inside the GPU slot when it trains."""
+    """The body of every stage task: one stage, or one item, inside the GPU slot when it trains; its
+    summary (time, final losses, key metrics, the MLflow run) goes to the task's Prefect log."""
     held = concurrency(slot, occupy=1) if slot and ctx.stage.gpu else contextlib.nullcontext()
     with held:
-        return run_stage(ctx, parent, entry_tags)
+        result = run_stage(ctx, parent, entry_tags)
+    url = None
+    if ctx.tracker is not None and result.get("run_id"):
+        url = mlflow_run_url(ctx.tracker.settings, ctx.tracker.experiment_id, result["run_id"])
+    get_run_logger().info("%s", stage_summary(ctx.pipeline.slug, result, url))
+    return result
+
+
+SUMMARY_METRICS = 8  # key metrics shown in a stage's log line; every one of them is in MLflow
+
+
+def stage_summary(slug: str, result: dict[str, Any], url: str | None) -> str:
+    """One log line per stage call: ``knots.merge: done in 4.1 s; final loss ...; metrics ...; MLflow: <url>``."""
+    label = result["stage"] + (f"[{result['item']}]" if result.get("item") else "")
+    parts = [f"{slug}.{label}: done in {result['seconds']:.1f} s"]
+    final = result.get("final") or {}
+    if final:
+        shown = list(final.items())[:SUMMARY_METRICS]
+        parts.append("final " + ", ".join(f"{k} {v:.4g}" for k, v in shown)
+                     + (f" (+{len(final) - len(shown)} more)" if len(final) > len(shown) else ""))
+    metrics = result.get("metrics") or {}
+    if metrics:
+        shown = list(metrics.items())[:SUMMARY_METRICS]
+        parts.append("metrics " + ", ".join(f"{k}={v:.4g}" for k, v in shown)
+                     + (f" (+{len(metrics) - len(shown)} more)" if len(metrics) > len(shown) else ""))
+    if url:
+        parts.append(f"MLflow run: {url}")
+    return "; ".join(parts)
 
 
 class portable_quote(quote):
@@ -205,7 +234,9 @@ def _artifact_key(slug: str, suffix: str) -> str:
     return f"{slug.replace('_', '-')}-{suffix}"
 
 
-def publish_report(pipeline: Pipeline, summary: RunSummary) -> None:
+def publish_report(pipeline: Pipeline, summary: RunSummary, settings: Settings, experiment_id: str | None) -> None:
+    """Two artifacts of the flow run: the paper-shaped table with the claims in its description, and the
+    report as markdown with its figures (served by the MLflow UI from the parent run) and the run's links."""
     report = summary.report
     rows = [{c: row.get(c) for c in report["columns"]} for row in report["rows"]]
     claims = "\n".join(f"- **{c['verdict']}** `{c['id']}`: {c['claim']} — {c['evidence']}"
@@ -213,12 +244,29 @@ def publish_report(pipeline: Pipeline, summary: RunSummary) -> None:
     create_table_artifact(table=rows, key=_artifact_key(pipeline.slug, "results"),
                           description=f"{report['title']}\n\n{claims}")
     md_path = summary.root / Path(REPORT_FILE).with_suffix(".md")
-    if md_path.is_file():
-        create_markdown_artifact(markdown=md_path.read_text(), key=_artifact_key(pipeline.slug, "report"))
+    if not md_path.is_file():
+        return
+    text = md_path.read_text()
+    links = [f"Run folder: `{summary.root}`"]
+    if summary.run_id and experiment_id:
+        links.insert(0, f"MLflow run: {mlflow_run_url(settings, experiment_id, summary.run_id)}")
+        # report.md links its figures relative to the run folder; the parent run holds them at the same paths
+        text = re.sub(r"\]\((?!https?:)([^)\s]+\.png)\)",
+                      lambda m: f"]({mlflow_artifact_url(settings, summary.run_id, m.group(1))})", text)
+    create_markdown_artifact(markdown="\n\n".join(["  \n".join(links), text]),
+                             key=_artifact_key(pipeline.slug, "report"),
+                             description=f"{pipeline.title}: table, claims and figures "
+                                         f"({sum(c['verdict'] == 'holds' for c in report['claims'])}/"
+                                         f"{len(report['claims'])} claims hold)")
 
 
 def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str, Any]:
     settings = load_settings()
+    # a partial value (`prefect deployment run --param 'params={"train": {"steps": 500}}'`) is merged into the
+    # params.yaml values, as `paperflows run --set` merges: only what was given differs from params.yaml
+    base = workspace_params(pipeline, settings)
+    if base is not None:
+        params = merge_given(params, base, pipeline.slug)
     # data files named by the params are read before anything else happens (no folder, no MLflow run)
     check_data_files(params, settings.root, pipeline.slug)
     progress = os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0"
@@ -233,7 +281,7 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
         logger.info("%s: fan-out items %s; GPU slot %s", pipeline.slug,
                     "submitted together to Dask" if parallel else "run one after the other",
                     f"'{slot}' held by training stages" if slot else "not used")
-    tags = run_tags(settings, "prefect", **{
+    tags = run_tags(settings, "prefect", source=f"paperflows/flows.py:{pipeline.slug}_flow", **{
         "prefect.flow_run_id": str(flow_run.get_id() or ""),
         "prefect.flow_run_name": str(flow_run.get_name() or ""),
         "prefect.deployment_id": str(deployment.get_id() or ""),
@@ -267,7 +315,12 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
                           stage_runner=runner, progress=progress, workspace=workspace)
         dvc_status = commit_to_dvc(pipeline, settings) if workspace else "run folder (not DVC-tracked)"
     logger.info("%s: %s", pipeline.slug, dvc_status)
-    publish_report(pipeline, summary)
+    experiment = tracker.experiment_id if summary.run_id else None
+    publish_report(pipeline, summary, settings, experiment)
+    if summary.run_id:
+        logger.info("%s: %s claims hold; MLflow run: %s", pipeline.slug,
+                    f"{sum(c['verdict'] == 'holds' for c in summary.report['claims'])}/{len(summary.report['claims'])}",
+                    mlflow_run_url(settings, experiment, summary.run_id))
     return {"slug": pipeline.slug, "root": str(summary.root), "mlflow_run_id": summary.run_id,
             "seconds": summary.seconds, "workspace": workspace, "dvc": dvc_status,
             "claims": summary.report.get("claims", [])}

@@ -1,7 +1,9 @@
 """The stage contract: one declaration per stage → Prefect task, DVC stage and MLflow child run.
 
-A :class:`Stage` names the function that does the work, the parameter groups it reads, the files it
-reads (``deps``) and writes (``outs``, ``metrics``, ``plots``), and the source folders it depends on.
+A :class:`Stage` names the function that does the work, the parameters it reads (whole groups such as
+``"train"`` or single keys such as ``"train.so3_steps"``, so that changing a key reruns exactly the stages
+that read it), the files it reads (``deps``) and writes (``outs``, ``metrics``, ``plots``), and the source
+folders it depends on.
 From that one declaration:
 
 * :mod:`paperflows.dvcgen` writes the DVC stage (``cmd: paperflows stage <slug> <stage>``);
@@ -57,13 +59,15 @@ from components.training import torch_threads
 from paperflows.errors import (RunLockedError, RunTerminated, StageInputError, StageOutputError,  # noqa: F401 - re-exported
                                missing_input_error)
 from paperflows.paper import Paper
-from paperflows.params import PipelineParams, flatten, resolve_data_path
+from paperflows.params import ParamsError, PipelineParams, check_key_exists, flatten, resolve_data_path
 from paperflows.seeds import seed_everything, stage_seed
 from paperflows.settings import Settings
 
 
 REPORT_FILE = "report.json"  # written by every pipeline's last stage
 MAX_ARTIFACT_BYTES = 256 * 2**20  # larger outputs stay in DVC's cache only
+MAX_PREVIEW_BYTES = 8 * 2**20  # Parquet tables up to this size also get a CSV copy MLflow can preview
+FINAL_CURVES = ("loss", "val_loss", "accuracy", "val_accuracy")  # curves whose last value a stage summary shows
 
 
 @contextlib.contextmanager
@@ -103,7 +107,7 @@ class Stage:
 
     name: str
     run: Callable[[StageContext], None]
-    params: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()  # keys of the params model the stage reads: a group or a dotted key
     deps: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
@@ -113,6 +117,9 @@ class Stage:
     # measurements of the machine (seconds): written and checked like outputs and logged to MLflow, but not
     # given to DVC, so a rerun with equal results leaves dvc.lock unchanged
     timings: tuple[str, ...] = ()
+    # trained weights among the outs, as (role, path): registered in the MLflow model registry as
+    # ``<slug>-<role>`` (safetensors + a config.json to rebuild them) by every tracked run
+    models: tuple[tuple[str, str], ...] = ()
 
     @property
     def doc(self) -> str:
@@ -140,8 +147,8 @@ def _declared_stage(module: str, name: str) -> Stage:
 
 def stage(name: str | None = None, *, params: tuple[str, ...] = (), deps: tuple[str, ...] = (),
           outs: tuple[str, ...] = (), metrics: tuple[str, ...] = (), plots: tuple[Plot, ...] = (),
-          fan_out: str | None = None, gpu: bool = False, timings: tuple[str, ...] = ()
-          ) -> Callable[[Callable[[StageContext], None]], Stage]:
+          fan_out: str | None = None, gpu: bool = False, timings: tuple[str, ...] = (),
+          models: dict[str, str] | None = None) -> Callable[[Callable[[StageContext], None]], Stage]:
     """Declare a stage right above its function: ``@stage(params=("data",), outs=(TASKS,))``.
 
     The decorated name becomes the :class:`Stage` (still callable with a context), so the pipeline's
@@ -150,7 +157,8 @@ def stage(name: str | None = None, *, params: tuple[str, ...] = (), deps: tuple[
 
     def declare(func: Callable[[StageContext], None]) -> Stage:
         return Stage(name or func.__name__, func, params=tuple(params), deps=tuple(deps), outs=tuple(outs),
-                     metrics=tuple(metrics), plots=tuple(plots), fan_out=fan_out, gpu=gpu, timings=tuple(timings))
+                     metrics=tuple(metrics), plots=tuple(plots), fan_out=fan_out, gpu=gpu, timings=tuple(timings),
+                     models=tuple((models or {}).items()))
 
     return declare
 
@@ -183,15 +191,11 @@ class Pipeline:
         names = [s.name for s in self.stages]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.slug}: duplicate stage names in {names}")
-        fields = set(self.params_model.model_fields)
         produced: dict[str, str] = {}
         for stage in self.stages:
-            unknown = [p for p in stage.params if p not in fields]
-            if unknown:
-                raise ValueError(f"{self.slug}.{stage.name}: params {unknown} are not fields of "
-                                 f"{self.params_model.__name__}")
+            self._check_params(stage)
             if stage.fan_out is not None:
-                if stage.fan_out.split(".")[0] not in stage.params:
+                if not _under(stage.fan_out, stage.params):
                     raise ValueError(f"{self.slug}.{stage.name}: fan_out '{stage.fan_out}' is not in the "
                                      f"stage's params {stage.params}")
                 files = [p for p in stage.outs if not p.endswith("/")]
@@ -199,6 +203,10 @@ class Pipeline:
                     raise ValueError(f"{self.slug}.{stage.name}: a fan-out stage declares only outs folders "
                                      f"(each item writes its own sub-folder); got {files + list(stage.metrics)}"
                                      f"{' and plots' if stage.plots else ''}")
+            for role, rel in stage.models:
+                if rel not in stage.outs or not role.replace("_", "").isalnum():
+                    raise ValueError(f"{self.slug}.{stage.name}: model '{role}' must be a snake_case role naming "
+                                     f"one of the stage's outs {stage.outs}, got '{rel}'")
             for dep in stage.deps:
                 if not any(_covers(out, dep) for out in produced):
                     raise ValueError(f"{self.slug}.{stage.name}: dep '{dep}' is not written by an earlier stage")
@@ -208,6 +216,19 @@ class Pipeline:
                 produced[out] = stage.name
         if REPORT_FILE not in produced:
             raise ValueError(f"{self.slug}: no stage writes the report '{REPORT_FILE}'")
+
+    def _check_params(self, stage: Stage) -> None:
+        """Every declared key exists in the params model, and no declared key lies under another one."""
+        for key in stage.params:
+            try:
+                check_key_exists(self.params_model, key, self.slug)
+            except ParamsError as err:
+                raise ValueError(f"{self.slug}.{stage.name}: params key '{key}' is not a key of "
+                                 f"{self.params_model.__name__} ({err})") from None
+            wider = [other for other in stage.params if other != key and _under(key, (other,))]
+            if wider:
+                raise ValueError(f"{self.slug}.{stage.name}: params key '{key}' is already covered by "
+                                 f"'{wider[0]}'; declare one of them")
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -220,7 +241,20 @@ class Pipeline:
         return self.slug if stage is self.stages[-1] else f"{self.slug}-{stage.name}"
 
     def stage_params(self, stage: Stage) -> tuple[str, ...]:
+        """The keys a stage depends on, as declared (groups or dotted keys), after ``scale`` (which can
+        change any value). DVC lists them as ``<slug>.<key>``."""
         return tuple(dict.fromkeys(("scale", *stage.params)))
+
+    def stage_param_values(self, stage: Stage, params: PipelineParams) -> dict[str, Any]:
+        """The values of the keys ``stage`` depends on, flattened to dotted names (``train.lr``: ``2e-3``)."""
+        dumped = params.model_dump(mode="json")
+        values: dict[str, Any] = {}
+        for key in self.stage_params(stage):
+            value: Any = dumped
+            for part in key.split("."):
+                value = value[part]
+            values.update(flatten(value, f"{key}.") if isinstance(value, dict) else {key: value})
+        return values
 
     def items(self, stage: Stage, params: PipelineParams) -> list[str]:
         """The items a fan-out stage runs over (``[]`` for an ordinary stage)."""
@@ -237,6 +271,11 @@ class Pipeline:
 
 def _covers(out: str, path: str) -> bool:
     return out == path or (out.endswith("/") and path.startswith(out))
+
+
+def _under(key: str, declared: tuple[str, ...]) -> bool:
+    """Whether the dotted ``key`` is one of ``declared`` or lies inside one of them (``train.lr`` in ``train``)."""
+    return any(key == d or key.startswith(f"{d}.") for d in declared)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -257,6 +296,7 @@ class StageContext:
     threads: int | None = None        # torch intra-op threads for the stage call; None: leave as is
     project: Path | None = None       # the project root: relative data paths in params are taken from it
     cache_dir: Path | None = None     # derived model files shared across runs (PAPERFLOWS_CACHE)
+    latest: dict[str, float] = dataclasses.field(default_factory=dict)  # last value of every logged curve
 
     def data_path(self, value: str) -> Path:
         """A user-supplied data path from the params, resolved against the project root."""
@@ -285,6 +325,7 @@ class StageContext:
         return target
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.latest.update({k: float(v) for k, v in metrics.items() if v is not None})
         if self.tracker is None:
             return
         for run_id in self.run_ids:
@@ -383,11 +424,11 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
                 **{f"deps.{dep.rstrip('/')}": content_hash(root / dep) for dep in stage.deps}}
         child = tracker.start(f"{pipeline.slug}.{label}", tags, parent_id=parent_run_id)
         ctx.run_ids = (child,) + ((parent_run_id,) if parent_run_id else ())
-        dumped = ctx.params.model_dump(mode="json")
-        tracker.log_params(child, flatten({k: dumped[k] for k in pipeline.stage_params(stage)}))
+        tracker.log_params(child, pipeline.stage_param_values(stage, ctx.params))
     # every stage starts from the same RNG state whatever ran before it in this process, so a stage run
     # by `dvc repro` (own process) and by the Prefect flow (after other stages) computes the same thing
     seed_everything(stage_seed(pipeline.slug, label))
+    ctx.latest = {}  # this call's own curves (items of a fan-out stage are copies of one context)
     started = time.perf_counter()
     ok = killed = False
     metrics: dict[str, float] = {}
@@ -418,7 +459,9 @@ def run_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: d
         # curves logged to the parent run too: written now, since this process may be a Dask worker
         # that never sees the parent run end
         tracker.flush(parent_run_id)
-    return {"stage": stage.name, "item": ctx.item, "seconds": seconds, "metrics": metrics}
+    final = {k: v for k, v in ctx.latest.items() if k.rsplit("/", 1)[-1] in FINAL_CURVES}
+    return {"stage": stage.name, "item": ctx.item, "seconds": seconds, "metrics": metrics, "run_id": child,
+            "final": final}
 
 
 def gather_items(ctx: StageContext, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -444,7 +487,7 @@ def gather_items(ctx: StageContext, results: list[dict[str, Any]]) -> dict[str, 
 
 def _log_stage_files(ctx: StageContext, run_id: str) -> None:
     """Metric files, plots, tables and weights of a finished stage, as artifacts of its run."""
-    from paperflows.tracking import artifact_folder  # the module imports MLflow only where runs are written
+    from paperflows.tracking import artifact_folder, log_csv_copy  # MLflow loads only where runs are written
 
     tracker, root = ctx.tracker, ctx.root
     for rel in ctx.stage.metrics:
@@ -461,6 +504,8 @@ def _log_stage_files(ctx: StageContext, run_id: str) -> None:
         for f in files:
             if f.stat().st_size <= MAX_ARTIFACT_BYTES:
                 tracker.log_artifact(run_id, f, artifact_folder(f))
+            if f.suffix == ".parquet" and f.stat().st_size <= MAX_PREVIEW_BYTES:
+                log_csv_copy(tracker, run_id, f)  # MLflow previews CSV, not Parquet
 
 
 # --------------------------------------------------------------------------------------------------
@@ -561,10 +606,20 @@ def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, roo
     entry_tags = {"paperflows.entry": entry}
     ok = killed = False
     stages: list[dict[str, Any]] = []
+    dumped = params.model_dump(mode="json")
+    changed: dict[str, Any] | None = None
     try:
         if tracker is not None:
-            parent = tracker.start(f"{pipeline.slug}", {**(tags or {}), "paperflows.output_root": str(root)})
-            tracker.log_params(parent, flatten(params.model_dump(mode="json")))
+            from paperflows.params import file_values
+            from paperflows.tracking import changed_params, run_name
+
+            base = file_values(type(params), pipeline.slug, settings.params_file)
+            changed = changed_params(dumped, base.model_dump(mode="json") if base is not None else None)
+            name = run_name(pipeline.slug, changed, (tags or {}).get("prefect.flow_run_name", ""))
+            parent = tracker.start(name, {**(tags or {}), "paperflows.output_root": _shown_path(root, settings),
+                                          "paperflows.changed": "(no params.yaml section)" if changed is None
+                                          else ", ".join(changed) or "(none)"})
+            tracker.log_params(parent, flatten(dumped))
         save_json({"slug": pipeline.slug, "entry": entry, "params": params.model_dump(mode="json"),
                    "mlflow_run_id": parent, "started": datetime.now(timezone.utc).isoformat()},
                   root / "run.json")
@@ -583,11 +638,21 @@ def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, roo
         if tracker is not None and parent is not None:
             tracker.log_metrics(parent, {"pipeline_seconds": seconds})
             if ok:
-                for name in (REPORT_FILE, Path(REPORT_FILE).with_suffix(".md").as_posix()):
-                    tracker.log_artifact(parent, root / name, "tables")
+                from paperflows.tracking import log_outcome
+
+                log_outcome(tracker, parent, pipeline, params, root, report, changed,
+                            f"`paperflows run` through Prefect ({entry})")
             tracker.end(parent, ok, killed=killed)
     return RunSummary(slug=pipeline.slug, root=root, run_id=parent, seconds=seconds, stages=stages,
                       report=report, workspace=workspace)
+
+
+def _shown_path(root: Path, settings: Settings) -> str:
+    """A run folder relative to the project (the checkout can move), absolute when it lies outside."""
+    try:
+        return root.resolve().relative_to(settings.root.resolve()).as_posix()
+    except ValueError:
+        return str(root)
 
 
 def summary_json(summary: RunSummary) -> str:

@@ -9,8 +9,9 @@ server, an MLflow tracking server or another output disk (settings only, no code
 | PAPERFLOWS_ROOT          | the folder holding ``params.yaml`` (searched upward from the cwd) |
 | MLFLOW_TRACKING_URI      | ``sqlite:///<root>/mlflow.db``             |
 | PAPERFLOWS_MLFLOW_ARTIFACTS | ``<root>/mlruns`` (used only with a local SQLite store) |
+| PAPERFLOWS_MLFLOW_UI_URL | ``http://127.0.0.1:5000`` (what ``mlflow ui`` serves): where the MLflow run links in Prefect logs and artifacts point when ``MLFLOW_TRACKING_URI`` is not itself a server |
 | PREFECT_HOME             | ``<root>/.paperflows/prefect``             |
-| PAPERFLOWS_PROGRESS      | ``1``; ``0`` hides the training progress bars |
+| PAPERFLOWS_PROGRESS      | ``1``: progress bars on a terminal (none when the output is not one: logs get a line per 10% of a loop instead); ``0`` hides them |
 | PAPERFLOWS_CACHE         | ``$XDG_CACHE_HOME/paperflows`` (``~/.cache/paperflows``): derived model files such as the fp32 copy of a GGUF LLM, shared by every checkout |
 | PAPERFLOWS_TASK_RUNNER   | ``sequential``: fan-out items run one after the other in the flow process; ``dask``: they are submitted to a Dask cluster through prefect-dask and run concurrently (needs a Prefect server, ``PREFECT_API_URL``) |
 | PAPERFLOWS_DASK_ADDRESS  | unset: with ``dask``, a LocalCluster of worker processes with 1 thread each, started and stopped by the flow; ``tcp://host:8786``: an existing ``dask scheduler`` |
@@ -150,6 +151,9 @@ def pin_environment(settings: Settings | None = None, prefect: bool = True) -> S
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "GIT_PYTHON_REFRESH": "quiet",
+        # records of the `paperflows.*` loggers (training progress) reach a Prefect run's log
+        "PREFECT_LOGGING_EXTRA_LOGGERS": "paperflows",
+        "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",  # outside a run they only go to the console
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)

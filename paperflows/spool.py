@@ -74,8 +74,14 @@ def pending(settings: Settings, slug: str) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
-def replay(settings: Settings, slug: str) -> int:
-    """Write the spooled runs of ``slug`` to MLflow, oldest first; returns how many were written."""
+def replay(settings: Settings, slug: str, pipeline: Any = None, params: Any = None) -> int:
+    """Write the spooled runs of ``slug`` to MLflow, oldest first; returns how many were written.
+
+    With the ``pipeline`` and its ``params``, the stage runs are grouped under one parent run, named after
+    the DVC experiment (``$DVC_EXP_NAME`` of ``dvc exp run``) or ``dvc repro`` and after what differs from the
+    committed params.yaml; when the report stage is among them, the parent gets the claims, tables, figures and
+    registered models as a run through Prefect does.
+    """
     records = pending(settings, slug)
     if not records:
         return 0
@@ -85,18 +91,84 @@ def replay(settings: Settings, slug: str) -> int:
 
     tracker = Tracker(settings, slug)
     client = tracker.client
-    for path in records:
-        run = json.loads(path.read_text())
-        created = client.create_run(tracker.experiment_id, start_time=run["start_time"], tags=run["tags"],
+    runs = [json.loads(path.read_text()) for path in records]
+    parent, changed = _start_group(tracker, settings, runs, pipeline, params) if pipeline is not None else (None, None)
+    for path, run in zip(records, runs):
+        tags = dict(run["tags"])
+        if parent is not None and not run.get("parent"):
+            tags["mlflow.parentRunId"] = parent
+        created = client.create_run(tracker.experiment_id, start_time=run["start_time"], tags=tags,
                                     run_name=run["run_name"])
         run_id = created.info.run_id
-        params = [Param(k, v[:6000]) for k, v in sorted(run["params"].items())]
+        params_ = [Param(k, v[:6000]) for k, v in sorted(run["params"].items())]
         metrics = [Metric(key=k, value=v, timestamp=ts, step=step) for k, v, ts, step in run["metrics"]]
-        for start in range(0, max(len(params), len(metrics)), 100):
-            client.log_batch(run_id, params=params[start:start + 100], metrics=metrics[start:start + 100],
+        for start in range(0, max(len(params_), len(metrics)), 100):
+            client.log_batch(run_id, params=params_[start:start + 100], metrics=metrics[start:start + 100],
                              tags=[RunTag("paperflows.logged", "after the stage (DVC)")] if start == 0 else [])
         for artifact, folder in run["artifacts"]:
             tracker.log_artifact(run_id, Path(artifact), folder)
         client.set_terminated(run_id, status=run["status"], end_time=run["end_time"])
         path.unlink()
+    if parent is not None:
+        _end_group(tracker, settings, parent, runs, pipeline, params, changed)
     return len(records)
+
+
+def _committed_section(settings: Settings, slug: str) -> dict[str, Any] | None:
+    """``slug``'s section of params.yaml as committed at HEAD (what a DVC experiment changes from)."""
+    import subprocess
+
+    from paperflows.params import load_yaml
+
+    try:
+        shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=settings.root, capture_output=True,
+                               text=True, timeout=10, check=False)
+        data = load_yaml(shown.stdout) if shown.returncode == 0 else None
+    except Exception:  # noqa: BLE001 - no git, no commit, unreadable: nothing to compare with
+        return None
+    return data.get(slug) if isinstance(data, dict) and isinstance(data.get(slug), dict) else None
+
+
+def _start_group(tracker: Any, settings: Settings, runs: list[dict[str, Any]], pipeline: Any, params: Any
+                 ) -> tuple[str, dict[str, Any] | None]:
+    """The parent run of a batch of stage runs, and the keys that differ from the committed params.yaml."""
+    from paperflows.params import flatten, validate
+    from paperflows.tracking import changed_params, run_name, run_tags
+
+    dumped = params.model_dump(mode="json")
+    committed = _committed_section(settings, pipeline.slug)
+    try:
+        base = validate(type(params), committed, pipeline.slug).model_dump(mode="json") if committed else None
+    except ValueError:
+        base = None
+    changed = changed_params(dumped, base)
+    experiment = os.environ.get("DVC_EXP_NAME", "")
+    label = f"dvc exp {experiment}" if experiment else "dvc repro"
+    tags = run_tags(settings, "dvc", source=f"dvc.yaml:{pipeline.slug}", **{"dvc.exp_name": experiment})
+    tags.update({"paperflows.slug": pipeline.slug, "paperflows.changed": "(no committed params.yaml)" if changed is None
+                 else ", ".join(changed) or "(none)",
+                 "paperflows.output_root": f"outputs/{pipeline.slug}", "host.pid": str(os.getpid()),
+                 "host.name": socket.gethostname()})
+    created = tracker.client.create_run(tracker.experiment_id, run_name=run_name(pipeline.slug, changed, label),
+                                        start_time=min(r["start_time"] for r in runs), tags=tags)
+    tracker.log_params(created.info.run_id, flatten(dumped))
+    return created.info.run_id, changed
+
+
+def _end_group(tracker: Any, settings: Settings, parent: str, runs: list[dict[str, Any]], pipeline: Any,
+               params: Any, changed: dict[str, Any] | None) -> None:
+    from components.io import load_json
+    from paperflows.tracking import log_outcome
+
+    statuses = {r["status"] for r in runs}
+    status = "FAILED" if "FAILED" in statuses else "KILLED" if "KILLED" in statuses else "FINISHED"
+    last = pipeline.stages[-1].name
+    root = settings.workspace(pipeline.slug)
+    if status == "FINISHED" and any(r["tags"].get("paperflows.stage") == last for r in runs) and \
+            (root / "report.json").is_file():
+        experiment = os.environ.get("DVC_EXP_NAME", "")
+        log_outcome(tracker, parent, pipeline, params, root, load_json(root / "report.json"),
+                    changed, f"`dvc exp run` ({experiment})" if experiment
+                    else "`dvc repro`")
+    tracker.flush(parent)
+    tracker.client.set_terminated(parent, status=status, end_time=max(r["end_time"] for r in runs))

@@ -27,18 +27,31 @@ _PARAM_VALUE_LIMIT = 6000
 _FLUSH_EVERY = 200
 
 
-def git_commit(root: Path) -> str:
+# files the tool itself rewrites in the checkout: a run that changed only these is not a "dirty" run
+_WRITTEN_BY_RUNS = ("dvc.lock",)
+
+
+def git_state(root: Path) -> tuple[str, bool]:
+    """(HEAD commit or "unknown", whether tracked files differ from it), ignoring the files runs rewrite
+    themselves (``dvc.lock``), so a run is not marked dirty by the run before it."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10, check=False)
         commit = out.stdout.strip()
-        if not commit:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10, check=False).stdout.strip()
-        return commit + ("-dirty" if dirty else "")
+        if out.returncode != 0 or not commit:
+            return "unknown", False
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                 *(f":(exclude){name}" for name in _WRITTEN_BY_RUNS)], cwd=root,
+                                capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        return commit, bool(status)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return "unknown", False
+
+
+def git_commit(root: Path) -> str:
+    """``<sha>`` or ``<sha>-dirty`` (see :func:`git_state`)."""
+    commit, dirty = git_state(root)
+    return commit + ("-dirty" if dirty else "")
 
 
 class Tracker:
@@ -124,6 +137,25 @@ class Tracker:
             self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
 
 
+    def describe(self, run_id: str, markdown: str) -> None:
+        """The run's description (``mlflow.note.content``), rendered as markdown on the run page."""
+        self.client.set_tag(run_id, "mlflow.note.content", markdown[:5000])
+
+    def register_model(self, run_id: str, name: str, folder: Path, artifact_path: str, description: str,
+                       tags: dict[str, str]) -> str:
+        """Log ``folder`` (weights + config.json) under ``artifact_path`` and register it as a new version of
+        the registered model ``name``; returns the version."""
+        self.client.log_artifacts(run_id, str(folder), artifact_path=artifact_path)
+        try:
+            self.client.create_registered_model(name, description=description)
+        except Exception:  # noqa: BLE001 - it exists already (or was created concurrently)
+            if self.client.get_registered_model(name) is None:
+                raise
+        version = self.client.create_model_version(name, source=f"runs:/{run_id}/{artifact_path}", run_id=run_id,
+                                                   tags=tags, description=description)
+        return str(version.version)
+
+
 def artifact_folder(path: Path) -> str:
     """Where an output file goes in the MLflow artifact tree, by kind."""
     suffix = path.suffix.lower()
@@ -136,13 +168,147 @@ def artifact_folder(path: Path) -> str:
     return "outputs"
 
 
-def run_tags(settings: Settings, entry: str, **extra: str) -> dict[str, str]:
+def log_csv_copy(tracker: Any, run_id: str, parquet: Path) -> None:
+    """A CSV copy of a Parquet table beside it in the run's ``tables/`` (MLflow's viewer shows CSV)."""
+    import tempfile
+
+    import pyarrow.csv as pv
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory(prefix="paperflows-csv-") as tmp:
+        target = Path(tmp) / parquet.with_suffix(".csv").name
+        table = pq.read_table(parquet)
+        flat = table.select([c for c in table.column_names
+                             if not (table.schema.field(c).type.num_fields or "list" in str(table.schema.field(c).type))])
+        pv.write_csv(flat, target)
+        tracker.log_artifact(run_id, target, artifact_folder(parquet))
+
+
+def run_tags(settings: Settings, entry: str, source: str = "", **extra: str) -> dict[str, str]:
+    """Provenance of a run, in MLflow's own fields (the UI's Source and Version columns) and ours."""
+    commit, dirty = git_state(settings.root)
     tags = {
         "paperflows.entry": entry,
-        "git.commit": git_commit(settings.root),
+        "git.commit": commit + ("-dirty" if dirty else ""),
+        "git.dirty": "true" if dirty else "false",
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.name": source or f"paperflows ({entry})",
     }
+    if commit != "unknown":
+        tags["mlflow.source.git.commit"] = commit
     tags.update({k: v for k, v in extra.items() if v})
     return tags
+
+
+# --------------------------------------------------------------------------------------------------
+# what a run is called, and what its parent run says about the result
+# --------------------------------------------------------------------------------------------------
+_NAME_LIMIT = 90
+
+
+def changed_params(params: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The flattened keys whose value differs from ``base`` (the params.yaml section); None when there is
+    no base to compare with."""
+    from paperflows.params import flatten
+
+    if base is None:
+        return None
+    flat, ref = flatten(params), flatten(base)
+    return {k: v for k, v in flat.items() if ref.get(k, object()) != v}
+
+
+def run_name(slug: str, changed: dict[str, Any] | None, label: str = "") -> str:
+    """``oc_flow · train.steps=500 · ui-steps-500``: what differs from params.yaml (``params.yaml`` when
+    nothing does), then how the run was started (a Prefect flow-run name, ``dvc exp <name>``), so runs are told
+    apart in MLflow's lists and in the legends of overlaid charts. ``changed=None``: nothing to compare with."""
+    if changed is None:
+        return " · ".join(p for p in (slug, label) if p)
+    parts = [f"{k}={_short(v)}" for k, v in changed.items()]
+    what, shown = "", 0
+    for part in parts:
+        if len(what) + len(part) > _NAME_LIMIT - len(slug) - len(label) - 12:
+            break
+        what, shown = f"{what}, {part}" if what else part, shown + 1
+    if shown < len(parts):
+        what += f" +{len(parts) - shown} more" if what else f"{len(parts)} keys changed"
+    return " · ".join(p for p in (slug, what or "params.yaml", label) if p)
+
+
+def _short(value: Any) -> str:
+    text = str(value).replace(" ", "")
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+VERDICT_CODE = {"holds": 1.0, "not resolved": 0.0, "does not hold": -1.0}
+
+
+def claim_metrics(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """The claims of a report as metrics and tags of the parent run, so runs can be sorted, filtered and
+    compared by verdict: ``claims/<id>/effect|ci_low|ci_high|verdict`` (verdict 1 holds, 0 not resolved,
+    -1 does not hold), ``claims/held`` and ``claims/held_fraction``; tags ``claim.<id>`` = the verdict and
+    ``claims.held`` = ``2/3``."""
+    claims = [c for c in report.get("claims", []) if "verdict" in c]
+    metrics: dict[str, float] = {}
+    tags: dict[str, str] = {}
+    for claim in claims:
+        key = f"claims/{claim['id']}"
+        low, high = (claim.get("ci") or [None, None])[:2]
+        for name, value in (("effect", claim.get("effect")), ("ci_low", low), ("ci_high", high)):
+            if value is not None:
+                metrics[f"{key}/{name}"] = float(value)
+        metrics[f"{key}/verdict"] = VERDICT_CODE[claim["verdict"]]
+        metrics[f"{key}/n"] = float(claim.get("n", 0))
+        tags[f"claim.{claim['id']}"] = claim["verdict"]
+    if claims:
+        held = sum(c["verdict"] == "holds" for c in claims)
+        metrics["claims/held"] = float(held)
+        metrics["claims/held_fraction"] = held / len(claims)
+        tags["claims.held"] = f"{held}/{len(claims)}"
+        tags["claims.summary"] = ", ".join(f"{sum(c['verdict'] == v for c in claims)} {v}" for v in VERDICT_CODE)
+    checks = report.get("checks", [])
+    if checks:
+        passed = sum(bool(c.get("passed")) for c in checks)
+        metrics["checks/passed"] = float(passed)
+        tags["checks.passed"] = f"{passed}/{len(checks)}"
+    return metrics, tags
+
+
+def run_description(report: dict[str, Any], changed: dict[str, Any] | None, started_by: str) -> str:
+    """The parent run's description (MLflow renders it as markdown above the run)."""
+    lines = [f"**{report.get('title', '')}**", "", f"Started by {started_by}."]
+    if changed:
+        lines += ["", "Parameters changed from params.yaml: " + ", ".join(f"`{k}={v}`" for k, v in changed.items())]
+    claims = [c for c in report.get("claims", []) if "verdict" in c]
+    if claims:
+        lines += ["", "| claim | verdict | effect | 95% CI |", "|---|---|---|---|"]
+        for c in claims:
+            low, high = (c.get("ci") or [None, None])[:2]
+            lines.append(f"| {c['id']} | {c['verdict']} | {_num(c.get('effect'))} | [{_num(low)}, {_num(high)}] |")
+    return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.3g}"
+
+
+def mlflow_ui(settings: Settings) -> str:
+    """The MLflow UI: the tracking server itself when it is one, else ``$PAPERFLOWS_MLFLOW_UI_URL``
+    (``http://127.0.0.1:5000``, what ``mlflow ui`` serves)."""
+    base = settings.tracking_uri if settings.tracking_uri.startswith(("http://", "https://")) else \
+        os.environ.get("PAPERFLOWS_MLFLOW_UI_URL", "http://127.0.0.1:5000")
+    return base.rstrip("/")
+
+
+def mlflow_run_url(settings: Settings, experiment_id: str, run_id: str) -> str:
+    """Where a run opens in the MLflow UI, in its model-training view (not the GenAI overview)."""
+    return f"{mlflow_ui(settings)}/#/experiments/{experiment_id}/runs/{run_id}?workflowType=machine_learning"
+
+
+def mlflow_artifact_url(settings: Settings, run_id: str, path: str) -> str:
+    """The raw file of a run's artifact as the MLflow UI serves it (an image renders inline)."""
+    from urllib.parse import quote
+
+    return f"{mlflow_ui(settings)}/get-artifact?path={quote(path)}&run_uuid={run_id}"
 
 
 def _alive(pid: int) -> bool:
@@ -180,3 +346,104 @@ def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[s
             client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED))
             ended.append(run.info.run_id)
     return ended
+
+
+# --------------------------------------------------------------------------------------------------
+# the outcome of a pipeline run, on its parent run
+# --------------------------------------------------------------------------------------------------
+def safetensors_metadata(path: Path) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors file, read from its JSON header (no tensor is loaded)."""
+    import json
+    import struct
+
+    with open(path, "rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        if size > 100 * 2**20:
+            raise ValueError(f"{path}: safetensors header of {size} bytes")
+        header = json.loads(handle.read(size))
+    return dict(header.get("__metadata__") or {})
+
+
+def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Path,
+                report: dict[str, Any], changed: dict[str, Any] | None, started_by: str) -> list[str]:
+    """Everything a reader of the parent run needs: the claims as metrics and tags, a description, the
+    report and its tables (JSON, markdown and CSV, which MLflow previews), every figure of the run, and
+    each trained model registered as ``<slug>-<role>``. Returns the registered ``name/version``s."""
+    import tempfile
+
+    from components.io import save_csv, save_json
+    from paperflows.report import figures
+
+    metrics, tags = claim_metrics(report)
+    tracker.log_metrics(run_id, metrics)
+    tracker.flush(run_id)
+    tracker.set_tags(run_id, tags)
+    tracker.describe(run_id, run_description(report, changed, started_by))
+    for name in ("report.json", "report.md"):
+        tracker.log_artifact(run_id, root / name, "tables")
+    with tempfile.TemporaryDirectory(prefix="paperflows-tables-") as tmp:
+        claims = [{"id": c["id"], "verdict": c.get("verdict"), "effect": c.get("effect"),
+                   "ci_low": (c.get("ci") or [None, None])[0], "ci_high": (c.get("ci") or [None, None])[1],
+                   "n": c.get("n"), "statistic": c.get("statistic"), "threshold": c.get("threshold"),
+                   "direction": c.get("direction"), "claim": c.get("claim"), "evidence": c.get("evidence")}
+                  for c in report.get("claims", [])]
+        tables = {"results": report.get("rows", []), **report.get("extra_tables", {}), "claims": claims}
+        for index, (name, rows) in enumerate(tables.items()):
+            if rows:
+                columns = (report.get("columns") if name == "results" and report.get("columns") else
+                           list(dict.fromkeys(k for row in rows for k in row)))
+                save_csv([{c: row.get(c) for c in columns} for row in rows],
+                         Path(tmp) / f"{index:02d}-{_file_name(name)}.csv", columns=columns)
+        if any(Path(tmp).iterdir()):
+            tracker.log_artifact(run_id, Path(tmp), "tables")
+    for figure in figures(root):  # at the path they have in the run folder: report.md's image links hold here too
+        folder = figure.parent.relative_to(root).as_posix()
+        tracker.log_artifact(run_id, figure, None if folder == "." else folder)
+    registered = []
+    for stage in pipeline.stages:
+        for role, rel in getattr(stage, "models", ()):
+            files = _weight_files(root / rel)
+            if not files:
+                continue
+            name = f"{pipeline.slug}-{role}"
+            with tempfile.TemporaryDirectory(prefix="paperflows-model-") as tmp:
+                folder = Path(tmp)
+                described = {}
+                for f in files:
+                    rel_name = f.relative_to(root / rel).as_posix() if (root / rel).is_dir() else f.name
+                    target = folder / rel_name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(f.read_bytes())
+                    meta = safetensors_metadata(f)
+                    if "model.config" in meta:
+                        import json
+
+                        meta["model.config"] = json.loads(meta["model.config"])
+                    described[rel_name] = meta
+                save_json({"registered_model": name, "pipeline": pipeline.slug, "stage": stage.name,
+                           "output": f"outputs/{pipeline.slug}/{rel}", "format": "safetensors",
+                           "files": described,
+                           "params": pipeline.stage_param_values(stage, params),
+                           "rebuild": "each file's model.class built from its model.config, then "
+                                      "load_state_dict(safetensors.torch.load_file(file)); params are the stage's "
+                                      f"parameters (pipelines/{pipeline.slug}/params.py)"},
+                          folder / "config.json")
+                version = tracker.register_model(
+                    run_id, name, folder, f"models/{role}",
+                    description=f"{pipeline.title}: {role} ({stage.name} stage of {pipeline.slug})",
+                    tags={"paperflows.slug": pipeline.slug, "paperflows.stage": stage.name,
+                          "claims.held": tags.get("claims.held", "")})
+            registered.append(f"{name}/{version}")
+    if registered:
+        tracker.set_tags(run_id, {"paperflows.models": ", ".join(registered)})
+    return registered
+
+
+def _weight_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path] if path.suffix == ".safetensors" else []
+    return sorted(p for p in path.rglob("*.safetensors") if p.is_file()) if path.is_dir() else []
+
+
+def _file_name(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text.strip()).strip("_") or "table"

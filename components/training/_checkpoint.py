@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 from torch import nn
 
-from components.io import atomic_path, load_json, load_tensors
+from components.io import atomic_path, load_json, load_tensors, safetensors_bytes
 
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -133,8 +132,8 @@ def save_checkpoint(directory: Path, *, step: int, seed: int, model: nn.Module,
         state_tmp = stack.enter_context(atomic_path(directory / STATE_FILE))
         optimizer_tmp = stack.enter_context(atomic_path(directory / OPTIMIZER_FILE))
         model_tmp = stack.enter_context(atomic_path(directory / MODEL_FILE))
-        save_file(model_tensors, str(model_tmp), metadata=metadata)
-        save_file(optimizer_tensors, str(optimizer_tmp), metadata=metadata)
+        model_tmp.write_bytes(safetensors_bytes(model_tensors, metadata))
+        optimizer_tmp.write_bytes(safetensors_bytes(optimizer_tensors, metadata))
         state_tmp.write_text(state_text)
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,29 @@ from components.training._checkpoint import has_checkpoint, load_checkpoint, sav
 LossOutput = torch.Tensor | tuple[torch.Tensor, Mapping[str, float]]
 RESERVED_METRICS = frozenset({"step", "loss", "lr", "grad_norm"})
 _DEVICE_CHOICES = ("auto", "cpu", "cuda")
+# progress as log records, for logs that are not a terminal (a Prefect run's log collects this logger)
+PROGRESS_LOGGER = logging.getLogger("paperflows.progress")
+PROGRESS_LOGGER.setLevel(logging.INFO)  # shown where a handler collects it; silent otherwise
+PROGRESS_LOG_SECONDS = 15.0  # at most one line per this many seconds, at a 10% mark, plus the last step
+
+
+class _ProgressLog:
+    """``<desc>: step 1200/3000 (40%), loss 0.213, 18.0 s`` at 10% marks at most every PROGRESS_LOG_SECONDS,
+    and always at the last step."""
+
+    def __init__(self, desc: str, total: int, started: float) -> None:
+        self.desc, self.total, self.started, self.last = desc, total, started, started
+        self.mark = 0
+
+    def update(self, step: int, loss: float | None) -> None:
+        now = time.perf_counter()
+        mark = 10 * step // max(self.total, 1)
+        if step != self.total and (mark == self.mark or now - self.last < PROGRESS_LOG_SECONDS):
+            return
+        self.mark, self.last = mark, now
+        shown = "" if loss is None else f", loss {loss:.4g}"
+        PROGRESS_LOGGER.info("%s: step %d/%d (%d%%)%s, %.1f s", self.desc, step, self.total,
+                             100 * step // max(self.total, 1), shown, now - self.started)
 
 
 def _is_int(value: Any) -> bool:
@@ -355,8 +379,10 @@ def fit(model: nn.Module,
                 group["weight_decay"] = cfg.weight_decay
 
         model.train()
+        # bars only on a terminal (disable=None); logs get the lines of _ProgressLog instead
         progress = tqdm(total=cfg.steps, initial=min(start, cfg.steps), desc=cfg.desc,
-                        disable=not cfg.progress, dynamic_ncols=True)
+                        disable=None if cfg.progress else True, dynamic_ncols=True)
+        logged, last_loss = _ProgressLog(cfg.desc, cfg.steps, started), None
         autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
         for step in range(start + 1, cfg.steps + 1):
             batch = _to_device(batches(step, generator), device)
@@ -383,12 +409,14 @@ def fit(model: nn.Module,
                 if callback is not None:
                     callback(step, dict(metrics))
                 progress.set_postfix(loss=f"{metrics['loss']:.4g}", refresh=False)
+                last_loss = metrics["loss"]
             if ckpt_dir is not None and (step == cfg.steps or
                                          (cfg.checkpoint_every and step % cfg.checkpoint_every == 0)):
                 save_checkpoint(ckpt_dir, step=step, seed=cfg.seed, model=model, optimizer=optimizer,
                                 param_names=names, generator=generator,
                                 loop_state={"history": history, "window": window.floats()})
             progress.update(1)
+            logged.update(step, last_loss)
 
         return TrainResult(steps_done=max(start, cfg.steps),
                            final_loss=history[-1]["loss"] if history else math.nan,

@@ -1,19 +1,17 @@
 """Towards hierarchical rectified flow (HRF, arXiv 2502.17436, ICLR 2025).
 
-Rectified flow (RF) learns the *mean* velocity at each ``(x_t, t)``; its ODE paths cannot cross, and its
-velocity at a point is one value. HRF learns the velocity *distribution* with a second rectified flow in
-velocity space (HRF2), or a stack of D such flows, and samples with nested Euler loops: at every location
-step a fresh velocity is drawn by integrating the velocity ODE, so paths may cross and NFE = N_x * N_v
-(the product over levels). Reproduced at CPU scale (:mod:`components.generative.hierarchical`):
+Rectified flow (RF) learns the *mean* velocity at each ``(x_t, t)``: its ODE paths cannot cross and its velocity
+at a point is one value. HRF learns the velocity *distribution* with a second rectified flow in velocity space
+(HRF2), or a stack of D such flows, and samples with nested Euler loops that draw a fresh velocity at every
+location step, so paths may cross and NFE = N_x * N_v. At CPU scale (:mod:`components.generative.hierarchical`):
 
 * the official ``lowdim/hrfD.py`` experiments: the ``1to2`` 1-D mixture N(0, 1) -> 1/2 N(+-1, 0.02) with
   RF, HRF2 and HRF3, and 2-D two moons with RF and HRF2; W1 (1-D) / sliced W2 (2-D) against NFE for every
   split of the steps; the velocity law at the origin; path crossing (1-D order flips);
 * MNIST with MLP velocity networks, scored in the feature space of a small classifier trained here.
 
-Every model of a dataset has the parameter count of its HRF2 network. Reproduced table: the paper's
-Table 7 (MNIST, as quoted by CCVFM): RF FID 5.56 at NFE 100, HRF2 2.59 at NFE 100; only the shape of the
-comparison carries over (U-Nets, Inception FID-50k and 400k steps there).
+Every model of a dataset has the parameter count of its HRF2 network. The paper's Table 7 (MNIST, via CCVFM):
+RF FID 5.56, HRF2 2.59 at NFE 100; only the shape carries over (U-Nets, Inception FID-50k, 400k steps there).
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from components.data.images import load_mnist, load_mnist_idx
 from components.data.toy import MOONS_CENTRE, gaussian_mixture_1d, two_moons
 from components.generative.hierarchical import (draw_velocities, hierarchical_batch, hierarchical_batch_loss,
                                                 mixture_velocity_law_samples, sample_schedule)
-from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.classification import accuracy
 from components.metrics.distributions import order_flip_fraction
 from components.metrics.generation import feature_scores, sample_distance, velocity_law_scores
@@ -49,6 +47,7 @@ MNIST_MODELS, MNIST_CURVES, MNIST_SIZES = "models/mnist/", "tables/train_mnist.p
 CLASSIFIER, CLASSIFIER_METRICS = "models/classifier.safetensors", "metrics/classifier.json"
 MNIST_QUALITY, MNIST_METRICS = "tables/mnist_quality.parquet", "metrics/mnist.json"
 MNIST_PNG, MNIST_CSV = "plots/mnist_fid_vs_nfe.png", "plots/mnist_fid_vs_nfe.csv"
+FLOW_MODEL = ("model.depths", "model.depths_2d", "model.depths_image", "model.n_layers", "model.time_dim")
 
 
 def model_file(folder: str, dataset: str, depth: int, seed: int) -> str:
@@ -86,7 +85,7 @@ def train_flows(ctx: StageContext, dataset: str, x1_train: torch.Tensor, folder:
             result = fit(model, hierarchical_batch_loss,
                          lambda step, gen, depth=depth: hierarchical_batch(rows(step, gen)[0], depth, gen), cfg,
                          callback=ctx.metric_callback(f"train/{name}"))
-            save_tensors(model.state_dict(), ctx.path(model_file(folder, dataset, depth, seed)))
+            save_model(model, ctx.path(model_file(folder, dataset, depth, seed)))
             curves += result.curve(dataset=dataset, depth=depth, seed=seed)
     return curves, sizes
 
@@ -118,8 +117,9 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 2. low-dim training, RF and depth-D HRF (Sec. 3, official lowdim/hrfD.py): level states and target
 # --------------------------------------------------------------------------------------------------
-@stage(gpu=True, params=("seeds", "model", "train"), deps=(LOWDIM_DATA,),
-       outs=(LOWDIM_MODELS, LOWDIM_CURVES), metrics=(LOWDIM_SIZES,))
+@stage(gpu=True, params=("seeds", *FLOW_MODEL, "model.hidden", "train.steps", "train.batch_size", "train.lr"),
+       deps=(LOWDIM_DATA,), outs=(LOWDIM_MODELS, LOWDIM_CURVES), metrics=(LOWDIM_SIZES,),
+       models={"lowdim": LOWDIM_MODELS})
 def train_lowdim(ctx: StageContext) -> None:
     """Train RF and HRF (every depth) per seed on the 1-D mixture and the 2-D moons."""
     p, data, curves, sizes = ctx.params, load_tensors(ctx.path(LOWDIM_DATA)), [], {}
@@ -174,8 +174,10 @@ def velocity_rows(p: HrfParams, model: MLPVelocity, dataset: str, depth: int, se
     return rows
 
 
-@stage(params=("seeds", "data", "model", "eval"), deps=(LOWDIM_DATA, LOWDIM_MODELS),
-       outs=(QUALITY, VELOCITY), metrics=(LOWDIM_METRICS,),
+@stage(params=("seeds", "data.mixture_means", "data.mixture_variance", *FLOW_MODEL, "model.hidden", "eval.schedules",
+               "eval.n_samples", "eval.n_crossing", "eval.n_projections", "eval.n_plot", "eval.plot_nfe",
+               "eval.velocity_times", "eval.velocity_samples", "eval.velocity_inner_steps", "eval.mode_radius"),
+       deps=(LOWDIM_DATA, LOWDIM_MODELS), outs=(QUALITY, VELOCITY), metrics=(LOWDIM_METRICS,),
        plots=(Plot(QUALITY_PNG), Plot(QUALITY_CSV, x="nfe", y="value",
                                       title="W1 (1-D) / sliced W2 (2-D) vs NFE, best split per NFE"),
               Plot(TRAJECTORIES), Plot(VELOCITY_PNG)))
@@ -201,8 +203,9 @@ def evaluate_lowdim(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 4. MNIST flows (Sec. 4.2, the image experiment, here with MLPs on flattened images)
 # --------------------------------------------------------------------------------------------------
-@stage(gpu=True, params=("seeds", "model", "train"), deps=(MNIST_DATA,),
-       outs=(MNIST_MODELS, MNIST_CURVES), metrics=(MNIST_SIZES,))
+@stage(gpu=True, params=("seeds", *FLOW_MODEL, "model.image_hidden", "train.image_steps", "train.image_batch_size",
+                         "train.image_lr"), deps=(MNIST_DATA,), outs=(MNIST_MODELS, MNIST_CURVES),
+       metrics=(MNIST_SIZES,), models={"mnist": MNIST_MODELS})
 def train_mnist(ctx: StageContext) -> None:
     """Train RF and HRF2 velocity MLPs on flattened MNIST, per seed."""
     p, x1 = ctx.params, load_tensors(ctx.path(MNIST_DATA))["train/x"].flatten(1)
@@ -221,7 +224,8 @@ def judge_model(p: HrfParams) -> TinyViT:
                                  n_layers=c.n_layers), seed=0)
 
 
-@stage(gpu=True, params=("classifier",), deps=(MNIST_DATA,), outs=(CLASSIFIER,), metrics=(CLASSIFIER_METRICS,))
+@stage(gpu=True, params=("classifier",), deps=(MNIST_DATA,), outs=(CLASSIFIER,), metrics=(CLASSIFIER_METRICS,),
+       models={"classifier": CLASSIFIER})
 def classifier(ctx: StageContext) -> None:
     """Train a small MNIST classifier; its pooled features define the FID feature space."""
     c, data = ctx.params.classifier, load_tensors(ctx.path(MNIST_DATA))
@@ -233,15 +237,15 @@ def classifier(ctx: StageContext) -> None:
     model.eval()
     with torch.no_grad():
         test_acc = accuracy(model(data["test/x"]), data["test/y"])
-    save_tensors(model.state_dict(), ctx.path(CLASSIFIER))
+    save_model(model, ctx.path(CLASSIFIER))
     save_json({"test_accuracy": test_acc}, ctx.path(CLASSIFIER_METRICS))
 
 
 # --------------------------------------------------------------------------------------------------
 # 6. MNIST evaluation (Table 7): feature FID, confidence, Inception-style score vs NFE
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "model", "classifier", "eval"), deps=(MNIST_DATA, MNIST_MODELS, CLASSIFIER),
-       outs=(MNIST_QUALITY,), metrics=(MNIST_METRICS,),
+@stage(params=("seeds", *FLOW_MODEL, "model.image_hidden", "classifier", "eval.image_samples", "eval.image_schedules"),
+       deps=(MNIST_DATA, MNIST_MODELS, CLASSIFIER), outs=(MNIST_QUALITY,), metrics=(MNIST_METRICS,),
        plots=(Plot(MNIST_PNG), Plot(MNIST_CSV, x="nfe", y="value", title="MNIST feature FID vs NFE"),
               Plot(MNIST_SAMPLES)))
 def evaluate_mnist(ctx: StageContext) -> None:
@@ -282,9 +286,8 @@ def evaluate_mnist(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 7. the paper-shaped table, the claims and the checks
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "eval"),
-       deps=(QUALITY, VELOCITY, MNIST_QUALITY, CLASSIFIER_METRICS, MNIST_METRICS, LOWDIM_SIZES, MNIST_SIZES),
-       outs=(REPORT, REPORT_MD))
+@stage(params=("seeds", "data", "eval"), outs=(REPORT, REPORT_MD),
+       deps=(QUALITY, VELOCITY, MNIST_QUALITY, CLASSIFIER_METRICS, MNIST_METRICS, LOWDIM_SIZES, MNIST_SIZES))
 def report(ctx: StageContext) -> None:
     """Quality vs NFE for every dataset and schedule, the velocity law and path crossing, and the claims."""
     sizes = {**load_json(ctx.path(LOWDIM_SIZES))["parameters"], **load_json(ctx.path(MNIST_SIZES))["parameters"]}

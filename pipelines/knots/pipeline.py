@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from components.data.images import TASK_TRANSFORMS, load_digits_dataset, load_mnist
-from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.merging import MergeConfig, knots_space, original_space, sign_conflict_rate, subspace_alignment
 from components.metrics.classification import accuracy, joint_accuracy, mean_normalized_accuracy
 from components.models.lora import (LoraSpec, apply_deltas, attach_lora, group_factors_by_layer, load_factors,
@@ -83,7 +83,8 @@ def _encoder_config(p: KnotsParams, image_size: int) -> TinyViTConfig:
                          n_heads=p.base.n_heads, n_layers=p.base.n_layers)
 
 
-@stage(params=("seeds", "data", "base"), deps=(TASK_DATA,), outs=(BASE_MODELS,), gpu=True)
+@stage(params=("seeds", "base"), deps=(TASK_DATA,), outs=(BASE_MODELS,), gpu=True,
+       models={"encoder": BASE_MODELS})
 def pretrain(ctx: StageContext) -> None:
     """Pretrain the encoder on plain digit classification, one per seed."""
     p = ctx.params
@@ -95,7 +96,7 @@ def pretrain(ctx: StageContext) -> None:
                           progress=ctx.progress, desc=f"knots pretrain seed {seed}")
         fit(model, cross_entropy_loss, random_batches(x, y, size=p.base.batch_size), cfg,
             callback=ctx.metric_callback(f"pretrain/seed{seed}"))
-        save_tensors(model.state_dict(), ctx.path(f"{BASE_MODELS}seed{seed}.safetensors"))
+        save_model(model, ctx.path(f"{BASE_MODELS}seed{seed}.safetensors"))
 
 
 def _load_base(ctx: StageContext, seed: int, image_size: int) -> TinyViT:
@@ -118,8 +119,8 @@ class _WithHead(nn.Module):
 # --------------------------------------------------------------------------------------------------
 # stage 3: one LoRA per task (§4.1), a fan-out stage: one item per task
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "base", "lora"), deps=(TASK_DATA, BASE_MODELS), outs=(LORAS,), fan_out="data.tasks",
-       gpu=True)
+@stage(params=("seeds", "data.tasks", "base.d_model", "base.n_heads", "base.n_layers", "lora"),
+       deps=(TASK_DATA, BASE_MODELS), outs=(LORAS,), fan_out="data.tasks", gpu=True, models={"lora": LORAS})
 def finetune(ctx: StageContext) -> None:
     """One task's LoRA for every seed: fit the task's frozen head, then its LoRA; single-task accuracies."""
     p, task = ctx.params, ctx.item
@@ -207,7 +208,8 @@ def _task_accuracies(encoder: TinyViT, heads: dict[str, nn.Linear], data: dict[s
     return per_task, joint
 
 
-@stage(params=("seeds", "data", "base", "merge"), deps=(TASK_DATA, BASE_MODELS, LORAS),
+@stage(params=("seeds", "data.tasks", "base.d_model", "base.n_heads", "base.n_layers", "merge"),
+       deps=(TASK_DATA, BASE_MODELS, LORAS),
        outs=(MERGE_GRID, MERGE_TEST), metrics=(MERGE_METRICS, SINGLE_TASK),
        plots=(Plot(SEARCH_PNG), Plot(SEARCH_CSV, x="lambda", y="knots_ties",
                                      title="validation avg normalised accuracy of KnOTS-TIES vs lambda")))

@@ -34,7 +34,7 @@ from components.egovideo.qa import Clip, NoQuestionsError, SampleConfig, generat
 from components.egovideo.stats import debiased_rows, summarize
 from components.egovideo.synthetic import (BUCKETS, ClipSpec, FrameConfig, WorldConfig, events_of_clip,
                                            generate_videos, select_clips, synthesize_frames)
-from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.training import TrainConfig, fit
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.mm_ego import ABOUT
@@ -114,7 +114,8 @@ def narrations(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3.1 the narration -> QA data engine
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data", "qa"), deps=(NARRATIONS, CLIPS), outs=(QA,), metrics=(QA_METRICS,))
+@stage(params=("data.narrations_path", "data.narration_pass", "qa"), deps=(NARRATIONS, CLIPS), outs=(QA,),
+       metrics=(QA_METRICS,))
 def qa(ctx: StageContext) -> None:
     """Multiple-choice questions with evidence (templates, or the LLM), with a controlled biased share."""
     p = ctx.params
@@ -178,8 +179,8 @@ def _model(p: MmEgoParams, vocab: Vocab, seed: int) -> EgoQAModel:
                       seed=seed)
 
 
-@stage(params=("seeds", "frames", "model", "train"), deps=(FRAMES, BENCH), outs=(MODELS,), fan_out="train.methods",
-       gpu=True)
+@stage(params=("seeds", "frames.d_feat", "frames.patches", "model", "train"), deps=(FRAMES, BENCH), outs=(MODELS,),
+       fan_out="train.methods", gpu=True, models={"video_qa": MODELS})
 def train(ctx: StageContext) -> None:
     """Train this item's method once per seed on the training videos' questions; weights as safetensors."""
     p, method, t = ctx.params, ctx.item, ctx.params.train
@@ -196,7 +197,7 @@ def train(ctx: StageContext) -> None:
         loss = make_loss(method, t.pointer_weight, t.teacher_forcing, derive_seed(seed, "teacher_forcing"))
         result = fit(model, loss, batch_sampler(data, frames, t.batch_size), cfg,
                      callback=ctx.metric_callback(f"train/{method}/seed{seed}"))
-        save_tensors(model.state_dict(), out / f"seed{seed}.safetensors", metadata={"method": method})
+        save_model(model, out / f"seed{seed}.safetensors", metadata={"method": method})
         history[f"seed{seed}"] = {"final_loss": result.final_loss, "history": result.history}
     save_json({"method": method, "vocab": list(vocab.tokens), "seeds": history}, out / "train.json")
 
@@ -204,7 +205,8 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §4 evaluation and de-biasing: questions a blind model answers are dropped; accuracy per bucket, MDA
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "frames", "model", "train", "debias"), deps=(FRAMES, BENCH, MODELS),
+@stage(params=("seeds", "data.bucket_frames", "frames.d_feat", "frames.patches", "model", "train.methods", "debias"),
+       deps=(FRAMES, BENCH, MODELS),
        outs=(ACCURACY, PREDICTIONS), metrics=(EVAL_METRICS,),
        plots=(Plot(ACC_PNG), Plot(POINTER_PNG),
               Plot(ACC_CSV, x="bucket", y="mpp_debiased", title="debiased accuracy of MPP by video length"),

@@ -24,7 +24,7 @@ import torch
 
 from components.data.shapes import read_pc15k, sample_shapes
 from components.generative import couple, pair_loss, sample, sample_time
-from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.pointcloud import pairwise_chamfer, point_cloud_metrics
 from components.models.point_transformer import PointTransformer, PointTransformerConfig
 from components.ot import hybrid_coupling, pair_cost, precompute_superset_ot, subsample_pairs
@@ -93,7 +93,7 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 2: offline superset OT (§3.2)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data", "ot"), deps=(SHAPES,), outs=(SUPERSET_OT,), metrics=(OT_METRICS,), timings=(OT_TIMINGS,))
+@stage(params=("data.seed", "ot"), deps=(SHAPES,), outs=(SUPERSET_OT,), metrics=(OT_METRICS,), timings=(OT_TIMINGS,))
 def ot_precompute(ctx: StageContext) -> None:
     """Pair every training superset with a Gaussian superset by one exact OT solve."""
     shapes = load_tensors(ctx.path(SHAPES))["train_superset"]
@@ -130,8 +130,8 @@ def _model(params: NsotParams, seed: int) -> PointTransformer:
 # --------------------------------------------------------------------------------------------------
 # stage 3: flow-matching training, one model per coupling and seed
 # --------------------------------------------------------------------------------------------------
-@stage(gpu=True, params=("seeds", "data", "model", "train"), deps=(SUPERSET_OT,),
-       outs=(MODELS, TRAIN_CURVES), plots=(Plot(TRAIN_PLOT),))
+@stage(gpu=True, params=("seeds", "data.n_points", "model", "train"), deps=(SUPERSET_OT,),
+       outs=(MODELS, TRAIN_CURVES), plots=(Plot(TRAIN_PLOT),), models={"flow": MODELS})
 def train(ctx: StageContext) -> None:
     """Train one flow-matching model per coupling and seed."""
     p = ctx.params
@@ -150,7 +150,7 @@ def train(ctx: StageContext) -> None:
                               log_every=max(1, p.train.steps // 50), progress=ctx.progress,
                               desc=f"nsot {method} seed {seed}", grad_clip=1.0)
             result = fit(model, pair_loss, batches, cfg, callback=ctx.metric_callback(f"train/{method}/seed{seed}"))
-            save_tensors(model.state_dict(), ctx.path(model_file(method, seed)))
+            save_model(model, ctx.path(model_file(method, seed)))
             curves += result.curve(method=method, seed=seed)
     save_table(curves, ctx.path(TRAIN_CURVES))
     training_curves(curves, ctx.path(TRAIN_PLOT))
@@ -172,7 +172,9 @@ def _timed_step(method: str, model: PointTransformer, opt: torch.optim.Optimizer
     return 1000 * (time.perf_counter() - started), 1000 * (drawn - started)
 
 
-@stage(params=("seeds", "data", "model", "train", "eval"), deps=(SUPERSET_OT,), outs=(PAIR_COSTS,),
+@stage(params=("seeds", "data.categories", "data.n_points", "data.seed", "model", "train.batch_size", "train.betas",
+               "train.lr", "eval.pair_batches", "eval.timing_points", "eval.timing_steps"),
+       deps=(SUPERSET_OT,), outs=(PAIR_COSTS,),
        metrics=(COUPLING_METRICS,), timings=(STEP_TIMINGS,))
 def couplings(ctx: StageContext) -> None:
     """Measure mean pair cost per coupling, and training step time against N."""
@@ -214,7 +216,8 @@ def couplings(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 5: evaluation, 1-NNA / COV / MMD at few Euler steps
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "model", "train", "eval"), deps=(SHAPES, MODELS), outs=(EVAL,),
+@stage(params=("seeds", "data.n_points", "model", "train.couplings", "train.betas", "eval.n_generated",
+               "eval.euler_steps"), deps=(SHAPES, MODELS), outs=(EVAL,),
        metrics=(EVAL_METRICS,), plots=(Plot(NNA_PLOT), Plot(NNA_DATA, x="euler_steps", y="nsot",
                                                                title="1-NNA-CD (%) of NSOT vs Euler steps")))
 def evaluate(ctx: StageContext) -> None:

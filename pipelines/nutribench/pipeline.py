@@ -179,7 +179,7 @@ def _predictions(ctx: StageContext, strategy: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------
 # §4.1 scoring: per meal answered / hit / absolute error, then Acc@7.5, MAE, answer rate
 # --------------------------------------------------------------------------------------------------
-@stage(params=("estimate",), deps=(PREDICTIONS,), outs=(SCORES,), metrics=(ESTIMATION,))
+@stage(params=("estimate.strategies",), deps=(PREDICTIONS,), outs=(SCORES,), metrics=(ESTIMATION,))
 def score(ctx: StageContext) -> None:
     """Per meal and per strategy and serving type: Acc@7.5, MAE, answer rate, n."""
     out: dict[str, Any] = {}
@@ -205,7 +205,7 @@ def score(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §5 the T1D risk study: the bolus each estimate leads to, simulated on virtual adults
 # --------------------------------------------------------------------------------------------------
-@stage(params=("estimate", "risk"), deps=(PREDICTIONS, MEALS), outs=(RISK_ROWS,), metrics=(RISK,),
+@stage(params=("estimate.strategies", "risk"), deps=(PREDICTIONS, MEALS), outs=(RISK_ROWS,), metrics=(RISK,),
        plots=(Plot(TRACES_PNG), Plot(TRACES_CSV, x="minute", y=column(TRUE_BOLUS),
                                      title="BG (mg/dL) of the plotted patient and meal")))
 def risk(ctx: StageContext) -> None:

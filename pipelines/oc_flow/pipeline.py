@@ -47,6 +47,7 @@ from components.io import (
     load_tensors,
     save_json,
     save_table,
+    save_model,
     save_tensors,
 )
 from components.models.velocity_mlp import VelocityMLP, VelocityMLPConfig
@@ -112,7 +113,7 @@ def _pretrain(ctx: StageContext, flow: str, data: Tensor, pairs: Callable[[Tenso
                           progress=ctx.progress, desc=f"oc_flow {flow} flow seed {seed}")
         result = fit(model, loss, lambda step, gen: pairs(draw(step, gen)[0], gen), cfg,
                      callback=ctx.metric_callback(f"pretrain/{flow}/seed{seed}"))
-        save_tensors(model.state_dict(), ctx.path(models) / f"seed{seed}.safetensors")
+        save_model(model, ctx.path(models) / f"seed{seed}.safetensors")
         rows += result.curve(method=f"{flow} flow", seed=seed)
     save_table(rows, ctx.path(curves))
     plot_loss_curves(rows, ctx.path(png), ylabel="flow-matching loss")
@@ -152,8 +153,8 @@ def _noise_pairs(x1: Tensor, gen: torch.Generator) -> tuple[Tensor, Tensor, Tens
     return torch.randn(x1.shape, generator=gen), x1, sample_time(x1.shape[0], gen)
 
 
-@stage(params=("seeds", "model", "train"), deps=(MOONS,), outs=(FLOWS_2D, CURVES_2D), plots=(Plot(CURVES_2D_PNG),),
-       gpu=True)
+@stage(params=("seeds", "model", "train.steps", "train.batch_size", "train.lr"), deps=(MOONS,),
+       outs=(FLOWS_2D, CURVES_2D), plots=(Plot(CURVES_2D_PNG),), gpu=True, models={"euclidean_flow": FLOWS_2D})
 def pretrain_euclidean(ctx: StageContext) -> None:
     """Train the 2-D velocity MLP by rectified flow (noise -> two moons), one per seed."""
     p = ctx.params
@@ -168,7 +169,9 @@ def _reward(name: str, t: dict[str, Tensor]) -> Reward:
     return point_reward(t["target"]) if name == "target" else logistic_reward(t["clf_w"], t["clf_b"])
 
 
-@stage(params=("seeds", "model", "guidance"), deps=(MOONS, FLOWS_2D), outs=(GUIDED_2D, SAMPLES_2D),
+@stage(params=("seeds", "model", "guidance.rewards", "guidance.n_samples", "guidance.n_steps", "guidance.iterations",
+               "guidance.lr", "guidance.gammas", "guidance.off_manifold"),
+       deps=(MOONS, FLOWS_2D), outs=(GUIDED_2D, SAMPLES_2D),
        metrics=(SUMMARY_2D,), timings=(TIMES_2D,),
        plots=(Plot(SAMPLES_PNG), Plot(TRADEOFF_PNG),
               Plot(TRADEOFF_CSV, x="gamma", y="reward", title="OC-Flow reward (first reward fn) vs gamma")))
@@ -215,8 +218,8 @@ def _rotation_pairs(r1: Tensor, gen: torch.Generator) -> tuple[Tensor, Tensor, T
     return r_t.float(), t, v.float()  # geometry in float64, the network in float32
 
 
-@stage(params=("seeds", "model", "train"), deps=(ROTATIONS,), outs=(FLOWS_SO3, CURVES_SO3),
-       plots=(Plot(CURVES_SO3_PNG),), gpu=True)
+@stage(params=("seeds", "model", "train.so3_steps", "train.batch_size", "train.lr"), deps=(ROTATIONS,),
+       outs=(FLOWS_SO3, CURVES_SO3), plots=(Plot(CURVES_SO3_PNG),), gpu=True, models={"so3_flow": FLOWS_SO3})
 def pretrain_so3(ctx: StageContext) -> None:
     """Train the rotation flow: Haar noise -> clusters along R_t = R0 exp(t log(R0^T R1)), one per seed."""
     p = ctx.params

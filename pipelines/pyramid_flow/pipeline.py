@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from components.data.images import load_mnist
 from components.data.moving_mnist import MovingMnistConfig, moving_mnist
 from components.generative.pyramid import autoregressive_sample, guided_velocity, pyramid_batches, pyramid_loss
-from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.classification import accuracy
 from components.metrics.video import ClipScorer, blockiness, fit_pixel_pca, motion_error
 from components.models.dit import TinyDiT
@@ -100,8 +100,8 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 2: training (§3.1-3.3: one unified model for all stages, the temporal pyramid), per method and seed
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "pyramid", "model", "train"), deps=(CLIPS,), gpu=True,
-       outs=(WEIGHTS, TRAIN_CURVES, TRAIN_COMPUTE), plots=(Plot(TRAIN_LOSS),))
+@stage(params=("seeds", "data.canvas", "data.n_frames", "pyramid", "model", "train"), deps=(CLIPS,), gpu=True,
+       outs=(WEIGHTS, TRAIN_CURVES, TRAIN_COMPUTE), plots=(Plot(TRAIN_LOSS),), models={"dit": WEIGHTS})
 def train(ctx: StageContext) -> None:
     """Train one DiT per method and seed, save snapshots at the scored steps, tabulate their exact compute.
 
@@ -126,7 +126,7 @@ def train(ctx: StageContext) -> None:
                                       desc=f"pyramid_flow {method} seed {seed}")
                     result = fit(model, pyramid_loss(sched), batches, cfg, checkpoint_dir=scratch,
                                  callback=ctx.metric_callback(f"train/{method}/seed{seed}"))
-                    save_tensors(model.state_dict(), ctx.path(_weights(method, seed, snap)))
+                    save_model(model, ctx.path(_weights(method, seed, snap)))
                     compute.append({"method": method, "seed": seed, "step": snap, **counter.total(snap)._asdict()})
             ctx.log_metrics({f"train/{method}/seed{seed}/seconds": time.perf_counter() - started})
             curves += result.curve(method=method, seed=seed)
@@ -138,7 +138,9 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 3: sampling (§3.2 jump points between stages; §3.3 autoregressive generation of the frames)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "pyramid", "model", "train", "eval"), deps=(WEIGHTS,), outs=(SAMPLES, SAMPLING))
+@stage(params=("seeds", "data.canvas", "data.n_frames", "pyramid.stages", "pyramid.gamma", "model", "train.methods",
+               "train.steps", "train.curve_fractions", "train.batch_size", "eval.n_clips", "eval.guidance",
+               "eval.jumps", "eval.steps_per_stage"), deps=(WEIGHTS,), outs=(SAMPLES, SAMPLING))
 def sample(ctx: StageContext) -> None:
     """Generate class-conditional clips from every snapshot (and every jump variant of the final pyramid)."""
     p = ctx.params
@@ -182,8 +184,9 @@ def evaluator_model(p: PyramidFlowParams, seed: int = 0) -> nn.Sequential:
         return nn.Sequential(features, nn.Linear(e.feature_dim, N_CLASSES))
 
 
-@stage(params=("data", "evaluator", "eval"), deps=(CLIPS,), gpu=True, outs=(EVALUATOR, PIXEL_PCA),
-       metrics=(EVALUATOR_METRICS,))
+@stage(params=("data.canvas", "data.digit_size", "data.n_frames", "data.speed", "data.seed", "evaluator",
+               "eval.n_clips"), deps=(CLIPS,), gpu=True, outs=(EVALUATOR, PIXEL_PCA),
+       metrics=(EVALUATOR_METRICS,), models={"evaluator": EVALUATOR})
 def evaluator(ctx: StageContext) -> None:
     """Fit the metric spaces on real frames (principal components, a digit classifier); measure their floor."""
     p, d = ctx.params, ctx.params.data
@@ -196,7 +199,7 @@ def evaluator(ctx: StageContext) -> None:
     fit(model, cross_entropy_loss, random_batches(frames, frame_labels, size=p.evaluator.batch_size),
         TrainConfig(steps=p.evaluator.steps, lr=p.evaluator.lr, seed=0, log_every=max(1, p.evaluator.steps // 20),
                     progress=ctx.progress, desc="pyramid_flow evaluator"), callback=ctx.metric_callback("evaluator"))
-    save_tensors(model.state_dict(), ctx.path(EVALUATOR))
+    save_model(model, ctx.path(EVALUATOR))
     pca = fit_pixel_pca(frames, p.evaluator.pca_dim)
     save_tensors(pca, ctx.path(PIXEL_PCA))
     data = load_tensors(ctx.path(CLIPS))
@@ -214,7 +217,8 @@ def evaluator(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 5: scoring every generated set against the real test clips
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data", "evaluator", "eval"), deps=(CLIPS, SAMPLES, SAMPLING, TRAIN_COMPUTE, EVALUATOR, PIXEL_PCA),
+@stage(params=("data.canvas", "evaluator.hidden", "evaluator.feature_dim", "eval.n_clips", "eval.grid_clips"),
+       deps=(CLIPS, SAMPLES, SAMPLING, TRAIN_COMPUTE, EVALUATOR, PIXEL_PCA),
        outs=(EVAL, SAMPLES_GIF), metrics=(EVAL_METRICS,),
        plots=(Plot(SAMPLES_PNG), Plot(FD_PNG), Plot(FD_CSV, x="train_gflops", y="fd_pixels",
                                                     title="pixel FD vs training GFLOPs")))

@@ -49,3 +49,25 @@ def test_a_data_value_is_quoted_only_when_it_is_a_number_or_looks_like_one() -> 
     assert quote_value("db_password=hunter2") == "a text of 19 characters"
     assert quote_value("9" * 40) == "a text of 40 characters"  # long numbers are cut to nothing, not quoted
     assert quote_value({"a": 1}) == "a dict"
+
+
+def test_safetensors_bytes_do_not_depend_on_the_process(tmp_path: Path) -> None:
+    """safetensors orders several metadata keys at random per process: the file must not (DVC hashes it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch; from components.io import save_tensors; "
+            "save_tensors({'b': torch.arange(3.0), 'a': torch.ones(2, 2, dtype=torch.float16)}, sys.argv[1], "
+            "{'model.class': 'x:Y', 'model.config': '{}', 'seed': '1', 'method': 'm'})")
+    blobs = set()
+    for i in range(6):
+        target = tmp_path / f"{i}.safetensors"
+        subprocess.run([sys.executable, "-c", code, str(target)], check=True, timeout=120)
+        blobs.add(target.read_bytes())
+    assert len(blobs) == 1
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "0.safetensors"), "pt") as handle:
+        assert handle.metadata() == {"model.class": "x:Y", "model.config": "{}", "seed": "1", "method": "m"}
+        assert torch.equal(handle.get_tensor("b"), torch.arange(3.0))
+    assert int.from_bytes(blobs.pop()[:8], "little") % 8 == 0  # the header stays 8-byte aligned

@@ -69,11 +69,13 @@ def wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 180)
 
 
 def mlflow_statuses(root: Path) -> dict[str, list[str]]:
+    """status -> runs: a stage run by its name (``knots.pretrain``), a pipeline's parent run by its slug."""
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     found: dict[str, list[str]] = {}
     for run in runs:
-        found.setdefault(run.info.status, []).append(run.info.run_name)
+        parent = "mlflow.parentRunId" not in run.data.tags
+        found.setdefault(run.info.status, []).append(run.data.tags["paperflows.slug"] if parent else run.info.run_name)
     return found
 
 
