@@ -73,6 +73,14 @@ def prefect_api_url() -> str | None:
     return get_current_settings().api.url or None
 
 
+def prefect_run_url(flow_run_id: str) -> str:
+    """The flow run's page in the Prefect UI (``PREFECT_UI_URL``, else the server's address without
+    ``/api``); empty for the embedded server, whose UI does not outlive the run."""
+    current = get_current_settings()
+    base = current.ui_url or (current.api.url.removesuffix("/").removesuffix("/api") if current.api.url else "")
+    return f"{base.rstrip('/')}/runs/flow-run/{flow_run_id}" if base and flow_run_id else ""
+
+
 def make_task_runner(settings: Settings) -> Any:
     """The flow's task runner from settings; None keeps Prefect's default (items run sequentially)."""
     if settings.task_runner == "sequential":
@@ -285,6 +293,7 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
         "prefect.flow_run_id": str(flow_run.get_id() or ""),
         "prefect.flow_run_name": str(flow_run.get_name() or ""),
         "prefect.deployment_id": str(deployment.get_id() or ""),
+        "prefect.flow_run_url": prefect_run_url(str(flow_run.get_id() or "")),
     })
     stage_tasks = {
         s.name: task(run_stage_task, name=f"{pipeline.slug}.{s.name}", task_run_name=f"{pipeline.slug}.{s.name}",

@@ -428,6 +428,7 @@ def test_a_run_with_edited_parameters_is_tracked(served: dict[str, Any]) -> None
     assert {k: parent.data.params[f"train.{k}"] for k in kept} == {k: str(v) for k, v in kept.items()}
     assert parent.info.run_name.startswith("nsot · ") and "train.steps=3" in parent.info.run_name
     assert parent.data.tags["mlflow.source.name"] == "paperflows/flows.py:nsot_flow"
+    assert parent.data.tags["prefect.flow_run_url"] == f"{api_url.removesuffix('/api')}/runs/flow-run/{run['id']}"
     # each task's Prefect log says what the stage did and where its MLflow run is
     logs = api(api_url, "POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}, "limit": 200})[1]
     summaries = [entry["message"] for entry in logs if ": done in " in entry["message"]]
