@@ -4,7 +4,8 @@ Times, in one process and interleaved over repeats, in a throwaway project:
 
 * ``python -c pass`` (the interpreter alone: the floor) and ``python -c "import torch"`` (what every
   stage of a torch paper needs: the floor of a stage; ``import torch, mlflow`` for comparison);
-* ``paperflows --help``, ``paperflows list``, ``paperflows report`` (targets: <= 1 s each);
+* ``paperflows --help``, ``paperflows list``, ``paperflows report``, ``paperflows params knots``,
+  ``paperflows graph knots`` (targets: <= 1 s each) and ``paperflows report --html`` (target: <= 5 s);
 * a refused run: ``paperflows run <slug> --set seeds=abc`` for every paper, which validates the parameters
   and exits 2 before any work (target: <= 1.5 s; one row, the median over papers and repeats, and the
   slowest paper's median);
@@ -72,6 +73,9 @@ def main() -> int:
         "paperflows --help": [*cli, "--help"],
         "paperflows list": [*cli, "list"],
         "paperflows report": [*cli, "report"],
+        "paperflows report --html": [*cli, "report", "--html"],
+        "paperflows params knots": [*cli, "params", "knots"],
+        "paperflows graph knots": [*cli, "graph", "knots"],
         "paperflows stage knots merge": [*cli, "stage", "knots", "merge"],
         "paperflows stage knots report (+ MLflow)": [*cli, "stage", "knots", "report"],
     }

@@ -63,14 +63,14 @@ def render(pipelines: list[Pipeline]) -> str:
     return HEADER + yaml.safe_dump(build(pipelines), sort_keys=False, width=110)
 
 
-def _read_stages(dvc_file: Path) -> dict[str, Any]:
+def read_stages(dvc_file: Path) -> dict[str, Any]:
     if not dvc_file.is_file():
         return {}
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return (yaml.load(dvc_file.read_text(), Loader=loader) or {}).get("stages", {})  # noqa: S506 - a safe loader
 
 
-def _paper_stages(stages: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:
+def paper_stages(stages: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:
     """``(DVC name, slug, stage name, entry)`` of every stage that runs ``paperflows stage <slug> <stage>``."""
     found = []
     for name, entry in stages.items():
@@ -84,7 +84,7 @@ def stages_by_slug(dvc_file: Path, dvc_names: bool = False) -> dict[str, list[st
     """``slug -> stage names`` (or the DVC stage names, ``dvc_names=True``) read back from a generated
     dvc.yaml (cheap: no paper code imported)."""
     found: dict[str, list[str]] = {}
-    for name, slug, stage, _ in _paper_stages(_read_stages(dvc_file)):
+    for name, slug, stage, _ in paper_stages(read_stages(dvc_file)):
         found.setdefault(slug, []).append(name if dvc_names else stage)
     return found
 
@@ -93,7 +93,7 @@ def missing_input(dvc_file: Path, project: Path, slug: str, stage: str) -> Stage
     """The error for the first workspace input of ``slug``'s ``stage`` that does not exist, read from the
     generated dvc.yaml, so that ``paperflows stage`` refuses a stage run too early without importing the
     paper's libraries (the engine checks the declarations themselves again before the stage runs)."""
-    papers = [(name, s, entry) for name, sl, s, entry in _paper_stages(_read_stages(dvc_file)) if sl == slug]
+    papers = [(name, s, entry) for name, sl, s, entry in paper_stages(read_stages(dvc_file)) if sl == slug]
     entry = next((e for _, s, e in papers if s == stage), None)
     prefix = f"{WORKSPACE_DIR}/{slug}/"
     for dep in (entry or {}).get("deps", []):

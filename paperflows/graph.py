@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
-from paperflows.dvcgen import _paper_stages, _read_stages
+from paperflows.dvcgen import paper_stages, read_stages
 from paperflows.settings import WORKSPACE_DIR
 
 ArtifactKind = Literal["out", "metric", "plot", "external"]
@@ -93,7 +93,7 @@ def from_dvc(dvc_file: Path, slug: str) -> Graph | None:
 def all_from_dvc(dvc_file: Path) -> dict[str, Graph]:
     """``slug -> Graph`` of every pipeline in a generated ``dvc.yaml`` (read once; empty when it is missing)."""
     by_slug: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
-    for name, slug, stage, entry in _paper_stages(_read_stages(dvc_file)):
+    for name, slug, stage, entry in paper_stages(read_stages(dvc_file)):
         by_slug.setdefault(slug, []).append((name, stage, entry))
     return {slug: _graph(slug, entries) for slug, entries in by_slug.items()}
 

@@ -140,7 +140,7 @@ def test_params_refuses_a_bad_override_naming_the_key(root: Path, capsys: pytest
 
 
 def test_params_imports_no_torch(root: Path) -> None:
-    probe = ("import sys, time; from paperflows.__main__ import main; t = time.perf_counter(); "
+    probe = ("import sys; from paperflows.__main__ import main; "
              "code = main(['params', 'knots']); "
              "print({'code': code, 'heavy': sorted(m for m in ('torch', 'prefect', 'mlflow', 'pandas') "
              "if m in sys.modules)})")

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -216,7 +215,9 @@ def test_html_page_says_when_params_yaml_changed_after_a_workspace_run(site: Pat
     assert "params.yaml changed since this run: lora.r=" in text
 
 
-def test_html_page_is_built_from_files_only_within_five_seconds(site: Path) -> None:
+def test_html_page_is_built_from_files_only(site: Path) -> None:
+    """No torch, MLflow, Prefect or paper module: the page is a function of the run's files (its time, at
+    most 5 s over every paper, is measured in benchmarks/cli_startup.py)."""
     for slug in ("hrf", "mm_ego", "oc_flow", "pyramid_flow", "nutribench"):  # every paper with a run and figures
         write_run(site / "outputs" / slug, constructed_report(slug), file_params(site, slug),
                   pngs=tuple(f"plots/figure_{i}.png" for i in range(6)))
@@ -225,12 +226,9 @@ def test_html_page_is_built_from_files_only_within_five_seconds(site: Path) -> N
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mlflow', 'prefect') "
              "or m.endswith(('.pipeline', '.params')) and m.startswith('pipelines.')); "
              "print(rc, round(seconds, 2), heavy)")
-    started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", probe], cwd=site, capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PAPERFLOWS_ROOT": str(site)})
-    wall = time.perf_counter() - started
     assert result.returncode == 0, result.stderr
-    rc, seconds, heavy = result.stdout.strip().splitlines()[-1].split(" ", 2)
+    rc, _, heavy = result.stdout.strip().splitlines()[-1].split(" ", 2)
     assert rc == "0" and heavy == "[]", result.stdout
-    assert wall < 5, f"paperflows report --html took {wall:.1f}s (in process {seconds}s)"
     assert "7 of 7 pipelines have a run" in (site / "outputs" / "report.html").read_text()
