@@ -6,7 +6,14 @@ one object per line or one list of objects), with the dataset card's columns:
 * ``meal_description`` (string, required, non-empty)
 * ``carb`` (number, g, required, finite and >= 0)
 * ``fat``, ``protein`` (g), ``energy`` (kcal): optional numbers >= 0, empty cells allowed
-* ``country``, ``serving_type`` (natural | metric), ``meal_id``: optional strings
+* ``country``, ``serving_type`` (natural | metric), ``meal_id``: optional strings; ``meal_id`` values
+  must be unique (a repeat is reported with the repeated ids and their rows)
+
+NutriBench v1 files (header ``meal_description,carb,protein,fat,energy``) have no ``serving_type``
+column; the split is in the file name instead (``wweia_meal_natural.csv``, ``wweia_meal_metric.csv``),
+so a row without a serving type takes the one the file name states (:func:`serving_type_from_name`),
+or ``unspecified`` when the name states neither. Text must be UTF-8 (a byte-order mark is accepted); a
+file that is not is refused with the byte offset and line of the first undecodable byte.
 
 The whole file is checked before anything is returned; the first problem raises
 :class:`NutribenchFormatError` naming the file, the column and the row (1-based data row); a refused number
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +50,39 @@ class NutribenchFormatError(ValueError):
 
 
 
+def _not_utf8(data: bytes) -> str | None:
+    """Where ``data`` stops being UTF-8: ``"byte offset N, line L"`` (offset 0-based, line 1-based), or None."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        return f"byte offset {err.start}, line {line}"
+    return None
+
+
+def _parquet_records(path: Path) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as err:
+        raise NutribenchFormatError(path, f"not a readable Parquet file ({err})") from None
+    try:
+        return table.to_pylist()
+    except UnicodeDecodeError:
+        pass
+    for name in table.column_names:  # a string column holding bytes that are not UTF-8: find the cell
+        column = table.column(name)
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        for number, cell in enumerate(column.cast(pa.large_binary()).to_pylist(), start=1):
+            if cell is not None and _not_utf8(cell) is not None:
+                raise NutribenchFormatError(path, f"column '{name}' row {number} is not UTF-8 text; write the "
+                                            "file's strings as UTF-8")
+    raise NutribenchFormatError(path, "a string column is not UTF-8 text")
+
+
 def _read_records(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -51,21 +92,20 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             return []
         try:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        except (pd.errors.EmptyDataError, pd.errors.ParserError) as err:
             raise NutribenchFormatError(path, f"not a readable CSV file ({str(err).strip()})") from None
+        except UnicodeDecodeError as err:
+            where = _not_utf8(path.read_bytes())
+            problem = f"not UTF-8 text at {where}; save it as UTF-8" if where else str(err)
+            raise NutribenchFormatError(path, f"not a readable CSV file ({problem})") from None
         return frame.to_dict("records")
     if suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            return pq.read_table(path).to_pylist()
-        except (pa.ArrowException, OSError) as err:
-            raise NutribenchFormatError(path, f"not a readable Parquet file ({err})") from None
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise NutribenchFormatError(path, f"not UTF-8 text (byte {err.start})") from None
+        return _parquet_records(path)
+    data = path.read_bytes()
+    where = _not_utf8(data)
+    if where is not None:
+        raise NutribenchFormatError(path, f"not UTF-8 text at {where}; save it as UTF-8")
+    text = data.decode("utf-8-sig")  # a leading byte-order mark is dropped
     if not text.strip():
         return []
     if suffix == ".json" and text.lstrip().startswith("["):
@@ -112,6 +152,29 @@ def _as_number(path: Path, column: str, row: int, value: Any, required: bool) ->
     return number
 
 
+def serving_type_from_name(path: str | Path) -> str:
+    """The serving type a file name states: ``natural`` for ``wweia_meal_natural.csv``, ``metric`` for
+    ``..._metric.parquet``, else ``unspecified`` (also when the name says both)."""
+    said = set(re.findall(r"(?<![a-z])(natural|metric)(?![a-z])", Path(path).stem.lower()))
+    return said.pop() if len(said) == 1 else "unspecified"
+
+
+def _check_unique_ids(path: Path, ids: list[str], shown: int = 5) -> None:
+    rows_of: dict[str, list[int]] = {}
+    for number, meal_id in enumerate(ids, start=1):
+        rows_of.setdefault(meal_id, []).append(number)
+    repeated = [(meal_id, rows) for meal_id, rows in rows_of.items() if len(rows) > 1]
+    if not repeated:
+        return
+    repeated.sort(key=lambda pair: pair[1][1])
+    first_id, first_rows = repeated[0]
+    listed = "; ".join(f"{quote_value(meal_id)} in rows {', '.join(map(str, rows))}"
+                       for meal_id, rows in repeated[:shown])
+    more = f"; and {len(repeated) - shown} more" if len(repeated) > shown else ""
+    raise NutribenchFormatError(path, f"column 'meal_id' row {first_rows[1]} repeats the id of row {first_rows[0]}; "
+                                f"{len(repeated)} id(s) repeat: {listed}{more}")
+
+
 def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int = 0) -> list[dict[str, Any]]:
     """Validate and read a NutriBench file; rows get a seeded train/eval ``split`` like curated meals.
 
@@ -133,6 +196,7 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
     if missing:
         raise NutribenchFormatError(path, f"missing required column(s) {missing} among the {len(columns)} "
                                           "column(s) of its header")
+    default_serving = serving_type_from_name(path)
     rows = []
     for number, record in enumerate(records, start=1):
         description = record.get("meal_description")
@@ -143,7 +207,7 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
         for column in OPTIONAL_NUMBERS:
             values[column] = _as_number(path, column, number, record.get(column), required=False)
         serving = record.get("serving_type")
-        serving = "unspecified" if _missing(serving) else str(serving).strip().lower()
+        serving = default_serving if _missing(serving) else str(serving).strip().lower()
         if serving not in ("natural", "metric", "unspecified"):
             raise NutribenchFormatError(path, f"column 'serving_type' row {number} holds {quote_value(serving)}; expected "
                                         "'natural' or 'metric'")
@@ -159,11 +223,7 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
             "n_items": None,
             "items": "[]",
         })
-    first_row: dict[str, int] = {}
-    for number, row in enumerate(rows, start=1):
-        earlier = first_row.setdefault(row["meal_id"], number)
-        if earlier != number:
-            raise NutribenchFormatError(path, f"column 'meal_id' row {number} repeats the id of row {earlier}")
+    _check_unique_ids(path, [row["meal_id"] for row in rows])
     if len(rows) < 2:
         raise NutribenchFormatError(path, f"the file holds {len(rows)} meal; at least 2 meals are needed (one to "
                                           "evaluate on, the others to fit the baselines)")

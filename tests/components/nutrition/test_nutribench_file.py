@@ -116,13 +116,92 @@ def test_check_names_the_field_and_never_the_contents(tmp_path: Path) -> None:
         check_nutribench_file(tmp_path / "missing.csv")
 
 
-def test_encoding_problems_and_repeated_ids_are_named(tmp_path: Path) -> None:
-    (tmp_path / "latin1.jsonl").write_bytes('{"meal_description": "caf\u00e9", "carb": 4}\n'.encode("utf-8")
-                                            + b'{"meal_description": "caf\xe9", "carb": 4}\n')
-    with pytest.raises(NutribenchFormatError, match=r"not UTF-8 text \(byte \d+\)"):
-        read_nutribench_file(tmp_path / "latin1.jsonl")
-    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r) + "\n" for r in GOOD[:2]).encode())
-    assert read_nutribench_file(tmp_path / "bom.jsonl")[0]["carb"] == 57.3
-    ids = _csv(tmp_path / "ids.csv", "meal_id,meal_description,carb", ["a,rice,4", "b,bread,5", "a,milk,6"])
-    with pytest.raises(NutribenchFormatError, match=r"column 'meal_id' row 3 repeats the id of row 1"):
+LATIN1_MEAL = "caf\u00e9 \u00bd cup".encode("latin-1")  # b"caf\xe9 \xbd cup": not UTF-8
+
+
+@pytest.mark.parametrize(("name", "head", "tail", "message"), [
+    ("meals.jsonl", b'{"meal_description": "rice", "carb": 4}\n{"meal_description": "',
+     b'", "carb": 4}\n', r"not UTF-8 text at byte offset 65, line 2; save it as UTF-8"),
+    ("meals.json", b'[{"meal_description": "rice", "carb": 4},\n {"meal_description": "',
+     b'", "carb": 4}]\n', r"not UTF-8 text at byte offset 68, line 2"),
+    ("meals.csv", b"meal_description,carb\nrice,45\n", b",4\n",
+     r"not a readable CSV file \(not UTF-8 text at byte offset 33, line 3; save it as UTF-8\)"),
+])
+def test_non_utf8_text_names_the_file_offset_and_line(tmp_path: Path, name: str, head: bytes, tail: bytes,
+                                                     message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(head + LATIN1_MEAL + tail)
+    with pytest.raises(NutribenchFormatError, match=message) as err:
+        read_nutribench_file(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert f"byte offset {len(head) + 3}," in err.value.problem  # the "\xe9" of "caf\xe9" in the whole file
+    with pytest.raises(ValueError, match=message):
+        check_nutribench_file(path)
+
+
+def test_non_utf8_parquet_string_names_column_and_row(tmp_path: Path) -> None:
+    descriptions = pa.array([b"rice", LATIN1_MEAL], type=pa.binary()).view(pa.string())  # unchecked bytes
+    pq.write_table(pa.table({"meal_description": descriptions, "carb": [45.0, 4.0]}), tmp_path / "m.parquet")
+    with pytest.raises(NutribenchFormatError, match=r"m\.parquet: column 'meal_description' row 2 is not UTF-8"):
+        read_nutribench_file(tmp_path / "m.parquet")
+
+
+def test_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "bom.jsonl").write_bytes(bom + "".join(json.dumps(r) + "\n" for r in GOOD[:2]).encode())
+    (tmp_path / "bom.json").write_bytes(bom + json.dumps(GOOD[:2]).encode())
+    (tmp_path / "bom.csv").write_bytes(bom + b"meal_description,carb\nrice,57.3\nbread,46.5\n")
+    for name in ("bom.jsonl", "bom.json", "bom.csv"):
+        rows = read_nutribench_file(tmp_path / name)
+        assert [r["carb"] for r in rows] == [57.3, 46.5], name
+
+
+def test_repeated_meal_ids_are_listed_with_their_rows(tmp_path: Path) -> None:
+    ids = _csv(tmp_path / "ids.csv", "meal_id,meal_description,carb",
+               ["17,rice,4", "m1,bread,5", "17,milk,6", "m1,oats,7", "17,tea,0", "9,jam,3"])
+    with pytest.raises(NutribenchFormatError) as err:
         read_nutribench_file(ids)
+    assert err.value.problem == ("column 'meal_id' row 3 repeats the id of row 1; 2 id(s) repeat: '17' in rows "
+                                 "1, 3, 5; a text of 2 characters in rows 2, 4")
+    many = _csv(tmp_path / "many.csv", "meal_id,meal_description,carb",
+                [f"{i % 7},meal,{i}" for i in range(14)])
+    with pytest.raises(NutribenchFormatError, match=r"row 8 repeats the id of row 1; 7 id\(s\) repeat: '0' in "
+                                                    r"rows 1, 8; .*'4' in rows 5, 12; and 2 more$"):
+        read_nutribench_file(many)
+
+
+@pytest.mark.parametrize(("name", "serving"), [("wweia_meal_natural.csv", "natural"),
+                                                ("wweia_meal_metric.csv", "metric"),
+                                                ("FAO-WHO_meal-Natural.csv", "natural"),
+                                                ("wweia_meal.csv", "unspecified"),
+                                                ("supernatural.csv", "unspecified"),
+                                                ("natural_vs_metric.csv", "unspecified")])
+def test_v1_serving_type_comes_from_the_file_name(tmp_path: Path, name: str, serving: str) -> None:
+    rows = read_nutribench_file(_csv(tmp_path / name, "meal_description,carb", ["rice,45", "bread,30"]))
+    assert [r["serving_type"] for r in rows] == [serving, serving]
+
+
+def test_serving_type_column_wins_over_the_file_name(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "meals_natural.csv", "meal_description,carb,serving_type",
+                ["rice,45,metric", "bread,30,"])
+    assert [r["serving_type"] for r in read_nutribench_file(path)] == ["metric", "natural"]
+
+
+def test_v1_header_with_quoting_unicode_and_an_extra_column(tmp_path: Path) -> None:
+    """The official v1 header, a quoted description holding commas, non-ASCII text and a column the reader
+    does not know."""
+    path = tmp_path / "wweia_meal_natural.csv"
+    path.write_text(
+        "meal_description,carb,protein,fat,energy,source_note\n"
+        '"For lunch, I had a cup of rice, sautéed spinach and ½ cup of beans.",63.41,9.2,3.5,330.0,x\n'
+        "I drank a 12 fl oz can of cola \u2014 ice cold.,39.0,0,0,155,\n"
+        '"Two eggs, scrambled",1.1,,,,"a, b"\n', encoding="utf-8")
+    rows = read_nutribench_file(path, eval_share=0.34)
+    assert [r["meal_description"] for r in rows] == [
+        "For lunch, I had a cup of rice, sautéed spinach and ½ cup of beans.",
+        "I drank a 12 fl oz can of cola \u2014 ice cold.", "Two eggs, scrambled"]
+    assert [r["carb"] for r in rows] == [63.41, 39.0, 1.1]
+    assert rows[0]["protein"] == 9.2 and rows[0]["energy"] == 330.0 and rows[2]["fat"] is None
+    assert {r["serving_type"] for r in rows} == {"natural"} and {r["source"] for r in rows} == {path.name}
+    assert "source_note" not in rows[0] and set(rows[0]) == set(rows[1])
+    assert check_nutribench_file(path) == 3

@@ -16,7 +16,9 @@ from components.nutrition.parsing import ParsedItem, canonical_unit, parse_quant
                                               ("1.5", 1.5), ("1/2", 0.5), ("3/4", 0.75), ("1 1/2", 1.5),
                                               ("half", 0.5), ("half a", 0.5), ("half an", 0.5), ("a half", 0.5),
                                               ("a quarter of", 0.25), ("one and a half", 1.5), ("2 and a half", 2.5),
-                                              ("a couple of", 2), (".5", 0.5)])
+                                              ("a couple of", 2), (".5", 0.5), ("½", 0.5), ("¼", 0.25),
+                                              ("¾", 0.75), ("⅓", 1 / 3), ("⅔", 2 / 3), ("⅛", 0.125),
+                                              ("1½", 1.5), ("2 ¾", 2.75)])
 def test_parse_quantity(text: str, value: float) -> None:
     assert parse_quantity(text) == pytest.approx(value)
 
@@ -26,6 +28,8 @@ def test_canonical_units() -> None:
         ["cup", "glass", "tablespoon", "g", "ml", "slice", "oz"]
     with pytest.raises(ValueError, match="unknown unit"):
         canonical_unit("bucket")
+    assert {canonical_unit(u) for u in ("fl oz", "fl. oz", "fl. oz.", "FL OZ", "fl.oz", "floz", "fluid ounce",
+                                        "fluid ounces", "fl ounces")} == {"fl oz"}
 
 
 @pytest.mark.parametrize(("text", "items"), [
@@ -40,10 +44,24 @@ def test_canonical_units() -> None:
     ("1/2 tbsp. of honey", [ParsedItem(0.5, "tablespoon", "honey")]),
     ("For breakfast, I had 2 eggs, and toast.", [ParsedItem(2.0, None, "eggs"), ParsedItem(1.0, None, "toast")]),
     ("rice and beans", [ParsedItem(1.0, None, "rice and beans")]),
+    ("½ cup of sautéed spinach and 1½ cups of rice, ¾ slice of bread",
+     [ParsedItem(0.5, "cup", "sautéed spinach"), ParsedItem(1.5, "cup", "rice"), ParsedItem(0.75, "slice", "bread")]),
+    ("I had a ½ cup of beans with 1 ⅓ cups of milk",
+     [ParsedItem(0.5, "cup", "beans"), ParsedItem(4 / 3, "cup", "milk")]),
+    # 1 US fl oz = 29.5735 ml; fluid ounces read as ml, the parser's volume unit
+    ("12 fl oz of cola", [ParsedItem(12 * 29.5735, "ml", "cola")]),
+    ("For a snack, I'm having a 16.9 fl. oz. bottle of water and 2 fluid ounces of cream.",
+     [ParsedItem(16.9 * 29.5735, "ml", "bottle of water"), ParsedItem(2 * 29.5735, "ml", "cream")]),
+    ("a 12 fl oz can of Coca-Cola, 8 floz orange juice",
+     [ParsedItem(12 * 29.5735, "ml", "can of Coca-Cola"), ParsedItem(8 * 29.5735, "ml", "orange juice")]),
+    ("3 oz of ham", [ParsedItem(3.0, "oz", "ham")]),        # an ounce of weight stays an ounce
+    ("a 6 inch sub", [ParsedItem(1.0, None, "6 inch sub")]),  # a size that is not a unit keeps the article
     ("For breakfast.", []),
 ])
 def test_split_items(text: str, items: list[ParsedItem]) -> None:
-    assert split_items(text) == items
+    parsed = split_items(text)
+    assert [(i.unit, i.food) for i in parsed] == [(i.unit, i.food) for i in items]
+    assert [i.quantity for i in parsed] == pytest.approx([i.quantity for i in items])
 
 
 TABLE = [
@@ -65,6 +83,8 @@ TABLE = [
     ("A bowl of rice, 1 1/2 apples", 250 * 0.28 + 1.5 * 150 * 0.12),
     ("3 oz of whole wheat bread", 3 * 28.35 * 0.43),
     ("a glass of apple", 250 * 0.12),        # a measure the food lacks: generic 250 g glass
+    ("½ cup of cooked white rice", 0.5 * 160 * 0.28),
+    ("8 fl oz of apple", 8 * 29.5735 * 0.12),  # 236.6 ml read as 236.6 g
 ])
 def test_lookup_known_answers(meal: str, carbs: float) -> None:
     est = make_baseline("lookup", TABLE).fit([], np.array([]))
