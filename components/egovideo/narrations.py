@@ -12,11 +12,12 @@ The official file (Ego4D v1/v2 ``annotations/narration.json``) is one JSON objec
 Two annotators narrated each video independently (pass 1 and pass 2); a pipeline uses one pass. Not
 every video of the release carries both passes, and a few narrations have an empty text, so these are
 skipped and counted rather than refused: videos whose ``status`` starts with ``redacted`` and that carry
-no pass (``skipped``), videos without narrations in the chosen pass (``without_pass``) and empty
-narration texts (``empty_texts``). Everything else that does not match the shape (a wrong type, a missing
+no pass (``skipped``), videos without the chosen pass (``without_pass``), videos whose chosen pass has no
+narration with a text (``empty_pass``) and empty narration texts of the chosen pass (``empty_texts``);
+:meth:`NarrationSet.counts` gives them by reason. Everything else that does not match the shape (a wrong type, a missing
 field, a negative timestamp) is an error that names the file, the video and the field; a message
-quotes a number it refuses, never the file's text (:func:`components.io.quote_value`). A UTF-8 byte-order
-mark is allowed.
+quotes a number it refuses, never the file's text (:func:`components.io.quote_value`). The file is read
+as UTF-8 (a byte-order mark is allowed); other bytes are an error naming the file and the offset.
 
 The whole file is parsed at once (the v2 release is about 1 GB of JSON).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,13 +53,20 @@ class Narration:
 
 @dataclass(frozen=True)
 class NarrationSet:
-    """The narrations of one pass, by video uid (time-ordered), plus the redacted videos skipped."""
+    """The narrations of one pass, by video uid (time-ordered), and what was skipped, by reason."""
 
     videos: dict[str, list[Narration]]
     narration_pass: int
     skipped: tuple[str, ...] = field(default_factory=tuple)        # redacted, no pass at all
-    without_pass: tuple[str, ...] = field(default_factory=tuple)   # no narration in the chosen pass
-    empty_texts: int = 0                                           # narrations with an empty text, dropped
+    without_pass: tuple[str, ...] = field(default_factory=tuple)   # the chosen pass is missing
+    empty_pass: tuple[str, ...] = field(default_factory=tuple)     # the chosen pass has no narration text
+    empty_texts: int = 0                                           # chosen-pass narrations with an empty text
+
+    def counts(self) -> dict[str, int]:
+        """Videos and narrations read, and the videos / narrations skipped per reason."""
+        return {"videos": len(self.videos), "narrations": sum(len(v) for v in self.videos.values()),
+                "skipped/redacted_videos": len(self.skipped), "skipped/videos_without_pass": len(self.without_pass),
+                "skipped/videos_with_empty_pass": len(self.empty_pass), "skipped/empty_texts": self.empty_texts}
 
 
 
@@ -89,8 +98,9 @@ def _check_narration(item: Any, where: str) -> Narration | None:
     return Narration(timestamp_sec=float(ts), timestamp_frame=frame, text=text.strip())
 
 
-def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], int]:
-    """Every video's passes (validated, time-ordered), the redacted videos skipped, the empty texts dropped."""
+def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], Counter[str]]:
+    """Every video's passes (validated, time-ordered), the redacted videos skipped, the empty texts
+    dropped per pass."""
     if not p.is_file():
         raise NarrationFormatError(f"{p}: narration file not found")
     try:
@@ -105,7 +115,7 @@ def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], i
         raise NarrationFormatError(f"{p}: no videos in the file")
     videos: dict[str, dict[str, list[Narration]]] = {}
     skipped: list[str] = []
-    empty = 0
+    empty: Counter[str] = Counter()
     for uid, entry in data.items():
         where = f"{p}: video {uid}"
         if not isinstance(entry, Mapping):
@@ -127,7 +137,7 @@ def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], i
                                            f"{type(summaries).__name__}")
             items = [_check_narration(item, f"{where}.{name}.narrations[{i}]")
                      for i, item in enumerate(block["narrations"])]
-            empty += sum(n is None for n in items)
+            empty[name] += sum(n is None for n in items)
             parsed[name] = sorted((n for n in items if n is not None), key=lambda n: n.timestamp_sec)
         videos[str(uid)] = parsed
     if not videos:
@@ -138,26 +148,33 @@ def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], i
 def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
     """Read and validate an Ego4D ``narration.json``; return pass ``narration_pass`` (1 or 2) of every video.
 
-    Both passes (where present) and ``summaries`` are validated. Redacted videos, videos without
-    narrations in the chosen pass and empty narration texts are skipped and counted (see the module).
+    Both passes (where present) and ``summaries`` are validated. Redacted videos, videos without the
+    chosen pass or without narrations in it, and empty narration texts are skipped and counted (see the
+    module and :meth:`NarrationSet.counts`).
 
     Raises:
         NarrationFormatError: not JSON, not an object keyed by video uid, no videos, a video without
             ``narration_pass_*`` that is not redacted, a pass without a ``narrations`` list, a narration
             without ``timestamp_sec`` / ``narration_text``, non-numeric or negative timestamps, a text
-            that is not a string, or no video with narrations in the chosen pass.
+            that is not a string, not UTF-8, or no video with narrations in the chosen pass (the message
+            gives the skip counts).
     """
     p = Path(path)
     if narration_pass not in (1, 2):
         raise ValueError(f"narration_pass must be 1 or 2, got {narration_pass!r}")
     parsed, skipped, empty = _parse(p)
     key = PASSES[narration_pass - 1]
-    videos = {uid: passes[key] for uid, passes in parsed.items() if passes.get(key)}
-    if not videos:
-        raise NarrationFormatError(f"{p}: no video has narrations in '{key}' (narration_pass={narration_pass})")
-    without = tuple(uid for uid in parsed if uid not in videos)
-    return NarrationSet(videos=videos, narration_pass=narration_pass, skipped=tuple(skipped),
-                        without_pass=without, empty_texts=empty)
+    out = NarrationSet(videos={uid: passes[key] for uid, passes in parsed.items() if passes.get(key)},
+                       narration_pass=narration_pass, skipped=tuple(skipped),
+                       without_pass=tuple(uid for uid, passes in parsed.items() if key not in passes),
+                       empty_pass=tuple(uid for uid, passes in parsed.items() if key in passes and not passes[key]),
+                       empty_texts=empty[key])
+    if not out.videos:
+        raise NarrationFormatError(
+            f"{p}: no video has narrations in '{key}' (narration_pass={narration_pass}); of "
+            f"{len(parsed) + len(skipped)} videos, {len(skipped)} are redacted, {len(out.without_pass)} lack "
+            f"'{key}' and {len(out.empty_pass)} have no narration text in it ({out.empty_texts} empty texts)")
+    return out
 
 
 def check_narration_file(path: str | Path, min_narrations: int = MIN_CLIP_NARRATIONS) -> dict[str, int]:
@@ -172,7 +189,7 @@ def check_narration_file(path: str | Path, min_narrations: int = MIN_CLIP_NARRAT
     if longest < min_narrations:
         raise NarrationFormatError(f"{p}: no video long enough: the most narrations of any video in one pass is "
                                    f"{longest}, a clip needs at least {min_narrations}")
-    counts = {"videos": len(parsed), "redacted": len(skipped), "empty_texts": empty}
+    counts = {"videos": len(parsed), "redacted": len(skipped), "empty_texts": sum(empty.values())}
     for name in PASSES:
         counts[name] = sum(len(passes.get(name, ())) for passes in parsed.values())
     return counts

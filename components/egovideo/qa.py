@@ -15,7 +15,8 @@ qtype          question                                    answer (evidence)
 
 Distractors are *plausible*: drawn from the corpus-wide distribution of answers of the same qtype
 (frequency-weighted, without the answer or a noun the question names), so options look alike to a
-reader who does not see the video. The *question prior* of a question text is its most frequent answer
+reader who does not see the video; a small corpus with too few distinct answers tops them up with the
+other places / objects its narrations name. The *question prior* of a question text is its most frequent answer
 over the corpus; a question is ``biased`` when its answer equals that prior (a blind model can get it
 right from the text alone). :func:`sample_questions` draws a controlled share of biased questions.
 
@@ -140,14 +141,48 @@ def answer_distributions(candidates: Sequence[Candidate]) -> dict[str, Counter]:
     return dist
 
 
+def narrated_values(candidates: Sequence[Candidate]) -> dict[str, set[str]]:
+    """The places and objects named anywhere in the narrations of the candidates' clips, by kind."""
+    clips = {c.clip.clip_id: c.clip for c in candidates}
+    values: dict[str, set[str]] = {"place": set(), "object": set()}
+    for clip in clips.values():
+        for e in clip.events:
+            if e.loc:
+                values["place"].add(e.loc)
+            if e.obj:
+                values["object"].add(e.obj)
+    return values
+
+
+def _spare_values(answer: str, kind: str, mentions: Sequence[str], dist: dict[str, Counter],
+                  extra: dict[str, set[str]] | None) -> tuple[dict[str, int], list[str]]:
+    """The corpus answers of ``kind`` that may be distractors (with their counts), and the other narrated
+    values of ``kind`` that may top them up (sorted)."""
+    pool = {v: n for v, n in dist.get(kind, Counter()).items() if v != answer and v not in mentions}
+    spare = sorted(v for v in (extra or {}).get(kind, ()) if v != answer and v not in mentions and v not in pool)
+    return pool, spare
+
+
+def can_draw_options(c: Candidate, dist: dict[str, Counter], extra: dict[str, set[str]] | None = None,
+                     n_options: int = N_OPTIONS) -> bool:
+    """Whether :func:`draw_options` finds ``n_options - 1`` distractors for ``c`` (counts always can)."""
+    if c.kind == "count":
+        return True
+    pool, spare = _spare_values(c.answer, c.kind, c.mentions, dist, extra)
+    return len(pool) + len(spare) >= n_options - 1
+
+
 def draw_options(answer: str, kind: str, mentions: Sequence[str], dist: dict[str, Counter],
-                 rng: np.random.Generator, n_options: int = N_OPTIONS) -> tuple[list[str], int]:
+                 rng: np.random.Generator, n_options: int = N_OPTIONS,
+                 extra: dict[str, set[str]] | None = None) -> tuple[list[str], int]:
     """``n_options`` distinct options holding ``answer`` once, shuffled; returns ``(options, answer_idx)``.
 
-    Distractors follow the corpus answer frequencies of ``kind``; counts are topped up with nearby
-    integers when the corpus holds too few distinct values.
+    Distractors follow the corpus answer frequencies of ``kind``. When the corpus holds too few distinct
+    answers (a small narration file), they are topped up uniformly with the other values of ``kind`` in
+    ``extra`` (:func:`narrated_values`), and counts with nearby integers; ``ValueError`` when that is
+    still too few.
     """
-    pool = {v: n for v, n in dist.get(kind, Counter()).items() if v != answer and v not in mentions}
+    pool, spare = _spare_values(answer, kind, mentions, dist, extra)
     values = sorted(pool)
     need = n_options - 1
     if len(values) >= need:
@@ -155,8 +190,11 @@ def draw_options(answer: str, kind: str, mentions: Sequence[str], dist: dict[str
         picked = [values[i] for i in rng.choice(len(values), size=need, replace=False, p=weights / weights.sum())]
     else:
         picked = list(values)
-        if kind != "count":
-            raise ValueError(f"only {len(values)} distinct '{kind}' values besides {answer!r}; need {need}")
+        if spare:
+            take = min(need - len(picked), len(spare))
+            picked += [spare[i] for i in rng.choice(len(spare), size=take, replace=False)]
+        if len(picked) < need and kind != "count":
+            raise ValueError(f"only {len(picked)} distinct '{kind}' values besides {answer!r}; need {need}")
         k = 1
         while len(picked) < need:
             value = str(k)
@@ -198,38 +236,50 @@ def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source:
 
     Per bucket the target is ``min(per_clip * clips, candidates)``, lowered until the biased and the
     unbiased candidates can each fill their part; ``round(share * target)`` come from the biased ones and
-    the rest from the unbiased ones, so the share holds to rounding. Question priors and distractor
-    distributions come from ``corpus`` (default: the candidates themselves), so a subset of the clips is
-    judged against the whole corpus. Returns ``(records, stats)``.
+    the rest from the unbiased ones, so the share holds to rounding. Where that leaves no question (one
+    side is empty, as in a small narration file where every question text occurs once and so is its
+    own prior), the share cannot be held: ``min(per_clip * clips, candidates)`` questions are drawn with
+    a share as close to ``biased_share`` as the candidates allow, and the bucket's ``share_held`` is
+    false. Question priors and distractor distributions come from ``corpus`` (default: the candidates
+    themselves), so a subset of the clips is judged against the whole corpus; a candidate for which
+    the corpus and its narrations name too few distinct values of its kind to fill the options is left
+    out and counted (``no_options``). Returns ``(records, stats)``.
     """
     rng = np.random.default_rng(cfg.seed)
     priors = question_priors(corpus if corpus is not None else candidates)
     dist = answer_distributions(corpus if corpus is not None else candidates)
+    extra = narrated_values(corpus if corpus is not None else candidates)
     by_bucket: dict[str, list[Candidate]] = defaultdict(list)
     for c in candidates:
         by_bucket[c.clip.bucket].append(c)
     records, stats = [], {"buckets": {}}
     for bucket in sorted(by_bucket):
-        cands = by_bucket[bucket]
-        n_clips = len({c.clip.clip_id for c in cands})
+        n_clips = len({c.clip.clip_id for c in by_bucket[bucket]})
+        cands = [c for c in by_bucket[bucket] if can_draw_options(c, dist, extra)]
         biased = [c for c in cands if priors[c.question] == c.answer]
         unbiased = [c for c in cands if priors[c.question] != c.answer]
-        target = float(min(cfg.per_clip * n_clips, len(cands)))
+        most = min(cfg.per_clip * n_clips, len(cands))
+        target = float(most)
         if cfg.biased_share > 0:       # shrink the target until both sides can give their share
             target = min(target, len(biased) / cfg.biased_share)
         if cfg.biased_share < 1:
             target = min(target, len(unbiased) / (1 - cfg.biased_share))
         n_b = min(len(biased), round(cfg.biased_share * target))
         n_u = min(len(unbiased), round(target) - n_b)
+        held = n_b + n_u > 0 or not cands
+        if not held:                   # the closest share the candidates allow
+            n_b = min(len(biased), max(round(cfg.biased_share * most), most - len(unbiased)))
+            n_u = most - n_b
         chosen = [(biased[i], True) for i in rng.choice(len(biased), n_b, replace=False)]
         chosen += [(unbiased[i], False) for i in rng.choice(len(unbiased), n_u, replace=False)]
         chosen.sort(key=lambda cb: (cb[0].clip.clip_id, cb[0].qtype, cb[0].question))
         for c, is_biased in chosen:
-            options, idx = draw_options(c.answer, c.kind, c.mentions, dist, rng)
+            options, idx = draw_options(c.answer, c.kind, c.mentions, dist, rng, extra=extra)
             records.append(to_record(c, options, idx, is_biased, source))
         stats["buckets"][bucket] = {"clips": n_clips, "candidates": len(cands), "questions": n_b + n_u,
                                     "biased": n_b, "biased_share": n_b / max(1, n_b + n_u),
-                                    "candidate_biased_share": len(biased) / max(1, len(cands))}
+                                    "candidate_biased_share": len(biased) / max(1, len(cands)),
+                                    "no_options": len(by_bucket[bucket]) - len(cands), "share_held": held}
     return records, stats
 
 
@@ -354,7 +404,8 @@ def llm_candidates(clips: Sequence[Clip], lm: ChatModel, seed: int, max_narratio
 
 
 class NoQuestionsError(ValueError):
-    """The clips give no question (no event a template asks about, or every LLM question rejected)."""
+    """The clips give no question: no event a template asks about, every LLM question rejected with no
+    fallback, or too few distinct places / objects named to fill a question's options."""
 
 
 def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: SampleConfig, lm: ChatModel | None = None,
@@ -378,6 +429,7 @@ def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: Sample
     stats: dict[str, Any] = {"engine": "template" if lm is None else "llm"}
     llm_records: list[dict[str, Any]] = []
     template_clips = {c.clip_id for c in clips}
+    prompted: list[Clip] = []
     if lm is not None:
         by_bucket: dict[str, list[Clip]] = defaultdict(list)
         for c in clips:
@@ -399,7 +451,14 @@ def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: Sample
     records, sampled = sample_questions(chosen, cfg, corpus=corpus) if chosen else ([], {"buckets": {}})
     records += llm_records
     if not records:
-        raise NoQuestionsError("no question survived (all LLM questions rejected and the fallback is 'drop')")
+        if not chosen:
+            raise NoQuestionsError(f"no question survived: all {len(prompted)} LLM questions were rejected and "
+                                   f"llm_fallback is 'drop' (every clip was prompted, so none has template "
+                                   f"questions)")
+        short = sum(st["no_options"] for st in sampled["buckets"].values())
+        raise NoQuestionsError(f"no question could be drawn: {short} of {len(chosen)} template questions lack "
+                               f"{N_OPTIONS - 1} distinct distractors (the narrations name too few places / "
+                               f"objects)")
     counts = Counter((r["length_bucket"], r["qtype"]) for r in records)
     stats.update({"questions": len(records), "biased_share": float(np.mean([r["biased"] for r in records])),
                   "by_bucket_qtype": {f"{b}/{q}": n for (b, q), n in sorted(counts.items())},

@@ -21,6 +21,7 @@ mean de-biased accuracy MDA) for Memory Pointer Prompting against its frame-sele
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,8 @@ import torch
 
 from components.egovideo.benchmark import blind_llm_choices, split_videos
 from components.egovideo.mpp import EgoQAModel, MPPConfig, Vocab, batch_sampler, encode_rows, make_loss, predict_all
-from components.egovideo.narrations import (MIN_CLIP_NARRATIONS, NarrationFormatError, read_narrations,
-                                            write_narrations)
+from components.egovideo.narrations import (MIN_CLIP_NARRATIONS, NarrationFormatError, NarrationSet,
+                                            read_narrations, write_narrations)
 from components.egovideo.qa import Clip, NoQuestionsError, SampleConfig, generate_questions, read_jsonl, write_jsonl
 from components.egovideo.stats import debiased_rows, summarize
 from components.egovideo.synthetic import (BUCKETS, ClipSpec, FrameConfig, WorldConfig, events_of_clip,
@@ -43,6 +44,7 @@ from pipelines.mm_ego.plots import plot_accuracy, plot_pointer
 from pipelines.mm_ego.report import build_report
 
 NARRATIONS = "data/narration.json"
+NARRATION_METRICS = "metrics/narrations.json"
 FRAMES = "data/frames.safetensors"
 CLIPS = "data/clips.json"
 QA = "data/qa.jsonl"
@@ -56,6 +58,7 @@ EVAL_METRICS = "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_by_bucket.png", "plots/accuracy_by_bucket.csv"
 POINTER_PNG, POINTER_CSV = "plots/pointer_scores.png", "plots/pointer_scores.csv"
 REPORT = "report.json"
+LOG = logging.getLogger("paperflows.mm_ego")   # collected by Prefect; a warning reaches stderr elsewhere
 
 
 def _stored_pass(p: MmEgoParams) -> int:
@@ -72,9 +75,12 @@ def _llm(ctx: StageContext, name: str) -> Any:
 # --------------------------------------------------------------------------------------------------
 # §3.1 narrations, clips and frame features
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data", "frames"), outs=(NARRATIONS, FRAMES, CLIPS))
+@stage(params=("data", "frames"), outs=(NARRATIONS, FRAMES, CLIPS), metrics=(NARRATION_METRICS,))
 def narrations(ctx: StageContext) -> None:
-    """Write the Ego4D-shaped narrations, read them back, cut clips and synthesise their frame features."""
+    """Write the Ego4D-shaped narrations, read them back, cut clips and synthesise their frame features.
+
+    The metrics count the videos and narrations read, those skipped per reason, and the clips per bucket.
+    """
     p, d = ctx.params, ctx.params.data
     if not d.narrations_path:
         streams, videos = generate_videos(d.bucket_frames, d.videos_per_bucket,
@@ -83,6 +89,7 @@ def narrations(ctx: StageContext) -> None:
                        key=lambda c: c.clip_id)
         write_narrations(streams, ctx.path(NARRATIONS))
         source: dict[str, Any] = {"source": "synthetic"}
+        counts = NarrationSet(videos=streams, narration_pass=1).counts()   # nothing skipped
     else:
         path = ctx.data_path(d.narrations_path)
         try:
@@ -96,7 +103,15 @@ def narrations(ctx: StageContext) -> None:
         write_narrations({c.video_uid: real.videos[c.video_uid] for c in specs}, ctx.path(NARRATIONS),
                          narration_pass=d.narration_pass)
         source = {"source": str(path), "redacted_videos": len(real.skipped),
-                  "videos_without_pass": len(real.without_pass), "empty_texts": real.empty_texts}
+                  "videos_without_pass": len(real.without_pass), "videos_with_empty_pass": len(real.empty_pass),
+                  "empty_texts": real.empty_texts}
+        counts = real.counts()
+        if any(n for k, n in counts.items() if k.startswith("skipped/")):
+            LOG.warning("mm_ego.narrations: %s: read %d videos (%d narrations) of narration_pass_%d; skipped %d "
+                        "redacted videos, %d videos without that pass, %d with no narration text in it and %d "
+                        "empty narration texts", path, counts["videos"], counts["narrations"], d.narration_pass,
+                        *(counts[f"skipped/{k}"] for k in ("redacted_videos", "videos_without_pass",
+                                                           "videos_with_empty_pass", "empty_texts")))
     # the official format is the interface: everything downstream reads the file back
     stored = read_narrations(ctx.path(NARRATIONS), _stored_pass(p)).videos
     cfg = FrameConfig(d_feat=p.frames.d_feat, patches=p.frames.patches, noise=p.frames.noise,
@@ -109,6 +124,8 @@ def narrations(ctx: StageContext) -> None:
                       "n_frames": c.n_frames, "fps": d.fps, "events": len(events)})
     save_tensors(frames, ctx.path(FRAMES))
     save_json({**source, "clips": clips}, ctx.path(CLIPS))
+    save_json({**counts, "clips": len(clips), **{f"clips/{b}": sum(c.bucket == b for c in specs) for b in BUCKETS}},
+              ctx.path(NARRATION_METRICS))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -132,6 +149,13 @@ def qa(ctx: StageContext) -> None:
         raise StageInputError(f"mm_ego.qa: {err}") from None
     if "llm" in stats:
         stats["llm"]["model"] = p.qa.llm
+    for bucket in BUCKETS:
+        if stats.get(f"sampling/{bucket}/share_held") is False or stats.get(f"sampling/{bucket}/no_options"):
+            LOG.warning("mm_ego.qa: %s clips: %d questions with biased share %.2f (qa.biased_share %.2f%s); %d "
+                        "template questions left out for lack of distinct distractors", bucket,
+                        stats[f"sampling/{bucket}/questions"], stats[f"sampling/{bucket}/biased_share"],
+                        p.qa.biased_share, "" if stats[f"sampling/{bucket}/share_held"] else " cannot be held",
+                        stats[f"sampling/{bucket}/no_options"])
     write_jsonl(records, ctx.path(QA))
     save_json(stats, ctx.path(QA_METRICS))
 

@@ -4,6 +4,7 @@ counted; the data-file check; the generator round-trips."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -76,15 +77,47 @@ def test_malformed_files_raise_naming_the_place(tmp_path: Path, data: object, me
 
 
 def test_gaps_of_the_release_are_skipped_and_counted(tmp_path: Path) -> None:
-    """A video without the chosen pass, or with only empty texts in it, and empty texts are not fatal."""
+    """A video without the chosen pass, with an empty pass, with only empty texts in it, and empty texts
+    are not fatal: they are skipped and counted per reason."""
     data = {"v1": _video(GOOD, {**GOOD, "timestamp_sec": 2.0, "narration_text": ""}),
             "v2": _video(GOOD, pass_name="narration_pass_2"),
             "v3": _video({**GOOD, "narration_text": " "}),
-            "v4": {"status": "redacted"}}
+            "v4": {"status": "redacted"},
+            "v5": _video(),
+            "v6": {"narration_pass_1": {"narrations": [GOOD]},
+                   "narration_pass_2": {"narrations": [{**GOOD, "narration_text": ""}, GOOD]}}}
     out = read_narrations(_write(tmp_path, data))
-    assert list(out.videos) == ["v1"] and len(out.videos["v1"]) == 1
-    assert out.without_pass == ("v2", "v3") and out.skipped == ("v4",) and out.empty_texts == 2
-    assert list(read_narrations(_write(tmp_path, data), narration_pass=2).videos) == ["v2"]
+    assert list(out.videos) == ["v1", "v6"] and len(out.videos["v1"]) == 1
+    assert out.without_pass == ("v2",) and out.empty_pass == ("v3", "v5") and out.skipped == ("v4",)
+    assert out.empty_texts == 2                       # v1 and v3; v6's empty text is in the other pass
+    assert out.counts() == {"videos": 2, "narrations": 2, "skipped/redacted_videos": 1,
+                            "skipped/videos_without_pass": 1, "skipped/videos_with_empty_pass": 2,
+                            "skipped/empty_texts": 2}
+    second = read_narrations(_write(tmp_path, data), narration_pass=2)
+    assert list(second.videos) == ["v2", "v6"] and second.empty_texts == 1
+    assert second.without_pass == ("v1", "v3", "v5")
+
+
+def test_nothing_usable_names_the_file_and_the_counts(tmp_path: Path) -> None:
+    data = {"v1": _video(GOOD, pass_name="narration_pass_2"), "v2": _video({**GOOD, "narration_text": ""}),
+            "v3": {"status": "redacted"}, "v4": _video()}
+    path = _write(tmp_path, data)
+    with pytest.raises(NarrationFormatError) as err:
+        read_narrations(path)
+    assert str(err.value) == (f"{path}: no video has narrations in 'narration_pass_1' (narration_pass=1); of 4 "
+                              f"videos, 1 are redacted, 1 lack 'narration_pass_1' and 2 have no narration text in "
+                              f"it (1 empty texts)")
+
+
+def test_non_utf8_file_names_the_file_and_offset(tmp_path: Path) -> None:
+    path = tmp_path / "narration.json"
+    raw = json.dumps({"v1": _video({**GOOD, "narration_text": "#C C picks a CAFE cup"})}).encode("ascii")
+    path.write_bytes(raw.replace(b"CAFE", "caf\u00e9".encode("latin-1")))   # latin-1 bytes, not UTF-8
+    offset = raw.index(b"CAFE") + 3                                         # the byte of the latin-1 e-acute
+    with pytest.raises(NarrationFormatError, match=re.escape(f"{path}: not UTF-8 text (byte {offset})")):
+        read_narrations(path)
+    path.write_bytes(b"\xef\xbb\xbf" + raw.replace(b"CAFE", "caf\u00e9".encode("utf-8")))   # BOM + UTF-8
+    assert read_narrations(path).videos["v1"][0].text == "#C C picks a caf\u00e9 cup"
 
 
 def test_messages_quote_at_most_the_offending_field(tmp_path: Path) -> None:

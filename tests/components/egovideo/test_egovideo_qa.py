@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -13,11 +14,14 @@ from components.egovideo.qa import (
     Clip,
     NoQuestionsError,
     QAFormatError,
+    TEMPLATES,
     SampleConfig,
+    answer_distributions,
     draw_options,
     generate_questions,
     ground,
     llm_candidates,
+    narrated_values,
     parse_llm_reply,
     question_priors,
     read_jsonl,
@@ -212,3 +216,74 @@ def test_generate_questions_templates_and_llm_with_fallback() -> None:
         generate_questions([_clip_with(["#C C walks around"])], ["last_put"], cfg)
     with pytest.raises(NoQuestionsError, match="no question survived"):
         generate_questions(clips[:1], ["last_put"], cfg, lm=ScriptedLM(["no"]), llm_clips=1, llm_fallback="drop")
+
+
+# --------------------------------------------------------------------------------------------------
+# a small real narration file: few clips, every question text once, few distinct answers
+# --------------------------------------------------------------------------------------------------
+def _small_clip(cid: str, texts: list[str]) -> Clip:
+    narr = [Narration(4.0 * i + 0.5, None, t) for i, t in enumerate(texts)]
+    n = 4 * len(texts)
+    return Clip(cid, cid, "short", 0.0, n, 1.0, tuple(events_of_clip(narr, 0.0, n, 1.0)))
+
+
+SMALL = [_small_clip("a", ["#C C picks a knife from the table", "#C C cuts the onion on the board",
+                           "#C C puts the knife on the table", "#C C opens the fridge",
+                           "#C C picks a bottle from the fridge"]),
+         _small_clip("b", ["#C C opens the drawer", "#C C picks a spoon from the drawer",
+                           "#C C places the spoon in the bowl", "#O man X walks into the kitchen"]),
+         _small_clip("c", ["#C C takes a cup from the shelf", "#C C puts the cup in the sink", "#C C opens the tap",
+                           "#C C washes the cup"])]
+
+
+def test_small_corpus_where_the_share_cannot_be_held_still_gives_questions() -> None:
+    """Every question text occurs once, so each is its own prior (all biased): the 30% share cannot be
+    held, and the bucket's questions are drawn anyway and flagged."""
+    cands = template_candidates(SMALL)
+    assert len(cands) == 7 and all(question_priors(cands)[c.question] == c.answer for c in cands)
+    records, stats = sample_questions(cands, SampleConfig(per_clip=24, biased_share=0.3))
+    assert len(records) == 7 and all(r["biased"] for r in records)
+    assert stats["buckets"]["short"] | {"share_held": False, "no_options": 0, "questions": 7} == stats["buckets"]["short"]
+    for r in records:
+        assert len(set(r["options"])) == 4 and r["options"][r["answer_idx"]] == r["answer"]
+    # one unbiased candidate (its question's prior is another answer) is enough for the share to be held:
+    # 1 question, unbiased (the biased ones could give 0.3 of a question, which rounds to none)
+    last_put = next(c for c in cands if c.qtype == "last_put")
+    other = dataclasses.replace(last_put, answer="drawer")
+    records, stats = sample_questions(cands, SampleConfig(per_clip=24, biased_share=0.3),
+                                      corpus=[*cands, other, other])
+    assert stats["buckets"]["short"]["share_held"] is True
+    assert [(r["question"], r["biased"]) for r in records] == [(last_put.question, False)]
+
+
+def test_distractors_are_topped_up_with_narrated_values_or_the_question_is_left_out() -> None:
+    cands = template_candidates(SMALL)
+    dist = answer_distributions(cands)
+    assert sorted(dist["place"]) == ["bowl", "sink", "table"]        # 2 besides any answer: too few alone
+    extra = narrated_values(cands)
+    assert extra["place"] >= {"board", "drawer", "fridge", "shelf", "tap"} and "onion" in extra["object"]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        options, idx = draw_options("sink", "place", ("cup",), dist, rng, extra=extra)
+        assert options[idx] == "sink" and len(set(options)) == 4 and {"bowl", "table"} <= set(options)
+        assert set(options) <= extra["place"]
+    with pytest.raises(ValueError, match="only 2 distinct 'place' values"):
+        draw_options("sink", "place", ("cup",), dist, rng)
+    # one clip alone names only two places: its 'last_put' question cannot get four options
+    alone = template_candidates(SMALL[:1])
+    records, stats = sample_questions(alone, SampleConfig())
+    assert {r["qtype"] for r in records} == {"count_open"} and stats["buckets"]["short"]["no_options"] == 2
+
+
+def test_generate_questions_on_a_small_file_and_the_errors_that_remain() -> None:
+    records, stats = generate_questions(SMALL, list(TEMPLATES), SampleConfig())
+    assert stats["questions"] == len(records) == 7 and stats["sampling/short/share_held"] is False
+    # the LLM engine with the default fallback: rejected clips get their template questions
+    fallback, stats = generate_questions(SMALL, list(TEMPLATES), SampleConfig(), lm=ScriptedLM(["no"] * 3))
+    assert stats["llm"]["rejected"] == 3 and {r["source"] for r in fallback} == {"template"}
+    assert len(fallback) == 7
+    with pytest.raises(NoQuestionsError, match="all 3 LLM questions were rejected and llm_fallback is 'drop'"):
+        generate_questions(SMALL, list(TEMPLATES), SampleConfig(), lm=ScriptedLM(["no"] * 3), llm_fallback="drop")
+    with pytest.raises(NoQuestionsError, match="no question could be drawn: 1 of 1 template questions lack 3 "
+                                               "distinct distractors"):
+        generate_questions(SMALL[:1], ["last_put"], SampleConfig())

@@ -119,6 +119,54 @@ def test_real_ego4d_narrations_become_clips_and_questions(project: Path) -> None
             assert text[(r["video_uid"], r["evidence_ts"][0])].endswith(f"in the {r['answer']}")
 
 
+# 3 usable videos, 13 narrations in Ego4D phrasing, each video long enough for one short (32 s) clip
+SMALL_FILE = {
+    "vid-a": [(1.2, "#C C picks a knife from the table"), (5.8, "#C C cuts the onion on the board"),
+              (10.4, "#C C puts the knife on the table"), (15.0, "#C C opens the fridge"),
+              (19.6, "#C C picks a bottle from the fridge")],
+    "vid-b": [(0.5, "#C C opens the drawer"), (6.1, "#C C picks a spoon from the drawer"),
+              (11.9, "#C C places the spoon in the bowl"), (18.3, "#O man X walks into the kitchen")],
+    "vid-c": [(2.4, "#C C takes a cup from the shelf"), (8.0, "#C C puts the cup in the sink"),
+              (13.7, "#C C opens the tap"), (21.2, "#C C washes the cup")],
+}
+
+
+def test_small_real_file_at_default_params(project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A first try with a small valid narration.json (default params, only the path set) gives questions;
+    the videos the reader skips are counted in the narrations metrics and logged."""
+    videos: dict[str, Any] = {}
+    for uid, items in SMALL_FILE.items():
+        rows = [{"timestamp_sec": t, "timestamp_frame": round(t * 30), "narration_text": text,
+                 "annotation_uid": f"{uid}-{i}"} for i, (t, text) in enumerate(items)]
+        videos[uid] = {"narration_pass_1": {"narrations": rows, "summaries": []},
+                       "narration_pass_2": {"narrations": rows[:2], "summaries": []}, "status": "complete"}
+    videos["vid-a"]["narration_pass_1"]["narrations"].append(
+        {"timestamp_sec": 24.0, "timestamp_frame": 720, "narration_text": ""})
+    videos["vid-redacted"] = {"status": "redacted"}
+    videos["vid-pass2"] = {"narration_pass_2": {"narrations": rows, "summaries": []}, "status": "complete"}
+    videos["vid-empty"] = {"narration_pass_1": {"narrations": [], "summaries": []}, "status": "complete"}
+    (project / "narration.json").write_text(json.dumps(videos), encoding="utf-8")
+    params = MmEgoParams.model_validate({"data": {"narrations_path": "narration.json"}})
+    with caplog.at_level("WARNING", logger="paperflows.mm_ego"):
+        root = _run_stages(params, project, ("narrations", "qa"))
+    counts = load_json(root / "metrics" / "narrations.json")
+    assert counts == {"videos": 3, "narrations": 13, "skipped/redacted_videos": 1, "skipped/videos_without_pass": 1,
+                      "skipped/videos_with_empty_pass": 1, "skipped/empty_texts": 1,
+                      "clips": 3, "clips/short": 3, "clips/medium": 0, "clips/long": 0}
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert ("read 3 videos (13 narrations) of narration_pass_1; skipped 1 redacted videos, 1 videos without that "
+            "pass, 1 with no narration text in it and 1 empty narration texts") in logged
+    assert "short clips: 7 questions with biased share 1.00 (qa.biased_share 0.30 cannot be held)" in logged
+    rows = read_jsonl(root / "data" / "qa.jsonl")
+    stats = load_json(root / "metrics" / "qa.json")
+    assert len(rows) == stats["questions"] == 7 and stats["sampling/short/share_held"] is False
+    text = {(uid, t): n for uid, items in SMALL_FILE.items() for t, n in items}
+    for r in rows:
+        assert len(set(r["options"])) == 4 and r["options"][r["answer_idx"]] == r["answer"]
+        assert all((r["video_uid"], ts) in text for ts in r["evidence_ts"])
+        assert r["qtype"] != "last_put" or text[(r["video_uid"], r["evidence_ts"][0])].endswith(r["answer"])
+
+
 def test_flow_smoke(project: Path, run_flow_and_check) -> None:
     """The whole flow at tiny size, with the LLM engine writing questions for 3 clips (the others and the
     rejected ones get template questions) and the tiny LLM as a second blind model."""
