@@ -240,7 +240,7 @@ def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source:
     side is empty, as in a small narration file where every question text occurs once and so is its
     own prior), the share cannot be held: ``min(per_clip * clips, candidates)`` questions are drawn with
     a share as close to ``biased_share`` as the candidates allow, and the bucket's ``share_held`` is
-    false. Question priors and distractor distributions come from ``corpus`` (default: the candidates
+    false (a ``biased_share`` of 0 or 1 is kept as asked: such a bucket gives no question). Question priors and distractor distributions come from ``corpus`` (default: the candidates
     themselves), so a subset of the clips is judged against the whole corpus; a candidate for which
     the corpus and its narrations name too few distinct values of its kind to fill the options is left
     out and counted (``no_options``). Returns ``(records, stats)``.
@@ -267,7 +267,8 @@ def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source:
         n_b = min(len(biased), round(cfg.biased_share * target))
         n_u = min(len(unbiased), round(target) - n_b)
         held = n_b + n_u > 0 or not cands
-        if not held:                   # the closest share the candidates allow
+        # the closest share the candidates allow; a share of exactly 0 or 1 is a demand, not a target: kept
+        if not held and 0 < cfg.biased_share < 1:
             n_b = min(len(biased), max(round(cfg.biased_share * most), most - len(unbiased)))
             n_u = most - n_b
         chosen = [(biased[i], True) for i in rng.choice(len(biased), n_b, replace=False)]

@@ -246,6 +246,9 @@ def test_small_corpus_where_the_share_cannot_be_held_still_gives_questions() -> 
     assert stats["buckets"]["short"] | {"share_held": False, "no_options": 0, "questions": 7} == stats["buckets"]["short"]
     for r in records:
         assert len(set(r["options"])) == 4 and r["options"][r["answer_idx"]] == r["answer"]
+    # a share of exactly 0 (no biased question at all) is a demand: nothing is drawn rather than biased ones
+    records, stats = sample_questions(cands, SampleConfig(per_clip=24, biased_share=0.0))
+    assert records == [] and stats["buckets"]["short"]["share_held"] is False
     # one unbiased candidate (its question's prior is another answer) is enough for the share to be held:
     # 1 question, unbiased (the biased ones could give 0.3 of a question, which rounds to none)
     last_put = next(c for c in cands if c.qtype == "last_put")
