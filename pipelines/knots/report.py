@@ -42,10 +42,16 @@ def ta_check(checks: dict[str, float], seeds: list[int], rows: list[dict[str, An
                  numbers={"max_abs_diff": diff, "max_abs_delta": scale})
 
 
+def chosen_top_k(rows: list[dict[str, Any]], method: str) -> str:
+    """The top-K (%) chosen on validation per seed, in seed order; "–" for a method without one (TA)."""
+    chosen = [r.get("top_k") for r in sorted(rows_where(rows, method=method), key=lambda r: r.get("seed", 0))]
+    return ", ".join(f"{v:g}" for v in chosen if v is not None) or "–"
+
+
 def build_report(rows: list[dict[str, Any]], checks: dict[str, float], single: dict[str, float],
                  p: KnotsParams) -> Report:
     tasks, methods = p.data.tasks, p.merge.methods
-    columns = ["method", *tasks, "avg norm acc", "joint acc", "λ chosen", "paper ViT-B/32"]
+    columns = ["method", *tasks, "avg norm acc", "joint acc", "λ chosen", "top-K % chosen", "paper ViT-B/32"]
     table = []
     for method in methods:
         row: dict[str, Any] = {"method": method}
@@ -53,6 +59,7 @@ def build_report(rows: list[dict[str, Any]], checks: dict[str, float], single: d
         row["avg norm acc"] = pm(values(rows, "avg_norm_acc", method=method), 1)
         row["joint acc"] = f"{method_mean(rows, method, 'joint_acc'):.1f}"
         row["λ chosen"] = ", ".join(f"{v:g}" for v in values(rows, "lam", method=method))
+        row["top-K % chosen"] = chosen_top_k(rows, method)
         row["paper ViT-B/32"] = PAPER_VITB32.get(method)
         table.append(row)
     single_rows = [{"task": t,
@@ -70,6 +77,9 @@ def build_report(rows: list[dict[str, Any]], checks: dict[str, float], single: d
         "sign-conflict rate is the before/after measure).",
         "Normalised accuracy = 100 x merged accuracy / the task's own LoRA accuracy; mean ± 95% interval over "
         f"seeds {p.seeds}; lambda and top-K chosen on validation per seed.",
+        "Torch runs on PAPERFLOWS_TORCH_THREADS threads (default 1): "
+        "CPU kernels reduce in a thread-count dependent order, so results are bit-identical across entry points "
+        "at equal thread counts; their spread across thread counts is not measured here.",
         "Paper column: per-task average normalised accuracy with CLIP ViT-B/32 r16 LoRAs on 8 vision datasets "
         "(as quoted by Iso-C); not comparable in absolute value with this CPU-scale setting.",
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.knots.params import KnotsParams
-from pipelines.knots.report import build_report, ta_check, ties_claim
+from pipelines.knots.report import build_report, chosen_top_k, ta_check, ties_claim
 
 
 def _rows(knots_ties: list[float], ties: list[float]) -> list[dict]:
@@ -57,7 +57,7 @@ def test_report_table_has_one_row_per_method_and_the_paper_column() -> None:
     for seed in (0, 1):
         for method, value in (("ties", 80.0 + seed), ("knots_ties", 82.0 + seed)):
             rows.append({"seed": seed, "method": method, "avg_norm_acc": value, "joint_acc": 50.0, "lam": 0.5,
-                         "rotate90_norm_acc": value, "invert_norm_acc": value})
+                         "top_k": (30.0, 20.0)[seed], "rotate90_norm_acc": value, "invert_norm_acc": value})
     checks = {f"seed{s}/{k}": v for s in (0, 1) for k, v in (("knots_ta_minus_ta_max_abs", 0.0),
               ("delta_max_abs", 1.0), ("sign_conflict_original", 0.2), ("sign_conflict_knots", 0.1),
               ("subspace_alignment", 0.5))}
@@ -65,5 +65,12 @@ def test_report_table_has_one_row_per_method_and_the_paper_column() -> None:
     report = build_report(rows, checks, single, p)
     assert [r["method"] for r in report.rows] == ["ties", "knots_ties"]
     assert report.rows[1]["paper ViT-B/32"] == 68.0 and report.rows[1]["avg norm acc"].startswith("82.5 ±")
+    assert report.rows[0]["top-K % chosen"] == "30, 20" and report.rows[0]["λ chosen"] == "0.5, 0.5"
     # identical gains on both seeds: a zero-width interval above zero
     assert report.claims[0].verdict == "holds" and report.checks[0].passed
+
+
+def test_methods_without_a_top_k_show_a_dash() -> None:
+    rows = [{"seed": 1, "method": "ta", "top_k": None}, {"seed": 0, "method": "ta", "top_k": None},
+            {"seed": 1, "method": "ties", "top_k": 50.0}, {"seed": 0, "method": "ties", "top_k": 10.0}]
+    assert chosen_top_k(rows, "ta") == "–" and chosen_top_k(rows, "ties") == "10, 50"
