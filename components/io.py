@@ -119,6 +119,18 @@ def safetensors_bytes(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str
     return struct.pack("<Q", len(text)) + text + blob[8 + size:]
 
 
+def safetensors_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors file, read from its JSON header (no tensor is loaded)."""
+    import struct
+
+    with open(path, "rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        if size > 100 * 2**20:
+            raise ValueError(f"{path}: safetensors header of {size} bytes")
+        header = json.loads(handle.read(size))
+    return dict(header.get("__metadata__") or {})
+
+
 def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
                  metadata: Mapping[str, str] | None = None) -> Path:
     """Write a flat ``name -> tensor`` mapping as safetensors (tensors made contiguous on CPU); the same

@@ -9,6 +9,7 @@ one per point).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -351,19 +352,6 @@ def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[s
 # --------------------------------------------------------------------------------------------------
 # the outcome of a pipeline run, on its parent run
 # --------------------------------------------------------------------------------------------------
-def safetensors_metadata(path: Path) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors file, read from its JSON header (no tensor is loaded)."""
-    import json
-    import struct
-
-    with open(path, "rb") as handle:
-        (size,) = struct.unpack("<Q", handle.read(8))
-        if size > 100 * 2**20:
-            raise ValueError(f"{path}: safetensors header of {size} bytes")
-        header = json.loads(handle.read(size))
-    return dict(header.get("__metadata__") or {})
-
-
 def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Path,
                 report: dict[str, Any], changed: dict[str, Any] | None, started_by: str) -> list[str]:
     """Everything a reader of the parent run needs: the claims as metrics and tags, a description, the
@@ -371,7 +359,7 @@ def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Pat
     each trained model registered as ``<slug>-<role>``. Returns the registered ``name/version``s."""
     import tempfile
 
-    from components.io import save_csv, save_json
+    from components.io import safetensors_metadata, save_csv, save_json
     from paperflows.report import figures
 
     metrics, tags = claim_metrics(report)
@@ -416,8 +404,6 @@ def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Pat
                     target.write_bytes(f.read_bytes())
                     meta = safetensors_metadata(f)
                     if "model.config" in meta:
-                        import json
-
                         meta["model.config"] = json.loads(meta["model.config"])
                     described[rel_name] = meta
                 save_json({"registered_model": name, "pipeline": pipeline.slug, "stage": stage.name,

@@ -55,3 +55,13 @@ def clone_repo(dest: Path) -> Path:
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "snapshot"]):
         subprocess.run(cmd, cwd=dest, check=True, env=env, capture_output=True)
     return dest
+
+
+def keep_test_artifacts(folder: Path, name: str) -> Path:
+    """Copy ``folder`` (screenshots of a browser test) to ``test-artifacts/<name>/`` of the checkout, replacing
+    what an earlier run left there, so CI and a developer can look at them after the test."""
+    kept = REPO / "test-artifacts" / name
+    if kept.exists():
+        shutil.rmtree(kept)
+    shutil.copytree(folder, kept)
+    return kept

@@ -8,14 +8,13 @@ Screenshots of the form and of the finished run are kept under the test's tmp fo
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
 from paperflows import registry
-from tests.conftest import REPO
+from tests.conftest import keep_test_artifacts
 from tests.platform.test_deploy import (
     MICRO,
     api,
@@ -98,10 +97,7 @@ def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
                 finally:
                     browser.close()
     finally:
-        kept = REPO / "test-artifacts" / "prefect-ui"
-        if kept.exists():
-            shutil.rmtree(kept)
-        shutil.copytree(shots, kept)
+        keep_test_artifacts(shots, "prefect-ui")
 
     # MLflow: the parent run of that flow run, with the value typed into the form
     _, parent = mlflow_parent_run(f"sqlite:///{project / 'mlflow.db'}", "nsot", run["id"])

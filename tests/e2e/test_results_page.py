@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from paperflows.__main__ import main
-from tests.conftest import REPO
+from tests.conftest import REPO, keep_test_artifacts
 from tests.e2e.test_prefect_ui import CHROMIUM, CHROMIUM_ARGS
 from tests.platform.test_results_page import constructed_report, file_params, write_run
 
@@ -92,9 +92,6 @@ def test_results_page_renders_offline_in_chromium(project: Path, tmp_path: Path)
             finally:
                 browser.close()
     finally:
-        kept = REPO / "test-artifacts" / "results-page"
-        if kept.exists():
-            shutil.rmtree(kept)
-        shutil.copytree(shots, kept)
+        keep_test_artifacts(shots, "results-page")
     assert requested == [], f"the page asked for {requested}"
     assert (shots / "results-page.png").stat().st_size > 10_000

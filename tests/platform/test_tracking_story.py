@@ -14,7 +14,7 @@ import torch
 from mlflow import MlflowClient
 from pydantic import Field
 
-from components.io import load_json, save_model, save_table
+from components.io import load_json, safetensors_metadata, save_model, save_table
 from components.metrics.stats import mean_ci
 from paperflows import spool
 from paperflows.paper import Paper
@@ -233,8 +233,6 @@ def test_stage_summary_line_names_metrics_and_the_mlflow_run() -> None:
 
 def test_config_json_rebuilds_the_model(tmp_path: Path) -> None:
     path = save_model(Linear(LinearConfig(7)), tmp_path / "m.safetensors", {"seed": "0"})
-    from paperflows.tracking import safetensors_metadata
-
     meta = safetensors_metadata(path)
     assert meta["model.class"] == f"{Linear.__module__}:Linear" and json.loads(meta["model.config"]) == {"width": 7}
     rebuilt = Linear(LinearConfig(**json.loads(meta["model.config"])))
