@@ -62,7 +62,8 @@ from prefect.runtime import deployment, flow_run  # noqa: E402
 from prefect.settings import get_current_settings  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
-from paperflows.tracking import Tracker, mlflow_artifact_url, mlflow_run_url, run_tags  # noqa: E402
+from paperflows.tracking import (Tracker, claim_metrics, mlflow_artifact_url, mlflow_run_url,  # noqa: E402
+                                 run_tags)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,8 +265,12 @@ def publish_report(pipeline: Pipeline, summary: RunSummary, settings: Settings, 
     create_markdown_artifact(markdown="\n\n".join(["  \n".join(links), text]),
                              key=_artifact_key(pipeline.slug, "report"),
                              description=f"{pipeline.title}: table, claims and figures "
-                                         f"({sum(c['verdict'] == 'holds' for c in report['claims'])}/"
-                                         f"{len(report['claims'])} claims hold)")
+                                         f"({claims_held(report)} claims hold)")
+
+
+def claims_held(report: dict[str, Any]) -> str:
+    """``held/total`` as the parent run's ``claims.held`` tag counts them (one count, in tracking)."""
+    return claim_metrics(report)[1].get("claims.held", "0/0")
 
 
 def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str, Any]:
@@ -328,7 +333,7 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
     publish_report(pipeline, summary, settings, experiment)
     if summary.run_id:
         logger.info("%s: %s claims hold; MLflow run: %s", pipeline.slug,
-                    f"{sum(c['verdict'] == 'holds' for c in summary.report['claims'])}/{len(summary.report['claims'])}",
+                    claims_held(summary.report),
                     mlflow_run_url(settings, experiment, summary.run_id))
     return {"slug": pipeline.slug, "root": str(summary.root), "mlflow_run_id": summary.run_id,
             "seconds": summary.seconds, "workspace": workspace, "dvc": dvc_status,
