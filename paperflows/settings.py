@@ -18,6 +18,7 @@ server, an MLflow tracking server or another output disk (settings only, no code
 | PAPERFLOWS_DASK_WORKERS  | unset (Dask's choice: one per CPU core): worker processes of that LocalCluster |
 | PAPERFLOWS_TORCH_THREADS | ``1``: every stage and fan-out item of a run uses ``N`` torch intra-op threads (the one thread setting; params have none). CPU results are bit-identical across entry points only at the same thread count |
 | PAPERFLOWS_GPU_LIMIT     | ``gpu``: the Prefect global concurrency limit that training stages (``Stage(gpu=True)``) hold one slot of while they run, when a Prefect server (``PREFECT_API_URL``) has that limit (``prefect gcl create gpu --limit <GPUs>``); no-op otherwise |
+| PAPERFLOWS_MODEL_VERSIONS | ``20``: versions of each registered model ``<slug>-<role>`` kept in MLflow's registry; registering a new one deletes the oldest beyond that (never one that has an alias). The runs keep their weights as artifacts |
 | PREFECT_API_URL          | unset: embedded (ephemeral) Prefect server per process; ``http://host:4200/api``: a running server (required by ``dask``) |
 
 DVC remotes are settings too: ``.dvc/config`` names the local default remote
@@ -42,6 +43,7 @@ DEFAULT_GPU_LIMIT = "gpu"
 # the small models of the CPU-scale runs are fastest on one thread, and two pipelines can then share two
 # cores; results are bit-identical across entry points at equal thread counts
 DEFAULT_TORCH_THREADS = 1
+DEFAULT_MODEL_VERSIONS = 20
 
 
 class SettingsError(ValueError):
@@ -72,6 +74,7 @@ class Settings:
     dask_workers: int | None = None       # worker processes of that LocalCluster; None: Dask's default
     torch_threads: int = DEFAULT_TORCH_THREADS  # torch intra-op threads of every stage call
     gpu_limit: str = DEFAULT_GPU_LIMIT    # Prefect global concurrency limit held by training stages
+    model_versions_kept: int = DEFAULT_MODEL_VERSIONS  # registry versions kept per registered model
 
     def __post_init__(self) -> None:
         if self.task_runner not in TASK_RUNNERS:
@@ -115,6 +118,7 @@ def load_settings() -> Settings:
         dask_workers=_positive_int("PAPERFLOWS_DASK_WORKERS"),
         torch_threads=_positive_int("PAPERFLOWS_TORCH_THREADS") or DEFAULT_TORCH_THREADS,
         gpu_limit=os.environ.get("PAPERFLOWS_GPU_LIMIT") or DEFAULT_GPU_LIMIT,
+        model_versions_kept=_positive_int("PAPERFLOWS_MODEL_VERSIONS") or DEFAULT_MODEL_VERSIONS,
     )
 
 

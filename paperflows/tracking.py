@@ -154,7 +154,24 @@ class Tracker:
                 raise
         version = self.client.create_model_version(name, source=f"runs:/{run_id}/{artifact_path}", run_id=run_id,
                                                    tags=tags, description=description)
+        self.prune_model_versions(name, self.settings.model_versions_kept)
         return str(version.version)
+
+    def prune_model_versions(self, name: str, keep: int) -> list[str]:
+        """Delete the versions of ``name`` older than its newest ``keep`` (``PAPERFLOWS_MODEL_VERSIONS``),
+        sparing any version that carries an alias (someone points at it); the runs keep their artifacts.
+        Returns the deleted versions."""
+        versions = sorted(self.client.search_model_versions(f"name = '{name}'"), key=lambda v: -int(v.version))
+        if len(versions) <= keep:
+            return []
+        aliased = {str(v) for v in (self.client.get_registered_model(name).aliases or {}).values()}
+        deleted = []
+        for old in versions[keep:]:
+            if str(old.version) in aliased:
+                continue
+            self.client.delete_model_version(name, old.version)
+            deleted.append(str(old.version))
+        return deleted
 
 
 def artifact_folder(path: Path) -> str:

@@ -3,6 +3,8 @@ source fields, registered models, previewable tables and figures, DVC stage runs
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import logging
 import subprocess
@@ -179,6 +181,12 @@ def test_the_parent_run_tells_the_story(settings: Settings) -> None:
     # a second run is a second version
     execute(pipeline, params, settings, settings.runs("story") / "r2", entry="test", tracker=tracker)
     assert sorted(int(v.version) for v in client.search_model_versions("name = 'story-linear'")) == [1, 2]
+    # PAPERFLOWS_MODEL_VERSIONS bounds the registry: the oldest versions go, an aliased one stays
+    client.set_registered_model_alias("story-linear", "production", "1")
+    kept_two = dataclasses.replace(settings, model_versions_kept=2)
+    for run in ("r3", "r4"):
+        execute(pipeline, params, kept_two, kept_two.runs("story") / run, entry="test", tracker=Tracker(kept_two, "story"))
+    assert sorted(int(v.version) for v in client.search_model_versions("name = 'story-linear'")) == [1, 3, 4]
 
 
 def test_dvc_stage_runs_are_grouped_under_one_parent(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
