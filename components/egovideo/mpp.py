@@ -19,7 +19,9 @@ QA engine recorded). With probability ``teacher_forcing`` a training example rea
 
 The compared methods share the network and differ only in which visual tokens the answer pass reads
 (:data:`METHODS`): ``mpp`` (pointer top-k, full tokens), ``uniform`` (k evenly spaced frames, full tokens),
-``compressed`` (all T compressed tokens), ``blind`` (no visual token: the text-only model).
+``compressed`` (all T compressed tokens), ``blind`` (no visual token: the text-only model). At evaluation,
+``oracle`` reads an MPP model's answer pass on the evidence frames instead of the pointer's top-k, which
+separates the pointer's errors from the answer step's.
 """
 
 from __future__ import annotations
@@ -218,8 +220,20 @@ def _blind(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, 
     return Forward(model.option_logits(batch["question"], None, batch["options"]))
 
 
+def _oracle(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
+            ) -> Forward:
+    """An MPP model whose answer pass reads the evidence frames (filled up to k with the pointer's best others):
+    what the answer step achieves with a perfect pointer."""
+    scores = model.pointer_scores(batch["question"], batch["frames"])
+    idx = topk_frames(scores.detach() + 1e4 * batch["evidence"], model.cfg.k)
+    logits = model.option_logits(batch["question"], model.full_tokens(batch["frames"], idx), batch["options"])
+    return Forward(logits, scores, idx)
+
+
 METHODS: dict[str, Callable[[EgoQAModel, dict[str, Tensor], float, torch.Generator | None], Forward]] = {
     "mpp": _mpp, "uniform": _uniform, "compressed": _compressed, "blind": _blind}
+# evaluation only: ``oracle`` runs a model trained as ``mpp`` with its pointer replaced by the evidence frames
+EVAL_METHODS = {**METHODS, "oracle": _oracle}
 
 
 def balanced_bce(scores: Tensor, evidence: Tensor) -> Tensor:
@@ -253,9 +267,9 @@ def make_loss(method: str, pointer_weight: float, teacher_forcing: float, seed: 
 
 @torch.no_grad()
 def predict(model: EgoQAModel, method: str, batch: dict[str, Tensor]) -> Forward:
-    """Inference pass (pure top-k for MPP); the model is put in eval mode."""
+    """Inference pass (pure top-k for MPP; ``oracle``: an MPP model on the evidence frames); eval mode."""
     model.eval()
-    return METHODS[method](model, batch, 0.0, None)
+    return EVAL_METHODS[method](model, batch, 0.0, None)
 
 
 # --------------------------------------------------------------------------------------------------

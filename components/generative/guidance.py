@@ -20,10 +20,17 @@ gives ``g_k = dL/du_k`` (``= h lambda_{k+1}`` in Euclidean space). Every method 
                (through the state's own step map, so an SO(3) source stays a rotation)
     flowgrad:  FlowGrad (Liu et al. 2023): controls, plain gradient steps through the solver by autograd,
                u_k <- u_k - eta g_k / h  (no running cost)
-    ocflow:    OC-Flow (Alg. 1): costates by the backward VJP recursion and the weight-decayed update
-               u_k <- (1 - gamma) u_k - eta g_k / h     (beta = 1 - gamma; gamma = 0 is FlowGrad)
+    ocflow:    OC-Flow, with one of two updates (``GuidanceConfig.update``):
+               "alg1"      Alg. 1: costates by the backward VJP recursion, weight-decayed update
+                           u_k <- (1 - gamma) u_k - eta g_k / h     (beta = 1 - gamma; gamma = 0 is FlowGrad)
+               "official"  the official code's default ``oc``: plain gradient steps on J over the controls
+                           *and* a shift delta of the source, x0 + delta (an extra slot with no running cost),
+                           each sample's whole gradient clipped to norm ``clip``:
+                           (delta, u) <- (delta, u) - eta clip(dJ/d delta, dJ/du),  dJ/du_k = g_k + gamma h u_k
 
 ``g_k / h`` is ``lambda_{k+1}`` in Euclidean space and the costate pulled back to so(3) on SO(3).
+``GuidanceConfig.clip`` (the official code's ``max_grad_norm``) bounds the norm of each sample's update
+direction in every method: D-Flow's grad_{x0} L, FlowGrad's and Alg. 1's (g_k / h)_k, the official (dJ/d delta, dJ/du).
 Model evaluations are counted as NFE: one per forward step and one per VJP through a step.
 
 Rewards of the toy tasks (``L = -reward``) and the closeness of guided samples to the data:
@@ -61,11 +68,15 @@ __all__ = [
     "guide",
     "logistic_reward",
     "nearest_distance",
+    "UPDATES",
+    "clip_per_sample",
     "objective",
     "oc_gradient",
+    "ocflow_official",
     "point_reward",
     "rollout",
     "rotation_reward",
+    "source_gradient",
 ]
 
 #: ``field(x [B, ...], t [B]) -> v``: a velocity in the state's tangent coordinates.
@@ -97,6 +108,10 @@ DYNAMICS: dict[str, Dynamics] = {
 }
 
 
+#: OC-Flow's update rules (``GuidanceConfig.update``).
+UPDATES = ("alg1", "official")
+
+
 @dataclass(frozen=True)
 class GuidanceConfig:
     """Settings shared by all guidance methods.
@@ -105,8 +120,11 @@ class GuidanceConfig:
         n_steps: Euler steps N of the rollout (brief: 20; official molecule code: 50).
         iterations: optimisation iterations (brief: 10; PepFlow SO(3): 20).
         lr: eta, the step on the costate (official code: SGD lr 1).
-        gamma: running-cost weight; OC-Flow decays controls by beta = 1 - gamma (official: 0.01).
+        gamma: running-cost weight (official: 0.01); with ``update="alg1"`` OC-Flow decays controls by
+            beta = 1 - gamma per iteration (so gamma <= 1), with "official" by 1 - eta gamma h.
         dynamics: key of :data:`DYNAMICS` ("euclidean" or "so3").
+        update: OC-Flow's update, "alg1" or "official" (see the module docstring).
+        clip: largest norm of one sample's update direction (official ``max_grad_norm``: 10); None: no clip.
     """
 
     n_steps: int = 20
@@ -114,14 +132,20 @@ class GuidanceConfig:
     lr: float = 0.1
     gamma: float = 0.0
     dynamics: str = "euclidean"
+    update: str = "alg1"
+    clip: float | None = None
 
     def __post_init__(self) -> None:
         if self.n_steps < 1 or self.iterations < 0:
             raise ValueError(f"GuidanceConfig needs n_steps >= 1 and iterations >= 0, got {self}")
-        if not self.lr > 0 or not 0 <= self.gamma <= 1:
-            raise ValueError(f"GuidanceConfig needs lr > 0 and 0 <= gamma <= 1, got {self}")
+        if not self.lr > 0 or not self.gamma >= 0 or (self.update == "alg1" and self.gamma > 1):
+            raise ValueError(f"GuidanceConfig needs lr > 0 and gamma >= 0 (<= 1 for update 'alg1'), got {self}")
         if self.dynamics not in DYNAMICS:
             raise ValueError(f"unknown dynamics {self.dynamics!r}; expected one of {sorted(DYNAMICS)}")
+        if self.update not in UPDATES:
+            raise ValueError(f"unknown OC-Flow update {self.update!r}; expected one of {UPDATES}")
+        if self.clip is not None and not self.clip > 0:
+            raise ValueError(f"GuidanceConfig needs clip > 0 or None, got {self.clip}")
 
     @property
     def h(self) -> float:
@@ -134,7 +158,7 @@ class GuidanceResult:
 
     Attributes:
         x: ``[B, ...]`` terminal states of the final rollout.
-        x0: ``[B, ...]`` source states used (moved by D-Flow, else the input).
+        x0: ``[B, ...]`` source states used (moved by D-Flow and the official OC-Flow, else the input).
         controls: ``[N, B, *tangent]`` final controls (zeros for unguided and D-Flow).
         trajectory: ``[N + 1, B, ...]`` states of the final rollout.
         nfe: model evaluations (forward steps + VJPs through steps).
@@ -213,6 +237,20 @@ def control_energy(controls: Tensor, h: float) -> Tensor:
     return h * controls.pow(2).flatten(2).sum(-1).sum(0)
 
 
+def clip_per_sample(grads: list[Tensor], max_norm: float | None, batch_dims: list[int]) -> list[Tensor]:
+    """Scale each sample's gradient, all tensors together, to norm at most ``max_norm`` (None: unchanged).
+
+    ``batch_dims[i]`` is the batch axis of ``grads[i]``; a sample's norm is taken over every other axis of
+    every tensor (the official code clips the whole gradient of one molecule with ``clip_grad_norm_``).
+    """
+    if max_norm is None:
+        return grads
+    moved = [g.movedim(d, 0) for g, d in zip(grads, batch_dims)]
+    sq = sum(m.reshape(m.shape[0], -1).pow(2).sum(1) for m in moved)
+    scale = (max_norm / sq.sqrt().clamp_min(1e-12)).clamp(max=1.0)
+    return [(m * scale.view(-1, *[1] * (m.ndim - 1))).movedim(0, d) for m, d in zip(moved, batch_dims)]
+
+
 def _zero_controls(x0: Tensor, cfg: GuidanceConfig) -> Tensor:
     tangent = DYNAMICS[cfg.dynamics].tangent(x0)
     return tangent.expand(cfg.n_steps, *tangent.shape).clone()
@@ -251,6 +289,7 @@ def dflow(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> Guidance
             grad = torch.autograd.grad(-rewards.sum(), delta)[0]
         history.append(float(rewards.detach().mean()))
         nfe += 2 * res.nfe  # forward rollout + one VJP per step
+        (grad,) = clip_per_sample([grad], cfg.clip, [0])
         x0 = dyn.step(x0, -cfg.lr * grad, 1.0).detach()
     return _finish(f, x0, _zero_controls(x0, cfg), reward, cfg, nfe, started, history)
 
@@ -268,12 +307,15 @@ def flowgrad(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> Guida
             grad = torch.autograd.grad(-rewards.sum(), u)[0]
         history.append(float(rewards.detach().mean()))
         nfe += 2 * res.nfe
-        controls = (controls - cfg.lr * grad / cfg.h).detach()
+        (step,) = clip_per_sample([grad / cfg.h], cfg.clip, [1])
+        controls = (controls - cfg.lr * step).detach()
     return _finish(f, x0, controls, reward, cfg, nfe, started, history)
 
 
 def ocflow(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> GuidanceResult:
-    """OC-Flow (Alg. 1): costates by the backward VJP recursion, ``u <- (1 - gamma) u - eta g / h``."""
+    """OC-Flow: costates by the backward VJP recursion, then the update ``cfg.update`` (module docstring)."""
+    if cfg.update == "official":
+        return ocflow_official(f, x0, reward, cfg)
     started = time.perf_counter()
     controls = _zero_controls(x0, cfg)
     history, nfe = [], 0
@@ -283,8 +325,36 @@ def ocflow(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> Guidanc
         history.append(_mean_reward(reward, res.x))
         _, grads = costates(f, res.trajectory, controls, reward, cfg)
         nfe += 2 * res.nfe
-        controls = ((1 - cfg.gamma) * controls - cfg.lr * grads / cfg.h).detach()
+        (step,) = clip_per_sample([grads / cfg.h], cfg.clip, [1])
+        controls = ((1 - cfg.gamma) * controls - cfg.lr * step).detach()
     return _finish(f, x0, controls, reward, cfg, nfe, started, history)
+
+
+def source_gradient(f: Field, x0: Tensor, delta: Tensor, lam0: Tensor, cfg: GuidanceConfig) -> Tensor:
+    """``dL/d delta`` for the source ``step(x0, delta, 1)`` from the first costate ``lambda_0 = dL/dx_0``."""
+    with torch.enable_grad():
+        d = delta.detach().requires_grad_(True)
+        return torch.autograd.grad(DYNAMICS[cfg.dynamics].step(x0, d, 1.0), d, lam0)[0]
+
+
+def ocflow_official(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> GuidanceResult:
+    """OC-Flow as the official code's default ``oc``: SGD on ``J`` over the controls and a source shift,
+    each sample's gradient ``(dJ/d delta, dJ/du)`` clipped to norm ``cfg.clip``."""
+    started = time.perf_counter()
+    dyn = DYNAMICS[cfg.dynamics]
+    controls, delta = _zero_controls(x0, cfg), dyn.tangent(x0)
+    history, nfe = [], 0
+    for _ in range(cfg.iterations):
+        source = dyn.step(x0, delta, 1.0)
+        with torch.no_grad():
+            res = rollout(f, source, controls, cfg)
+        history.append(_mean_reward(reward, res.x))
+        lams, grads = costates(f, res.trajectory, controls, reward, cfg)
+        nfe += 2 * res.nfe
+        g_delta, g_u = clip_per_sample([source_gradient(f, x0, delta, lams[0], cfg),
+                                        grads + cfg.gamma * cfg.h * controls], cfg.clip, [0, 1])
+        delta, controls = (delta - cfg.lr * g_delta).detach(), (controls - cfg.lr * g_u).detach()
+    return _finish(f, dyn.step(x0, delta, 1.0), controls, reward, cfg, nfe, started, history)
 
 
 #: name -> ``(field, x0, reward, cfg) -> GuidanceResult``.

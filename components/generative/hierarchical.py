@@ -35,8 +35,9 @@ For D = 1 the network is called as a plain velocity model ``u(x [B, ...], t [B])
 **Oracle.** For a 1-D Gaussian-mixture target and N(0, 1) source the velocity law at ``(x_t, t)`` is a
 Gaussian mixture in closed form (:func:`gaussian_mixture_velocity_law`). Each level of the ideal hierarchy
 is again RF from N(0, 1) to a Gaussian mixture, so the exact field of every depth follows
-(:func:`exact_mixture_field`: the RF velocity, the HRF2 acceleration, ...): known answers for tests, and
-the "true law" against which sampled velocities are compared.
+(:func:`exact_mixture_field`: the RF velocity, the HRF2 acceleration, ...): known answers for tests, the
+"true law" against which sampled velocities are compared, and (:func:`mixture_field_model`) an ideal
+"network" to sample with, whose quality curve is what a perfect fit would give.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ __all__ = [
     "hierarchical_batch_loss",
     "hierarchical_loss",
     "hierarchical_states",
+    "mixture_field_model",
     "mixture_velocity_law_samples",
     "sample_hierarchical",
     "sample_schedule",
@@ -371,3 +373,19 @@ def mixture_velocity_law_samples(x: float, t: float, means: Sequence[float], var
     v = m[0, comp] + var[0, comp].sqrt() * torch.randn(n, generator=generator, dtype=torch.float64)
     modes = [float(mu) for mu, wk in zip(m[0], w[0]) if wk > min_weight]
     return v.float()[:, None], modes
+
+
+def mixture_field_model(means: Sequence[float], variance: float) -> HierarchicalModel:
+    """The ideal field of an equal-weight 1-D mixture target (components ``N(means[k], variance)``) as a network
+    of any depth is called: ``u(x [B, 1], t [B])`` is the exact RF velocity, ``u(s [B, D, 1], t [B, D])`` the
+    exact depth-D field (:func:`exact_mixture_field`, computed in float64, returned in the states' dtype)."""
+    k = len(means)
+    if k == 0 or variance <= 0:
+        raise ValueError(f"need >= 1 mean and variance > 0, got {k} means, {variance}")
+    law = (torch.full((k,), 1.0 / k, dtype=torch.float64), torch.tensor(list(means), dtype=torch.float64),
+           torch.full((k,), float(variance), dtype=torch.float64))
+
+    def field(states: Tensor, times: Tensor) -> Tensor:
+        return exact_mixture_field(states.double(), times.double(), *law).to(states.dtype)
+
+    return field

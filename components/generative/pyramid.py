@@ -42,7 +42,13 @@ covariance ``alpha^2 e^2 11^T + beta^2 ((1 + gamma) I - gamma 11^T) = alpha^2 e^
 ``alpha e sqrt(1 + 1/gamma) = s_k`` and signal coefficient ``alpha o = 1 - s_k``: exactly the law of the
 stage-k start ``s_k n + (1 - s_k) Up(x_{k-1})``. At gamma = 1/3 the block noise sums to zero in every block.
 :data:`JUMPS` also holds the ablations "iid" (same alpha, beta, i.i.d. noise: right variance, but the
-pixels of a block stay correlated by ``gamma / (1 + gamma)``) and "none" (plain Up, no renoising).
+pixels of a block stay correlated by ``gamma / (1 + gamma)``) and "none" (plain Up, no renoising). The
+un-renoised state ``e Up(n) + o Up(x)`` has noise level e = e_{k-1}, less than the corrected start s_k;
+stage k passes that level at local time ``(s_k - e) / (s_k - e_k)``
+(:meth:`PyramidSchedule.unrenoised_entry_time`), so "none" enters the stage there (:data:`JUMP_ENTRY`),
+with the same number of steps over the shorter span. Its state then has the noise level and signal
+coefficient the stage expects at that time; what still differs is the noise itself, constant on every
+2x2 block instead of independent per pixel: the defect the renoising corrects.
 
 **Temporal pyramid** (autoregressive video): frames are generated one at a time under a causal temporal
 mask. The history of a frame generated at stage k is compressed: the frame at lag d (1 = most recent)
@@ -86,7 +92,7 @@ from components.generative.pyramid_schedule import (
 from components.generative.samplers import sample
 from components.generative.time import sample_time
 
-__all__ = ["HISTORY_MODES", "JUMPS", "ClipSampleResult", "ComputeCounter", "Cost", "PyramidSampleResult",
+__all__ = ["HISTORY_MODES", "JUMPS", "JUMP_ENTRY", "ClipSampleResult", "ComputeCounter", "Cost", "PyramidSampleResult",
            "PyramidSchedule", "autoregressive_sample", "batch_columns", "block_noise", "block_noise_covariance",
            "compress_history", "corrupt_history", "data_pyramid", "downsample", "guided_velocity", "history_levels",
            "jump", "noise_pyramid", "pyramid_batches", "pyramid_loss", "pyramid_sample", "sequence_layout",
@@ -273,6 +279,14 @@ JUMPS: dict[str, Callable[[Tensor, PyramidSchedule, int, torch.Generator | None]
 }
 
 
+#: name -> local time ``(schedule, stage_entered) -> t`` at which the jumped state enters the stage.
+JUMP_ENTRY: dict[str, Callable[[PyramidSchedule, int], float]] = {
+    "block": lambda schedule, stage: 0.0,   # the renoised state has the corrected start's law
+    "iid": lambda schedule, stage: 0.0,     # the same variance (block correlation left in)
+    "none": lambda schedule, stage: schedule.unrenoised_entry_time(stage),  # where the stage has noise e_{k-1}
+}
+
+
 def jump(name: str, x: Tensor, schedule: PyramidSchedule, stage: int,
          generator: torch.Generator | None = None) -> Tensor:
     """Apply the jump registered as ``name`` when entering ``stage``."""
@@ -332,7 +346,8 @@ class PyramidSampleResult:
 def pyramid_sample(field: Callable[[Tensor, Tensor, int], Tensor], schedule: PyramidSchedule, noise: Tensor,
                    steps: Sequence[int], jump_name: str = "block",
                    generator: torch.Generator | None = None) -> PyramidSampleResult:
-    """Generate through every stage: Euler steps of the core :func:`sample` inside a stage, a jump between.
+    """Generate through every stage: Euler steps of the core :func:`sample` inside a stage, a jump between;
+    after a jump the stage is integrated from the jump's entry time (:data:`JUMP_ENTRY`) to 1.
 
     Args:
         field: ``field(x [B, ...], tau [B], stage) -> velocity`` with the *global* time ``tau``.
@@ -348,9 +363,12 @@ def pyramid_sample(field: Callable[[Tensor, Tensor, int], Tensor], schedule: Pyr
     x = noise_pyramid(noise, schedule.n_stages)[0]
     nfe, ends = 0, []
     for stage in range(schedule.n_stages):
+        t0 = 0.0
         if stage > 0:
             x = jump(jump_name, x, schedule, stage, generator)
-        result = sample(lambda y, t, k=stage: field(y, schedule.global_time(k, t), k), x, steps[stage], "euler")
+            t0 = JUMP_ENTRY[jump_name](schedule, stage)
+        result = sample(lambda y, t, k=stage: field(y, schedule.global_time(k, t), k), x, steps[stage], "euler",
+                        t0=t0)
         x, nfe = result.x, nfe + result.nfe
         ends.append(x)
     return PyramidSampleResult(x=x, nfe=nfe, stage_ends=tuple(ends))
@@ -367,13 +385,18 @@ class ClipSampleResult:
 def autoregressive_sample(velocity: Callable[[Tensor, Tensor, int, list[Tensor]], Tensor],
                           schedule: PyramidSchedule, noise: Tensor, steps: Sequence[int],
                           history_mode: str = "compressed", jump_name: str = "block",
-                          generator: torch.Generator | None = None) -> ClipSampleResult:
+                          generator: torch.Generator | None = None, first_steps: Sequence[int] | None = None,
+                          first_velocity: Callable[[Tensor, Tensor, int, list[Tensor]], Tensor] | None = None
+                          ) -> ClipSampleResult:
     """Generate clips frame by frame (temporal pyramid): frame f sees frames ``0..f-1`` as history,
     compressed per stage (:func:`compress_history`), clean (no corruption at inference).
 
     Args:
         velocity: ``velocity(x, tau [B], stage, history) -> v`` with history a list of ``[B, C, h, w]``.
         noise: ``[B, T, C, H, W]`` one full-resolution noise per frame.
+        steps: Euler steps per stage of every frame after the first.
+        first_steps, first_velocity: the first frame's steps and velocity (the paper samples the first
+            frame with more steps and a larger guidance); default ``steps`` and ``velocity``.
     """
     n_frames = noise.shape[1]
     frames: list[Tensor] = []
@@ -384,8 +407,10 @@ def autoregressive_sample(velocity: Callable[[Tensor, Tensor, int, list[Tensor]]
             histories = [compress_history(past, k, history_mode) for k in range(schedule.n_stages)]
         else:
             histories = [[] for _ in range(schedule.n_stages)]
-        result = pyramid_sample(lambda x, tau, k, hist=histories: velocity(x, tau, k, hist[k]), schedule,
-                                noise[:, f], steps, jump_name, generator)
+        field = first_velocity if f == 0 and first_velocity is not None else velocity
+        result = pyramid_sample(lambda x, tau, k, hist=histories, v=field: v(x, tau, k, hist[k]), schedule,
+                                noise[:, f], first_steps if f == 0 and first_steps is not None else steps,
+                                jump_name, generator)
         frames.append(result.x)
         nfe += result.nfe
     return ClipSampleResult(clips=torch.stack(frames, dim=1), nfe=nfe)

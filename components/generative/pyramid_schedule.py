@@ -76,6 +76,21 @@ class PyramidSchedule:
         alpha = 1.0 / (math.sqrt(1.0 + 1.0 / self.gamma) * (1.0 - o) + o)
         return alpha, alpha * (1.0 - o) / math.sqrt(self.gamma)
 
+    def sigma(self, stage: int, t: float) -> float:
+        """Noise level of ``stage`` at local time ``t``: ``(1 - t) s_k + t e_k`` (the signal coefficient is
+        ``1 - sigma``, since the path mixes ``s_k n + (1 - s_k) ...`` and ``e_k n + (1 - e_k) ...``)."""
+        return (1.0 - t) * self.start_sigma(stage) + t * self.end_sigma(stage)
+
+    def unrenoised_entry_time(self, stage: int) -> float:
+        """Local time of ``stage`` (>= 1) whose noise level is the previous stage's end sigma ``e_{k-1}``:
+        ``(s_k - e_{k-1}) / (s_k - e_k)``. Upsampled without renoising, the end of stage k-1 has exactly
+        that noise level and signal coefficient, so a sampler that skips the renoising enters stage k there
+        (at its corrected start the stage expects more noise than the state carries)."""
+        if stage < 1:
+            raise ValueError(f"a jump enters a stage >= 1, got {stage}")
+        s, e = self.start_sigma(stage), self.end_sigma(stage)
+        return (s - self.end_sigma(stage - 1)) / (s - e)
+
     def time_span(self, stage: int) -> tuple[float, float]:
         """``(a_k, b_k)``: the part of the global time axis [0, 1] stage k covers, in proportion to the
         stage's length ``s_k - e_k`` (official ``timestep_ratios``)."""
@@ -217,11 +232,19 @@ class ComputeCounter:
         candidates = [s for s in (first_above - 1, first_above) if 1 <= s <= max_steps]
         return min(candidates, key=lambda s: (abs(self.total(s).flops - flops), s))
 
-    def sampling_flops(self, steps_per_stage: Sequence[int], calls_per_step: int = 1) -> int:
+    def sampling_flops(self, steps_per_stage: Sequence[int], calls_per_step: int = 1,
+                       first_frame_steps: Sequence[int] | None = None, first_frame_calls: int | None = None) -> int:
         """Model FLOPs to generate one clip of ``n_frames`` frames: every frame, every stage, every Euler
-        step, ``calls_per_step`` forwards per step (2 with classifier-free guidance)."""
-        if len(steps_per_stage) != self.schedule.n_stages:
-            raise ValueError(f"need one step count per stage ({self.schedule.n_stages}), got {list(steps_per_stage)}")
-        total = sum(steps * self.forward_flops(self.layout(length, stage))
-                    for length in range(1, self.n_frames + 1) for stage, steps in enumerate(steps_per_stage))
-        return total * calls_per_step
+        step, ``calls_per_step`` forwards per step (2 with classifier-free guidance). The first frame may
+        take its own steps and calls (the paper samples it with more steps and a larger guidance)."""
+        first = list(steps_per_stage if first_frame_steps is None else first_frame_steps)
+        for steps in (steps_per_stage, first):
+            if len(steps) != self.schedule.n_stages:
+                raise ValueError(f"need one step count per stage ({self.schedule.n_stages}), got {list(steps)}")
+        first_calls = calls_per_step if first_frame_calls is None else first_frame_calls
+
+        def frame(length: int, steps: Sequence[int]) -> int:
+            return sum(n * self.forward_flops(self.layout(length, stage)) for stage, n in enumerate(steps))
+
+        later = sum(frame(length, steps_per_stage) for length in range(2, self.n_frames + 1))
+        return frame(1, first) * first_calls + later * calls_per_step

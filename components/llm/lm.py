@@ -91,6 +91,15 @@ def _common_prefix_length(rows: list[list[int]]) -> int:
     return n
 
 
+def repeats_itself(tokens: Sequence[int], n: int) -> bool:
+    """Whether the last ``n`` tokens already occurred as a contiguous run earlier in ``tokens`` (a greedy
+    decoder that has produced the same ``n`` tokens twice is usually in a cycle)."""
+    if n < 1 or len(tokens) < n + 1:
+        return False
+    tail = list(tokens[-n:])
+    return any(list(tokens[i:i + n]) == tail for i in range(len(tokens) - n))
+
+
 def _check_strings(values: object, name: str) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Sequence):
         raise TypeError(f"{name} must be a list of strings, got {type(values).__name__}")
@@ -197,7 +206,7 @@ class LocalLM:
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None, batch_size: int = 8, stop: Sequence[str] = (),
-                 _share_prefix: bool = True) -> list[str]:
+                 _share_prefix: bool = True, drop_finished: bool = False, stop_repeats: int = 0) -> list[str]:
         """Continue each prompt; return only the new text per prompt, in input order.
 
         Args:
@@ -211,6 +220,11 @@ class LocalLM:
             stop: strings that end a row; the returned text is cut before the earliest one.
             _share_prefix: run a common token prefix of all prompts once (see the module docstring);
                 False forces a full prefill per row (for checks).
+            drop_finished: take a row out of its batch once it has ended, so the remaining steps compute
+                only the rows still decoding (the same tokens up to float rounding; faster when a few rows
+                run much longer than the rest).
+            stop_repeats: n > 0 also ends a row once its last n new tokens repeat an earlier run of its new
+                tokens (`repeats_itself`), i.e. when greedy decoding has entered a loop; 0: off.
 
         Returns:
             N strings.
@@ -219,6 +233,8 @@ class LocalLM:
         stop = _check_strings(stop, "stop")
         _check_positive_int(max_new_tokens, "max_new_tokens")
         _check_positive_int(batch_size, "batch_size")
+        if not isinstance(stop_repeats, int) or isinstance(stop_repeats, bool) or stop_repeats < 0:
+            raise ValueError(f"stop_repeats must be an int >= 0, got {stop_repeats!r}")
         if not isinstance(temperature, (int, float)) or not temperature >= 0:
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
         if not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
@@ -237,7 +253,7 @@ class LocalLM:
             if temperature > 0:
                 generators = [torch.Generator(device=self.device).manual_seed(_row_seed(seed, i)) for i in chunk]
             texts = self._generate_batch([encoded[i] for i in chunk], max_new_tokens, float(temperature),
-                                         float(top_p), generators, stop, prefix)
+                                         float(top_p), generators, stop, prefix, drop_finished, stop_repeats)
             for i, text in zip(chunk, texts):
                 outputs[i] = text
         return outputs
@@ -266,13 +282,17 @@ class LocalLM:
     @torch.inference_mode()
     def _generate_batch(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_p: float,
                         generators: list[torch.Generator] | None, stop: list[str],
-                        prefix: tuple[int, DynamicCache] | None = None) -> list[str]:
+                        prefix: tuple[int, DynamicCache] | None = None, drop_finished: bool = False,
+                        stop_repeats: int = 0) -> list[str]:
         """Decode one batch. With ``prefix`` = (P, cache of rows[b][:P] at batch 1), only rows[b][P:] are fed;
-        the prefix cache is deep-copied (never changed) and repeated to the batch size."""
+        the prefix cache is deep-copied (never changed) and repeated to the batch size. With
+        ``drop_finished``, a row that has ended leaves the batch (its cache, mask and position rows are
+        dropped) so later steps compute only the rows still decoding."""
         n = len(rows)
         ids, mask, positions, past = self._batch_inputs(rows, prefix)
         new_tokens: list[list[int]] = [[] for _ in range(n)]
         done = [False] * n
+        live = list(range(n))          # batch position -> row index
         eos = sorted(self._eos_ids)
         step_ids = ids
         step_positions = positions
@@ -285,24 +305,32 @@ class LocalLM:
                 chosen = logits.argmax(dim=-1)
             else:
                 probs = _nucleus_filter(torch.softmax(logits / temperature, dim=-1), top_p)
-                chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[b])[0]
-                                      for b in range(n)])
+                chosen = torch.stack([torch.multinomial(probs[j], 1, generator=generators[b])[0]
+                                      for j, b in enumerate(live)])
             chosen_list = chosen.tolist()
-            for b in range(n):
+            for j, b in enumerate(live):
                 if done[b]:
                     continue
-                token = chosen_list[b]
+                token = chosen_list[j]
                 if token in self._eos_ids:
                     done[b] = True
                     continue
                 new_tokens[b].append(token)
                 if stop and any(s in self._decode(new_tokens[b]) for s in stop):
                     done[b] = True
+                elif stop_repeats and repeats_itself(new_tokens[b], stop_repeats):
+                    done[b] = True
             if all(done):
                 break
-            feed = [eos[0] if done[b] else chosen_list[b] for b in range(n)]
+            if drop_finished and any(done[b] for b in live):
+                keep = [j for j, b in enumerate(live) if not done[b]]
+                index = torch.tensor(keep, dtype=torch.long, device=self.device)
+                past.batch_select_indices(index)
+                mask, step_positions = mask[index], step_positions[index]
+                chosen_list, live = [chosen_list[j] for j in keep], [live[j] for j in keep]
+            feed = [eos[0] if done[b] else chosen_list[j] for j, b in enumerate(live)]
             step_ids = torch.tensor(feed, dtype=torch.long, device=self.device)[:, None]
-            mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=self.device)], dim=1)
+            mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=self.device)], dim=1)
             step_positions = step_positions[:, -1:] + 1
         texts = [self._decode(tokens) for tokens in new_tokens]
         return [self._cut_at_stop(text, stop) for text in texts]

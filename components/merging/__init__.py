@@ -3,6 +3,7 @@
 from components.merging.knots import (
     ALIGN_METHODS,
     SINGULAR_VALUE_TOL,
+    alignment_diagnostics,
     TaskVectorSpace,
     baseline_merge,
     knots_align,
@@ -31,6 +32,7 @@ __all__ = [
     "MERGERS",
     "PAPER_DEFAULTS",
     "SINGULAR_VALUE_TOL",
+    "alignment_diagnostics",
     "MergeConfig",
     "TaskVectorSpace",
     "baseline_merge",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from components.merging.task_vectors import MergeConfig, get_merger
+from components.merging.task_vectors import MergeConfig, get_merger, sign_conflict_rate
 
 SINGULAR_VALUE_TOL = 1e-5  # absolute threshold of the KnOTS code
 ALIGN_METHODS = ("auto", "factored", "full")
@@ -251,3 +251,25 @@ def subspace_alignment(mats: Sequence[Tensor], rank: int, side: str = "left") ->
     scores = [float((bases[s].T @ bases[t]).square().sum()) / rank
               for s in range(len(bases)) for t in range(s + 1, len(bases))]
     return sum(scores) / len(scores)
+
+
+def alignment_diagnostics(original: TaskVectorSpace, aligned: TaskVectorSpace,
+                          layer_factors: Mapping[str, Sequence[Factors]], scale: float = 1.0,
+                          top_k: float = 20.0) -> dict[str, float]:
+    """What alignment changes, measured on real LoRAs (``original``/``aligned`` built from ``layer_factors``):
+
+    * ``knots_ta_minus_ta_max_abs``: max |dW(KnOTS-TA) - dW(TA)| at lambda = 0.7 (0 up to rounding: TA is
+      linear and dW_t = U R_t), beside ``delta_max_abs``, the largest |dW(TA)|;
+    * ``sign_conflict_original`` / ``sign_conflict_knots``: ``sign_conflict_rate`` at ``top_k`` % per space;
+    * ``subspace_alignment``: the layer mean of :func:`subspace_alignment` at the LoRA rank (basis-invariant).
+    """
+    cfg = MergeConfig(lam=0.7, merge="sum")
+    ta, kta = original.merge("ta", cfg), aligned.merge("ta", cfg)
+    return {
+        "knots_ta_minus_ta_max_abs": max(float((ta[k] - kta[k]).abs().max()) for k in ta),
+        "delta_max_abs": max(float(ta[k].abs().max()) for k in ta),
+        "sign_conflict_original": sign_conflict_rate(original.vectors, top_k),
+        "sign_conflict_knots": sign_conflict_rate(aligned.vectors, top_k),
+        "subspace_alignment": sum(subspace_alignment([scale * b @ a for b, a in pairs], rank=pairs[0][1].shape[0])
+                                  for pairs in layer_factors.values()) / len(layer_factors),
+    }

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
+from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
 from components.ot import exact_assignment, squared_distances
@@ -81,14 +83,6 @@ def _chamfer_block(A: Tensor, B: Tensor) -> Tensor:
     return d.min(dim=3).values.mean(dim=2) + d.min(dim=2).values.mean(dim=2)
 
 
-def _emd_block(A: Tensor, B: Tensor) -> Tensor:
-    """Exact EMD ``[p, q]`` between all clouds of ``A [p, N, D]`` and ``B [q, N, D]`` (one solve per pair)."""
-    out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
-    for i in range(A.shape[0]):
-        out[i] = emd(A[i:i + 1].expand(B.shape[0], -1, -1), B)
-    return out
-
-
 def _pairwise(block: Callable[[Tensor, Tensor], Tensor], A: Tensor, B: Tensor, batch: int) -> Tensor:
     """Fill ``[P, Q]`` block by block, each block holding about ``batch`` cloud pairs."""
     if A.ndim != 3 or B.ndim != 3 or A.shape[2] != B.shape[2]:
@@ -118,9 +112,38 @@ def pairwise_chamfer(A: Tensor, B: Tensor, batch: int = 256) -> Tensor:
 def pairwise_emd(A: Tensor, B: Tensor, batch: int = 256) -> Tensor:
     """Exact EMD between every cloud of ``A [P, N, D]`` and every cloud of ``B [Q, N, D]``: ``[P, Q]``.
 
-    One Hungarian solve per pair (P * Q solves of O(N^3)): fine for N of a few hundred.
+    One Hungarian solve per pair (O(N^3) each): fine for N of a few hundred. When ``B`` is ``A`` (the
+    same tensor object) only the pairs ``p < q`` are solved and the matrix is mirrored, with a zero
+    diagonal. ``batch`` bounds the clouds of ``B`` whose cost matrices are held at once.
     """
-    return _pairwise(_emd_block, A, B, batch)
+    if A.ndim != 3 or B.ndim != 3 or A.shape[2] != B.shape[2]:
+        raise ValueError(f"sets of clouds must be [P, N, D] and [Q, N, D]; got {tuple(A.shape)}, {tuple(B.shape)}")
+    if A.shape[1] != B.shape[1]:
+        raise ValueError(f"EMD needs equal point counts, got {A.shape[1]} and {B.shape[1]}")
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    same = A is B
+    a = A.detach().to("cpu", torch.float64).numpy()
+    b = a if same else B.detach().to("cpu", torch.float64).numpy()
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("point clouds contain NaN or inf")
+    n = a.shape[1]
+    chunk = max(1, min(batch, 2 ** 24 // (n * n)))  # at most ~128 MiB of cost matrices at once
+    out = np.zeros((a.shape[0], b.shape[0]))
+    for i in range(a.shape[0]):
+        columns = np.arange(i + 1 if same else 0, b.shape[0])
+        for start in range(0, len(columns), chunk):
+            js = columns[start:start + chunk]
+            # |a|^2 + |b|^2 - 2 <a, b> in float64 (one batched matmul), [len(js), N, N]
+            sq = ((a[i] ** 2).sum(-1)[None, :, None] + (b[js] ** 2).sum(-1)[:, None, :]
+                  - 2 * a[i] @ b[js].transpose(0, 2, 1))
+            cost = np.sqrt(np.maximum(sq, 0.0))
+            for c, j in zip(cost, js):
+                rows, cols = linear_sum_assignment(c)
+                out[i, j] = c[rows, cols].mean()
+    if same:
+        out = out + out.T
+    return torch.from_numpy(out).to(A.dtype)
 
 
 #: name -> ``(A [P, N, D], B [Q, M, D], batch) -> [P, Q]`` distance matrix.
@@ -197,7 +220,7 @@ def point_cloud_metrics(gen: Tensor, ref: Tensor, metric: str = "cd", batch: int
     except KeyError:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(PAIRWISE_DISTANCES)}") from None
     d_gr = dist(gen, ref, batch)
-    d_gg = dist(gen, gen, batch)
+    d_gg = dist(gen, gen, batch)  # the same object twice: a symmetric distance may solve each pair once
     d_rr = dist(ref, ref, batch) if d_ref_ref is None else d_ref_ref
     if d_rr.shape != (ref.shape[0], ref.shape[0]):
         raise ValueError(f"d_ref_ref must be [{ref.shape[0]}, {ref.shape[0]}], got {tuple(d_rr.shape)}")

@@ -8,9 +8,15 @@ Clips are ``[N, T, H, W]`` pixels in [0, 1].
   shifted by at most one pixel per axis (compared on the interior); 0 for a digit translating by <= 1 px;
 * :func:`fit_pixel_pca` / :func:`project_frames`: the top principal components of real frames, the space
   of a pixel-statistics Fréchet distance;
+* :func:`class_frechet_distance`: a class-aware Fréchet distance, the mean over classes of the FD between
+  the generated and the real features of that class (class means, covariances pooled within classes);
+  a generator that ignores its label scores badly even when its frames are, as a set, realistic;
+* :func:`mnist_view`: frames resized and placed as MNIST's own digits are (a 20 px digit whose centre of
+  mass sits at the centre of a 28x28 canvas), the input a frozen MNIST classifier expects;
 * :class:`ClipScorer`: every metric of a generated set against a fixed real reference set: pixel FD,
-  pixel FD of the frames after the first, classifier-feature FD, the classifier's accuracy on the
-  conditioning labels (percent) and its mean confidence, blockiness and motion error.
+  pixel FD of the frames after the first, classifier-feature FD, the class-aware FD (when a class feature
+  map and the reference labels are given), the classifier's accuracy on the conditioning labels (percent)
+  and its mean confidence, blockiness and motion error.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from components.metrics.classification import accuracy
-from components.metrics.distributions import frechet_distance
+from components.metrics.distributions import frechet_distance, frechet_distance_from_stats
 
-__all__ = ["ClipScorer", "blockiness", "fit_pixel_pca", "motion_error", "project_frames"]
+__all__ = ["ClipScorer", "blockiness", "class_frechet_distance", "fit_pixel_pca", "mnist_view", "motion_error",
+           "project_frames"]
 
 
 def blockiness(frames: Tensor) -> float:
@@ -65,18 +73,61 @@ def project_frames(pca: dict[str, Tensor], clips: Tensor) -> Tensor:
     return (clips.flatten(0, 1).flatten(1) - pca["mean"]) @ pca["components"]
 
 
+def class_frechet_distance(feats: Tensor, labels: Tensor, ref_feats: Tensor, ref_labels: Tensor) -> float:
+    """Mean over the classes of ``labels`` of ``FD(N(mu_c, S), N(mu_c^ref, S^ref))``: ``mu_c`` the mean
+    feature of class c, ``S`` the within-class covariance pooled over the classes (deviations from each
+    sample's class mean), so a few samples per class suffice. Every class of ``labels`` needs reference
+    samples; features ``[N, F]``, labels ``[N]``."""
+    feats, ref_feats = feats.double(), ref_feats.double()
+    classes = labels.unique()
+    missing = [int(c) for c in classes if not (ref_labels == c).any()]
+    if missing:
+        raise ValueError(f"classes {missing} have no reference samples")
+
+    def stats(x: Tensor, y: Tensor) -> tuple[dict[int, Tensor], Tensor]:
+        means = {int(c): x[y == c].mean(0) for c in y.unique()}
+        centred = x - torch.stack([means[int(c)] for c in y])
+        return means, centred.T @ centred / max(1, x.shape[0] - len(means))
+
+    mu, cov = stats(feats, labels)
+    mu_ref, cov_ref = stats(ref_feats, ref_labels)
+    return sum(frechet_distance_from_stats(mu[int(c)], cov, mu_ref[int(c)], cov_ref) for c in classes) / len(classes)
+
+
+def mnist_view(frames: Tensor, digit_size: int, size: int = 28, box: int = 20) -> Tensor:
+    """Frames ``[N, H, W]`` in [0, 1] holding one digit of side ``digit_size`` -> ``[N, size, size]``: scaled
+    by ``box / digit_size`` and translated so that the centre of mass lands on the canvas centre (MNIST's
+    preprocessing), by one bilinear resampling; an empty frame is taken about its own centre."""
+    n, h, w = frames.shape
+    scale = box / digit_size
+    mass = frames.sum((1, 2))
+    rows, cols = torch.arange(h, dtype=frames.dtype), torch.arange(w, dtype=frames.dtype)
+    safe = mass.clamp_min(1e-8)
+    cy = torch.where(mass > 0, (frames.sum(2) * rows).sum(1) / safe, torch.full_like(mass, (h - 1) / 2))
+    cx = torch.where(mass > 0, (frames.sum(1) * cols).sum(1) / safe, torch.full_like(mass, (w - 1) / 2))
+    offset = (torch.arange(size, dtype=frames.dtype) - (size - 1) / 2) / scale  # source pixels from the centre
+    src_y = cy[:, None] + offset[None]  # [N, size], in source pixel indices
+    src_x = cx[:, None] + offset[None]
+    grid = torch.stack([((2 * src_x + 1) / w - 1)[:, None, :].expand(n, size, size),
+                        ((2 * src_y + 1) / h - 1)[:, :, None].expand(n, size, size)], dim=-1)
+    return F.grid_sample(frames[:, None], grid, mode="bilinear", padding_mode="zeros", align_corners=False)[:, 0]
+
+
 @dataclass
 class ClipScorer:
     """Scores generated clips against ``reference`` clips ``[M, T, H, W]``.
 
     ``features(frames [B, H, W]) -> [B, F]`` is a frame classifier's penultimate layer and
-    ``head(features) -> logits [B, n_classes]`` its last layer.
+    ``head(features) -> logits [B, n_classes]`` its last layer. ``class_features(frames) -> [B, G]`` with
+    the ``reference_labels [M]`` of the reference clips give the class-aware FD ``fd_class`` (NaN without).
     """
 
     reference: Tensor
     pca: dict[str, Tensor]
     features: Callable[[Tensor], Tensor]
     head: Callable[[Tensor], Tensor]
+    class_features: Callable[[Tensor], Tensor] | None = None
+    reference_labels: Tensor | None = None
     _ref: dict[str, Tensor] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +135,11 @@ class ClipScorer:
         self._ref = {"pixels": project_frames(self.pca, ref), "features": self.features(ref.flatten(0, 1))}
         if ref.shape[1] > 1:
             self._ref["later"] = project_frames(self.pca, ref[:, 1:])
+        if (self.class_features is None) != (self.reference_labels is None):
+            raise ValueError("the class-aware FD needs both class_features and reference_labels")
+        if self.class_features is not None:
+            self._ref["class"] = self.class_features(ref.flatten(0, 1))
+            self._ref["labels"] = self.reference_labels.repeat_interleave(ref.shape[1])
 
     def score(self, clips: Tensor, labels: Tensor) -> dict[str, float]:
         """Every metric of ``clips [N, T, H, W]`` generated for class ``labels [N]``."""
@@ -92,10 +148,15 @@ class ClipScorer:
         probs = self.head(feats).softmax(-1)
         later = (frechet_distance(project_frames(self.pca, clips[:, 1:]), self._ref["later"])
                  if t > 1 and "later" in self._ref else float("nan"))
+        fd_class = float("nan")
+        if self.class_features is not None:
+            fd_class = class_frechet_distance(self.class_features(clips.flatten(0, 1)), labels.repeat_interleave(t),
+                                              self._ref["class"], self._ref["labels"])
         return {
             "fd_pixels": frechet_distance(project_frames(self.pca, clips), self._ref["pixels"]),
             "fd_pixels_later": later,
             "fd_classifier": frechet_distance(feats, self._ref["features"]),
+            "fd_class": fd_class,
             "accuracy": 100 * accuracy(probs, labels.repeat_interleave(t)),
             "confidence": float(probs.max(-1).values.mean()),
             "blockiness": blockiness(clips),

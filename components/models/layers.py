@@ -5,7 +5,10 @@
 * :func:`init_transformer_weights`: the ViT/DiT convention, drawn from one generator so that a model's
   weights depend on its seed alone: zero biases, unit 1-D weights (LayerNorm scales), and every other
   parameter truncated normal with std 0.02 cut at +-2 std, drawn in ``named_parameters`` order;
-* :func:`sinusoidal_time_embedding`: ``[cos(1000 t w_k), sin(1000 t w_k)]`` of a scalar time per sample.
+* :func:`sinusoidal_time_embedding`: ``[cos(1000 t w_k), sin(1000 t w_k)]`` of a scalar time per sample;
+* :func:`fourier_features` / :class:`FourierInputEmbedding`: the Fourier features of *every* input number
+  (coordinates and times alike, unscaled: frequencies from 1 down to ``1 / max_period``), then a linear
+  map shared by the entries and one over all of them, the input layer of the low-dimensional HRF networks.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-__all__ = ["init_transformer_weights", "patchify", "sinusoidal_time_embedding", "unpatchify"]
+__all__ = ["FourierInputEmbedding", "fourier_features", "init_transformer_weights", "patchify",
+           "sinusoidal_time_embedding", "unpatchify"]
 
 
 def patchify(x: Tensor, patch: int) -> Tensor:
@@ -69,3 +73,57 @@ def sinusoidal_time_embedding(t: Tensor, dim: int, max_period: float = 10_000.0)
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=t.dtype) / half)
     args = 1000.0 * t[:, None] * freqs[None, :]
     return torch.cat([torch.cos(args), torch.sin(args)], dim=1)
+
+
+def fourier_features(x: Tensor, dim: int, max_period: float = 10_000.0) -> Tensor:
+    """Sinusoidal features of every entry of ``x``, unscaled (the low-dimensional HRF networks' embedding).
+
+    ``out[..., :dim/2] = sin(x w_k)``, ``out[..., dim/2:] = cos(x w_k)`` with ``w_k = max_period^(-k / (dim/2 - 1))``,
+    ``k = 0..dim/2 - 1``: the top frequency is 1 and the lowest ``1 / max_period``, so for inputs of order one
+    the features vary smoothly (unlike :func:`sinusoidal_time_embedding`, whose times are scaled by 1000).
+
+    Args:
+        x: any shape ``[...]``.
+        dim: even number of features per entry, >= 4.
+        max_period: inverse of the lowest frequency.
+
+    Returns:
+        ``[..., dim]`` in ``x``'s dtype (float32 for integer input).
+    """
+    if dim % 2 or dim < 4:
+        raise ValueError(f"dim must be even and >= 4, got {dim}")
+    x = x if x.is_floating_point() else x.float()
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=x.device, dtype=x.dtype) / (half - 1))
+    args = x[..., None] * freqs
+    return torch.cat([torch.sin(args), torch.cos(args)], dim=-1)
+
+
+class FourierInputEmbedding(nn.Module):
+    """Embed ``n_inputs`` numbers per sample: Fourier features of each, a linear map shared by the entries,
+    GELU over the concatenation, then a linear map to ``out_dim``::
+
+        x [B, n_inputs]  ->  fourier_features [B, n, dim]  ->  Linear(dim, dim)  ->  flatten [B, n dim]
+                         ->  GELU  ->  Linear(n dim, out_dim)  ->  [B, out_dim]
+    """
+
+    def __init__(self, n_inputs: int, dim: int, out_dim: int, max_period: float = 10_000.0) -> None:
+        super().__init__()
+        if min(n_inputs, out_dim) < 1:
+            raise ValueError(f"n_inputs and out_dim must be >= 1, got {n_inputs}, {out_dim}")
+        fourier_features(torch.zeros(1), dim)  # validates dim
+        self.n_inputs, self.dim, self.max_period = n_inputs, dim, max_period
+        self.entry = nn.Linear(dim, dim)
+        self.mix = nn.Linear(n_inputs * dim, out_dim)
+
+    @staticmethod
+    def n_parameters(n_inputs: int, dim: int, out_dim: int) -> int:
+        """Parameter count of an instance (weights and biases), without building it."""
+        return (dim + 1) * dim + (n_inputs * dim + 1) * out_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.reshape(x.shape[0], -1)
+        if flat.shape[1] != self.n_inputs:
+            raise ValueError(f"expected {self.n_inputs} numbers per sample, got {tuple(x.shape)}")
+        h = self.entry(fourier_features(flat, self.dim, self.max_period)).flatten(1)
+        return self.mix(nn.functional.gelu(h))

@@ -47,16 +47,17 @@ def _to_float(text: str) -> float | None:
         return None
 
 
-def parse_answer(answer: str) -> float:
-    """The carbohydrate estimate (g) in an answer, or -1 when none can be read (see the module docstring)."""
+def read_answer(answer: str) -> float | None:
+    """The number an answer states (steps 1-3 of the module docstring; an explicit -1 is returned as -1),
+    or None when no number can be read from it."""
     if not isinstance(answer, str):
-        return UNKNOWN
+        return None
     text = answer.rsplit("Output:", 1)[1] if "Output:" in answer else answer
     text = text.strip()
     match = _PATTERN.search(text)
     if match is None:
         value = _to_float(text)
-        return value if value is not None and np.isfinite(value) else UNKNOWN
+        return value if value is not None and np.isfinite(value) else None
     if match.group("list") is not None:
         numbers = [float(x) for x in match.group("list").split(",")]
         return float(np.mean(numbers))
@@ -66,8 +67,14 @@ def parse_answer(answer: str) -> float:
         return value
     bounds = _RANGE.match(raw)
     if bounds is None:  # unreachable by construction of _PATTERN, kept as the benchmark's fallback
-        return UNKNOWN
+        return None
     return (float(bounds.group("a")) + float(bounds.group("b"))) / 2.0
+
+
+def parse_answer(answer: str) -> float:
+    """The carbohydrate estimate (g) in an answer, or -1 when none can be read (see the module docstring)."""
+    value = read_answer(answer)
+    return UNKNOWN if value is None else value
 
 
 def _checked(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

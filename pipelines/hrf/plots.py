@@ -32,15 +32,23 @@ def _half_width(values: list[float]) -> float:
     return interval.high - interval.estimate if interval.n > 1 else 0.0
 
 
-def quality_plot(rows: list[dict[str, Any]], datasets: list[str], path: Path, key: str = "distance") -> None:
-    """Best split per NFE of every method, mean over seeds with its 95% interval, log-log."""
+def quality_plot(rows: list[dict[str, Any]], datasets: list[str], path: Path, key: str = "distance",
+                 floor: list[dict[str, Any]] | None = None, oracle: list[dict[str, Any]] | None = None) -> None:
+    """Test metric per NFE of every method (HRF: the split chosen on validation), mean over seeds with its 95%
+    interval, log-log; the exact fields' curves dashed and the sampling floor dotted where given."""
     fig, axes = _grid(5 * len(datasets), 4, 1, len(datasets))
     for ax, dataset in zip(axes[0], datasets):
-        for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset):
-            best = best_by_nfe(rows, dataset, method, key)
+        curves = [(m, rows, "o-", "") for m in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset)]
+        curves += [(m, oracle, "x--", " exact field") for m in dict.fromkeys(r["method"] for r in oracle or []
+                                                                             if r["dataset"] == dataset)]
+        for method, table, style, suffix in curves:
+            best = best_by_nfe(table, dataset, method, key)
             vals = [list(b[1].values()) for b in best.values()]
-            ax.errorbar(list(best), [mean(v) for v in vals], yerr=[_half_width(v) for v in vals], marker="o",
-                        capsize=3, label=f"{method} (best split)")
+            ax.errorbar(list(best), [mean(v) for v in vals], yerr=[_half_width(v) for v in vals], fmt=style,
+                        capsize=3, label=f"{method}{suffix}")
+        lows = [r["floor"] for r in floor or [] if r["dataset"] == dataset]
+        if lows:
+            ax.axhline(mean(lows), color="gray", linestyle=":", label="floor (two exact samples)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("NFE")
@@ -51,7 +59,7 @@ def quality_plot(rows: list[dict[str, Any]], datasets: list[str], path: Path, ke
 
 
 def quality_csv(rows: list[dict[str, Any]], path: Path, key: str = "distance") -> None:
-    """DVC plot data: ``dataset, method, nfe, steps, value`` (best split per NFE, mean over seeds)."""
+    """DVC plot data: ``dataset, method, nfe, steps, value`` (split chosen on validation, test mean over seeds)."""
     out = [{"dataset": dataset, "method": method, "nfe": nfe, "steps": steps,
             "value": round(mean(list(vals.values())), 5)}
            for dataset in dict.fromkeys(r["dataset"] for r in rows)

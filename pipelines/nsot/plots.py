@@ -11,11 +11,14 @@ from paperflows.report import mean, values
 
 
 def training_curves(curves: list[dict[str, Any]], path: Path) -> None:
-    plot_loss_curves(curves, path, "flow-matching loss", log_y=True)
+    """The loss of every method on the first category (first seed)."""
+    first = curves[0]["category"]
+    plot_loss_curves([c for c in curves if c["category"] == first], path, f"flow-matching loss ({first})", log_y=True)
 
 
 def nna_vs_steps(rows: list[dict[str, Any]], methods: list[str], steps: list[int], png: Path, csv: Path) -> None:
-    """Mean 1-NNA-CD over seeds per method and step count: a log-x figure and its CSV (one column per method)."""
+    """Mean 1-NNA-CD over categories and seeds per method and step count: a log-x figure and its CSV (one
+    column per method)."""
     curve = {m: [mean(values(rows, "1nna_cd", method=m, euler_steps=s)) for s in steps] for m in methods}
     fig, ax = figure()
     for m in methods:

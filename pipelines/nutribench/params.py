@@ -11,7 +11,7 @@ from components.glucose import ADULTS, PATIENTS, TRUE_CARBS
 from components.nutrition.baselines import BASELINES
 from components.nutrition.foods import FOOD_SOURCES
 from components.nutrition.nutribench_file import SUFFIXES, check_nutribench_file
-from components.nutrition.prompting import LLM_STRATEGIES
+from components.nutrition.prompting import LLM_STRATEGIES, PROMPT_SETS
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
 BASELINE_STRATEGIES = tuple(BASELINES)                # mean, ridge, lookup
@@ -63,12 +63,26 @@ class EstimateParams(Section):
     lm: Literal["smollm2-135m", "tiny"] = Field("smollm2-135m", description="Local LLM ('tiny': random weights, "
                                                                            "for tests).")
     encoder: Literal["minilm", "tiny"] = Field("minilm", description="Sentence encoder of the RAG retrieval.")
-    llm_meals: int | None = Field(64, ge=1, le=200_000, description="Eval meals the LLM strategies answer (the "
+    llm_meals: int | None = Field(12, ge=1, le=200_000, description="Eval meals the LLM strategies answer (the "
                                                                     "same seeded subset for all); empty: all.")
+    prompt_set: Literal[tuple(PROMPT_SETS)] = Field(  # type: ignore[valid-type]
+        "official", description="Worked examples of the prompts: 'official' (NutriBench's three example meals, "
+                                "short lookup-and-sum reasoning) or 'per100g' (other meals, reasoning that "
+                                "multiplies grams by carbohydrates per 100 g).")
     max_new_tokens: int = Field(24, ge=4, le=4096, description="Token budget of a base answer.")
-    cot_max_new_tokens: int = Field(96, ge=8, le=4096, description="Token budget of a CoT / RAG answer (the "
-                                                                    "share of answers it cuts is reported).")
-    batch_size: int = Field(16, ge=1, le=256, description="Prompts per generation batch.")
+    cot_max_new_tokens: int = Field(256, ge=8, le=4096, description="Token budget of a CoT / RAG answer; the "
+                                                                     "worked answers take 73-122 tokens (the "
+                                                                     "share of answers it cuts is reported).")
+    loop_tokens: int = Field(20, ge=0, le=256, description="End a CoT / RAG answer once its last this many "
+                                                          "tokens repeat an earlier run of its own tokens (greedy "
+                                                          "decoding in a loop, which would run to the budget); the "
+                                                          "completion pass then reads its number. 0: off (official).")
+    completion_tokens: int = Field(8, ge=0, le=64, description="Token budget of the completion pass that reads "
+                                                               "the number of an answer that stated none (the "
+                                                               "reasoning so far plus the answer-line cue); 0: "
+                                                               "no completion pass.")
+    batch_size: int = Field(32, ge=1, le=256, description="Prompts per generation batch (an ended answer "
+                                                          "leaves its batch, so one batch of all prompts is fastest).")
     few_shot: int = Field(3, ge=0, le=3, description="Worked example meals in the system prompt (the official "
                                                      "prompts have 3).")
     rag_k_per_item: int = Field(2, ge=1, le=20, description="Foods retrieved per parsed meal item.")
@@ -131,7 +145,7 @@ class NutribenchParams(PipelineParams):
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "data.n_meals": 11_857, "estimate.llm_meals": None, "estimate.max_new_tokens": 4096,
-        "estimate.cot_max_new_tokens": 4096, "risk.meals": None,
+        "estimate.cot_max_new_tokens": 4096, "estimate.loop_tokens": 0, "risk.meals": None,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "NutriBench v2 (11,857 meals, 24 countries); official lm-eval task: greedy decoding, "

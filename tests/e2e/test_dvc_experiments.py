@@ -49,11 +49,13 @@ def test_an_experiment_reruns_only_the_stages_that_read_its_key_and_shows_its_me
     baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
                               check=True).stdout.strip()
 
-    # the SO(3) flow reads train.so3_steps, never train.steps: its stages keep their outputs
+    # the SO(3) flow reads train.so3_steps and the QM9 flow qm9.flow_steps, never train.steps: their stages
+    # keep their outputs
     run = _run(["dvc", "exp", "run", "-n", "steps-x2", "-S", f"oc_flow.train.steps={2 * STEPS_2D}", "oc_flow"], repo)
     for name in ("oc_flow-pretrain_euclidean", "oc_flow-guide_euclidean", "oc_flow"):
         assert f"Running stage '{name}'" in run.stdout, run.stdout
-    for name in ("oc_flow-prepare", "oc_flow-pretrain_so3", "oc_flow-guide_so3"):
+    for name in ("oc_flow-prepare", "oc_flow-pretrain_so3", "oc_flow-guide_so3", "oc_flow-prepare_qm9",
+                 "oc_flow-pretrain_qm9", "oc_flow-guide_qm9"):
         assert f"Running stage '{name}'" not in run.stdout and f"Stage '{name}' didn't change" in run.stdout, \
             run.stdout
 
@@ -72,5 +74,5 @@ def test_an_experiment_reruns_only_the_stages_that_read_its_key_and_shows_its_me
                             "--json"], repo).stdout)
     changed = {key: change for key, change in diff.get(SUMMARY_2D, {}).items()
                if isinstance(change.get("diff"), float) and change["diff"] != 0.0}
-    assert "target/ocflow_g0.1/reward" in changed, f"no numeric change of the guided reward in {diff}"
+    assert "target/ocflow_g0.01/reward" in changed, f"no numeric change of the guided reward in {diff}"
     assert not diff.get(SUMMARY_SO3), f"the SO(3) metrics changed without their stages running: {diff[SUMMARY_SO3]}"

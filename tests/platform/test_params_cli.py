@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import pty
 import select
 import shutil
@@ -93,9 +94,9 @@ def test_params_table_shows_every_key_with_type_range_default_paper_and_descript
     flowing = " ".join(out.split())
     assert "LoRA rank. (model default: 4)" in flowing  # params.yaml differs from the model there
     assert "LoRA learning rate. (model default: 0.005)" in flowing and "LoRA dropout. (" not in flowing
-    assert "list['rotate90' | ...]" in _row(out, "data.tasks")  # shortened to fit; the choices follow in full
-    assert "own LoRA. Choices: rotate90, invert, hflip_relabel, noise." in flowing
-    assert "'digits' | 'mnist'" in _row(out, "data.source")
+    assert "list[choice]" in _row(out, "data.tasks")  # shortened to fit; the choices follow in full
+    assert "upsampled to 28x28). Choices: mnist, fashion, animal, digits." in flowing
+    assert "'tiny' | ..." in _row(out, "base.encoder")
     assert "each (0, 10]" in out and "len >= 1" in out
     head = out.splitlines()[:20]
     assert any("gstoica27/KnOTS" in line for line in head)  # where the paper values come from
@@ -108,13 +109,13 @@ def test_params_json_with_set_shows_resolved_values_next_to_params_yaml(
     docs = {d["key"]: d for d in json.loads(out)}
     assert set(docs) == {key for key, _ in leaf_fields(registry.params_model("knots"))}
     steps, r, alpha = docs["lora.steps"], docs["lora.r"], docs["lora.alpha"]
-    assert (steps["value"], steps["default"], steps["model_default"], steps["paper"]) == (50, 300, 300, 2000)
+    assert (steps["value"], steps["default"], steps["model_default"], steps["paper"]) == (50, 200, 200, 2000)
     assert (r["value"], r["default"], r["model_default"], r["paper"]) == (8, 8, 4, 16)  # set, so the preset kept it
     assert (alpha["value"], alpha["default"]) == (16.0, 4.0)  # at its default, so the preset switched it
     assert docs["lora.lr"]["value"] == 0.001  # the mapping merged into params.yaml's lora
     assert docs["lora.lr"]["bounds"] == "(0, 1]" and docs["lora.r"]["type"] == "int"
     assert docs["merge.lambdas"]["bounds"] == "each (0, 10]; len >= 1"
-    assert docs["data.tasks"]["choices"] == ["rotate90", "invert", "hflip_relabel", "noise"]
+    assert docs["data.tasks"]["choices"] == ["mnist", "fashion", "animal", "digits"]
     assert docs["lora.head_lr"]["in_paper_scale"] is False and docs["lora.head_lr"]["paper"] is None
     assert docs["seeds"]["bounds"] == "each [0, 4294967296); len 1-20"
 
@@ -172,7 +173,7 @@ def test_show_prints_the_resolved_section_the_preset_changes_and_the_folder_and_
     assert _shown_yaml(out, "knots") == expected.model_dump(mode="json")
     assert _shown_yaml(out, "knots")["lora"]["lr"] == 0.001  # merged, not replaced
     changed = out.split("scale=paper changed", 1)[1].split("scale=paper kept", 1)[0]
-    assert "  base.d_model: 32 -> 384" in changed and "  lora.alpha: 4.0 -> 16.0" in changed
+    assert "  base.encoder: tiny -> vit_s14" in changed and "  lora.alpha: 4.0 -> 16.0" in changed
     assert "lora.r" not in changed and "lora.steps" not in changed
     kept = out.split("scale=paper kept", 1)[1]
     assert "  lora.r: 8 (paper: 16)" in kept and "  lora.steps: 50 (paper: 2000)" in kept
@@ -252,7 +253,7 @@ def test_merge_given_refuses_values_that_are_only_invalid_together_naming_the_ke
 def test_values_the_paper_preset_fills_in_are_not_given() -> None:
     model = registry.params_model("knots")
     params = model.model_validate({"scale": "paper", "lora": {"r": 8}})
-    assert params.base.d_model == 384 and params.lora.r == 8
+    assert params.base.encoder == "vit_s14" and params.lora.r == 8
     assert given_values(params) == {"scale": "paper", "lora": {"r": 8}}
     assert model.model_validate({"seeds": [0]}) == model.model_validate({"seeds": [0], "lora": {}})
 
@@ -276,7 +277,7 @@ def _leaf_schemas(model: type[PipelineParams]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("slug", "key", "values"), [
-    ("knots", "data.tasks", ["rotate90", "invert", "hflip_relabel", "noise"]),
+    ("knots", "data.tasks", ["mnist", "fashion", "animal", "digits"]),
     ("nsot", "data.categories", ["ellipsoid", "torus", "cylinder", "chair", "table", "lamp"]),
     ("mm_ego", "qa.qtypes", ["last_put", "pick_after", "count_open"]),
 ])
@@ -313,9 +314,9 @@ def test_the_schema_states_each_bound_in_the_description() -> None:
     assert props["data.tasks"]["description"].endswith(" Items: at least 2.")
     lambdas = props["merge.lambdas"]["description"]  # states "each in (0, 10]" itself: no second range
     assert "Range" not in lambdas and lambdas.endswith(" Items: at least 1.")
-    assert props["seeds"]["description"].endswith("in [0, 2**32)); claims are evaluated over all of them. "
-                                                  "Items: 1 to 20.")
-    assert "Range" not in props["data.source"]["description"]  # an enum: the dropdown shows the choices
+    assert props["seeds"]["description"].endswith("claims are evaluated over all of them. Range of each item: 0 to "
+                                                  "less than 4,294,967,296. Items: 1 to 20.")
+    assert "Range" not in props["base.encoder"]["description"]  # an enum: the dropdown shows the choices
     so3 = _leaf_schemas(registry.params_model("oc_flow"))
     assert so3["model.time_dim"]["description"].endswith(" Range: 2 to 512, a multiple of 2.")
     nb = _leaf_schemas(registry.params_model("nutribench"))
@@ -362,8 +363,8 @@ def test_bash_completes_set_keys_and_enumerated_values() -> None:
     assert keys == [f"{key}=" for key, _ in leaf_fields(registry.params_model("knots"))]
     assert "knots.lora.r=" in _complete_bash("paperflows", "run", "all", "--set", "knots.lo")
     # bash splits key=value at "=": the candidates are what follows it
-    assert _complete_bash("paperflows", "run", "knots", "--set", "data.source", "=") == ["digits", "mnist"]
-    assert _complete_bash("paperflows", "run", "knots", "--set", "data.source", "=", "m") == ["mnist"]
+    assert _complete_bash("paperflows", "run", "knots", "--set", "base.encoder", "=") == ["tiny", "vit_s14"]
+    assert _complete_bash("paperflows", "run", "knots", "--set", "base.encoder", "=", "v") == ["vit_s14"]
     assert _complete_bash("paperflows", "run", "knots", "--set", "scale", "=", "") == ["cpu", "paper"]
     assert _complete_bash("paperflows", "run", "knots", "--jobs", "") == []
 
@@ -389,8 +390,8 @@ def test_bash_completion_through_readline() -> None:
     try:
         os.write(fd, b"source <(paperflows completion bash); echo loaded\n")
         assert "loaded" in read_until("loaded\r\n$ ")
-        os.write(fd, b"paperflows run knots --set data.source=\t\t")
-        assert "digits  mnist" in read_until("mnist")
+        os.write(fd, b"paperflows run knots --set base.encoder=\t\t")
+        assert re.search(r"tiny +vit_s14", read_until("vit_s14"))
         os.write(fd, b"\x15paperflows run knots --set lora.head_l\t")  # \x15: clear the line first
         assert "lora.head_lr=" in read_until("lora.head_lr=")
     finally:
@@ -403,13 +404,13 @@ def test_bash_completion_through_readline() -> None:
 def test_zsh_completion_adds_the_candidates() -> None:
     script = ("autoload -Uz compinit && compinit -u -D && source <(paperflows completion zsh) && "
               "compadd() { print -r -- \"ADD $*\" } && "
-              "words=(paperflows run knots --set data.source=m) && CURRENT=5 && _paperflows && "
+              "words=(paperflows run knots --set base.encoder=v) && CURRENT=5 && _paperflows && "
               "words=(paperflows run knots --set lora.head_l) && CURRENT=5 && _paperflows && "
               "words=(paperflows stage knots fi) && CURRENT=4 && _paperflows")
     env = {**os.environ, "PAPERFLOWS_ROOT": str(REPO), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.run(["zsh", "-fc", script], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["ADD -- data.source=mnist", "ADD -S  -- lora.head_lr=", "ADD -- finetune"]
+    assert proc.stdout.splitlines() == ["ADD -- base.encoder=vit_s14", "ADD -S  -- lora.head_lr=", "ADD -- finetune"]
 
 
 def test_complete_query_is_light() -> None:

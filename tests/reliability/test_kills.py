@@ -25,7 +25,8 @@ from tests.conftest import REPO, clone_repo
 # long enough that the run is still in its stages when the signal arrives
 SLOW = ["--set", "seeds=[0]", "--set", "base.steps=100000"]
 # knots small enough to run in seconds, with fine-tuning items long enough (~3 s each) for a kill to land inside
-KILLABLE = {"seeds": [0], "data": {"tasks": ["rotate90", "invert"]}, "base": {"steps": 30},
+KILLABLE = {"seeds": [0], "data": {"tasks": ["digits", "animal"], "max_train": 300, "n_val": 40, "n_test": 40,
+                                      "pretrain_per_dataset": 200}, "base": {"steps": 30},
             "lora": {"steps": 600, "head_steps": 20}, "merge": {"lambdas": [0.5], "top_ks": [20.0]}}
 GONE_WITHIN = 10.0
 
@@ -187,8 +188,8 @@ def test_killing_dvc_repro_or_a_stage_leaves_no_writer_and_no_mix(tmp_path: Path
                                 text=True)
 
         def second_item() -> bool:  # this attempt's first item done, its second under way
-            second = staged / "invert"
-            return second.is_dir() and second.stat().st_mtime >= started and any((staged / "rotate90").glob("*"))
+            second = staged / "animal"
+            return second.is_dir() and second.stat().st_mtime >= started and any((staged / "digits").glob("*"))
 
         try:
             wait_for(second_item, proc, "the second fine-tuning item")

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from components.egovideo.mpp import (
+    EVAL_METHODS,
     METHODS,
     PAD,
     EgoQAModel,
@@ -120,6 +121,25 @@ def test_teacher_forcing_reads_the_evidence() -> None:
     batch = _batch(cfg=cfg)
     out = METHODS["mpp"](model, batch, 1.0, torch.Generator().manual_seed(0))
     assert all(4 in row for row in out.selected.tolist())
+
+
+def test_oracle_reads_the_evidence_frames_with_the_mpp_answer_pass() -> None:
+    """The oracle row: the MPP network's answer pass on the evidence frames (topped up by the pointer)."""
+    cfg = MPPConfig(vocab_size=30, k=3)
+    model = EgoQAModel(cfg, seed=0)
+    batch = _batch(cfg=cfg)
+    batch["evidence"][0, [1, 17]] = 1.0                  # row 0: three evidence frames, k = 3
+    oracle, mpp = predict(model, "oracle", batch), predict(model, "mpp", batch)
+    assert oracle.selected[0].tolist() == [1, 4, 17] and all(4 in row for row in oracle.selected.tolist())
+    assert torch.equal(oracle.pointer, mpp.pointer)      # the same glimpse; only the frames read differ
+    top = mpp.pointer[1].argsort(descending=True).tolist()
+    assert set(oracle.selected[1].tolist()) == {4, *[t for t in top if t != 4][:2]}
+    same = {**batch, "evidence": torch.zeros_like(batch["evidence"])}
+    same["evidence"][torch.arange(3)[:, None], mpp.selected] = 1.0    # evidence = the pointer's own top-k
+    assert torch.allclose(predict(model, "oracle", same).logits, mpp.logits)
+    assert "oracle" in EVAL_METHODS and "oracle" not in METHODS   # evaluated, never trained
+    with pytest.raises(ValueError, match="unknown method"):
+        make_loss("oracle", 1.0, 0.0, 0)
 
 
 def test_vocab_and_batches() -> None:

@@ -154,3 +154,78 @@ def test_rewards_and_distance_to_data_known_values():
     angle = torch.tensor([0.0, 0.5, 2.0], dtype=torch.float64)
     r = exp_map(torch.stack([torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), angle], -1))
     torch.testing.assert_close(rotation_reward(torch.eye(3, dtype=torch.float64))(r), -angle)
+
+
+# --------------------------------------------------------------------------------------------------
+# the official update (controls + x0 shift, per-sample clip) and the sliced-Wasserstein fidelity
+# --------------------------------------------------------------------------------------------------
+def _zero_field(x, t):
+    return torch.zeros_like(x)
+
+
+def test_clip_per_sample_scales_each_sample_over_all_tensors():
+    from components.generative.guidance import clip_per_sample
+
+    a = torch.tensor([[3.0, 0.0], [0.3, 0.0]])              # [B=2, 2]
+    b = torch.tensor([[[0.0, 4.0], [0.0, 0.4]]])             # [N=1, B=2, 2]
+    ca, cb = clip_per_sample([a, b], 1.0, [0, 1])
+    torch.testing.assert_close(ca, torch.tensor([[0.6, 0.0], [0.3, 0.0]]))  # sample 0: norm 5 -> 1
+    torch.testing.assert_close(cb, torch.tensor([[[0.0, 0.8], [0.0, 0.4]]]))  # sample 1: norm 0.5, unchanged
+    assert clip_per_sample([a], None, [0])[0] is a
+
+
+def test_official_update_on_a_zero_field_moves_the_source_and_the_controls():
+    """f = 0, L = ||x_N - c||^2: lambda_k = 2 (x_N - c) at every k, so one step gives delta = -2 eta (x0 - c)
+    and u_k = -2 eta h (x0 - c), hence x_N = x0 - 2 eta (x0 - c) (1 + h) (N h = 1)."""
+    x0 = torch.tensor([[1.0, 2.0], [-1.0, 0.5]], dtype=torch.float64)
+    c = torch.tensor([0.5, -0.5], dtype=torch.float64)
+    cfg = GuidanceConfig(n_steps=4, iterations=1, lr=0.2, gamma=0.0, update="official")
+    out = guide("ocflow", _zero_field, x0, point_reward(c), cfg)
+    torch.testing.assert_close(out.x0, x0 - 0.4 * (x0 - c))
+    torch.testing.assert_close(out.controls, (-0.4 * cfg.h * (x0 - c)).expand(4, 2, 2))
+    torch.testing.assert_close(out.x, x0 - 0.4 * (x0 - c) * (1 + cfg.h))
+
+
+def test_official_update_clips_each_sample_and_gamma_shrinks_the_controls():
+    x0 = torch.tensor([[10.0, 0.0], [0.1, 0.0]], dtype=torch.float64)
+    c = torch.zeros(2, dtype=torch.float64)
+    cfg = GuidanceConfig(n_steps=5, iterations=1, lr=1.0, update="official", clip=1.0)
+    out = guide("ocflow", _zero_field, x0, point_reward(c), cfg)
+    step = torch.cat([(out.x0 - x0), out.controls.permute(1, 0, 2).reshape(2, -1)], dim=1).norm(dim=1)
+    assert float(step[0]) == pytest.approx(1.0)               # ||grad|| ~ 20: clipped to 1
+    assert float(step[1]) < 1.0                               # ||grad|| ~ 0.2: left alone
+    energies = [float(control_energy(guide("ocflow", _zero_field, x0, point_reward(c), GuidanceConfig(
+        n_steps=5, iterations=5, lr=0.1, gamma=g, update="official")).controls, 0.2).sum()) for g in (0.0, 10.0)]
+    assert energies[1] < energies[0]
+
+
+def test_official_update_on_so3_keeps_the_source_a_rotation():
+    net = _mlp(9, 3)
+    gen = torch.Generator().manual_seed(5)
+    r0, target = random_rotations(3, gen), random_rotations(1, gen)
+    cfg = GuidanceConfig(n_steps=4, iterations=3, lr=0.5, update="official", clip=10.0, dynamics="so3")
+    out = guide("ocflow", lambda r, t: net(r, t), r0, rotation_reward(target), cfg)
+    assert float(orthogonality_error(out.x0).max()) < 1e-10 and float(orthogonality_error(out.x).max()) < 1e-10
+    assert out.reward_history[-1] > out.reward_history[0]
+
+
+def test_alg1_gamma_above_one_is_refused_but_official_accepts_it():
+    with pytest.raises(ValueError, match="gamma"):
+        GuidanceConfig(gamma=2.0, update="alg1")
+    assert GuidanceConfig(gamma=2.0, update="official").gamma == 2.0
+    with pytest.raises(ValueError, match="update"):
+        GuidanceConfig(update="adjoint")
+
+
+def test_sliced_wasserstein_penalises_collapse_where_the_nearest_point_distance_does_not():
+    """The fidelity the claims use: samples piled on one data point are at nearest-point distance 0, yet far
+    from the data distribution in sliced W2."""
+    from components.metrics.distributions import sliced_wasserstein
+
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randn(2000, 2, generator=gen)
+    fresh = torch.randn(500, 2, generator=gen)
+    collapsed = data[:1].expand(500, 2).clone()
+    assert float(nearest_distance(collapsed, data).mean()) < float(nearest_distance(fresh, data).mean())
+    sw = lambda x: sliced_wasserstein(x, data, 200, generator=torch.Generator().manual_seed(1))  # noqa: E731
+    assert sw(collapsed) > 5 * sw(fresh)

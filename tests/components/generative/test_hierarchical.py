@@ -9,8 +9,9 @@ import torch
 from components.generative.flow_matching import flow_matching_loss
 from components.generative.hierarchical import (draw_velocities, exact_mixture_field, gaussian_mixture_velocity_law,
                                                 hierarchical_batch, hierarchical_batch_loss, hierarchical_loss,
-                                                hierarchical_states, mixture_velocity_law_samples,
-                                                sample_hierarchical, sample_schedule, sample_velocity)
+                                                hierarchical_states, mixture_field_model,
+                                                mixture_velocity_law_samples, sample_hierarchical, sample_schedule,
+                                                sample_velocity)
 from components.generative.samplers import sample
 from components.metrics.distributions import wasserstein_1d
 from components.models.mlp import MLPVelocity, MLPVelocityConfig
@@ -229,3 +230,17 @@ def test_draw_velocities_rf_is_one_value_hrf_samples_the_law():
     v = draw_velocities(ORACLE, torch.zeros(2000, 1, dtype=torch.float64), 0.0, 2, 20, torch.Generator().manual_seed(0))
     for mode in (-1.0, 1.0):  # the ideal HRF2 field: half of the velocities near each mode
         assert float(((v - mode).abs() < 0.3).double().mean()) > 0.4
+
+
+def test_mixture_field_model_known_answers() -> None:
+    """At t = 0 (x_t = x0) the ideal RF velocity of a symmetric mixture is E[x1] - x = -x, and HRF2's ideal
+    acceleration at tau = 0 (v_tau = v0) is E[v1 | x] - v = -x - v."""
+    field = mixture_field_model([-1.0, 1.0], 0.02)
+    x = torch.tensor([[-0.7], [0.0], [1.3]])
+    assert torch.allclose(field(x, torch.zeros(3)), -x, atol=1e-6)
+    v = torch.tensor([[0.5], [-2.0], [0.1]])
+    states, times = torch.stack([x, v], dim=1), torch.zeros(3, 2)
+    assert torch.allclose(field(states, times), -x - v, atol=1e-6)
+    assert field(x, torch.zeros(3)).dtype == torch.float32
+    with pytest.raises(ValueError, match="variance > 0"):
+        mixture_field_model([0.0], 0.0)

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from components.generative.flow_matching import flow_matching_loss
-from components.generative.pyramid import (JUMPS, ComputeCounter, Cost, PyramidSchedule, autoregressive_sample,
-                                           batch_columns, block_noise, block_noise_covariance, compress_history,
+from components.generative.pyramid import (JUMP_ENTRY, JUMPS, ComputeCounter, Cost, PyramidSchedule,
+                                           autoregressive_sample, batch_columns, block_noise, block_noise_covariance, compress_history,
                                            corrupt_history, data_pyramid, downsample, guided_velocity,
                                            history_levels, jump, noise_pyramid, pyramid_batches, pyramid_loss,
                                            pyramid_sample, sequence_layout, stage_field, stage_pair, unit_lengths,
@@ -202,8 +202,9 @@ def test_the_ablated_jumps_break_the_continuity(name: str) -> None:
     _, end_prev = stage_pair(levels, noise_pyramid(torch.randn(draws, 16, 16, generator=gen), 3), stage - 1, s)
     _, var, block_cov = _moments(jump(name, end_prev, s, stage, gen))
     corr = (block_cov[0, 1] / block_cov[0, 0]).item()
-    if name == "none":
+    if name == "none":  # the noise level of the stage at the time "none" enters it, but block-constant
         assert var.mean().item() == pytest.approx(s.end_sigma(stage - 1) ** 2, rel=0.03)
+        assert var.mean().item() == pytest.approx(s.sigma(stage, JUMP_ENTRY["none"](s, stage)) ** 2, rel=0.03)
         assert corr == pytest.approx(1.0, abs=1e-6)
     else:
         assert var.mean().item() == pytest.approx(s.start_sigma(stage) ** 2, rel=0.03)
@@ -211,6 +212,40 @@ def test_the_ablated_jumps_break_the_continuity(name: str) -> None:
     assert set(JUMPS) == {"block", "iid", "none"}
     with pytest.raises(ValueError, match="unknown jump"):
         jump("bogus", end_prev, s, stage)
+
+
+def test_the_unrenoised_state_enters_the_stage_where_its_noise_level_is() -> None:
+    s = PyramidSchedule(3, 1 / 3)
+    # stage 1 runs from sigma 0.8 to 1/3; the end of stage 0 has sigma 2/3: (0.8 - 2/3) / (0.8 - 1/3) = 2/7
+    assert s.unrenoised_entry_time(1) == pytest.approx(2 / 7)
+    assert s.unrenoised_entry_time(2) == pytest.approx((0.5 - 1 / 3) / 0.5)
+    for k in (1, 2):
+        assert s.sigma(k, s.unrenoised_entry_time(k)) == pytest.approx(s.end_sigma(k - 1))
+        assert JUMP_ENTRY["block"](s, k) == JUMP_ENTRY["iid"](s, k) == 0.0
+    assert s.sigma(1, 0.0) == pytest.approx(0.8) and s.sigma(1, 1.0) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="stage >= 1"):
+        s.unrenoised_entry_time(0)
+
+
+def test_unrenoised_sampling_integrates_from_the_entry_time() -> None:
+    """With a field that returns 1 everywhere, Euler moves the state by the length of the integrated span:
+    1 per stage for the renoised jumps, 1 - entry time for "none" (same number of steps, shorter span)."""
+    s = PyramidSchedule(3)
+    times: list[float] = []
+
+    def field(x: torch.Tensor, tau: torch.Tensor, stage: int) -> torch.Tensor:
+        times.append(float(tau[0]))
+        return torch.ones_like(x)
+
+    out = pyramid_sample(field, s, torch.zeros(1, 1, 16, 16), [2, 2, 2], "none")
+    assert out.nfe == 6
+    lo, hi = s.time_span(1)
+    assert times[2] == pytest.approx(lo + s.unrenoised_entry_time(1) * (hi - lo))
+    expected = 1 + (1 - s.unrenoised_entry_time(1)) + (1 - s.unrenoised_entry_time(2))
+    assert out.x.mean().item() == pytest.approx(expected)
+    times.clear()
+    renoised = pyramid_sample(field, s, torch.zeros(1, 1, 16, 16), [2, 2, 2], "iid", torch.Generator().manual_seed(0))
+    assert times[2] == pytest.approx(lo) and renoised.nfe == 6
 
 
 # ---- the temporal pyramid ----------------------------------------------------------------------------
@@ -307,6 +342,18 @@ def test_autoregressive_sample_hands_each_stage_its_compressed_history() -> None
     seen.clear()
     autoregressive_sample(velocity, s, torch.randn(2, 2, 1, 16, 16), [1, 1, 1], "full")
     assert seen[3:] == [(0, (16,)), (1, (16,)), (2, (16,))]
+    # the first frame with its own steps and velocity (the paper: more steps, larger guidance)
+    calls: list[str] = []
+
+    def tagged(tag: str):
+        def v(x, tau, stage, history):
+            calls.append(tag)
+            return torch.zeros_like(x)
+        return v
+
+    out = autoregressive_sample(tagged("later"), s, torch.randn(2, 3, 1, 16, 16), [1, 1, 1], first_steps=[2, 2, 2],
+                                first_velocity=tagged("first"))
+    assert out.nfe == 6 + 3 + 3 and calls == ["first"] * 6 + ["later"] * 6
 
 
 # ---- unified training: batch columns, batches, loss; the guided velocity -----------------------------
@@ -416,6 +463,9 @@ def test_sampling_flops_by_hand() -> None:
     assert two.sampling_flops([1, 1, 1]) == 252
     assert two.sampling_flops([1, 1, 1], calls_per_step=2) == 504
     assert two.sampling_flops([2, 1, 1]) == 252 + 4 + 8
+    # the first frame (84 per step set) with its own steps and calls: 2 x (2 x 84) + 168
+    assert two.sampling_flops([1, 1, 1], 1, first_frame_steps=[2, 2, 2], first_frame_calls=2) == 4 * 84 + 168
+    assert two.sampling_flops([1, 1, 1], 2, first_frame_steps=[1, 1, 1]) == 504
     with pytest.raises(ValueError, match="one step count per stage"):
         two.sampling_flops([1, 1])
 

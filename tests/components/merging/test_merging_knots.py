@@ -150,3 +150,20 @@ def test_auto_uses_the_factored_svd_only_where_it_is_cheaper() -> None:
         u, r = knots_align(factors, method="auto")
         for t, (b, a) in enumerate(factors):
             assert torch.allclose(u @ r[t], b @ a, atol=1e-10)
+
+
+def test_alignment_diagnostics_on_known_updates():
+    from components.merging import alignment_diagnostics
+
+    # two tasks updating one layer along the same rank-1 direction: identical subspaces (score 1);
+    # opposite signs: every entry both keep is a sign conflict, in either space
+    b, a = torch.tensor([[1.0], [2.0]], dtype=torch.float64), torch.tensor([[3.0, -1.0]], dtype=torch.float64)
+    layers = {"layer": [(b, a), (-b, a)]}
+    diag = alignment_diagnostics(original_space(layers), knots_space(layers), layers, top_k=100.0)
+    assert diag["subspace_alignment"] == pytest.approx(1.0)
+    assert diag["knots_ta_minus_ta_max_abs"] < 1e-12 and diag["delta_max_abs"] == pytest.approx(0.0, abs=1e-12)
+    assert diag["sign_conflict_original"] == pytest.approx(1.0)
+    # same sign: no conflict; TA at lambda 0.7 sums the two updates
+    layers = {"layer": [(b, a), (2 * b, a)]}
+    diag = alignment_diagnostics(original_space(layers), knots_space(layers), layers, top_k=100.0)
+    assert diag["sign_conflict_original"] == 0.0 and diag["delta_max_abs"] == pytest.approx(0.7 * 3 * 6)

@@ -98,3 +98,20 @@ def test_point_cloud_metrics(metric):
     assert close[f"cov_{metric}"] == 1.0 and close[f"mmd_{metric}"] < 0.1
     with pytest.raises(ValueError, match="unknown metric"):
         point_cloud_metrics(near, ref, metric="hausdorff")
+
+
+def test_pairwise_emd_within_one_set_is_symmetric_and_matches_the_full_solve():
+    gen = torch.Generator().manual_seed(4)
+    A = torch.randn(5, 7, 3, generator=gen, dtype=torch.float64)
+    within = pairwise_emd(A, A)  # the same object: only p < q is solved, then mirrored
+    full = pairwise_emd(A, A.clone())  # a copy: every pair solved
+    torch.testing.assert_close(within, full)
+    torch.testing.assert_close(within, within.T)
+    assert float(within.diagonal().abs().max()) == 0.0 and float(within[0, 1]) > 0.0
+    # hand example: a unit square's corners against the same corners shifted by (3, 4): every point moves 5
+    sq = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]], dtype=torch.float64)
+    assert float(pairwise_emd(sq, sq + torch.tensor([3.0, 4.0], dtype=torch.float64))[0, 0]) == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="equal point counts"):
+        pairwise_emd(A, A[:, :5])
+    with pytest.raises(ValueError, match="NaN or inf"):
+        pairwise_emd(A, torch.full_like(A, float("nan")))

@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from components.metrics.video import ClipScorer, blockiness, fit_pixel_pca, motion_error, project_frames
+from components.metrics.distributions import frechet_distance
+from components.metrics.video import (ClipScorer, blockiness, class_frechet_distance, fit_pixel_pca, mnist_view,
+                                      motion_error, project_frames)
 
 
 def test_blockiness_known_answers() -> None:
@@ -73,4 +75,42 @@ def test_clip_scorer_against_its_own_reference() -> None:
     assert same["motion_error"] == pytest.approx(motion_error(reference))
     assert scorer.score(reference.flip(-1) * 0.5, labels)["fd_pixels"] > 0.1
     single = ClipScorer(reference[:, :1], pca, lambda x: x.flatten(1)[:, :6], head).score(reference[:, :1], labels)
-    assert math.isnan(single["fd_pixels_later"])
+    assert math.isnan(single["fd_pixels_later"]) and math.isnan(single["fd_class"])
+    aware = ClipScorer(reference, pca, lambda x: x.flatten(1)[:, :6], head, class_features=lambda x: x.flatten(1),
+                       reference_labels=labels)
+    assert aware.score(reference, labels)["fd_class"] == pytest.approx(0.0, abs=1e-9)
+    assert aware.score(reference, labels.roll(1))["fd_class"] > 0.01  # the right frames for the wrong digits
+    with pytest.raises(ValueError, match="both"):
+        ClipScorer(reference, pca, lambda x: x, head, class_features=lambda x: x)
+
+
+def test_class_frechet_distance_known_answers() -> None:
+    gen = torch.Generator().manual_seed(0)
+    feats, labels = torch.randn(400, 5, generator=gen), torch.arange(400) % 4
+    assert class_frechet_distance(feats, labels, feats, labels) == pytest.approx(0.0, abs=1e-9)
+    # one of four classes moved by a vector of length 2: within-class covariances unchanged, |d|^2 / 4 = 1
+    moved = feats.clone()
+    moved[labels == 0] += torch.tensor([2.0, 0, 0, 0, 0])
+    assert class_frechet_distance(moved, labels, feats, labels) == pytest.approx(1.0, rel=1e-6)
+    # classes swapped: the unconditional FD cannot tell, the class-aware one does
+    shifted = feats + 3.0 * torch.nn.functional.one_hot(labels, 5)[:, :5].float()
+    swapped = (labels + 1) % 4  # every sample relabelled as another class
+    assert frechet_distance(shifted, shifted) == pytest.approx(0.0, abs=1e-9)
+    assert class_frechet_distance(shifted, swapped, shifted, labels) > 5.0
+    with pytest.raises(ValueError, match="no reference"):
+        class_frechet_distance(feats, labels, feats[labels < 2], labels[labels < 2])
+
+
+def test_mnist_view_centres_the_mass_and_scales_the_digit() -> None:
+    frame = torch.zeros(1, 28, 28)
+    frame[0, 10:18, 9:19] = 1.0  # centre of mass (13.5, 13.5), already MNIST-placed at scale 1
+    assert torch.allclose(mnist_view(frame, digit_size=20), frame)
+    dot = torch.zeros(1, 16, 16)
+    dot[0, 2, 11] = 1.0  # one pixel off-centre: moved to the canvas centre, spread over the middle 2x2
+    out = mnist_view(dot, digit_size=10)
+    assert out.shape == (1, 28, 28) and out.sum().item() == pytest.approx(4.0, rel=1e-5)  # area x (20/10)^2
+    rows, cols = torch.arange(28.0), torch.arange(28.0)
+    mass = out[0].sum()
+    assert (out[0].sum(1) * rows).sum() / mass == pytest.approx(13.5, abs=1e-4)
+    assert (out[0].sum(0) * cols).sum() / mass == pytest.approx(13.5, abs=1e-4)
+    assert mnist_view(torch.zeros(2, 16, 16), 12).abs().max() == 0

@@ -10,6 +10,7 @@ from components.nutrition.answers import (
     carb_metrics,
     meal_scores,
     parse_answer,
+    read_answer,
 )
 
 
@@ -57,6 +58,20 @@ from components.nutrition.answers import (
 ])
 def test_parse_answer(answer: str, expected: float) -> None:
     assert parse_answer(answer) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ('{"total_carbohydrates": -1}', -1.0),                          # an explicit abstention is a statement
+    ('Output: {"total_carbohydrates": 45', 45.0),
+    ("-1", -1.0),
+    ("1 cup of rice has 45 g carbs.\n2 slices of", None),          # reasoning cut before the answer line
+    ('Output: {"total_carbohydrates": <grams>', None),             # an echoed placeholder
+    ('"two slices of toast"\n\nThe', None),                        # an echoed query
+    ("", None),
+])
+def test_read_answer_tells_an_abstention_from_no_answer(answer: str, expected: float | None) -> None:
+    assert read_answer(answer) == (None if expected is None else pytest.approx(expected))
+    assert parse_answer(answer) == (UNKNOWN if expected is None else pytest.approx(expected))
 
 
 def test_parse_answer_rejects_non_strings() -> None:

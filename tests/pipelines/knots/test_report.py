@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.knots.params import KnotsParams
-from pipelines.knots.report import build_report, chosen_top_k, ta_check, ties_claim
+from pipelines.knots.report import boundary_note, build_report, chosen_top_k, ta_check, ties_claim
 
 
 def _rows(knots_ties: list[float], ties: list[float]) -> list[dict]:
@@ -51,17 +51,17 @@ def test_the_ta_check_fails_when_the_updates_differ() -> None:
 
 
 def test_report_table_has_one_row_per_method_and_the_paper_column() -> None:
-    p = KnotsParams.model_validate({"seeds": [0, 1], "data": {"tasks": ["rotate90", "invert"]},
+    p = KnotsParams.model_validate({"seeds": [0, 1], "data": {"tasks": ["mnist", "fashion"]},
                                     "merge": {"methods": ["ties", "knots_ties"]}})
     rows = []
     for seed in (0, 1):
         for method, value in (("ties", 80.0 + seed), ("knots_ties", 82.0 + seed)):
             rows.append({"seed": seed, "method": method, "avg_norm_acc": value, "joint_acc": 50.0, "lam": 0.5,
-                         "top_k": (30.0, 20.0)[seed], "rotate90_norm_acc": value, "invert_norm_acc": value})
+                         "top_k": (30.0, 20.0)[seed], "mnist_norm_acc": value, "fashion_norm_acc": value})
     checks = {f"seed{s}/{k}": v for s in (0, 1) for k, v in (("knots_ta_minus_ta_max_abs", 0.0),
               ("delta_max_abs", 1.0), ("sign_conflict_original", 0.2), ("sign_conflict_knots", 0.1),
               ("subspace_alignment", 0.5))}
-    single = {f"seed{s}/{t}/{k}": 0.9 for s in (0, 1) for t in ("rotate90", "invert") for k in ("test", "zero_shot_test")}
+    single = {f"seed{s}/{t}/{k}": 0.9 for s in (0, 1) for t in ("mnist", "fashion") for k in ("test", "zero_shot_test")}
     report = build_report(rows, checks, single, p)
     assert [r["method"] for r in report.rows] == ["ties", "knots_ties"]
     assert report.rows[1]["paper ViT-B/32"] == 68.0 and report.rows[1]["avg norm acc"].startswith("82.5 ±")
@@ -74,3 +74,10 @@ def test_methods_without_a_top_k_show_a_dash() -> None:
     rows = [{"seed": 1, "method": "ta", "top_k": None}, {"seed": 0, "method": "ta", "top_k": None},
             {"seed": 1, "method": "ties", "top_k": 50.0}, {"seed": 0, "method": "ties", "top_k": 10.0}]
     assert chosen_top_k(rows, "ta") == "–" and chosen_top_k(rows, "ties") == "10, 50"
+
+
+def test_a_lambda_on_the_grid_edge_is_named() -> None:
+    rows = [{"method": "ties", "lam": 0.1}, {"method": "knots_ties", "lam": 0.5}, {"method": "ta", "lam": 3.0}]
+    note = boundary_note(rows, [0.1, 0.5, 3.0])
+    assert "ties (0.1)" in note and "ta (3)" in note and "knots_ties" not in note
+    assert boundary_note(rows[1:2], [0.1, 0.5, 3.0]).startswith("no chosen lambda")

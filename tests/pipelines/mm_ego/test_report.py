@@ -11,7 +11,8 @@ import pytest
 
 from components.egovideo.stats import debiased_rows
 from pipelines.mm_ego.params import MmEgoParams
-from pipelines.mm_ego.report import blind_claim, build_report, checks, gap_table, mpp_claims, qtype_table
+from pipelines.mm_ego.report import (blind_claim, bottleneck_note, bottleneck_table, build_report, checks,
+                                     gap_table, mpp_claims, qtype_table)
 
 BUCKETS = ("short", "medium", "long")
 
@@ -177,7 +178,49 @@ def test_tables_and_the_whole_report() -> None:
     mpp = report.rows[0]
     assert mpp["model"] == "MPP (pointer top-k)" and mpp["paper MDA"] == 61.27
     assert mpp["MDA"] == pytest.approx(70.0) and mpp["raw - debiased"] == pytest.approx(79 - 70, abs=0.5)
-    assert report.extra_tables["benchmark buckets"][2]["uniform coverage k/T"] == pytest.approx(8 / 512)
+    assert report.extra_tables["benchmark buckets"][2]["uniform coverage k/T"] == pytest.approx(8 / 256)
     text = report.to_markdown()
     assert "mpp_gap_grows_with_length" in text and "MPP minus uniform-k by bucket" in text
     assert not math.isnan(report.to_dict()["claims"][0]["effect"])
+
+
+def _bench(per_bucket: dict[str, int]) -> dict[str, Any]:
+    return {"test/questions": sum(per_bucket.values()), "test/videos": 30, "train/questions": 900, "train/videos": 90,
+            **{f"test/{b}/questions": n for b, n in per_bucket.items()},
+            **{f"test/{b}/biased_share": 0.3 for b, n in per_bucket.items() if n}}
+
+
+def test_oracle_row_tells_pointer_from_answer_step() -> None:
+    """MPP loses 30 pp to its own answer pass on the evidence frames in the long bucket: the pointer."""
+    acc = {"mpp": {"short": 0.7, "medium": 0.6, "long": 0.4}, "oracle": {"short": 0.7, "medium": 0.7, "long": 0.7},
+           "uniform": {"short": 0.7, "medium": 0.45, "long": 0.25}}
+    rows, preds = _tables(acc)
+    table = {r["bucket"]: r for r in bottleneck_table(rows, preds, {"pointer/long/recall_at_k": 0.3}, 8, (16, 64, 256))}
+    assert table["long"]["oracle"] == pytest.approx(70.0) and table["long"]["MPP"] == pytest.approx(40.0, abs=1)
+    assert table["long"]["pointer loss: oracle - MPP [95% CI]"].startswith("30.")
+    assert table["short"]["pointer loss: oracle - MPP [95% CI]"] == "0.0 [0.0, 0.0]"
+    assert table["long"]["answer-step loss: 100 - oracle"] == pytest.approx(30.0)
+    assert table["long"]["pointer recall@8"] == 0.3 and table["short"]["uniform coverage k/T"] == 0.5
+    assert "the larger loss is the answer step" in bottleneck_note(rows, preds)   # 30 pp vs 13.3 [..] pp
+    blind_pointer = {**acc, "oracle": {"short": 0.95, "medium": 0.95, "long": 0.95},
+                     "mpp": {"short": 0.3, "medium": 0.3, "long": 0.3}}
+    assert "the larger loss is the pointer" in bottleneck_note(*_tables(blind_pointer))
+    even = {**acc, "oracle": {"short": 0.6, "medium": 0.6, "long": 0.6}, "mpp": {"short": 0.2, "medium": 0.2,
+                                                                                 "long": 0.2}}
+    assert "the larger loss is neither clearly" in bottleneck_note(*_tables(even))   # 40 pp each
+    rows, preds = _tables(STRONG)
+    assert bottleneck_table(rows, preds, {}, 8, (16, 64, 256)) == [] and bottleneck_note(rows, preds) is None
+
+
+def test_a_bucket_without_questions_is_reported_empty_and_leaves_the_claims_not_resolved() -> None:
+    rows, preds = _tables({**STRONG, "oracle": STRONG["mpp"]})
+    short = [p for p in preds if p["bucket"] == "short"]
+    rows = [{**r, **{f"{k}_{b}": math.nan for k in ("raw", "debiased") for b in ("medium", "long")},
+             "kept_medium": 0, "kept_long": 0} for r in rows]
+    params = MmEgoParams.model_validate({"train": {"methods": ["mpp", "uniform", "blind"]}, "debias": {"llm": "none"}})
+    report = build_report(rows, short, {}, _bench({"short": 100, "medium": 0, "long": 0}), {"engine": "template"},
+                          params)
+    assert any(n.startswith("Empty bucket(s) medium, long") for n in report.notes)
+    assert [c.verdict for c in report.claims[:2]] == ["not resolved", "not resolved"]
+    assert math.isnan(report.extra_tables["benchmark buckets"][1]["biased share"])
+    assert report.to_markdown()

@@ -10,19 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.io import load_json
+from components.io import load_json, load_tensors
 from paperflows.params import ParamsError, validate
+from paperflows.runtime import StageContext, run_stage
 from pipelines.nsot.params import NsotParams
-from pipelines.nsot.pipeline import PIPELINE, STEP_TIMINGS
+from pipelines.nsot.pipeline import PIPELINE, SHAPES, STEP_TIMINGS
 from tests.conftest import REPO
 
-TINY = {"seeds": [0], "data": {"n_train": 24, "n_test": 16, "n_points": 16, "superset_points": 32},
-        "train": {"steps": 10, "batch_size": 8, "betas": [0.2]},
-        "eval": {"n_generated": 16, "euler_steps": [1, 2], "timing_points": [16, 32], "timing_steps": 1,
-                 "pair_batches": 2}}
+TINY = {"seeds": [0], "data": {"categories": ["chair"], "n_train": 8, "n_test": 8, "n_points": 16,
+                                "superset_points": 32},
+        "train": {"steps": 5, "batch_size": 8, "betas": [0.2]},
+        "eval": {"n_generated": 8, "euler_steps": [1, 2], "metric_steps": 1, "timing_points": [16, 32],
+                 "timing_batch": 2, "timing_steps": 1, "pair_batches": 2}}
 CLAIMS = ["nsot_cost_near_exact_ot", "nsot_cost_below_independent", "nsot_step_time_matches_independent",
           "online_ot_step_slower", "online_ot_solve_grows_steeply", "online_ot_beats_independent_few_steps",
-          "nsot_beats_independent_few_steps", "small_beta_beats_beta0", "large_beta_drifts_back"]
+          "nsot_beats_independent_few_steps", "small_beta_beats_beta0", "large_beta_drifts_back",
+          "nsot_beats_independent_1nna_emd"]
+METHODS = ["independent", "online_ot", "nsot", "nsot_b0.2"]
 
 
 def _keys(tree: object) -> list[str]:
@@ -31,15 +35,20 @@ def _keys(tree: object) -> list[str]:
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, NsotParams.model_validate(TINY), project)
-    assert [r["method"] for r in report["rows"]] == ["independent", "online_ot", "nsot", "nsot_b0.2"]
+    # one row per method in the category and in the mean over categories
+    assert [(r["category"], r["method"]) for r in report["rows"]] == [(c, m) for c in ("chair", "mean")
+                                                                      for m in METHODS]
+    assert all(r["1-NNA-EMD @1"] is not None and r["MMD-CD @1"] is not None for r in report["rows"])
     claims = {c["id"]: c for c in report["claims"]}
     assert list(claims) == CLAIMS
-    # one seed and one timing round: no interval, so nothing is decided
+    # one (category, seed) unit and one timing round: no interval, so nothing is decided
     assert {c["verdict"] for c in claims.values()} == {"not resolved"}
     assert claims["large_beta_drifts_back"]["precondition"]["met"] is False  # no beta > 0.2 trained
     assert [(c["id"], c["passed"]) for c in report["checks"]] == [("superset_ot_not_above_unpaired", True)]
     # seconds live under timings/, never in a metrics file DVC hashes as a result
     root = next((project / "runs" / "nsot").iterdir())
+    assert sorted(p.name for p in (root / "models" / "chair").iterdir()) == sorted(
+        f"{m}_seed0.safetensors" for m in METHODS)
     for metrics in (root / "metrics").glob("*.json"):
         assert not [k for k in _keys(load_json(metrics)) if "seconds" in k or "_ms" in k], metrics
     assert {r["method"] for r in load_json(root / STEP_TIMINGS)["steps"]} == {"independent", "online_ot", "nsot"}
@@ -54,6 +63,10 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     ({"eval": {"euler_steps": [5, 1]}}, "nsot.eval.euler_steps"),
     ({"eval": {"timing_points": [64, 64]}}, "nsot.eval.timing_points"),
     ({"data": {"categories": ["teapot"]}}, "nsot.data.categories"),
+    ({"data": {"categories": ["chair", "chair"]}}, "nsot.data.categories"),
+    ({"data": {"pc15k_categories": ["lamp"]}}, "nsot.data.pc15k_categories"),
+    ({"eval": {"euler_steps": [1, 2], "metric_steps": 5}}, "nsot.eval"),
+    ({"eval": {"n_generated": 64}, "data": {"n_test": 32}}, "n_generated"),
 ])
 def test_inconsistent_params_are_refused_with_the_key(data: dict, key: str) -> None:
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
@@ -81,3 +94,24 @@ def test_malformed_pc15k_folder_exits_2_before_work(tmp_path: Path) -> None:
     assert "nsot.data.pc15k_root" in result.stderr and "shape_bad.npy" in result.stderr
     assert "allow_pickle=False" in result.stderr
     assert sorted(p.name for p in root.iterdir()) == ["params.yaml"]
+
+
+def test_pc15k_folder_gives_one_category_per_synset(tmp_path: Path) -> None:
+    """With ``data.pc15k_root`` the prepare stage reads the PC15k categories (not the procedural ones),
+    each subsampled to the superset size and normalised per shape."""
+    data, rng = tmp_path / "pc15k", np.random.default_rng(1)
+    for synset in ("02691156", "02958343"):  # airplane, car
+        for split, n in (("train", 3), ("test", 2)):
+            (data / synset / split).mkdir(parents=True)
+            for k in range(n):
+                np.save(data / synset / split / f"{k:04d}.npy", rng.normal(size=(50, 3)).astype(np.float32))
+    params = NsotParams.model_validate({**TINY, "data": {**TINY["data"], "pc15k_root": str(data),
+                                                         "pc15k_categories": ["airplane", "car"]}})
+    stage = next(s for s in PIPELINE.stages if s.name == "prepare")
+    run_stage(StageContext(pipeline=PIPELINE, stage=stage, params=params, root=tmp_path / "run", progress=False,
+                           threads=1, project=tmp_path))
+    shapes = load_tensors(tmp_path / "run" / SHAPES)
+    assert sorted(shapes) == ["airplane/test", "airplane/train_superset", "car/test", "car/train_superset"]
+    assert tuple(shapes["car/train_superset"].shape) == (3, 32, 3)
+    assert tuple(shapes["airplane/test"].shape) == (2, 16, 3)
+    assert float(shapes["car/train_superset"].mean(dim=1).abs().max()) < 1e-5

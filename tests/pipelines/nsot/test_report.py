@@ -1,20 +1,33 @@
-"""NSOT claims on constructed numbers: every verdict is reachable, and the decisions pair by seed / round."""
+"""NSOT claims on constructed numbers: every verdict is reachable, and the decisions pair by (category, seed)
+unit / timing round."""
 
 from __future__ import annotations
 
 import pytest
 
 from pipelines.nsot.params import NsotParams
-from pipelines.nsot.report import build_report, checks, cost_claims, nna_claims, timing_claims
+from pipelines.nsot.report import build_report, checks, cost_claims, emd_claim, nna_claims, timing_claims
 
 METHODS = ["independent", "online_ot", "nsot", "nsot_b0.1", "nsot_b0.4"]
 STEPS = [1, 2, 5, 20]
 
 
-def _eval(few: dict[str, list[float]], steps: list[int] = STEPS) -> list[dict]:
-    """Rows whose 1-NNA at every step count <= 5 is ``few[method][seed]`` (and 55 at 20 steps)."""
-    return [{"method": m, "seed": seed, "euler_steps": s, "nfe": s, "1nna_cd": v if s <= 5 else 55.0,
-             "cov_cd": 40.0, "mmd_cd": 0.01} for m, per in few.items() for seed, v in enumerate(per) for s in steps]
+def _eval(few: dict[str, list[float]], steps: list[int] = STEPS, categories: tuple[str, ...] = ("chair",),
+          emd: dict[str, list[float]] | None = None) -> list[dict]:
+    """Rows whose 1-NNA-CD at every step count <= 5 is ``few[method][unit]`` (and 55 at 20 steps), the units
+    being (category, seed) in category-major order; 1-NNA-EMD at 2 steps is ``emd[method][unit]`` if given."""
+    seeds = len(next(iter(few.values()))) // len(categories)
+    rows = []
+    for m, per in few.items():
+        for k, v in enumerate(per):
+            category, seed = categories[k // seeds], k % seeds
+            for s in steps:
+                at2 = s == 2 and emd is not None
+                rows.append({"category": category, "method": m, "seed": seed, "euler_steps": s, "nfe": s,
+                             "1nna_cd": v if s <= 5 else 55.0, "cov_cd": 40.0, "mmd_cd": 0.01,
+                             "1nna_emd": emd[m][k] if at2 else None, "cov_emd": 45.0 if at2 else None,
+                             "mmd_emd": 0.2 if at2 else None})
+    return rows
 
 
 def _verdicts(claims) -> dict[str, str]:
@@ -29,7 +42,32 @@ def test_ot_beats_independent_and_small_beta_helps_hold_on_consistent_seeds() ->
                   "nsot_b0.1": [69, 72, 67.5, 70], "nsot_b0.4": [76, 80, 74, 77]})
     got = _verdicts(nna_claims(rows, METHODS, STEPS))
     assert got == {"online_ot_beats_independent_few_steps": "holds", "nsot_beats_independent_few_steps": "holds",
-                   "small_beta_beats_beta0": "holds", "large_beta_drifts_back": "holds"}
+                   "small_beta_beats_beta0": "holds", "large_beta_drifts_back": "holds",
+                   "nsot_beats_independent_1nna_emd": "not resolved"}  # no EMD scores in these rows
+
+
+def test_units_are_category_seed_pairs() -> None:
+    # two categories x two seeds: four paired units; category offsets (+20) cancel in the paired difference
+    rows = _eval({"independent": [80, 82, 60, 62], "online_ot": [75, 76, 55, 56], "nsot": [74, 77, 54, 57],
+                  "nsot_b0.1": [74, 77, 54, 57], "nsot_b0.4": [74, 77, 54, 57]}, categories=("chair", "lamp"))
+    claims = {c.id: c for c in nna_claims(rows, METHODS, STEPS)}
+    assert claims["nsot_beats_independent_few_steps"].n == 4
+    assert claims["nsot_beats_independent_few_steps"].effect == pytest.approx(5.5)
+    assert claims["nsot_beats_independent_few_steps"].verdict == "holds"
+    assert claims["small_beta_beats_beta0"].effect == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("nsot, verdict", [
+    ([70.0, 72.0, 71.0], "holds"),          # 10 points better on every unit
+    ([80.5, 79.0, 81.5], "not resolved"),   # +0.5, -0.5 ... around zero
+    ([90.0, 91.0, 92.0], "does not hold"),  # worse on every unit
+])
+def test_emd_claim_on_its_own_step_count(nsot: list[float], verdict: str) -> None:
+    rows = _eval({"independent": [80, 80, 81], "nsot": [80, 80, 81]},
+                 emd={"independent": [80.0, 79.5, 81.0], "nsot": nsot})
+    claim = emd_claim(rows, 2)
+    assert claim.verdict == verdict and claim.n == 3
+    assert emd_claim(rows, 5).precondition.met is False  # EMD was scored at 2 steps only
 
 
 def test_pairing_by_seed_decides_what_unpaired_means_cannot() -> None:
@@ -46,6 +84,7 @@ def test_worse_couplings_do_not_hold_and_noisy_ones_are_not_resolved() -> None:
                   "nsot_b0.1": [74, 76, 75], "nsot_b0.4": [70, 72, 71]})
     got = _verdicts(nna_claims(rows, METHODS, STEPS))
     assert got["online_ot_beats_independent_few_steps"] == "does not hold"
+    assert got["nsot_beats_independent_1nna_emd"] == "not resolved"
     assert got["nsot_beats_independent_few_steps"] == "not resolved"  # differences +1, -3, +3
     assert got["small_beta_beats_beta0"] == "not resolved"  # -5, -1, -7: mean -4.3, CI crosses 0
     assert got["large_beta_drifts_back"] == "does not hold"  # large beta better than small on every seed
@@ -75,8 +114,9 @@ def test_missing_methods_and_one_seed_leave_claims_not_resolved() -> None:
 # --------------------------------------------------------------------------------------------------
 # claim 1: pair cost
 # --------------------------------------------------------------------------------------------------
-def _costs(per: dict[str, list[float]]) -> list[dict]:
-    return [{"method": m, "seed": s, "pair_cost": v} for m, vs in per.items() for s, v in enumerate(vs)]
+def _costs(per: dict[str, list[float]], category: str = "chair") -> list[dict]:
+    return [{"category": category, "method": m, "seed": s, "pair_cost": v} for m, vs in per.items()
+            for s, v in enumerate(vs)]
 
 
 @pytest.mark.parametrize("nsot, near, below", [
@@ -137,18 +177,32 @@ def test_superset_check_fails_when_pairs_cost_more_than_unpaired() -> None:
 
 
 def test_build_report_table_and_claims() -> None:
-    params = NsotParams.model_validate({"seeds": [0, 1, 2], "eval": {"timing_points": [64, 1024]}})
-    rows = _eval({"independent": [80, 84, 78], "online_ot": [70, 73, 69], "nsot": [72, 75, 70],
-                  "nsot_b0.1": [69, 72, 67.5], "nsot_b0.4": [76, 80, 74]})
-    costs = _costs({m: [1.0, 1.1, 1.2] for m in METHODS})
+    params = NsotParams.model_validate({"seeds": [0, 1, 2], "data": {"categories": ["chair", "lamp"]},
+                                        "train": {"betas": [0.1, 0.4]}, "eval": {"timing_points": [64, 1024]}})
+    # chair: the numbers below; lamp: the same +10 on 1-NNA-CD (so the mean row is +5)
+    chair = {"independent": [80, 84, 78], "online_ot": [70, 73, 69], "nsot": [72, 75, 70],
+             "nsot_b0.1": [69, 72, 67.5], "nsot_b0.4": [76, 80, 74]}
+    rows = _eval({m: v + [x + 10 for x in v] for m, v in chair.items()}, categories=("chair", "lamp"),
+                 emd={m: [50.0 + k for k in range(6)] for m in chair})
+    costs = _costs({m: [1.0, 1.1, 1.2] for m in METHODS}) + _costs({m: [2.0, 2.1, 2.2] for m in METHODS}, "lamp")
     timings = _timings({"independent": [100, 101, 99], "nsot": [101, 102, 100], "online_ot": [400, 410, 395]},
                        {64: [1.0, 1.1, 0.9], 1024: [4096.0, 4300.0, 3900.0]})
     ot = {"mean_pair_cost": 0.5, "mean_independent_cost": 6.0, "n_shapes": 384.0, "n_points": 256.0,
           "ot_seconds": 4.2}
     report = build_report(rows, costs, timings, ot, params)
-    assert [r["method"] for r in report.rows] == METHODS
-    assert report.rows[0]["1-NNA-CD @20"].startswith("55.0") and report.rows[3]["beta"] == 0.1
-    assert report.rows[0]["step ms (N=64)"] == pytest.approx(10.0)
-    assert len(report.claims) == 9 and report.checks[0].passed
+    assert [(r["category"], r["method"]) for r in report.rows] == [(c, m) for c in ("chair", "lamp", "mean")
+                                                                   for m in METHODS]
+    by = {(r["category"], r["method"]): r for r in report.rows}
+    assert by["chair", "independent"]["1-NNA-CD @20"].startswith("55.0") and by["chair", "nsot_b0.1"]["beta"] == 0.1
+    assert by["chair", "independent"]["1-NNA-CD @1"].startswith("80.7 ")
+    assert by["lamp", "independent"]["1-NNA-CD @1"].startswith("90.7 ")
+    assert by["mean", "independent"]["1-NNA-CD @1"].startswith("85.7 ")  # per-seed means over categories
+    assert by["mean", "nsot"]["pair cost"].startswith("1.600")
+    assert by["chair", "nsot"]["1-NNA-EMD @2"].startswith("51.0 ")
+    assert by["mean", "nsot"]["1-NNA-EMD @2"].startswith("52.5 ")
+    assert by["mean", "nsot"]["MMD-EMD @2"].startswith("0.200") and by["lamp", "nsot"]["COV-CD @2"].startswith("40.0")
+    assert len(report.claims) == 10 and report.checks[0].passed
+    claims = {c.id: c for c in report.claims}
+    assert claims["nsot_cost_near_exact_ot"].n == 6 and claims["nsot_beats_independent_few_steps"].n == 6
     assert "solved in 4.2s" in report.notes[0]
     assert "| N |" in report.to_markdown()

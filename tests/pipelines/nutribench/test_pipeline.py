@@ -25,7 +25,8 @@ from pipelines.nutribench.pipeline import PIPELINE
 from tests.conftest import REPO
 
 TINY = {"data": {"n_meals": 80}, "estimate": {"lm": "tiny", "encoder": "tiny", "llm_meals": 4, "few_shot": 1,
-                                              "max_new_tokens": 6, "cot_max_new_tokens": 10, "rag_max_facts": 2},
+                                              "max_new_tokens": 6, "cot_max_new_tokens": 10, "completion_tokens": 3,
+                                              "rag_max_facts": 2},
         "risk": {"meals": 4, "patients": ["adult#001", "adult#002"], "duration_min": 180, "reference_check": False}}
 SECRET = "Aunt Mildred's unpublished casserole"   # a cell no error message may echo
 
@@ -46,6 +47,10 @@ def test_params_errors_name_the_key() -> None:
     paper = NutribenchParams(scale="paper")
     assert paper.data.n_meals == 11_857 and paper.estimate.llm_meals is None
     assert paper.estimate.cot_max_new_tokens == 4096 and paper.estimate.max_new_tokens == 4096
+    default = NutribenchParams().estimate
+    assert default.cot_max_new_tokens >= 256 and default.completion_tokens > 0 and default.prompt_set == "official"
+    with pytest.raises(ParamsError, match=r"nutribench\.estimate\.prompt_set"):
+        validate(NutribenchParams, {"estimate": {"prompt_set": "mine"}}, "nutribench")
     assert PIPELINE.items(PIPELINE.stage("estimate"), NutribenchParams()) == list(STRATEGIES)
 
 
@@ -93,6 +98,12 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
         mine = [r for r in scores if r["strategy"] == strategy]
         assert len(mine) == (4 if strategy in LLM_STRATEGIES else 20)
         assert all(r["hit"] <= r["answered"] for r in mine)    # an abstention is never a hit
+        predictions = load_table(root / "predictions" / strategy / "predictions.parquet")
+        if strategy in LLM_STRATEGIES:   # the random tiny LM states no number: every answer gets the cue
+            assert all(r["truncated"] and r["completion"] is not None for r in predictions)
+            assert [r["completed"] for r in mine] == [True] * 4
+        else:
+            assert all(r["completion"] is None and r["pred_first"] == r["pred"] for r in predictions)
     risk = load_table(root / "tables" / "risk.parquet")
     for strategy in STRATEGIES:   # each strategy: its first risk.meals answered meals x 2 patients
         assert sum(r["strategy"] == strategy for r in risk) == 4 * 2

@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 
 from paperflows.params import ParamsError, validate
-from pipelines.oc_flow.params import SO3_METHODS, OcFlowParams, euclidean_methods
+from pipelines.oc_flow.params import QM9_METHODS, SO3_METHODS, OcFlowParams, euclidean_methods
 from pipelines.oc_flow.pipeline import PIPELINE
 
 TINY = {"seeds": [0], "data": {"n_train": 200, "so3_n_train": 60},
         "model": {"hidden": 16, "depth": 2, "time_dim": 8},
         "train": {"steps": 20, "so3_steps": 20, "batch_size": 32},
-        "guidance": {"n_samples": 16, "n_steps": 4, "iterations": 2, "gammas": [0.0, 0.1]},
-        "so3": {"n_samples": 8, "n_steps": 4, "iterations": 2}}
+        "guidance": {"n_samples": 16, "n_steps": 4, "iterations": 2, "gammas": [0.0, 0.01]},
+        "so3": {"n_samples": 8, "n_steps": 4, "iterations": 2},
+        "qm9": {"n_molecules": 100, "flow_steps": 20, "regressor_steps": 20, "n_samples": 8, "iterations": 2}}
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
@@ -23,23 +24,32 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     per_reward = len(euclidean_methods(params.guidance))
     assert [r["reward fn"] for r in report["rows"]] == [r for r in params.guidance.rewards for _ in range(per_reward)]
     assert len(report["extra_tables"]["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
+    assert len(report["extra_tables"]["QM9: descriptor flow guided toward a target alpha"]) == len(QM9_METHODS)
     claims = {c["id"]: c for c in report["claims"]}
     assert "target_reward_reaches_flowgrad" in claims and "classifier_gamma_brings_closer" in claims
+    assert "qm9_mae_below_dflow" in claims and "qm9_mae_below_flowgrad" in claims
     # one seed: no interval over seeds, so no paired claim can be decided
     assert claims["so3_ocflow_approaches_target"]["verdict"] == "not resolved"
     checks = {c["id"]: c for c in report["checks"]}
-    assert set(checks) == {"ocflow_gamma0_is_flowgrad", "so3_states_on_manifold", "naive_update_leaves_manifold"}
-    assert checks["ocflow_gamma0_is_flowgrad"]["passed"] and checks["so3_states_on_manifold"]["passed"]
+    # the official update (the default) is not FlowGrad at gamma = 0, so only the SO(3) checks remain
+    assert set(checks) == {"so3_states_on_manifold", "naive_update_leaves_manifold"}
+    assert checks["so3_states_on_manifold"]["passed"]
 
 
 @pytest.mark.parametrize("data, key", [
     ({"guidance": {"gammas": [0.0, 0.5], "claim_gamma": 0.1}}, "oc_flow.guidance"),
     ({"guidance": {"gammas": [0.0, 0.0]}}, "oc_flow.guidance.gammas"),
-    ({"guidance": {"gammas": [0.0, 1.5]}}, "oc_flow.guidance.gammas"),
+    ({"guidance": {"gammas": [0.0, 2000.0]}}, "oc_flow.guidance.gammas"),
     ({"guidance": {"rewards": ["density"]}}, "oc_flow.guidance.rewards"),
     ({"data": {"target": [0.0, float("nan")]}}, "oc_flow.data.target"),
     ({"model": {"time_dim": 7}}, "oc_flow.model.time_dim"),
     ({"so3": {"manifold_tol": 0.5}}, "oc_flow.so3.manifold_tol"),
+    ({"guidance": {"update": "adjoint"}}, "oc_flow.guidance.update"),
+    ({"guidance": {"update": "alg1", "lr": 0.1}}, "oc_flow.guidance"),             # gamma 10 > 1: beta < 0
+    ({"guidance": {"lr": 3.0}}, "oc_flow.guidance"),                                  # lr x gamma 30 > n_steps 20
+    ({"guidance": {"clip": -1.0}}, "oc_flow.guidance.clip"),
+    ({"qm9": {"property": "homo"}}, "oc_flow.qm9.property"),
+    ({"qm9": {"n_molecules": 10}}, "oc_flow.qm9.n_molecules"),
 ])
 def test_bad_params_are_refused_with_the_key(data: dict, key: str) -> None:
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
@@ -47,6 +57,28 @@ def test_bad_params_are_refused_with_the_key(data: dict, key: str) -> None:
 
 
 def test_gammas_are_sorted_and_the_paper_scale_applies() -> None:
-    assert OcFlowParams.model_validate({"guidance": {"gammas": [1.0, 0.0, 0.1]}}).guidance.gammas == [0.0, 0.1, 1.0]
+    sweep = {"gammas": [1.0, 0.0, 0.1], "claim_gamma": 0.1}
+    assert OcFlowParams.model_validate({"guidance": sweep}).guidance.gammas == [0.0, 0.1, 1.0]
     paper = OcFlowParams.model_validate({"scale": "paper"})
     assert paper.guidance.n_steps == 50 and paper.guidance.claim_gamma == 0.01 and paper.so3.lr == 1.5
+
+
+def test_the_official_update_is_the_default_and_alg1_an_option() -> None:
+    p = OcFlowParams()
+    assert (p.guidance.update, p.guidance.lr, p.guidance.clip, p.guidance.claim_gamma) == ("official", 1.0, 10.0, 0.01)
+    alg1 = OcFlowParams.model_validate({"guidance": {"update": "alg1", "lr": 0.1, "gammas": [0.0, 0.01, 0.1, 1.0]}})
+    assert alg1.guidance.update == "alg1"
+
+
+def test_a_malformed_qm9_csv_is_refused_before_any_work(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    bad = tmp_path / "qm9.csv"
+    bad.write_text("Stoichiometry,XYZ_Ang,Polarizability_bohr3\n")   # no HOMO_LUMO_gap_au column
+    proc = subprocess.run([sys.executable, "-m", "paperflows", "run", "oc_flow", "--set", f"data.qm9_path={bad}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "HOMO_LUMO_gap_au" in proc.stderr + proc.stdout

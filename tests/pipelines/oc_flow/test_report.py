@@ -6,18 +6,20 @@ from typing import Any
 
 import pytest
 
-from pipelines.oc_flow.params import SO3_METHODS, OcFlowParams, euclidean_methods
+from pipelines.oc_flow.params import QM9_METHODS, SO3_METHODS, OcFlowParams, euclidean_methods
 from pipelines.oc_flow.report import (
     build_report,
     checks,
     gamma_claims,
+    qm9_claims,
     reward_claims,
     so3_claim,
 )
 
 SEEDS = [0, 1, 2]
 PARAMS = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0],
-                                                                   "claim_gamma": 0.1, "reward_fraction": 0.8}})
+                                                                   "claim_gamma": 0.1, "reward_fraction": 0.8,
+                                                                   "update": "alg1", "lr": 0.1}})
 UNGUIDED = [-3.0, -3.2, -2.9]
 JITTER = [0.01, -0.02, 0.015]
 
@@ -39,7 +41,8 @@ def _good() -> tuple[dict[str, list[float]], dict[str, list[float]]]:
 
 def _rows(reward: dict[str, list[float]], dist: dict[str, list[float]], p: OcFlowParams = PARAMS) -> list[dict]:
     return [{"reward_fn": r, "method": label, "gamma": gamma, "seed": seed, "reward": reward[label][i],
-             "dist_to_data": dist[label][i], "off_manifold": 0.1, "control_energy": gamma, "x0_shift": 0.0,
+             "sw_to_data": dist[label][i], "dist_to_data": 0.05, "off_manifold": 0.1, "control_energy": gamma,
+             "x0_shift": 0.0,
              "seconds": 0.1, "nfe": 42, "reward_history": [reward[label][i] - 1, reward[label][i]]}
             for r in p.guidance.rewards for label, _, gamma in euclidean_methods(p.guidance)
             for i, seed in enumerate(p.seeds)]
@@ -56,6 +59,16 @@ def _so3_rows(unguided: list[float], ocflow: list[float], orth: float = 1e-15, n
                          "orth_err_max": orth if on_group else naive, "det_err_max": orth if on_group else naive,
                          "control_energy": 1.0, "seconds": 0.1, "nfe": 42, "reward_history": [-1.0, -0.5]})
     return rows
+
+
+def _qm9_rows(mae: dict[str, list[float]]) -> list[dict]:
+    return [{"method": label, "seed": seed, "mae": mae[label][i], "judge_mae": mae[label][i] + 0.5,
+             "sw_to_heldout": 0.2, "nn_to_heldout": 0.3, "seconds": 0.1, "nfe": 42, "reward_history": [-1.0]}
+            for label, _ in QM9_METHODS for i, seed in enumerate(SEEDS)]
+
+
+QM9_GOOD = {"unguided": [9.0, 9.5, 8.8], "dflow": [3.0, 3.2, 2.9], "flowgrad": [2.0, 2.3, 2.1],
+            "ocflow": [1.5, 1.6, 1.4]}
 
 
 def _verdicts(claims: list[Any]) -> dict[str, str]:
@@ -108,6 +121,23 @@ def test_gamma_claims_follow_the_rank_trend() -> None:
     assert _verdicts(gamma_claims(_rows(reward, dist), PARAMS))["target_gamma_brings_closer"] == "not resolved"
 
 
+def test_qm9_claims_compare_the_property_mae_paired_over_seeds() -> None:
+    assert _verdicts(qm9_claims(_qm9_rows(QM9_GOOD), PARAMS)) == {"qm9_mae_below_dflow": "holds",
+                                                                  "qm9_mae_below_flowgrad": "holds"}
+    worse = {**QM9_GOOD, "ocflow": [4.0, 4.1, 3.9]}
+    assert set(_verdicts(qm9_claims(_qm9_rows(worse), PARAMS)).values()) == {"does not hold"}
+    tied = {**QM9_GOOD, "ocflow": [1.8, 2.6, 2.0]}   # FlowGrad - OC-Flow: +0.2, -0.3, +0.1
+    assert _verdicts(qm9_claims(_qm9_rows(tied), PARAMS))["qm9_mae_below_flowgrad"] == "not resolved"
+
+
+def test_the_official_update_has_no_flowgrad_identity_check() -> None:
+    p = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0],
+                                                                  "claim_gamma": 0.1}})
+    reward, dist = _good()
+    ids = [c.id for c in checks(_rows(reward, dist, p), _so3_rows([90.0] * 3, [40.0] * 3), p)]
+    assert ids == ["so3_states_on_manifold", "naive_update_leaves_manifold"]
+
+
 def test_so3_claim_is_paired_over_seeds() -> None:
     assert so3_claim(_so3_rows([100.0, 95.0, 105.0], [40.0, 38.0, 45.0])).verdict == "holds"
     assert so3_claim(_so3_rows([40.0, 38.0, 45.0], [100.0, 95.0, 105.0])).verdict == "does not hold"
@@ -126,17 +156,20 @@ def test_checks_pass_on_a_faithful_run_and_fail_when_the_construction_breaks() -
 
 def test_build_report_has_the_tables_claims_and_checks() -> None:
     reward, dist = _good()
-    report = build_report(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0, 41.0, 39.0]),
-                          {"classifier_accuracy": 0.9, "so3_target_to_nearest_centre_deg": 30.0}, PARAMS)
+    report = build_report(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0, 41.0, 39.0]), _qm9_rows(QM9_GOOD),
+                          {"classifier_accuracy": 0.9, "so3_target_to_nearest_centre_deg": 30.0, "molecules": 4000,
+                           "alpha_mad": 6.3, "gap_mad": 0.04}, PARAMS)
     assert [r["method"] for r in report.rows][:3] == ["unguided", "D-Flow (x0 only)", "FlowGrad (controls, no decay)"]
     assert len(report.rows) == len(euclidean_methods(PARAMS.guidance))
     assert len(report.extra_tables["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
-    assert len(report.claims) == 4 + 2 + 1 and len(report.checks) == 3
+    assert len(report.extra_tables["QM9: descriptor flow guided toward a target alpha"]) == len(QM9_METHODS)
+    assert len(report.claims) == 4 + 2 + 2 + 1 and len(report.checks) == 3
     assert "## Checks" in report.to_markdown()
 
 
 def test_without_gamma_zero_there_is_no_flowgrad_check() -> None:
-    p = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.1, 1.0]}})
+    p = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.1, 1.0],
+                                                                  "claim_gamma": 0.1, "update": "alg1"}})
     reward, dist = _good()
     ids = [c.id for c in checks(_rows(reward, dist, p), _so3_rows([90.0] * 3, [40.0] * 3), p)]
     assert ids == ["so3_states_on_manifold", "naive_update_leaves_manifold"]
@@ -144,7 +177,8 @@ def test_without_gamma_zero_there_is_no_flowgrad_check() -> None:
 
 @pytest.mark.parametrize("seeds", [[0]])
 def test_one_seed_decides_nothing(seeds: list[int]) -> None:
-    p = OcFlowParams.model_validate({"seeds": seeds, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0]}})
+    p = OcFlowParams.model_validate({"seeds": seeds, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0],
+                                                                  "claim_gamma": 0.1}})
     reward, dist = _good()
     assert set(_verdicts(reward_claims(_rows(reward, dist, p), p)).values()) == {"not resolved"}
 

@@ -15,12 +15,13 @@ from pipelines.pyramid_flow.params import PyramidFlowParams, compute_counter, ma
 from pipelines.pyramid_flow.pipeline import PIPELINE
 
 TINY = {"seeds": [0],
-        "data": {"n_train_clips": 32, "n_test_clips": 32},
+        "data": {"n_train_clips": 32, "n_test_clips": 64},
         "model": {"d_model": 16, "n_heads": 2, "n_layers": 1},
         "train": {"methods": ["full_res", "pyramid", "pyramid_full_history"], "steps": 4, "batch_size": 6,
                   "curve_fractions": [0.5]},
         "evaluator": {"n_frames": 100, "steps": 5},
-        "eval": {"n_clips": 8, "steps_per_stage": 1, "grid_clips": 2}}
+        "eval": {"n_clips": 10, "steps_per_stage": 1, "first_frame_steps_per_stage": 2, "grid_clips": 2,
+                 "jumps": ["block", "iid", "none"]}}
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
@@ -30,7 +31,8 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert names[0].startswith("(A)") and names[1].startswith("(A) at the pyramid's training FLOPs")
     assert "(C) pyramid without jump renoising" in names and len(names) == 2 + 3 + 3
     assert [c["id"] for c in report["claims"]] == [
-        "pyramid_matches_full_res_fd", "pyramid_matches_full_res_accuracy", "pyramid_better_at_matched_flops",
+        "pyramid_matches_full_res_fd", "pyramid_matches_full_res_class_fd", "pyramid_matches_full_res_accuracy",
+        "pyramid_better_at_matched_flops",
         "jump_renoising_lowers_fd", "jump_renoising_removes_blockiness", "compressed_history_matches_full_history"]
     assert {c["verdict"] for c in report["claims"]} == {"not resolved"}  # one seed, untrained models
     assert all(c["passed"] for c in report["checks"])

@@ -8,8 +8,8 @@ import pytest
 from pipelines.pyramid_flow import report
 
 SEEDS = (0, 1, 2)
-FLOOR = {"real_fd_pixels_floor": 0.5, "real_fd_floor": 0.1, "test_accuracy": 0.97, "real_blockiness": 1.0,
-         "real_motion_error": 0.0}
+FLOOR = {"real_fd_pixels_floor": 0.5, "real_fd_floor": 0.1, "real_fd_class_floor": 2.0, "test_accuracy": 0.97,
+         "real_blockiness": 1.0, "real_motion_error": 0.0}
 GOOD = [90.0, 91.0, 92.0]  # class accuracy of models that make recognisable digits
 
 
@@ -39,19 +39,22 @@ def eval_rows(values: dict[tuple[str, str, int], dict[str, list[float]]], comput
             row = {"method": method, "variant": variant, "seed": seed, "step": step, "nfe_per_clip": 48,
                    "nfe_per_frame": 12, "sample_flops_per_clip": sample[method], "n_clips": 64, "n_frames": 4,
                    "train_flops": flops[(method, step)], "fd_classifier": 1.0, "confidence": 0.9,
-                   "motion_error": 0.01, "fd_pixels_later": 5.0, "blockiness": 1.0, "accuracy": GOOD[i]}
+                   "motion_error": 0.01, "fd_pixels_later": 5.0, "blockiness": 1.0, "accuracy": GOOD[i],
+                   "fd_class": 10.0 + seed, "guidance": 5.0, "first_frame_guidance": 7.0, "steps_per_stage": 10,
+                   "first_frame_steps_per_stage": 20}
             row.update({k: v[i] for k, v in metrics.items()})
             rows.append(row)
     return rows
 
 
 def scenario(fd_a=(5.0, 5.2, 5.1), fd_b=(5.0, 5.3, 5.1), fd_matched=(8.0, 8.5, 8.2), fd_none=(9.0, 9.5, 9.2),
-             acc_a=GOOD, acc_b=(90.5, 91.0, 92.5), bl_none=(3.0, 3.2, 3.1), full_history=None):
+             acc_a=GOOD, acc_b=(90.5, 91.0, 92.5), bl_none=(3.0, 3.2, 3.1), full_history=None,
+             cls_a=(10.0, 11.0, 12.0), cls_b=(10.5, 11.0, 12.5)):
     methods = ("full_res", "pyramid") + (("pyramid_full_history",) if full_history else ())
     compute = compute_rows(methods=methods)
-    values = {("full_res", "-", 10): {"fd_pixels": list(fd_a), "accuracy": list(acc_a)},
+    values = {("full_res", "-", 10): {"fd_pixels": list(fd_a), "accuracy": list(acc_a), "fd_class": list(cls_a)},
               ("full_res", "-", 3): {"fd_pixels": list(fd_matched)},
-              ("pyramid", "block", 10): {"fd_pixels": list(fd_b), "accuracy": list(acc_b),
+              ("pyramid", "block", 10): {"fd_pixels": list(fd_b), "accuracy": list(acc_b), "fd_class": list(cls_b),
                                          "blockiness": [1.0, 1.05, 1.02], "fd_pixels_later": [5.0, 5.1, 5.05]},
               ("pyramid", "iid", 10): {"fd_pixels": [6.0, 6.1, 6.2]},
               ("pyramid", "none", 10): {"fd_pixels": list(fd_none), "blockiness": list(bl_none)}}
@@ -67,13 +70,16 @@ def verdicts(compute, evals) -> dict[str, str]:
 def test_every_claim_holds_on_good_models_with_clear_effects() -> None:
     assert verdicts(*scenario()) == {
         "pyramid_matches_full_res_fd": "holds", "pyramid_matches_full_res_accuracy": "holds",
+        "pyramid_matches_full_res_class_fd": "holds",
         "pyramid_better_at_matched_flops": "holds", "jump_renoising_lowers_fd": "holds",
         "jump_renoising_removes_blockiness": "holds"}
 
 
 def test_claims_do_not_hold_when_the_effects_go_the_other_way() -> None:
-    got = verdicts(*scenario(fd_b=(7.0, 7.2, 7.1), acc_b=(70.0, 72.0, 71.0), fd_matched=(6.0, 6.1, 6.2)))
+    got = verdicts(*scenario(fd_b=(7.0, 7.2, 7.1), acc_b=(70.0, 72.0, 71.0), fd_matched=(6.0, 6.1, 6.2),
+                             cls_b=(14.0, 15.2, 16.1)))
     assert got["pyramid_matches_full_res_fd"] == "does not hold"        # ~2 FD worse, margin 0.5
+    assert got["pyramid_matches_full_res_class_fd"] == "does not hold"  # ~4 class-FD worse, margin 2
     assert got["pyramid_matches_full_res_accuracy"] == "does not hold"  # ~20 points worse, margin 5
     assert got["pyramid_better_at_matched_flops"] == "does not hold"    # A at matched FLOPs is better
     assert got["jump_renoising_lowers_fd"] == "not resolved"            # the pyramid's samples are below 80%
@@ -164,6 +170,8 @@ def test_table_rows_in_the_papers_order_with_ratios_from_the_compute_table() -> 
     assert built.rows[2]["sample FLOPs ratio"] == pytest.approx(0.28) and built.rows[2]["NFE/frame"] == 12
     assert built.rows[0]["FD pixels"].startswith("5.10 ± ")
     assert "64 class-conditional clips of 4 frames" in built.notes[0]
+    assert "guidance 7 and 20 Euler steps per stage for the first frame, 5 and 10" in built.notes[0]
+    assert built.rows[0]["FD class"].startswith("11.00 ± ")
     summary = report.summary_metrics(evals)
     assert summary["full_res/default/step10/fd_pixels"] == pytest.approx(5.1)
     assert summary["pyramid/none/step10/blockiness"] == pytest.approx(3.1)
