@@ -23,6 +23,27 @@ if TYPE_CHECKING:  # heavy libraries load where they are used: JSON/CSV/text nee
     import torch
 
 
+
+def package_path(module: str, relative: str, *, distribution: str, needed_for: str,
+                 required: tuple[str, ...] = ()) -> Path:
+    """A file or folder shipped inside an installed data package, found without importing the package (many
+    such wheels import heavy or absent dependencies at import time): ``<package folder>/<relative>``, whose
+    ``required`` entries (for a folder) must exist too. A missing package or file raises FileNotFoundError
+    naming what needs it and the ``pip install --no-deps <distribution>`` that provides it."""
+    import importlib.util
+
+    hint = f"install it with `pip install --no-deps {distribution}`"
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"{needed_for} needs the {distribution} package, which is not installed; {hint}")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / relative
+        if candidate.exists() and all((candidate / name).is_file() for name in required):
+            return candidate
+    wanted = f"{relative}/{{{', '.join(required)}}}" if required else relative
+    raise FileNotFoundError(f"the installed `{module}` module has no {wanted} (a different or damaged "
+                            f"{distribution}?); {hint}")
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

