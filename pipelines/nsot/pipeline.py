@@ -35,7 +35,7 @@ from paperflows.report import mean, values
 from paperflows.runtime import Pipeline, Plot, StageContext, stage
 from paperflows.seeds import derive_seed
 from pipelines.nsot import ABOUT
-from pipelines.nsot.params import TIMED, DataParams, NsotParams, beta_of, method_names
+from pipelines.nsot.params import TIMED, NsotParams, beta_of, method_names
 from pipelines.nsot.plots import nna_vs_steps, training_curves
 from pipelines.nsot.report import build_report
 
