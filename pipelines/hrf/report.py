@@ -320,8 +320,8 @@ def digit_like(mnist: Rows, floor: float, p: HrfParams) -> Precondition:
              for s in dict.fromkeys(r["steps"] for r in rows_where(mnist, method=m))]
     best = min(means) if means else math.nan
     ratio = best / floor if floor and floor > 0 else math.nan
-    return Precondition(f"the best digit-CNN FID of the flows ({best:.3g}) is within {p.eval.max_fid_over_floor:g}x "
-                        f"the real-image floor ({floor:.3g}); it is {ratio:.1f}x", met=ratio <= p.eval.max_fid_over_floor,
+    return Precondition(f"the best digit-CNN FID of the flows ({best:.4g}) is within {p.eval.max_fid_over_floor:g}x "
+                        f"the real-image floor ({floor:.4g}); it is {ratio:.1f}x", met=ratio <= p.eval.max_fid_over_floor,
                         value=ratio)
 
 
