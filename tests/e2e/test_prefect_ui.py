@@ -70,7 +70,7 @@ def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
                     steps = page.locator(FIELD_INPUT.format(label="Steps (Optional)"))
                     steps.wait_for()
                     assert steps.input_value() == str(MICRO["train"]["steps"])
-                    assert page.get_by_text("Optimisation steps per model.").count() == 1
+                    assert page.get_by_text("Optimisation steps per model (the brief's length is 1500).").count() == 1
                     steps.fill(str(EDITED_STEPS))
                     steps.scroll_into_view_if_needed()
                     page.screenshot(path=str(shots / "2-custom-run-form.png"))
