@@ -76,7 +76,13 @@ def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
                     page.screenshot(path=str(shots / "2-custom-run-form.png"))
                     submitted = time.time()
                     page.get_by_role("button", name="Submit").click()
-                    page.wait_for_url(f"**/deployments/deployment/{deployment['id']}*")
+                    try:
+                        page.wait_for_url(f"**/deployments/deployment/{deployment['id']}*", timeout=120_000)
+                    except Exception:
+                        page.screenshot(path=str(shots / "3-after-submit.png"), full_page=True)
+                        keep_test_artifacts(shots, "prefect-ui")
+                        raise AssertionError("the form did not submit; the page says: "
+                                             + " | ".join(page.inner_text("body").splitlines()[-30:]))
 
                     # the run the form created carries the edited value
                     runs = api(api_url, "POST", "/flow_runs/filter", {

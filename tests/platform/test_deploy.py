@@ -430,7 +430,13 @@ def test_a_run_with_edited_parameters_is_tracked(served: dict[str, Any]) -> None
     assert parent.data.tags["mlflow.source.name"] == "paperflows/flows.py:nsot_flow"
     assert parent.data.tags["prefect.flow_run_url"] == f"{api_url.removesuffix('/api')}/runs/flow-run/{run['id']}"
     # each task's Prefect log says what the stage did and where its MLflow run is
-    logs = api(api_url, "POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}, "limit": 200})[1]
+    logs: list[dict[str, Any]] = []
+    while True:  # the server returns at most 200 per call: page through all of them
+        page = api(api_url, "POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}},
+                                                      "sort": "TIMESTAMP_ASC", "limit": 200, "offset": len(logs)})[1]
+        logs += page
+        if len(page) < 200:
+            break
     summaries = [entry["message"] for entry in logs if ": done in " in entry["message"]]
     assert any(m.startswith("nsot.train: done in ") and "MLflow run: http" in m for m in summaries), summaries
     # and the training loops' progress reaches it too, not only the terminal of `paperflows serve`
