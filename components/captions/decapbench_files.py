@@ -1,0 +1,168 @@
+"""DeCapBench's files (MAGAer13/DeCapBench, ``eval/``), read and checked before any work.
+
+* **Oracle file** (``human_annotated_oracle_facts.jsonl``, 400 rows), one JSON object per line:
+  ``image_name`` (non-empty string, unique), ``oracle_caption`` (string), ``oracle_facts`` (non-empty list
+  of non-empty strings; a fact's id is its position, as the official evaluation numbers them).
+* **Candidate file** (the captions to score), one JSON object per line: ``image_path`` (the oracle row's
+  ``image_name``), ``caption`` (string), ``oracle_caption`` (string; the official script reads the
+  reference caption from the candidate row). Optional: ``human_score`` (a finite number; when every row has
+  one, the pipeline correlates the metrics with it).
+
+Blank lines are skipped; text must be UTF-8 (a leading byte-order mark is accepted). The first problem
+raises :class:`DecapbenchFormatError` naming the file, the line (1-based) and the field; a refused value is
+described by :func:`components.io.quote_value`, never quoted from the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.io import quote_value
+
+SUFFIXES = (".jsonl", ".json")
+ORACLE_FIELDS = ("image_name", "oracle_caption", "oracle_facts")
+CANDIDATE_FIELDS = ("image_path", "caption", "oracle_caption")
+
+
+class DecapbenchFormatError(ValueError):
+    """A DeCapBench file is unreadable or a row is malformed: ``problem`` says where."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = Path(path), problem
+
+
+@dataclass(frozen=True)
+class OracleRow:
+    line: int
+    image_name: str
+    oracle_caption: str
+    oracle_facts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    line: int
+    image_path: str
+    caption: str
+    oracle_caption: str
+    human_score: float | None = None
+
+
+def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every non-blank line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DecapbenchFormatError(path, f"line {line} is not UTF-8 text (byte offset {err.start}); save the file "
+                                    "as UTF-8") from None
+    out = []
+    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DecapbenchFormatError(path, f"line {number} is not a JSON object (column {err.colno}: "
+                                        f"{err.msg})") from None
+        if not isinstance(record, dict):
+            raise DecapbenchFormatError(path, f"line {number} holds a JSON {type(record).__name__}, expected an "
+                                        "object")
+        out.append((number, record))
+    if not out:
+        raise DecapbenchFormatError(path, "the file holds no rows")
+    return out
+
+
+def _string(path: Path, number: int, record: dict[str, Any], field: str, non_empty: bool) -> str:
+    if field not in record:
+        raise DecapbenchFormatError(path, f"line {number} has no field '{field}' (fields found: "
+                                    f"{', '.join(sorted(map(str, record))[:8]) or 'none'})")
+    value = record[field]
+    if not isinstance(value, str) or (non_empty and not value.strip()):
+        raise DecapbenchFormatError(path, f"line {number} field '{field}' holds {quote_value(value)}; expected a "
+                                    f"{'non-empty ' if non_empty else ''}string")
+    return value
+
+
+def read_oracle_file(path: str | Path) -> list[OracleRow]:
+    """The oracle rows in file order; image names are unique."""
+    path = Path(path)
+    rows, seen = [], {}
+    for number, record in _lines(path):
+        name = _string(path, number, record, "image_name", non_empty=True)
+        caption = _string(path, number, record, "oracle_caption", non_empty=False)
+        if "oracle_facts" not in record:
+            raise DecapbenchFormatError(path, f"line {number} has no field 'oracle_facts'")
+        facts = record["oracle_facts"]
+        if not isinstance(facts, list) or not facts:
+            raise DecapbenchFormatError(path, f"line {number} field 'oracle_facts' holds {quote_value(facts)}; "
+                                        "expected a non-empty list of strings")
+        for i, fact in enumerate(facts):
+            if not isinstance(fact, str) or not fact.strip():
+                raise DecapbenchFormatError(path, f"line {number} field 'oracle_facts' item {i} holds "
+                                            f"{quote_value(fact)}; expected a non-empty string")
+        if name in seen:
+            raise DecapbenchFormatError(path, f"line {number} field 'image_name' repeats the image of line "
+                                        f"{seen[name]}")
+        seen[name] = number
+        rows.append(OracleRow(number, name, caption, tuple(facts)))
+    return rows
+
+
+def read_candidate_file(path: str | Path) -> list[CandidateRow]:
+    """The candidate rows in file order (their index is the ``<idx>`` of the per-caption details)."""
+    path = Path(path)
+    rows = []
+    for number, record in _lines(path):
+        values = {f: _string(path, number, record, f, non_empty=f == "image_path") for f in CANDIDATE_FIELDS}
+        score = record.get("human_score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                  or not math.isfinite(score)):
+            raise DecapbenchFormatError(path, f"line {number} field 'human_score' holds {quote_value(score)}; "
+                                        "expected a finite number")
+        rows.append(CandidateRow(number, values["image_path"], values["caption"], values["oracle_caption"],
+                                 None if score is None else float(score)))
+    return rows
+
+
+def join_candidates(candidates: list[CandidateRow], oracle: list[OracleRow], candidates_path: str | Path
+                    ) -> list[tuple[CandidateRow, OracleRow]]:
+    """Each candidate with its oracle row (matched by image name); a candidate of an unknown image is an error
+    naming its line."""
+    by_name = {r.image_name: r for r in oracle}
+    out = []
+    for row in candidates:
+        if row.image_path not in by_name:
+            raise DecapbenchFormatError(candidates_path, f"line {row.line} field 'image_path' names an image that "
+                                        "the oracle file does not hold")
+        out.append((row, by_name[row.image_path]))
+    return out
+
+
+def _check(reader: Any, path: str | Path) -> int:
+    if Path(path).suffix.lower() not in SUFFIXES:
+        raise ValueError(f"expected a JSON Lines file ending in one of {SUFFIXES}, got '{Path(path).suffix}'")
+    try:
+        return len(reader(path))
+    except DecapbenchFormatError as err:
+        raise ValueError(err.problem) from None
+
+
+def check_oracle_file(path: str | Path) -> int:
+    """Validate an oracle file as :func:`read_oracle_file` reads it; the number of rows. The ``ValueError``
+    names the line and the field (the caller names the file)."""
+    return _check(read_oracle_file, path)
+
+
+def check_candidate_file(path: str | Path) -> int:
+    """Validate a candidate file as :func:`read_candidate_file` reads it; the number of rows."""
+    return _check(read_candidate_file, path)
