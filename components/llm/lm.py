@@ -56,6 +56,7 @@ from torch import Tensor
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from components.llm import _smollm2, _tiny
+from components.llm.scoring import PairTokens
 
 LM_NAMES = ("smollm2-135m", "tiny")
 MIN_SHARED_PREFIX = 16  # tokens; a shorter common prefix is not worth a separate forward pass
@@ -419,6 +420,20 @@ class LocalLM:
         """log p(continuation | prompt) summed over the continuation's tokens (nats), one per pair."""
         return [float(t.sum()) for t in self.token_logprobs(prompts, continuations, batch_size=batch_size)]
 
+    def tokenize_pairs(self, prompts: list[str], continuations: list[str], *, append_eos: bool = False
+                       ) -> PairTokens:
+        """(prompt, continuation) pairs as one left-padded `PairTokens` table: the rows `sequence_scores` and
+        `pair_batches` (components.llm.scoring) read. The continuation tokens are located as in
+        `token_logprobs`; ``append_eos`` adds the eos token to every continuation."""
+        rows = self._scoring_rows(prompts, continuations, append_eos)
+        if not rows:
+            raise ValueError("tokenize_pairs needs at least one pair")
+        ids, mask, positions = self._pad_left([r for r, _ in rows])
+        width = ids.shape[1]
+        lengths = torch.tensor([n for _, n in rows])
+        target = torch.arange(width)[None, :] >= (width - lengths)[:, None]
+        return PairTokens(ids.cpu(), mask.cpu(), positions.cpu(), target)
+
     def lm_loss(self, prompts: list[str], targets: list[str], *, append_eos: bool = False) -> Tensor:
         """Mean token NLL of ``targets`` given ``prompts``: a scalar with grad, for fine-tuning.
 
@@ -436,20 +451,30 @@ class LocalLM:
 
     # ------------------------------------------------------------------ fine-tuning
     def with_lora(self, *, r: int = 8, alpha: float = 16, dropout: float = 0.0,
-                  target_modules: Sequence[str] = ("q_proj", "v_proj")) -> LocalLM:
+                  target_modules: Sequence[str] = ("q_proj", "v_proj"),
+                  layers: Sequence[int] | None = None) -> LocalLM:
         """A copy whose model is a peft LoRA model over a deep copy of this model's weights.
 
         Each adapted linear computes W0 x + (alpha / r) B A x with A [r, in] (Kaiming-uniform, drawn
         from ``self.seed``) and B [out, r] = 0, so the copy starts with identical outputs. Only A and B
-        are trainable; this model is left untouched.
+        are trainable; this model is left untouched. ``layers`` (decoder-layer indices) limits the adapters
+        to those layers; with only the top layers adapted, backpropagation stops at the lowest of them.
         """
         from peft import LoraConfig, get_peft_model
 
         if hasattr(self.model, "peft_config"):
             raise ValueError(f"{self.name} already carries LoRA adapters; call with_lora on the base LocalLM")
         _check_positive_int(r, "r")
+        chosen = None
+        if layers is not None:
+            total = int(self.model.config.num_hidden_layers)
+            chosen = sorted(set(int(i) for i in layers))
+            if not chosen or chosen[0] < 0 or chosen[-1] >= total:
+                raise ValueError(f"layers must be a non-empty list of decoder-layer indices in [0, {total}), "
+                                 f"got {list(layers)}")
         config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
-                            bias="none", task_type="CAUSAL_LM")
+                            bias="none", task_type="CAUSAL_LM", layers_to_transform=chosen,
+                            layers_pattern="layers" if chosen is not None else None)
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             # peft calls a transformers method that transformers 5 marks deprecated; nothing to act on here
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
