@@ -214,6 +214,26 @@ def _check_shapes(units: Sequence[Unit], mappings: Sequence[Sequence[OracleId]],
             raise JudgeError(f"a verification sample is not one 0/1 per unit ({len(v)} values for {len(units)})")
 
 
+def score_items(judge: Judge, items: Sequence[CaptionItem], cfg: DCScoreConfig = DCScoreConfig(),
+                workers: int = 1) -> list[dict[str, Any]]:
+    """`score_item` of every item, in order; ``workers`` > 1 scores that many captions at a time (threads: for
+    a judge behind a network endpoint, as the official evaluation runs 5 shards in parallel)."""
+    if workers <= 1:
+        return [score_item(judge, item, cfg) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda item: score_item(judge, item, cfg), items))
+
+
+def record_row(record: dict[str, Any]) -> dict[str, Any]:
+    """A caption's record as one table row: valid, tries, its score (F1 + F1_rel) / 2, the six terms and tokens."""
+    details = record["eval_details"]
+    return {"valid": record["valid"], "tries": details["tries"],
+            "dcscore": caption_score(details) if record["valid"] else None,
+            **{k: details.get(k) for k in SCORE_KEYS}, "tokens": sum(details.get("consume_token", []))}
+
+
 def dcscore(records: Sequence[dict[str, Any]]) -> tuple[float, int, int]:
     """(DCScore = 100 x mean caption score over the valid records, valid count, invalid count)."""
     valid = [caption_score(r["eval_details"]) for r in records if r["valid"]]

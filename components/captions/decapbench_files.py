@@ -166,3 +166,32 @@ def check_oracle_file(path: str | Path) -> int:
 def check_candidate_file(path: str | Path) -> int:
     """Validate a candidate file as :func:`read_candidate_file` reads it; the number of rows."""
     return _check(read_candidate_file, path)
+
+
+def read_benchmark(oracle_path: str | Path, candidates_path: str | Path
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The oracle rows and the candidate rows (joined to their oracle row, with ``seed`` None, ``words`` and
+    ``human_score``), as the pipeline writes them; raises :class:`DecapbenchFormatError`."""
+    oracle = read_oracle_file(oracle_path)
+    pairs = join_candidates(read_candidate_file(candidates_path), oracle, candidates_path)
+    return ([{"image_name": o.image_name, "oracle_caption": o.oracle_caption, "oracle_facts": list(o.oracle_facts)}
+             for o in oracle],
+            [{"image_path": r.image_path, "caption": r.caption, "oracle_caption": r.oracle_caption,
+              "human_score": r.human_score, "seed": None, "words": len(r.caption.split()), "line": r.line}
+             for r, _ in pairs])
+
+
+def benchmark_summary(oracle: list[dict[str, Any]], candidates: list[dict[str, Any]]) -> dict[str, float]:
+    """Counts and means of a written benchmark (the synthetic world's truth columns when present)."""
+    summary = {"images": float(len(oracle)), "captions": float(len(candidates)),
+               "oracle_facts_mean": sum(len(o["oracle_facts"]) for o in oracle) / max(1, len(oracle)),
+               "words_mean": sum(r["words"] for r in candidates) / max(1, len(candidates))}
+    for key in ("precision_true", "coverage_true"):
+        if candidates and key in candidates[0]:
+            summary[f"{key}_mean"] = sum(r[key] for r in candidates) / len(candidates)
+    return summary
+
+
+def missing_images(candidates: list[dict[str, Any]], folder: Path) -> list[int]:
+    """Lines of the candidates whose image is not a file in ``folder``."""
+    return [r["line"] for r in candidates if not (folder / r["image_path"]).is_file()]

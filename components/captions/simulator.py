@@ -37,8 +37,11 @@ from components.captions.world import (
     Fact,
     Scene,
     article,
+    fact_sentence,
+    oracle_caption,
     oracle_facts,
     position_phrase,
+    reading_order,
 )
 
 
@@ -52,6 +55,7 @@ class CaptionSpec:
     paraphrase: float = 0.0
     typo_rate: float = 0.0
     extra_rate: float = 0.0
+    ordered: bool = False          # objects (and relations) in reading order instead of a random order
 
     def __post_init__(self) -> None:
         if not 0 <= self.coverage <= 1 or not 0 <= self.hallucination < 1:
@@ -250,19 +254,27 @@ def _relation_sentence(fact: Fact, rng: np.random.Generator, p: float) -> str:
 
 
 def render(facts: Sequence[Fact], fillers: int, rng: np.random.Generator, paraphrase: float = 0.0,
-           typo_rate: float = 0.0) -> str:
-    """The caption of a fact set: one introduction per mentioned object (in a random order) carrying its
-    stated attributes, then the relations, with filler sentences at random places."""
+           typo_rate: float = 0.0, order: Sequence[str] | None = None) -> str:
+    """The caption of a fact set: one introduction per mentioned object carrying its stated attributes, then
+    the relations, with filler sentences at random places. Objects and relations (by subject) come in a random
+    order, or in ``order`` (categories; objects it does not name come last)."""
     objects = list(dict.fromkeys(f.subject for f in facts if f.kind == "exists"))
     attributes: dict[str, dict[str, str]] = {o: {} for o in objects}
     for f in facts:
         if f.kind in ATTRIBUTES:
             attributes.setdefault(f.subject, {})[f.kind] = f.value
-    sentences: list[str] = []
-    for i in rng.permutation(len(objects)):
-        sentences += _object_sentences(objects[int(i)], attributes[objects[int(i)]], rng, paraphrase)
     relations = [f for f in facts if f.kind in ("left_of", "above")]
-    sentences += [_relation_sentence(relations[int(i)], rng, paraphrase) for i in rng.permutation(len(relations))]
+    if order is None:
+        objects = [objects[int(i)] for i in rng.permutation(len(objects))]
+        relations = [relations[int(i)] for i in rng.permutation(len(relations))]
+    else:
+        rank = {c: i for i, c in enumerate(order)}
+        objects = sorted(objects, key=lambda o: rank.get(o, len(rank)))
+        relations = sorted(relations, key=lambda f: (rank.get(f.subject, len(rank)), rank.get(f.value, len(rank))))
+    sentences: list[str] = []
+    for obj in objects:
+        sentences += _object_sentences(obj, attributes[obj], rng, paraphrase)
+    sentences += [_relation_sentence(f, rng, paraphrase) for f in relations]
     for filler in rng.choice(len(FILLERS), size=min(fillers, len(FILLERS)), replace=False):
         sentences.insert(int(rng.integers(len(sentences) + 1)), FILLERS[int(filler)])
     return _typos(" ".join(sentences), typo_rate, rng)
@@ -278,7 +290,8 @@ def simulate_caption(scene: Scene, spec: CaptionSpec, rng: np.random.Generator) 
     # attribute facts of one object are rendered together; a false attribute never contradicts a true one
     # (false_facts skips (kind, object) pairs already stated)
     order = [*true, *extras, *false]
-    caption = render(order, spec.fillers, rng, spec.paraphrase, spec.typo_rate)
+    reading = [o.category for o in reading_order(scene)] if spec.ordered else None
+    caption = render(order, spec.fillers, rng, spec.paraphrase, spec.typo_rate, reading)
     return SimulatedCaption(scene.name, caption, tuple(true), tuple(extras), tuple(false), spec.fillers,
                             len(oracle_facts(scene)), spec)
 
@@ -311,3 +324,17 @@ def simulate_captions(scenes: Sequence[Scene], cfg: SimulatorConfig, seed: int
     truth = np.array([c.true_f1 for c in captions])
     human = np.clip(truth + rng.normal(0.0, cfg.human_noise, size=len(captions)), 0.0, 1.0)
     return captions, human
+
+
+def benchmark_rows(scenes: Sequence[Scene], captions: Sequence[SimulatedCaption], human: Sequence[float],
+                   seed: int) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """The scenes as DeCapBench oracle rows and their captions as candidate rows (the official fields first,
+    then the seed, the human score and the truth about the caption)."""
+    oracle, candidates = [], []
+    for scene, caption, score in zip(scenes, captions, human):
+        reference = oracle_caption(scene)
+        oracle.append({"image_name": scene.name, "oracle_caption": reference,
+                       "oracle_facts": [fact_sentence(f) for f in oracle_facts(scene)]})
+        candidates.append({"image_path": scene.name, "caption": caption.caption, "oracle_caption": reference,
+                           "human_score": float(score), "seed": seed, **caption.to_row()})
+    return oracle, candidates

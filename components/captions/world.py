@@ -191,16 +191,21 @@ def oracle_caption(scene: Scene) -> str:
     return " ".join(parts)
 
 
+def reading_order(scene: Scene) -> list[SceneObject]:
+    """The scene's objects by row, then column."""
+    return sorted(scene.objects, key=lambda o: (o.row, o.col))
+
+
 def scene_tokens(scene: Scene) -> str:
-    """The scene as the captioner's input words: ``cat red large top_left ; dog ...`` (objects in reading
-    order: by row, then column)."""
-    ordered = sorted(scene.objects, key=lambda o: (o.row, o.col))
-    return " ; ".join(f"{o.category} {o.colour} {o.size} {o.position.replace(' ', '_')}" for o in ordered)
+    """The scene as the captioner's input words, objects in reading order, each as its size, colour,
+    category and position words: ``large red cat top left ; small blue dog centre``."""
+    return " ; ".join(f"{o.size} {o.colour} {o.category} {o.position}" for o in reading_order(scene))
 
 
 def scene_vocabulary() -> list[str]:
     """Every word `scene_tokens` can write."""
-    return [*CATEGORIES, *COLOURS, *SIZES, *(p.replace(" ", "_") for p in POSITION_NAMES), ";"]
+    positions = dict.fromkeys(w for p in POSITION_NAMES for w in p.split())
+    return [*CATEGORIES, *COLOURS, *SIZES, *positions, ";"]
 
 
 def facts_of(scenes: Sequence[Scene]) -> dict[str, list[Fact]]:
