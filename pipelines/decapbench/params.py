@@ -137,23 +137,23 @@ class MetaParams(Section):
 
 
 class FeedQuillParams(Section):
-    min_objects: int = Field(2, ge=1, le=9, description="Fewest objects in a captioner scene.")
-    max_objects: int = Field(4, ge=1, le=9, description="Most objects in a captioner scene.")
+    min_objects: int = Field(1, ge=1, le=9, description="Fewest objects in a captioner scene.")
+    max_objects: int = Field(3, ge=1, le=9, description="Most objects in a captioner scene (the brief: 3-8; fewer objects keep the CPU run short).")
     train_scenes: int = Field(400, ge=4, le=100_000, description="Scenes of the SFT data.")
     per_scene: int = Field(2, ge=1, le=50, description="Simulated captions per SFT scene.")
     sft_hallucination: float = Field(0.3, ge=0, lt=1, description="The SFT captions' share of false facts is "
                                      "drawn from [0, this] (noisy supervision).")
-    pref_scenes: int = Field(120, ge=2, le=100_000, description="Scenes whose samples are judged into "
+    pref_scenes: int = Field(60, ge=2, le=100_000, description="Scenes whose samples are judged into "
                              "preference pairs.")
     samples: int = Field(4, ge=2, le=32, description="Captions sampled per preference scene (K).")
     temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature of the preference samples.")
     recall_bonus: float = Field(0.5, ge=0, le=10, description="Reward = verified precision + this x recall.")
     margin: float = Field(0.05, ge=0, le=2, description="Least reward gap of a (chosen, rejected) pair.")
-    eval_scenes: int = Field(100, ge=2, le=100_000, description="Held-out scenes the SFT and DPO captioners "
+    eval_scenes: int = Field(60, ge=2, le=100_000, description="Held-out scenes the SFT and DPO captioners "
                              "describe.")
     eval_temperature: float = Field(1.0, ge=0, le=2, description="Decoding temperature of the evaluation "
                                     "captions (0: greedy).")
-    max_new_tokens: int = Field(120, ge=8, le=1024, description="Token budget of a caption.")
+    max_new_tokens: int = Field(80, ge=8, le=1024, description="Token budget of a caption.")
 
     @model_validator(mode="after")
     def _objects(self) -> FeedQuillParams:
@@ -169,14 +169,14 @@ class CaptionerParams(AttentionSection):
 
 
 class SFTParams(Section):
-    steps: int = Field(120, ge=1, le=1_000_000, description="Supervised fine-tuning steps.")
-    batch_size: int = Field(48, ge=1, le=4096, description="Captions per SFT step.")
-    lr: float = Field(5e-3, gt=0, le=1, description="AdamW learning rate.")
+    steps: int = Field(40, ge=1, le=1_000_000, description="Supervised fine-tuning steps.")
+    batch_size: int = Field(32, ge=1, le=4096, description="Captions per SFT step.")
+    lr: float = Field(8e-3, gt=0, le=1, description="AdamW learning rate.")
     warmup_steps: int = Field(20, ge=0, le=100_000, description="Linear warmup steps.")
 
 
 class DPOParams(Section):
-    steps: int = Field(100, ge=1, le=1_000_000, description="DPO steps (the brief: 200).")
+    steps: int = Field(40, ge=1, le=1_000_000, description="DPO steps (the brief: 200).")
     batch_size: int = Field(16, ge=1, le=4096, description="Preference pairs per step.")
     lr: float = Field(1e-4, gt=0, le=1, description="AdamW learning rate.")
     beta: float = Field(0.1, gt=0, le=10, description="DPO inverse temperature.")
