@@ -21,6 +21,7 @@ substitute.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -95,13 +96,13 @@ def build_captioner(cfg: CaptionerConfig, seed: int) -> LocalLM:
 TIED = "lm_head.weight"     # the output layer shares the input embedding's tensor
 
 
-def save_captioner(lm: LocalLM, path: str | Path, metadata: dict[str, str] | None = None) -> Path:
-    """The captioner's weights as safetensors, the tied output layer once (as the embedding)."""
+def save_captioner(lm: LocalLM, cfg: CaptionerConfig, path: str | Path, metadata: dict[str, str] | None = None
+                   ) -> Path:
+    """The captioner's weights as safetensors, the tied output layer once (as the embedding); the metadata say
+    how to rebuild it: ``load_captioner(path, CaptionerConfig(**model.config), seed)``."""
     state = {k: v for k, v in lm.model.state_dict().items() if k != TIED}
-    meta = {"model.class": "components.llm.word_lm:word_lm", "model.config": json.dumps(
-        {"layers": lm.model.config.num_hidden_layers, "hidden": lm.model.config.hidden_size,
-         "heads": lm.model.config.num_attention_heads, "vocabulary": "components.captions.feedquill:"
-                                                                      "caption_vocabulary"}), **(metadata or {})}
+    meta = {"model.class": "components.captions.feedquill:load_captioner",
+            "model.config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), **(metadata or {})}
     return save_tensors(state, path, meta)
 
 

@@ -137,26 +137,26 @@ def spearman_ci(x: Sequence[float], y: Sequence[float], level: float = 0.95, n_b
     return Interval(rho, float(low), float(high), len(a), level)
 
 
+def _paired(x: Sequence[float], y: Sequence[float], name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Two paired finite series of length >= 2; None when either is constant (no correlation defined)."""
+    a, b = _finite(x, f"{name} x"), _finite(y, f"{name} y")
+    if a.shape != b.shape or len(a) < 2:
+        raise ValueError(f"{name}: need two paired series of length >= 2, got {len(a)} and {len(b)}")
+    return None if a.std() == 0 or b.std() == 0 else (a, b)
+
+
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     """Pearson's r (nan when either side is constant)."""
-    a, b = _finite(x, "pearson x"), _finite(y, "pearson y")
-    if a.shape != b.shape or len(a) < 2:
-        raise ValueError(f"pearson: need two paired series of length >= 2, got {len(a)} and {len(b)}")
-    if a.std() == 0 or b.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
+    pair = _paired(x, y, "pearson")
+    return float("nan") if pair is None else float(np.corrcoef(*pair)[0, 1])
 
 
 def kendall(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's tau-b (ties in either series accounted for; nan when either side is constant)."""
-    a, b = _finite(x, "kendall x"), _finite(y, "kendall y")
-    if a.shape != b.shape or len(a) < 2:
-        raise ValueError(f"kendall: need two paired series of length >= 2, got {len(a)} and {len(b)}")
-    if a.std() == 0 or b.std() == 0:
-        return float("nan")
     from scipy.stats import kendalltau
 
-    return float(kendalltau(a, b).statistic)
+    pair = _paired(x, y, "kendall")
+    return float("nan") if pair is None else float(kendalltau(*pair).statistic)
 
 
 CORRELATIONS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {

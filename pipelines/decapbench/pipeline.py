@@ -205,7 +205,7 @@ def sft(ctx: StageContext) -> None:
         cfg = TrainConfig(steps=t.steps, lr=t.lr, warmup_steps=t.warmup_steps, seed=derive_seed(seed, "sft"),
                           log_every=max(1, t.steps // 40), progress=ctx.progress, desc=f"decapbench sft seed {seed}")
         result = train_sft(lm, prompts, targets, cfg, t.batch_size, callback=ctx.metric_callback(f"sft/seed{seed}"))
-        save_captioner(lm, ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", {"seed": str(seed), "stage": "sft"})
+        save_captioner(lm, _captioner_config(p), ctx.path(SFT_MODELS) / f"seed{seed}.safetensors")
         curves += result.curve(seed=seed)
     save_table(curves, ctx.path(SFT_CURVES))
 
@@ -253,7 +253,7 @@ def dpo(ctx: StageContext) -> None:
         result = train_dpo(policy, reference, [q["prompt"] for q in mine], [q["chosen"] for q in mine],
                            [q["rejected"] for q in mine], cfg, beta=t.beta, batch_size=t.batch_size,
                            callback=ctx.metric_callback(f"dpo/seed{seed}"))
-        save_captioner(policy, ctx.path(DPO_MODELS) / f"seed{seed}.safetensors", {"seed": str(seed), "stage": "dpo"})
+        save_captioner(policy, _captioner_config(p), ctx.path(DPO_MODELS) / f"seed{seed}.safetensors")
         curves += [{"seed": seed, **h} for h in result.history]
     save_table(curves, ctx.path(DPO_CURVES))
     plot_training(load_table(ctx.path(SFT_CURVES)), curves, ctx.path(TRAIN_PNG), ctx.path(TRAIN_CSV))

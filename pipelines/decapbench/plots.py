@@ -16,6 +16,11 @@ from pipelines.decapbench.params import LABELS
 SHOWN = ("dcscore", "capture", "bleu4", "rouge_l", "tfidf_cosine")
 
 
+def _mean(values: Sequence[float | None]) -> float | None:
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
+
+
 def plot_metric_vs_human(captions: Sequence[dict[str, Any]], meta: Sequence[dict[str, Any]], png: Path,
                          csv: Path) -> None:
     """One panel per metric: its score against the human score for the first seed's captions (long captions
@@ -45,9 +50,9 @@ def plot_metric_vs_human(captions: Sequence[dict[str, Any]], meta: Sequence[dict
     for metric in LABELS:
         if metric not in {r["metric"] for r in meta}:
             continue
-        rows.append({"metric": metric, **{f"spearman_{s}": float(np.nanmean(
-            [r["spearman"] for r in meta if r["metric"] == metric and r["subset"] == s] or [np.nan]))
-            for s in ("all", "long", "short")}})
+        rows.append({"metric": metric, **{f"spearman_{s}": _mean([r["spearman"] for r in meta
+                                                                 if r["metric"] == metric and r["subset"] == s])
+                                          for s in ("all", "long", "short")}})
     save_csv(rows, csv, columns=["metric", "spearman_all", "spearman_long", "spearman_short"])
 
 

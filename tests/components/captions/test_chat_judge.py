@@ -4,9 +4,7 @@ answers read robustly, retries with back-off, refusals, and DCScore computed thr
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from components.captions.chat_judge import (
     parse_json_list,
 )
 from components.captions.dcscore import CaptionItem, DCScoreConfig, JudgeError, score_item
+from tests.components.captions.fake_chat import FakeChatServer, choices
 
 ITEM = CaptionItem(0, "pic.jpg", "A red cat sits on a mat. It feels cozy.", "A red cat on a blue mat.",
                    ("There is a cat.", "The cat is red.", "There is a mat.", "The mat is blue."))
@@ -29,37 +28,15 @@ UNITS = [{"fact": "There is a cat_0.", "identifier": "cat_0", "relevance": 1},
          {"fact": "The scene feels cozy.", "relevance": 0}]
 
 
-class FakeServer:
-    """Answers POST /v1/chat/completions from a queue of (status, body, headers); records every request."""
+class FakeServer(FakeChatServer):
+    """Answers from a queue of (status, body, headers)."""
 
     def __init__(self) -> None:
         self.queue: list[tuple[int, Any, dict[str, str]]] = []
-        self.requests: list[dict[str, Any]] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                status, answer, headers = fake.queue.pop(0)
-                data = (answer if isinstance(answer, str) else json.dumps(answer)).encode()
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(lambda body: self.queue.pop(0))
 
     def answer(self, *contents: str, status: int = 200, usage: tuple[int, int] = (100, 10)) -> None:
-        self.queue.append((status, {"choices": [{"message": {"role": "assistant", "content": c}} for c in contents],
-                                    "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}}, {}))
+        self.queue.append((status, choices(list(contents), usage), {}))
 
     def fail(self, status: int, headers: dict[str, str] | None = None) -> None:
         self.queue.append((status, {"error": {"message": "nope"}}, headers or {}))
@@ -69,8 +46,7 @@ class FakeServer:
 def server() -> Iterator[FakeServer]:
     fake = FakeServer()
     yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    fake.close()
 
 
 def _client(server: FakeServer, waits: list[float] | None = None, **kw: Any) -> ChatClient:

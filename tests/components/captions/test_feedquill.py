@@ -3,6 +3,7 @@ exact evaluation of known captions."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from components.captions.feedquill import (
     train_sft,
 )
 from components.captions.rule_judge import RuleJudge
+from components.io import safetensors_metadata
 from components.captions.world import oracle_caption
 from components.training import TrainConfig
 
@@ -66,8 +68,9 @@ def test_dpo_starts_at_log_2_and_moves_towards_the_chosen_answers(tmp_path: Path
                                                                                  progress=False), beta=0.1, batch_size=6)
     assert result.history[0]["loss"] == pytest.approx(math.log(2), abs=1e-5)      # policy = reference at step 1
     assert result.history[-1]["loss"] < result.history[0]["loss"] and result.history[-1]["reward_margin"] > 0
-    save_captioner(policy, tmp_path / "p.safetensors")
-    back = load_captioner(tmp_path / "p.safetensors", TINY, 99)
+    save_captioner(policy, TINY, tmp_path / "p.safetensors")
+    config = json.loads(safetensors_metadata(tmp_path / "p.safetensors")["model.config"])
+    back = load_captioner(tmp_path / "p.safetensors", CaptionerConfig(**config), 99)
     assert all(torch.equal(a, b) for a, b in zip(policy.model.state_dict().values(), back.model.state_dict().values()))
     with pytest.raises(ValueError, match="not a captioner of this configuration"):
         load_captioner(tmp_path / "p.safetensors", CaptionerConfig(layers=2, hidden=32, heads=2), 0)

@@ -8,9 +8,7 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from paperflows.params import ParamsError, check_data_files, validate
 from paperflows.runtime import StageContext, run_stage
 from pipelines.decapbench.params import DecapbenchParams
 from pipelines.decapbench.pipeline import PIPELINE
+from tests.components.captions.fake_chat import FakeChatServer, choices
 from tests.conftest import REPO
 
 TINY = {"seeds": [0, 1], "data": {"n_images": 16, "max_objects": 5},
@@ -106,56 +105,30 @@ def test_real_files_without_a_judge_endpoint_exit_2_naming_the_settings(tmp_path
     check_data_files(params, tmp_path, "decapbench", groups=("seeds", "feedquill", "sft"))   # a stage without the judge
 
 
-class Endpoint:
-    """A fake OpenAI-compatible judge: one unit per caption sentence (relevance 0 when it 'feels'), the first
-    unit matched to oracle fact 0, every unit verified except relevance-0 ones; ``n`` choices per call."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-        def answer(prompt: str) -> list[dict[str, Any]]:
-            if prompt.startswith("Split the image caption"):
-                caption = prompt.rsplit("Caption: ", 1)[1].split("\nFacts:")[0]
-                return [{"fact": s.strip() + ".", "relevance": 0 if "feels" in s else 1}
-                        for s in caption.split(".") if s.strip()]
-            facts = json.loads(re.search(r"```json\n(.*?)\n```", prompt, re.S).group(1))
-            if prompt.startswith("You compare two sets"):
-                return [{"fact": f["fact"], "matched_oracle_id": 0 if i == 0 else "None"} for i, f in enumerate(facts)]
-            return [{"fact": f["fact"], "verification": int("feels" not in f["fact"])} for f in facts]
-
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                content = body["messages"][1]["content"]
-                prompt = content if isinstance(content, str) else content[-1]["text"]
-                endpoint.calls.append(prompt[:20])
-                text = "```json\n" + json.dumps(answer(prompt)) + "\n```"
-                data = json.dumps({"choices": [{"message": {"content": text}}] * body["n"],
-                                   "usage": {"prompt_tokens": 50, "completion_tokens": 5}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+def _judge_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A fake judge: one unit per caption sentence (relevance 0 when it 'feels'), the first unit matched to
+    oracle fact 0, every unit verified except relevance-0 ones; ``n`` choices per call."""
+    content = body["messages"][1]["content"]
+    prompt = content if isinstance(content, str) else content[-1]["text"]
+    if prompt.startswith("Split the image caption"):
+        caption = prompt.rsplit("Caption: ", 1)[1].split("\nFacts:")[0]
+        rows = [{"fact": s.strip() + ".", "relevance": 0 if "feels" in s else 1} for s in caption.split(".") if s.strip()]
+    else:
+        facts = json.loads(re.search(r"```json\n(.*?)\n```", prompt, re.S).group(1))
+        rows = ([{"fact": f["fact"], "matched_oracle_id": 0 if i == 0 else "None"} for i, f in enumerate(facts)]
+                if prompt.startswith("You compare two sets") else
+                [{"fact": f["fact"], "verification": int("feels" not in f["fact"])} for f in facts])
+    return 200, choices(["```json\n" + json.dumps(rows) + "\n```"] * body["n"], (50, 5)), {}
 
 
 @pytest.fixture()
-def endpoint() -> Iterator[Endpoint]:
-    fake = Endpoint()
+def endpoint() -> Iterator[FakeChatServer]:
+    fake = FakeChatServer(_judge_answer)
     yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    fake.close()
 
 
-def test_real_files_are_scored_by_the_chat_judge(project: Path, endpoint: Endpoint,
+def test_real_files_are_scored_by_the_chat_judge(project: Path, endpoint: FakeChatServer,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERFLOWS_JUDGE_BASE_URL", endpoint.url)
     monkeypatch.setenv("PAPERFLOWS_JUDGE_MODEL", "fake-judge")
@@ -185,7 +158,7 @@ def test_real_files_are_scored_by_the_chat_judge(project: Path, endpoint: Endpoi
     assert (out / "dcscore" / "results.txt").read_text().startswith("DCScore: ")
     summary = load_json(out / "metrics" / "dcscore.json")
     assert summary["judge"] == "chat" and summary["valid"] == 10 and summary["invalid"] == 0
-    assert len(endpoint.calls) == 30                                      # 3 calls per caption, n = 3 in one call
+    assert len(endpoint.requests) == 30                                   # 3 calls per caption, n = 3 in one call
     meta = load_table(out / "tables" / "meta_eval.parquet")
     assert {r["seed"] for r in meta} == {None} and {r["subset"] for r in meta} == {"all", "long", "short"}
 
