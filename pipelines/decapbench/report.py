@@ -241,22 +241,23 @@ def meta_table(meta: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
+FEEDQUILL_COLUMNS = (("hallucination rate", "hallucination", 3), ("recall", "recall", 3), ("DCScore", "dcscore", 2),
+                     ("units per caption", "units_per_caption", 1), ("words", "words", 1),
+                     ("fillers per caption", "fillers_per_caption", 2))
+
+
 def feedquill_table(rows: Sequence[dict[str, Any]], seeds: Sequence[int], pairs: dict[str, float]
                     ) -> list[dict[str, Any]]:
+    """SFT, DPO and their paired difference (mean ± 95% half-width over seeds); the DPO row gives the
+    preference pairs it was trained on."""
     s = captioner_summaries(rows, seeds)
-    table = []
-    for name in CAPTIONERS:
-        table.append({"captioner": name.upper(), **{label: pm([x[key] for x in s[name]], digits)
-                      for label, key, digits in (("hallucination rate", "hallucination", 3), ("recall", "recall", 3),
-                                                 ("DCScore", "dcscore", 2), ("units per caption", "units_per_caption", 1),
-                                                 ("words", "words", 1), ("fillers per caption", "fillers_per_caption", 2))}})
+    table = [{"captioner": name.upper(), **{label: pm([x[key] for x in s[name]], digits)
+                                            for label, key, digits in FEEDQUILL_COLUMNS}} for name in CAPTIONERS]
+    table[0]["preference pairs"] = None
+    table[1]["preference pairs"] = pm([pairs.get(f"seed{x}/pairs", 0) for x in seeds], 1) if seeds else None
     if seeds:
         table.append({"captioner": "DPO - SFT", **{label: pm([d[key] - t[key] for d, t in zip(s["dpo"], s["sft"])], 3)
-                      for label, key in (("hallucination rate", "hallucination"), ("recall", "recall"),
-                                         ("DCScore", "dcscore"), ("units per caption", "units_per_caption"),
-                                         ("words", "words"), ("fillers per caption", "fillers_per_caption"))}})
-        table.append({"captioner": "preference pairs per seed",
-                      "hallucination rate": pm([pairs.get(f"seed{x}/pairs", 0) for x in seeds], 1)})
+                                                   for label, key, _ in FEEDQUILL_COLUMNS}, "preference pairs": None})
     return table
 
 

@@ -149,6 +149,7 @@ def test_build_report_shape() -> None:
     assert report.columns[:4] == ["metric", "Pearson", "Spearman", "Kendall"]
     assert [c.id for c in report.checks] == ["oracle_caption_scores_100"] and report.checks[0].passed
     fq = report.extra_tables["FeedQuill-lite: SFT vs DPO captioners on held-out scenes"]
-    assert [r["captioner"] for r in fq][:3] == ["SFT", "DPO", "DPO - SFT"]
+    assert [r["captioner"] for r in fq] == ["SFT", "DPO", "DPO - SFT"]
+    assert fq[1]["preference pairs"].startswith("49.7 ± ") and fq[2]["hallucination rate"].startswith("-0.200")
     assert report.extra_tables["DCScore per seed"][0] == {"set": "seed0", "DCScore": 57.0}
     assert "## Claims" in report.to_markdown()
