@@ -261,8 +261,8 @@ def dpo(ctx: StageContext) -> None:
 
 @stage(params=("seeds", "feedquill", "captioner", "judge"), deps=(SFT_MODELS, DPO_MODELS),
        outs=(CAPTIONER_ROWS,), metrics=(CAPTIONER_METRICS,),
-       plots=(Plot(FQ_PNG), Plot(FQ_CSV, x="seed", y=["sft_hallucination", "dpo_hallucination"],
-                                  title="Hallucination rate of SFT and DPO captions")))
+       plots=(Plot(FQ_PNG), Plot(FQ_CSV, x="seed", y="hallucination_change",
+                                  title="Hallucination rate, DPO minus SFT, per seed")))
 def captioners(ctx: StageContext) -> None:
     """Caption the held-out scenes with the SFT and the DPO captioner of each seed and score the captions."""
     p, f = ctx.params, ctx.params.feedquill

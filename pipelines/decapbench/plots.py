@@ -93,6 +93,8 @@ def plot_feedquill(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None
         ax.set_title(title)
         ax.legend(fontsize=7)
     save_figure(fig, png)
+    columns = [f"{n}_{k}" for n in ("sft", "dpo") for k in ("hallucination", "recall", "dcscore")]
     save_csv([{"seed": s, **{f"{n}_{k}": stats[(n, s)][k] for n in ("sft", "dpo")
-                             for k in ("hallucination", "recall", "dcscore")}} for s in seeds], csv,
-             columns=["seed"] + [f"{n}_{k}" for n in ("sft", "dpo") for k in ("hallucination", "recall", "dcscore")])
+                             for k in ("hallucination", "recall", "dcscore")},
+               "hallucination_change": stats[("dpo", s)]["hallucination"] - stats[("sft", s)]["hallucination"]}
+              for s in seeds], csv, columns=["seed", "hallucination_change", *columns])
