@@ -290,6 +290,9 @@ def build_report(p: DecapbenchParams, world: dict[str, Any], dcscore: dict[str, 
         f"{p.judge.relevant_credit}.",
         "The paper's correlation numbers are not in the brief (its result tables were not retrieved), so the "
         "'paper' columns are empty.",
+        *(["Real captions: the CAPTURE-style F1 is not computed (its tuples come from the synthetic world's "
+           f"parser); the chat judge used {dcscore.get('tokens', 0):,} tokens (prompt + 3 x completion). "
+           "FeedQuill-lite runs in the synthetic world whatever the data source."] if p.uses_real_data() else []),
         f"FeedQuill-lite: a {p.captioner.n_layers}-layer width-{p.captioner.d_model} Llama over words (the shared "
         f"word_lm; the brief names a GPT-2 config of the same size), SFT {p.sft.steps} steps, K = "
         f"{p.feedquill.samples} samples at temperature {p.feedquill.temperature}, reward = verified precision + "
