@@ -195,3 +195,25 @@ def benchmark_summary(oracle: list[dict[str, Any]], candidates: list[dict[str, A
 def missing_images(candidates: list[dict[str, Any]], folder: Path) -> list[int]:
     """Lines of the candidates whose image is not a file in ``folder``."""
     return [r["line"] for r in candidates if not (folder / r["image_path"]).is_file()]
+
+
+IMAGE_SIGNATURES = {".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",), ".png": (b"\x89PNG\r\n\x1a\n",),
+                    ".gif": (b"GIF87a", b"GIF89a"), ".webp": (b"RIFF",)}
+
+
+def check_image_folder(folder: str | Path) -> int:
+    """A folder of the benchmark's images (IIW-400's ``aar_test_NNNNN.jpg``): at least one image file, and every
+    file with an image suffix starts with that format's signature (nothing else is ever sent as an image).
+    Returns the number of images; the ``ValueError`` names the offending file."""
+    folder = Path(folder)
+    images = sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SIGNATURES)
+    if not images:
+        raise ValueError(f"holds no image file (expected names such as aar_test_04746.jpg, suffixes "
+                         f"{', '.join(IMAGE_SIGNATURES)})")
+    for image in images:
+        with image.open("rb") as handle:
+            head = handle.read(12)
+        if not head.startswith(IMAGE_SIGNATURES[image.suffix.lower()]) or (
+                image.suffix.lower() == ".webp" and head[8:12] != b"WEBP"):
+            raise ValueError(f"{image.name} does not start like a {image.suffix.lower().lstrip('.')} image")
+    return len(images)

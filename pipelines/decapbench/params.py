@@ -10,7 +10,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from components.captions.dcscore import DCScoreConfig
-from components.captions.decapbench_files import SUFFIXES, check_candidate_file, check_oracle_file
+from components.captions.decapbench_files import (SUFFIXES, check_candidate_file, check_image_folder,
+                                                  check_oracle_file)
 from paperflows.params import AttentionSection, DataFile, PipelineParams, Section, Seed
 
 # the meta-evaluation: DCScore and the baselines (rows of the paper's correlation table)
@@ -45,9 +46,10 @@ class DataParams(Section):
         None, description="The captions to score (image_path, caption, oracle_caption per line; an optional "
         "human_score per line enables the correlation table). Scored by the chat judge: needs the "
         "PAPERFLOWS_JUDGE_* settings.")
-    images_dir: str | None = Field(None, description="Folder of the benchmark's images (IIW-400, named by "
-                                   "image_name), attached to the verify call as the official code does. "
-                                   "Empty: verification against the reference caption only.")
+    images_dir: Annotated[str | None, DataFile(check_image_folder, folder=True, description="folder of the benchmark "
+                                               "images", layout=("aar_test_04746.jpg",))] = Field(
+        None, description="Folder of the benchmark's images (IIW-400, named by image_name), attached to the verify "
+        "call as the official code does. Empty: verification against the reference caption only.")
     n_images: int = Field(300, ge=10, le=100_000, description="Synthetic images (scenes) per seed, one "
                           "candidate caption each.")
     min_objects: int = Field(3, ge=1, le=9, description="Fewest objects in a synthetic scene.")
@@ -73,7 +75,8 @@ class DataParams(Section):
                              "candidates are scored against the oracle facts (set both, or neither for the "
                              "synthetic world)")
         if self.images_dir is not None and self.candidates_path is None:
-            raise ValueError("images_dir is only read with real files (oracle_path and candidates_path)")
+            raise ValueError("decapbench.data.images_dir is only read with real files (oracle_path and "
+                             "candidates_path)")
         if self.min_objects > self.max_objects:
             raise ValueError(f"min_objects ({self.min_objects}) must not exceed max_objects ({self.max_objects})")
         return self

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from components.captions.baselines import (
@@ -18,12 +17,12 @@ from components.captions.baselines import (
 from components.captions.decapbench_files import (
     DecapbenchFormatError,
     check_candidate_file,
+    check_image_folder,
     check_oracle_file,
     join_candidates,
     read_candidate_file,
     read_oracle_file,
 )
-from components.metrics.stats import kendall, pearson
 
 REF = "There is a large red cat at the top left. The cat is to the left of the dog. There is a dog."
 
@@ -55,13 +54,6 @@ def test_capture_style_f1_over_parsed_tuples() -> None:
     assert parts["relation"] == 0.0 and parts["capture"] == pytest.approx(0.5 / 1.2)
     assert set_f1(set(), {("a",)}) == 0.0
     assert capture_parts("There is a cat.", "There is a cat.")["relation"] is None   # left out of the mean
-
-
-def test_pearson_and_kendall_known_answers() -> None:
-    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
-    # x = 1..4, y = 1, 3, 2, 4: 5 concordant, 1 discordant pair -> tau = 4/6
-    assert kendall([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
-    assert np.isnan(pearson([1, 1, 1], [1, 2, 3]))
 
 
 def _write(path: Path, rows: list[object]) -> Path:
@@ -114,3 +106,17 @@ def test_bad_bytes_and_suffix(tmp_path: Path) -> None:
         check_oracle_file(tmp_path / "f.jsonl")
     with pytest.raises(ValueError, match="JSON Lines file ending in one of"):
         check_oracle_file(_write(tmp_path / "f.csv", [ORACLE_ROW]))
+
+
+def test_the_image_folder_holds_images_and_nothing_posing_as_one(tmp_path: Path) -> None:
+    (tmp_path / "aar_test_00001.jpg").write_bytes(b"\xff\xd8\xff\xe0 jpeg body")
+    (tmp_path / "aar_test_00002.png").write_bytes(b"\x89PNG\r\n\x1a\n png body")
+    (tmp_path / "notes.txt").write_text(SECRET)
+    assert check_image_folder(tmp_path) == 2
+    (tmp_path / "aar_test_00003.jpg").write_bytes(b"\x80\x04\x95 pickle bytes")
+    with pytest.raises(ValueError, match=r"aar_test_00003.jpg does not start like a jpg image"):
+        check_image_folder(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="holds no image file"):
+        check_image_folder(empty)

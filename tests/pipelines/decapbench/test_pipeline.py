@@ -41,7 +41,7 @@ def test_params_rules_name_the_key() -> None:
         validate(DecapbenchParams, {"data": {"oracle_path": "o.jsonl"}}, "decapbench")
     with pytest.raises(ParamsError, match=r"decapbench\.data\.candidates_path: .*JSON Lines file ending in"):
         validate(DecapbenchParams, {"data": {"oracle_path": "o.jsonl", "candidates_path": "c.csv"}}, "decapbench")
-    with pytest.raises(ParamsError, match=r"decapbench\.data: .*images_dir is only read with real files"):
+    with pytest.raises(ParamsError, match=r"decapbench\.data: .*decapbench\.data\.images_dir is only read with real"):
         validate(DecapbenchParams, {"data": {"images_dir": "images"}}, "decapbench")
     with pytest.raises(ParamsError, match=r"decapbench\.captions: .*coverage: the range's low end"):
         validate(DecapbenchParams, {"captions": {"coverage": [0.9, 0.2]}}, "decapbench")
