@@ -172,14 +172,14 @@ class CaptionerParams(AttentionSection):
 
 
 class SFTParams(Section):
-    steps: int = Field(40, ge=1, le=1_000_000, description="Supervised fine-tuning steps.")
+    steps: int = Field(30, ge=1, le=1_000_000, description="Supervised fine-tuning steps.")
     batch_size: int = Field(32, ge=1, le=4096, description="Captions per SFT step.")
     lr: float = Field(8e-3, gt=0, le=1, description="AdamW learning rate.")
     warmup_steps: int = Field(20, ge=0, le=100_000, description="Linear warmup steps.")
 
 
 class DPOParams(Section):
-    steps: int = Field(40, ge=1, le=1_000_000, description="DPO steps (the brief: 200).")
+    steps: int = Field(30, ge=1, le=1_000_000, description="DPO steps (the brief: 200).")
     batch_size: int = Field(16, ge=1, le=4096, description="Preference pairs per step.")
     lr: float = Field(1e-4, gt=0, le=1, description="AdamW learning rate.")
     beta: float = Field(0.1, gt=0, le=10, description="DPO inverse temperature.")
