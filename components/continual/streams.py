@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Task", "TaskStream", "class_il_logits", "evaluate_stream", "split_by_class", "task_il_logits"]
+__all__ = ["Task", "TaskStream", "class_il_logits", "evaluate_stream", "split_by_class", "stream_from_indices",
+           "task_il_logits", "task_indices"]
 
 
 @dataclass(frozen=True)
@@ -53,46 +54,69 @@ class TaskStream:
         return (task + 1) * self.classes_per_task
 
 
-def split_by_class(name: str, x_train: Tensor, y_train: Tensor, x_test: Tensor, y_test: Tensor, *,
-                   classes_per_task: int = 2, n_tasks: int | None = None, train_per_task: int | None = None,
-                   test_per_task: int | None = None, seed: int = 0) -> TaskStream:
-    """Cut a labelled dataset into class-incremental tasks, classes in increasing order.
+def task_indices(y_train: Tensor, y_test: Tensor, *, classes_per_task: int = 2, n_tasks: int | None = None,
+                 train_per_task: int | None = None, test_per_task: int | None = None, seed: int = 0,
+                 name: str = "dataset") -> list[tuple[tuple[int, ...], Tensor, Tensor]]:
+    """Which images each class-incremental task holds, classes in increasing order.
 
     Args:
-        x_train, y_train, x_test, y_test: images [N, ...] and labels [N] in ``0..K-1``.
+        y_train, y_test: labels [N] in ``0..K-1``.
         classes_per_task: classes per task (2 for seq-MNIST).
         n_tasks: number of tasks; default ``K // classes_per_task``.
         train_per_task, test_per_task: keep at most this many images of a task (a random subset drawn with
             ``seed``; a task's classes keep their shares in expectation); ``None`` keeps all.
         seed: seed of those subsets.
+        name: the dataset's name, for error messages.
+
+    Returns:
+        Per task: its classes, and the sorted indices of its training and test images.
 
     Raises:
-        ValueError: labels outside ``0..K-1``, a task without training or test images, or too few classes.
+        ValueError: negative labels, a task without training or test images, or too few classes.
     """
-    if x_train.shape[0] != y_train.shape[0] or x_test.shape[0] != y_test.shape[0]:
-        raise ValueError(f"{name}: images and labels disagree on N: train {x_train.shape[0]} vs "
-                         f"{y_train.shape[0]}, test {x_test.shape[0]} vs {y_test.shape[0]}")
-    n_classes = int(max(int(y_train.max()), int(y_test.max()))) + 1
     if int(min(int(y_train.min()), int(y_test.min()))) < 0:
         raise ValueError(f"{name}: labels must be >= 0")
-    tasks_possible = n_classes // classes_per_task
+    n_classes = int(max(int(y_train.max()), int(y_test.max()))) + 1
+    tasks_possible = n_classes // classes_per_task if classes_per_task >= 1 else 0
     n_tasks = tasks_possible if n_tasks is None else n_tasks
     if classes_per_task < 1 or n_tasks < 1 or n_tasks > tasks_possible:
         raise ValueError(f"{name}: {n_classes} classes cannot make {n_tasks} tasks of {classes_per_task} classes")
     generator = torch.Generator().manual_seed(seed)
-    tasks = []
+    out = []
     for t in range(n_tasks):
         classes = tuple(range(t * classes_per_task, (t + 1) * classes_per_task))
         parts = []
-        for split, x, y, cap in (("train", x_train, y_train, train_per_task), ("test", x_test, y_test, test_per_task)):
+        for split, y, cap in (("train", y_train, train_per_task), ("test", y_test, test_per_task)):
             index = torch.nonzero((y >= classes[0]) & (y <= classes[-1])).flatten()
             if index.numel() == 0:
                 raise ValueError(f"{name}: task {t} (classes {list(classes)}) has no {split} images")
             if cap is not None and index.numel() > cap:
                 index = index[torch.randperm(index.numel(), generator=generator)[:cap]].sort().values
-            parts += [x[index], y[index].long()]
-        tasks.append(Task(t, classes, *parts))
-    return TaskStream(name, tuple(tasks), n_tasks * classes_per_task, classes_per_task)
+            parts.append(index)
+        out.append((classes, parts[0], parts[1]))
+    return out
+
+
+def stream_from_indices(name: str, x_train: Tensor, y_train: Tensor, x_test: Tensor, y_test: Tensor,
+                        indices: list[tuple[tuple[int, ...], Tensor, Tensor]]) -> TaskStream:
+    """The :class:`TaskStream` whose task ``t`` holds the images ``indices[t]`` (see :func:`task_indices`)."""
+    if x_train.shape[0] != y_train.shape[0] or x_test.shape[0] != y_test.shape[0]:
+        raise ValueError(f"{name}: images and labels disagree on N: train {x_train.shape[0]} vs "
+                         f"{y_train.shape[0]}, test {x_test.shape[0]} vs {y_test.shape[0]}")
+    tasks = tuple(Task(t, classes, x_train[tr], y_train[tr].long(), x_test[te], y_test[te].long())
+                  for t, (classes, tr, te) in enumerate(indices))
+    per_task = len(indices[0][0])
+    return TaskStream(name, tasks, len(tasks) * per_task, per_task)
+
+
+def split_by_class(name: str, x_train: Tensor, y_train: Tensor, x_test: Tensor, y_test: Tensor, *,
+                   classes_per_task: int = 2, n_tasks: int | None = None, train_per_task: int | None = None,
+                   test_per_task: int | None = None, seed: int = 0) -> TaskStream:
+    """Cut a labelled dataset (images [N, ...], labels [N]) into class-incremental tasks, classes in
+    increasing order: :func:`task_indices` then :func:`stream_from_indices`."""
+    indices = task_indices(y_train, y_test, classes_per_task=classes_per_task, n_tasks=n_tasks,
+                           train_per_task=train_per_task, test_per_task=test_per_task, seed=seed, name=name)
+    return stream_from_indices(name, x_train, y_train, x_test, y_test, indices)
 
 
 def task_il_logits(logits: Tensor, task: int, classes_per_task: int) -> Tensor:

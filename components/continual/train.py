@@ -56,8 +56,9 @@ class ContinualConfig:
 @dataclass
 class StreamResult:
     """Accuracy matrices (%): ``class_il[i][j]`` / ``task_il[i][j]`` on task ``j`` after task ``i``; the
-    loop's history per task; steps and seconds."""
+    loop's history per task; steps and seconds; the buffer as it is after the last task."""
 
+    buffer: ReservoirBuffer
     class_il: list[list[float]] = field(default_factory=list)
     task_il: list[list[float]] = field(default_factory=list)
     history: list[list[dict[str, float]]] = field(default_factory=list)
@@ -77,11 +78,12 @@ def train_stream(model: nn.Module, stream: TaskStream, method: Rehearsal, cfg: C
         cfg: the training arguments.
         seed_of: ``seed_of(purpose, *names) -> int``, a seed per purpose (buffer, epoch order, loop).
         desc: label of the loop's progress.
-        callback: ``callback(task, step, metrics)`` at the loop's log steps.
+        callback: ``callback(task, step, metrics)`` at the loop's log steps, ``step`` counted over the whole
+            stream (the steps of earlier tasks included).
     """
     started = time.perf_counter()
     buffer = ReservoirBuffer(cfg.buffer_size, stream.input_shape, stream.n_classes, seed=seed_of("reservoir"))
-    result = StreamResult()
+    result = StreamResult(buffer)
     for task in stream.tasks:
         n = task.x_train.shape[0]
         per_epoch = math.ceil(n / cfg.batch_size)
@@ -103,7 +105,8 @@ def train_stream(model: nn.Module, stream: TaskStream, method: Rehearsal, cfg: C
             buffer.add(batch["x"], batch["y"], out.stream_logits, task=t)
             return out.loss, out.metrics
 
-        log = None if callback is None else (lambda step, metrics, t=task.index: callback(t, step, metrics))
+        log = None if callback is None else \
+            (lambda step, metrics, t=task.index, before=result.steps: callback(t, before + step, metrics))
         fitted = fit(model, loss_fn, batches,
                      TrainConfig(steps=cfg.epochs * per_epoch, lr=cfg.lr, optimizer="sgd", weight_decay=0.0,
                                  grad_clip=None, seed=seed_of("fit", task.index), device=cfg.device,

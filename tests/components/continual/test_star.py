@@ -160,3 +160,39 @@ def test_config_refuses_bad_values() -> None:
     for bad in ({"gamma": 0.0}, {"lam": -1.0}, {"steps": 0}, {"init": "zeros"}):
         with pytest.raises(ValueError, match="STAR"):
             StarConfig(**bad)
+
+
+def test_measured_invariants_hold_and_catch_a_broken_perturbation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """measure_invariants reports the invariants of the real term, and each flag turns False when the term is
+    broken the way it would be by an in-place edit that is not undone, or by perturbing the biases."""
+    from components.continual import invariants, star
+
+    model, x, y = setup()
+    good = invariants.measure_invariants(model, x, y, StarConfig(gamma=0.05, lam=0.5, init="random"), seed=0)
+    assert good["applied"] and good["mask"] == 12 and good["max_norm_error"] < 1e-5
+    assert good["biases_untouched"] and good["bit_exact"] and good["grad_nonzero"] and good["skips_below_two"]
+    assert good["grad_rel_diff"] < 1e-5 and good["perturbed"] == sorted(perturbed_names(model))
+
+    real = star.star_term
+
+    def leaky(model, x, y, cfg, generator):   # leaves the first weight shifted, as an unrestored in-place add
+        term = real(model, x, y, cfg, generator)
+        if term.loss is not None:
+            with torch.no_grad():
+                model.features[0].weight.add_(term.delta["features.0.weight"])
+        return term
+
+    monkeypatch.setattr(invariants, "star_term", leaky)
+    assert not invariants.measure_invariants(*setup(), StarConfig(init="random"))["bit_exact"]
+
+    def with_bias(model, x, y, cfg, generator):   # perturbs a bias too, scaled wrongly
+        term = real(model, x, y, cfg, generator)
+        if term.loss is not None:
+            term.delta["features.0.bias"] = torch.ones_like(model.features[0].bias)
+            term.delta["classifier.weight"] = 2 * term.delta["classifier.weight"]
+        return term
+
+    monkeypatch.setattr(invariants, "star_term", with_bias)
+    broken = invariants.measure_invariants(*setup(), StarConfig(init="random"))
+    assert not broken["biases_untouched"] and broken["norm_ratio"]["classifier.weight"] == pytest.approx(2.0, rel=1e-4)
+    assert broken["max_norm_error"] > 0.5

@@ -38,7 +38,8 @@ def test_matrices_steps_and_determinism(digits_stream) -> None:
                           seed_of, callback=lambda task, step, metrics: logged.append((task, step)))
     assert [len(row) for row in result.class_il] == [1, 2, 3, 4, 5] == [len(row) for row in result.task_il]
     assert result.steps == 5 * math.ceil(120 / 10)
-    assert logged[:3] == [(0, 5), (0, 10), (0, 12)] and {t for t, _ in logged} == {0, 1, 2, 3, 4}
+    assert logged[:5] == [(0, 5), (0, 10), (0, 12), (1, 17), (1, 22)] and {t for t, _ in logged} == {0, 1, 2, 3, 4}
+    assert len(result.buffer) == 200 and set(result.buffer.task.tolist()) <= {0, 1, 2, 3, 4}
     assert "logit_mse" in result.history[1][-1]   # DER++'s replay terms reach the loop's log
     again, _ = run(digits_stream, "derpp")
     once_more, _ = run(digits_stream, "derpp")
