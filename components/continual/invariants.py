@@ -47,9 +47,9 @@ def measure_invariants(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: 
     errors = [abs(r - 1.0) if cfg.steps == 1 else max(r - 1.0, 0.0) for r in ratios.values()]
     grads = {name: float(p.grad.norm()) if p.grad is not None else 0.0 for name, p in params.items()}
     one_d = sorted(name for name, p in params.items() if p.dim() <= 1)
+    untouched = sorted(term.delta) == sorted(perturbed_names(model)) and not set(one_d) & set(term.delta)
     out.update(applied=True, kl=term.kl, norm_ratio=ratios, max_norm_error=max(errors),
-               perturbed=sorted(term.delta), unperturbed=one_d,
-               biases_untouched=sorted(term.delta) == sorted(perturbed_names(model)) and not set(one_d) & set(term.delta),
+               perturbed=sorted(term.delta), unperturbed=one_d, biases_untouched=untouched,
                bit_exact=all(torch.equal(v, before[k]) for k, v in model.state_dict().items()),
                grad_norms=grads, grad_nonzero=all(grads[name] > 0 for name in perturbed_names(model)))
 

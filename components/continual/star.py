@@ -1,8 +1,8 @@
 """STAR: stability-inducing weight perturbation, a term added to any rehearsal method's loss.
 
-The objective is ``L_CL(theta) + lambda * max_{||delta_l|| <= gamma ||theta_l||} KL(f(x; theta) || f(x; theta + delta))``
-over buffer samples ``x``; the inner maximum is approximated by normalised ascent steps, and the outer
-gradient is taken at ``theta + delta`` (as in SAM/AWP). One call, on a buffer minibatch ``(x_b, y_b)``:
+The objective is ``L_CL(theta) + lambda * max_delta KL(f(x; theta) || f(x; theta + delta))`` over
+``||delta_l|| <= gamma ||theta_l||`` per layer ``l`` and buffer samples ``x``; the inner maximum is approximated
+by normalised ascent steps, and the outer gradient is taken at ``theta + delta`` (as in SAM/AWP). One call, on a buffer minibatch ``(x_b, y_b)``:
 
 1. ``p0 = softmax(f(x_b; theta))``, no gradient; mask ``m_i = 1[argmax p0_i = y_i]`` (only samples the model
    still classifies correctly count). With fewer than 2 such samples the term is skipped.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from components.data.stream_arrays import check_stream_npz
 from paperflows.params import DataFile, PipelineParams, Section, Seed
@@ -117,18 +117,11 @@ class TrainParams(Section):
     alpha: float = Field(0.2, ge=0, le=100, description="DER++ weight of the logit-matching MSE (--alpha).")
     beta: float = Field(1.0, ge=0, le=100, description="DER++ weight of the replayed-label CE (--beta).")
 
-    @field_validator("methods")
+    @field_validator("methods", "buffer_sizes")
     @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
+    def _distinct(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
         if len(set(value)) != len(value):
-            raise ValueError(f"methods repeat: {value}")
-        return value
-
-    @field_validator("buffer_sizes")
-    @classmethod
-    def _distinct_buffers(cls, value: list[int]) -> list[int]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"buffer_sizes repeat: {value}")
+            raise ValueError(f"{info.field_name} repeat: {value}")
         return value
 
 

@@ -110,7 +110,8 @@ def prepare(ctx: StageContext) -> None:
             index[f"{name}/task{t}/train"], index[f"{name}/task{t}/test"] = train, test
         summary[name] = {"fingerprint": digest, "image_shape": list(arrays["x_train"].shape[1:]),
                          "tasks": len(tasks), "classes": [list(c) for c, _, _ in tasks],
-                         "train_per_task": [len(tr) for _, tr, _ in tasks], "test_per_task": [len(te) for _, _, te in tasks],
+                         "train_per_task": [len(tr) for _, tr, _ in tasks],
+                         "test_per_task": [len(te) for _, _, te in tasks],
                          "train_available": int(len(arrays["y_train"])), "test_available": int(len(arrays["y_test"]))}
         samples[name] = [(classes, arrays["x_train"][train[:6].numpy()]) for classes, train, _ in tasks]
     save_tensors(index, ctx.path(STREAMS))
@@ -158,9 +159,9 @@ def train(ctx: StageContext) -> None:
                                       callback=lambda task, step, metrics, log=curve: log(step, metrics))
                 save_model(model, out / f"{tag}.safetensors", metadata={"method": method, "stream": name})
                 if seed == p.seeds[0] and buffer:
-                    b = result.buffer
-                    save_tensors({"x": (b.x[:len(b)] * 255).round().to(torch.uint8), "y": b.y[:len(b)],
-                                  "task": b.task[:len(b)], "logits": b.logits[:len(b)]}, out / f"{tag}_buffer.safetensors")
+                    b, n = result.buffer, len(result.buffer)
+                    save_tensors({"x": (b.x[:n] * 255).round().to(torch.uint8), "y": b.y[:n], "task": b.task[:n],
+                                  "logits": b.logits[:n]}, out / f"{tag}_buffer.safetensors")
                 runs.append({"stream": name, "method": method, "buffer": buffer, "seed": seed,
                              "settings": vars(s), "class_il": result.class_il, "task_il": result.task_il,
                              "steps": result.steps, "seconds": result.seconds})
@@ -223,9 +224,8 @@ def invariants(ctx: StageContext) -> None:
         model.load_state_dict(weights)
         s = p.run_settings(method, buffer)
         cfg = StarConfig(gamma=s.p_gamma, lam=s.p_lam, steps=p.star.p_steps, init=p.star.init)
-        x = memory["x"].float() / 255.0
-        out[method] = {"run": tag, **measure_invariants(model, x[:s.minibatch_size], memory["y"][:s.minibatch_size], cfg,
-                                            seed=derive_seed(seed, "invariants"))}
+        x, y = memory["x"][:s.minibatch_size].float() / 255.0, memory["y"][:s.minibatch_size]
+        out[method] = {"run": tag, **measure_invariants(model, x, y, cfg, seed=derive_seed(seed, "invariants"))}
     save_json(out, ctx.path(INVARIANTS))
 
 

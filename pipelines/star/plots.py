@@ -17,7 +17,7 @@ def plot_streams(samples: dict[str, list[tuple[tuple[int, ...], np.ndarray]]], p
     """Six training images of every task, one row per stream (the tasks a method sees in order)."""
     names = list(samples)
     n_tasks = max(len(tasks) for tasks in samples.values())
-    fig, axes = figure(1.6 * n_tasks, 1.0 * len(names) + 0.4, ncols=n_tasks, nrows=len(names), squeeze=False)
+    fig, axes = figure(1.9 * n_tasks, 1.1 * len(names) + 0.4, ncols=n_tasks, nrows=len(names), squeeze=False)
     for r, name in enumerate(names):
         for t in range(n_tasks):
             ax = axes[r][t]
@@ -27,14 +27,16 @@ def plot_streams(samples: dict[str, list[tuple[tuple[int, ...], np.ndarray]]], p
             classes, images = samples[name][t]
             tiles = images if images.ndim == 3 else images.mean(axis=-1)
             ax.imshow(np.concatenate(list(tiles[:3]), axis=1) if len(tiles) else np.zeros((2, 2)), cmap="gray")
-            ax.set_title(f"{DATASET_LABELS.get(name, name)} task {t + 1}: {list(classes)}", fontsize=7)
+            ax.set_title(f"{DATASET_LABELS.get(name, name) + ', ' if t == 0 else ''}task {t + 1}: classes "
+                         f"{', '.join(map(str, classes))}", fontsize=7)
     save_figure(fig, png)
 
 
 def plot_accuracy_vs_tasks(cells: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     """Mean (over seeds) of the average accuracy on the tasks seen so far, after each task; one panel per
     stream and buffer size (Class-IL solid, Task-IL dashed), one colour per method."""
-    panels = sorted({(c["stream"], c["buffer"]) for c in cells if c["buffer"]})
+    panels = sorted({(c["stream"], c["buffer"]) for c in cells if c["buffer"]},
+                    key=lambda sb: (list(dict.fromkeys(c["stream"] for c in cells)).index(sb[0]), sb[1]))
     methods = list(dict.fromkeys(c["method"] for c in cells))
     data: dict[tuple[Any, ...], dict[str, Any]] = {}
     fig, axes = figure(4.2 * max(len(panels), 1), 3.4, ncols=max(len(panels), 1), squeeze=False)
@@ -63,7 +65,7 @@ def plot_accuracy_vs_tasks(cells: Sequence[dict[str, Any]], png: Path, csv: Path
 
 def plot_star_gain(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     """STAR minus its base, final Class-IL accuracy, per (seed, buffer) unit: points and the mean."""
-    pairs = sorted({(r["stream"], r["method"]) for r in rows if r["method"] in BASE_OF})
+    pairs = list(dict.fromkeys((r["stream"], r["method"]) for r in rows if r["method"] in BASE_OF))
     data: list[dict[str, Any]] = []
     fig, ax = figure(1.6 + 1.4 * max(len(pairs), 1), 3.6)
     for x, (stream, method) in enumerate(pairs):

@@ -61,9 +61,9 @@ def star_claim(rows: Rows, stream: str, method: str) -> Claim:
     finetune = [float(r["class_il"]) for r in rows_where(rows, stream=stream, method="sgd")]
     gate = None
     if finetune:
+        margin = float(np.mean(b) - np.mean(finetune))
         gate = Precondition(f"rehearsal works: {LABELS[base]}'s mean final Class-IL accuracy ({np.mean(b):.1f}) "
-                            f"exceeds fine-tuning's ({np.mean(finetune):.1f})", float(np.mean(b)) > float(np.mean(finetune)),
-                            float(np.mean(b) - np.mean(finetune)))
+                            f"exceeds fine-tuning's ({np.mean(finetune):.1f})", margin > 0, margin)
     per_buffer = {}
     for buffer in sorted({u[0] for u in units}):
         mine = [u for u in units if u[0] == buffer]

@@ -32,7 +32,8 @@ def test_valid_archive_reads_back(tmp_path: Path) -> None:
     assert sorted(read) == ["x_test", "x_train", "y_test", "y_train"]
     assert all(np.array_equal(read[k], data[k]) for k in read)
     assert check_stream_npz(path) == 4
-    colour = write(tmp_path, **arrays(x_train=np.zeros((12, 4, 4, 3), np.uint8), x_test=np.zeros((8, 4, 4, 3), np.uint8)))
+    colour = write(tmp_path, **arrays(x_train=np.zeros((12, 4, 4, 3), np.uint8),
+                                      x_test=np.zeros((8, 4, 4, 3), np.uint8)))
     assert check_stream_npz(colour) == 4
 
 

@@ -51,7 +51,7 @@ def test_missing_pairs_are_not_resolved_and_claims_follow_the_methods() -> None:
     rows = [r for r in _rows("seq-fmnist", [82, 83, 84, 85], [80, 80, 81, 82]) if r["method"] != "er"]
     lonely = star_claim(rows, "seq-fmnist", "er_star")
     assert lonely.verdict == "not resolved" and lonely.n == 0 and math.isnan(lonely.effect)
-    both = _rows("seq-mnist", [82, 83, 84, 85], [80, 80, 81, 82]) + _rows("seq-fmnist", [82, 83, 84, 85], [80, 80, 81, 82])
+    both = [r for stream in ("seq-mnist", "seq-fmnist") for r in _rows(stream, [82, 83, 84, 85], [80, 80, 81, 82])]
     ids = [c.id for c in claims(both, ["seq-mnist", "seq-fmnist"], ["sgd", "er", "er_star", "derpp_star"])]
     assert ids == ["er_star_ge_er_seq_mnist", "er_star_ge_er_seq_fmnist"]   # derpp_star has no base here
 
@@ -92,7 +92,9 @@ def test_table_groups_rows_by_buffer_and_cites_the_published_cells() -> None:
                                                          (200, "ER + STAR"), (500, "ER"), (500, "ER + STAR")]
     assert body[1]["published seq-MNIST Class-IL"] == 80.43 and body[3]["published seq-MNIST Class-IL"] is None
     assert body[1]["seq-MNIST Class-IL"].startswith("80.00 ± ")
-    report = build_report(rows, {"er_star": measured()}, {"streams": {"seq-mnist": {
-        "tasks": 5, "train_per_task": [4000] * 5, "train_available": 60000, "test_per_task": [2000] * 5}}},
-        StarParams.model_validate({"data": {"datasets": ["seq-mnist"]}, "train": {"methods": ["sgd", "er", "er_star"]}}))
+    data = {"streams": {"seq-mnist": {"tasks": 5, "train_per_task": [4000] * 5, "train_available": 60000,
+                                      "test_per_task": [2000] * 5}}}
+    params = StarParams.model_validate({"data": {"datasets": ["seq-mnist"]},
+                                        "train": {"methods": ["sgd", "er", "er_star"]}})
+    report = build_report(rows, {"er_star": measured()}, data, params)
     assert [c.id for c in report.claims] == ["er_star_ge_er_seq_mnist"] and len(report.checks) == 5
