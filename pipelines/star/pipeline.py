@@ -43,6 +43,7 @@ STREAMS = "data/streams.safetensors"
 DATA_METRICS = "metrics/data.json"
 STREAMS_PNG = "plots/streams.png"
 MODELS = "models/"
+BUFFERS = "buffers/"   # the first seed's final reservoir per stream and buffer size (inputs as uint8)
 RESULTS, MATRICES = "tables/results.parquet", "tables/accuracy_matrices.parquet"
 EVAL_METRICS = "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_vs_tasks.png", "plots/accuracy_vs_tasks.csv"
@@ -131,13 +132,13 @@ def _method(p: StarParams, method: str, seed: int, gamma: float, lam: float) -> 
     return with_star(base, cfg, seed=derive_seed(seed, "star"))
 
 
-@stage(params=("seeds", "data", "train", "star"), deps=(STREAMS, DATA_METRICS), outs=(MODELS,),
+@stage(params=("seeds", "data", "train", "star"), deps=(STREAMS, DATA_METRICS), outs=(MODELS, BUFFERS),
        fan_out="train.methods", gpu=True, models={"continual_mlp": MODELS})
 def train(ctx: StageContext) -> None:
     """Learn every stream with this item's method at every buffer size and seed; weights, the first seed's
     buffer, and the accuracy matrices."""
     p, method = ctx.params, ctx.item
-    out, runs = ctx.item_dir(MODELS), []
+    out, memories, runs = ctx.item_dir(MODELS), ctx.item_dir(BUFFERS), []
     buffers = [0] if method == "sgd" else p.train.buffer_sizes   # fine-tuning keeps no buffer
     for name in p.data.streams():
         stream = _stream(ctx, name)
@@ -161,11 +162,14 @@ def train(ctx: StageContext) -> None:
                 if seed == p.seeds[0] and buffer:
                     b, n = result.buffer, len(result.buffer)
                     save_tensors({"x": (b.x[:n] * 255).round().to(torch.uint8), "y": b.y[:n], "task": b.task[:n],
-                                  "logits": b.logits[:n]}, out / f"{tag}_buffer.safetensors")
+                                  "logits": b.logits[:n]}, memories / f"{tag}.safetensors")
                 runs.append({"stream": name, "method": method, "buffer": buffer, "seed": seed,
                              "settings": vars(s), "class_il": result.class_il, "task_il": result.task_il,
                              "steps": result.steps, "seconds": result.seconds})
     save_json({"method": method, "runs": runs}, out / "results.json")
+    save_json({"method": method, "buffers": sorted(f.name for f in memories.glob("*.safetensors")),
+               "note": "fine-tuning keeps no buffer" if method == "sgd" else "the first seed's final reservoir"},
+              memories / "index.json")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,8 +202,13 @@ def evaluate(ctx: StageContext) -> None:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(f"{r['stream']}/{r['method']}/b{r['buffer']}", []).append(r)
-    summary = {f"{group}/{m}": float(np.mean([r[m] for r in runs])) for group, runs in groups.items()
-               for m in ("class_il", "task_il", "forgetting_class_il")}
+    summary: dict[str, Any] = {f"{group}/{m}": [r[m] for r in runs] for group, runs in groups.items()
+                               for m in ("class_il", "task_il", "forgetting_class_il")}
+    for c in cells:   # mammoth's logs.pyd key accmean_task{i}: mean accuracy after task i, here also over seeds
+        setting = c["setting"].replace("_", "-")
+        key = f"{c['stream']}/{c['method']}/b{c['buffer']}/{setting}/accmean_task{c['after_task'] + 1}"
+        summary.setdefault(key, []).append(c["accuracy"])
+    summary = {k: float(np.mean(v)) for k, v in summary.items()}
     save_json({"runs": len(rows), **summary}, ctx.path(EVAL_METRICS))
     plot_accuracy_vs_tasks(cells, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
     plot_star_gain(rows, ctx.path(GAIN_PNG), ctx.path(GAIN_CSV))
@@ -208,7 +217,7 @@ def evaluate(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # STAR's invariants on trained networks and their buffers (Checks in the report)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "train", "star"), deps=(MODELS,), metrics=(INVARIANTS,))
+@stage(params=("seeds", "data", "train", "star"), deps=(MODELS, BUFFERS), metrics=(INVARIANTS,))
 def invariants(ctx: StageContext) -> None:
     """Re-run the perturbation of every STAR method on its first trained network and buffer; measure
     ||delta_l|| / (gamma ||theta_l||), untouched biases, bit-exact weights, gradients."""
@@ -218,7 +227,7 @@ def invariants(ctx: StageContext) -> None:
         name, buffer, seed = p.data.streams()[0], p.train.buffer_sizes[0], p.seeds[0]
         tag = f"{name}_b{buffer}_s{seed}"
         weights = load_tensors(ctx.path(f"{MODELS}{method}/{tag}.safetensors"))
-        memory = load_tensors(ctx.path(f"{MODELS}{method}/{tag}_buffer.safetensors"))
+        memory = load_tensors(ctx.path(f"{BUFFERS}{method}/{tag}.safetensors"))
         n_classes = weights["classifier.weight"].shape[0]
         model = MLPClassifier(MLPClassifierConfig(weights["features.0.weight"].shape[1], HIDDEN, n_classes))
         model.load_state_dict(weights)
