@@ -118,7 +118,7 @@ def _hit_sphere(o: np.ndarray, d: np.ndarray, centre: np.ndarray, r: float) -> t
     root = np.sqrt(np.maximum(disc, 0))
     t = np.where(disc >= 0, -b - root, np.inf)
     t = np.where(t > 1e-6, t, np.inf)
-    normal = (o + t[:, None] * d - centre) / r
+    normal = (o + np.where(np.isfinite(t), t, 0)[:, None] * d - centre) / r
     return t, normal
 
 
@@ -214,11 +214,12 @@ def render_scenes(n: int, image_size: int, label_size: int, seed: int, cfg: Scen
     """``n`` scenes from ``numpy.random.default_rng(seed)``: image [n, S, S, 3] float32 in [0, 1] (S =
     ``image_size``), label [n, s, s] int64, depth [n, s, s, 1] and normal [n, s, s, 3] float32 (s =
     ``label_size``). The same seed gives the same scenes, whatever the sizes."""
-    rng = np.random.default_rng(seed)
+    scene_seed, noise_seed = np.random.SeedSequence(seed).spawn(2)   # scenes drawn apart from the pixel noise
+    rng, noise_rng = np.random.default_rng(scene_seed), np.random.default_rng(noise_seed)
     out: dict[str, list[np.ndarray]] = {"image": [], "label": [], "depth": [], "normal": []}
     for _ in range(n):
         scene = _draw_scene(rng, cfg)
-        noise = rng.normal(0, cfg.noise, size=(image_size, image_size, 3))
+        noise = noise_rng.normal(0, cfg.noise, size=(image_size, image_size, 3))
         pixels = _render(scene, image_size, cfg.fov_deg)
         labels = pixels if label_size == image_size else _render(scene, label_size, cfg.fov_deg)
         out["image"].append(np.clip(pixels["colour"] + noise, 0, 1))

@@ -30,6 +30,15 @@ UNDEFINED = Interval(math.nan, -math.inf, math.inf, 0)
 CLAIM_TEXT = "ToRA reaches a higher Δm than per-task LoRA while training fewer adapter parameters"
 
 
+def _pm(xs: Sequence[float], digits: int = 2) -> str:
+    """mean ± 95% half-width, or '–' where a value is undefined (a Δm against a baseline metric of 0)."""
+    return pm(xs, digits) if xs and all(math.isfinite(x) for x in xs) else "–"
+
+
+def _avg(xs: Sequence[float]) -> float:
+    return mean(xs) if xs and all(math.isfinite(x) for x in xs) else math.nan
+
+
 def _metrics(row: Mapping[str, Any]) -> dict[str, float]:
     return {key: float(row[key]) for key in HIGHER}
 
@@ -42,14 +51,17 @@ def deltas(rows: Rows, baseline: str) -> list[dict[str, Any]]:
         if not base:
             continue
         reference = _metrics(base[0])
-        out.append({"method": row["method"], "seed": row["seed"],
-                    "delta_m": delta_m(_metrics(row), reference, HIGHER),
-                    "delta_p": delta_p(_metrics(row), reference, HIGHER, TASK_METRICS)})
+        try:
+            dm = delta_m(_metrics(row), reference, HIGHER)
+            dp = delta_p(_metrics(row), reference, HIGHER, TASK_METRICS)
+        except ValueError:   # a baseline metric of 0 (e.g. no pixel within 11.25 degrees): undefined
+            dm = dp = math.nan
+        out.append({"method": row["method"], "seed": row["seed"], "delta_m": dm, "delta_p": dp})
     return out
 
 
 def _learned(rows: Rows, method: str, trivial: Mapping[str, float]) -> tuple[bool, str]:
-    acc, err = mean(values(rows, "pix_acc", method=method)), mean(values(rows, "abs_err", method=method))
+    acc, err = _avg(values(rows, "pix_acc", method=method)), _avg(values(rows, "abs_err", method=method))
     return (acc > trivial["pix_acc"] and err < trivial["abs_err"],
             f"{LABELS[method]}: pixel accuracy {acc:.1f}% (majority class {trivial['pix_acc']:.1f}%), depth abs err "
             f"{err:.3f} (training mean {trivial['abs_err']:.3f})")
@@ -64,16 +76,18 @@ def tora_beats_lora_per_task(rows: Rows, baseline: str, trivial: Mapping[str, fl
     table = deltas(rows, baseline)
     tora, lora = values(table, "delta_m", method="tora"), values(table, "delta_m", method="lora_per_task")
     learned = [_learned(rows, m, trivial) for m in ("tora", "lora_per_task")]
-    gate = Precondition("both learned the tasks: " + "; ".join(text for _, text in learned),
-                        all(ok for ok, _ in learned))
+    defined = all(math.isfinite(v) for v in tora + lora)
+    gate = Precondition("both learned the tasks: " + "; ".join(text for _, text in learned) +
+                        ("" if defined else "; and Δm is defined (no metric of the baseline is 0)"),
+                        defined and all(ok for ok, _ in learned))
     counts = {m: mean(values(rows, "adapter_params", method=m)) for m in ("tora", "lora_per_task")}
     totals = {m: mean(values(rows, "trainable", method=m)) for m in ("tora", "lora_per_task")}
-    interval = paired_ci(tora, lora) if len(tora) > 1 else UNDEFINED
+    interval = paired_ci(tora, lora) if len(tora) > 1 and defined else UNDEFINED
     return decide("tora_beats_lora_per_task", CLAIM_TEXT, statistic, interval, precondition=gate,
-                  evidence=(f"Δm vs {LABELS[baseline]}: ToRA {pm(tora, 2)}, LoRA per task {pm(lora, 2)}; adapter "
+                  evidence=(f"Δm vs {LABELS[baseline]}: ToRA {_pm(tora)}, LoRA per task {_pm(lora)}; adapter "
                             f"parameters ToRA {counts['tora']:,.0f} vs {counts['lora_per_task']:,.0f} (all trainable "
                             f"{totals['tora']:,.0f} vs {totals['lora_per_task']:,.0f})"),
-                  numbers={"delta_m_tora": mean(tora), "delta_m_lora_per_task": mean(lora),
+                  numbers={"delta_m_tora": _avg(tora), "delta_m_lora_per_task": _avg(lora),
                            "adapter_params_tora": counts["tora"], "adapter_params_lora_per_task": counts["lora_per_task"]})
 
 
@@ -112,9 +126,9 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
     for method in dict.fromkeys(r["method"] for r in rows):
         row: dict[str, Any] = {"method": LABELS[method] + (" [single-task baseline]" if method == baseline else "")}
         for key, label, _ in METRICS:
-            row[label] = pm(values(rows, key, method=method), 2 if key in ("abs_err", "rel_err") else 1)
-        row["Δm (%) ↑"] = pm(values(table_deltas, "delta_m", method=method), 2)
-        row["Δp (%) ↑"] = pm(values(table_deltas, "delta_p", method=method), 2)
+            row[label] = _pm(values(rows, key, method=method), 2 if key in ("abs_err", "rel_err") else 1)
+        row["Δm (%) ↑"] = _pm(values(table_deltas, "delta_m", method=method))
+        row["Δp (%) ↑"] = _pm(values(table_deltas, "delta_p", method=method))
         row["trainable params"] = f"{mean(values(rows, 'trainable', method=method)):,.0f}"
         row["adapter params"] = f"{mean(values(rows, 'adapter_params', method=method)):,.0f}"
         row["paper Δm"] = None
