@@ -4,12 +4,12 @@ Reproduces, at CPU scale, the NYUv2 multi-task table (segmentation mIoU / pixel 
 relative error, normal mean / median angle and % within 11.25 / 22.5 / 30 degrees, Δm against single-task
 baselines) with a trainable-parameter column:
 
-1. **scenes** (§5 data): procedurally rendered indoor scenes with exact segmentation, depth and normals (or
+1. **scenes** (the data): procedurally rendered indoor scenes with exact segmentation, depth and normals (or
    NYUv2 in the MTAN ``.npy`` layout from ``data.nyuv2_path``), in NYUv2's array layout;
 2. **encode**: the frozen foundation model, the pretrained ViT-S/14 (SAM is not available offline); its
    first blocks run once (a cache of their output tokens), the last ``model.adapt_blocks`` are the
    adapted tail;
-3. **train** (§3-4, one item per method): MTSAM's task-specific no-mask embeddings and one SAM-style
+3. **train** (the method, one item per method): MTSAM's task-specific no-mask embeddings and one SAM-style
    decoder per task on the tail's patch tokens, trained with the weighted task losses by decoders only,
    single-task fine-tuning, LoRA per task, one shared LoRA, or ToRA (Tucker update with G = 0 at init,
    task rows in U3, orthogonality regulariser); every model on every seed, scored on the test set;
