@@ -92,7 +92,8 @@ def scenes(ctx: StageContext) -> None:
         label = part["label"]
         stats.update({f"{split}/images": len(label), f"{split}/unlabelled_share": float((label < 0).float().mean()),
                       f"{split}/depth_valid_share": float((part["depth"] != 0).float().mean())})
-        stats.update({f"{split}/class_share/{c}": float((label == c).float().mean()) for c in range(n_classes(ctx.params))})
+        stats.update({f"{split}/class_share/{c}": float((label == c).float().mean())
+                      for c in range(n_classes(ctx.params))})
     stats["label_size"] = list(tensors["train/label"].shape[1:])
     stats.update(_trivial(tensors))
     save_tensors(tensors, ctx.path(SCENES))
@@ -186,7 +187,8 @@ def train(ctx: StageContext) -> None:
             for learner in learners:
                 tag = f"{method}/seed{seed}" + (f"/{learner.name}" if len(learners) > 1 else "")
                 cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, weight_decay=p.train.weight_decay, grad_clip=None,
-                                  warmup_steps=min(p.train.warmup_steps, p.train.steps), log_every=max(1, p.train.steps // 25),
+                                  warmup_steps=min(p.train.warmup_steps, p.train.steps),
+                                  log_every=max(1, p.train.steps // 25),
                                   seed=derive_seed(seed, "train", method, learner.name), progress=ctx.progress,
                                   desc=f"mtsam {tag}")
                 result = fit(learner.model, learner.loss, batches, cfg, callback=ctx.metric_callback(tag),

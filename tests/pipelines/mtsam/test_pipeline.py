@@ -54,8 +54,10 @@ def test_paper_scale() -> None:
     paper = MtsamParams(scale="paper")
     assert (paper.tora.r1, paper.tora.r2, paper.tora.r3, paper.tora.lam) == (32, 32, 4, 1.0)
     assert paper.model.adapt_blocks == 12 and paper.model.decoder_dim == 256 and paper.train.baseline == "finetune"
+    assert paper.train.steps == 39_600 and paper.train.warmup_steps == 1_980
     assert paper.train.methods == ["decoders", "finetune", "lora_per_task", "lora_shared", "tora"]
-    assert PIPELINE.items(PIPELINE.stage("train"), MtsamParams()) == ["decoders", "lora_per_task", "lora_shared", "tora"]
+    assert PIPELINE.items(PIPELINE.stage("train"), MtsamParams()) == ["decoders", "lora_per_task", "lora_shared",
+                                                                      "tora"]
 
 
 def test_malformed_nyuv2_folder_exits_2_before_any_work(tmp_path: Path) -> None:
@@ -88,7 +90,8 @@ def test_nyuv2_is_read_in_place_of_the_rendered_scenes(project: Path) -> None:
 def test_the_per_task_loras_of_the_baseline_merge_with_knots(project: Path) -> None:
     """KnOTS accepts the per-task adapters mtsam produces: the three single-task LoRAs of one seed are merged
     (KnOTS-TIES and KnOTS-TA), KnOTS-TA equals plain task arithmetic, and the merged tail runs."""
-    params = MtsamParams.model_validate({**TINY, "seeds": [0], "train": {**TINY["train"], "methods": ["lora_per_task"]}})
+    params = MtsamParams.model_validate({**TINY, "seeds": [0],
+                                         "train": {**TINY["train"], "methods": ["lora_per_task"]}})
     root = _run(params, project, ("scenes", "encode", "train"))
     folder = root / "methods" / "lora_per_task"
     per_task = [load_factors(folder / f"seed0_{task}_lora.safetensors") for task in TASKS]
@@ -114,7 +117,8 @@ def test_flow_smoke(project: Path, run_flow_and_check) -> None:
     assert [r["method"] for r in report["rows"]] == ["LoRA per task [single-task baseline]", "ToRA (MTSAM)"]
     assert [c["id"] for c in report["claims"]] == ["tora_beats_lora_per_task"]
     checks = {c["id"]: c["passed"] for c in report["checks"]}
-    assert checks == {"tora_init_equals_frozen": True, "tora_parameter_formula": True, "tora_fewer_adapter_params": True}
+    assert checks == {"tora_init_equals_frozen": True, "tora_parameter_formula": True,
+                      "tora_fewer_adapter_params": True}
     scores = load_table(root / "tables" / "scores.parquet")
     assert len(scores) == 4 and {r["method"] for r in scores} == set(params.train.methods)
     assert all(r["init_max_abs_diff"] == 0.0 for r in scores if r["method"] == "tora")

@@ -66,7 +66,8 @@ def test_the_claim_is_not_resolved_when_the_models_did_not_learn_or_a_method_is_
 def test_checks_pass_and_fail_on_the_numbers():
     p = MtsamParams()
     passed = {c.id: c.passed for c in checks(_rows([0.01] * 3), p)}
-    assert passed == {"tora_init_equals_frozen": True, "tora_parameter_formula": True, "tora_fewer_adapter_params": True}
+    assert passed == {"tora_init_equals_frozen": True, "tora_parameter_formula": True,
+                      "tora_fewer_adapter_params": True}
     failed = {c.id: c.passed for c in checks(_rows([0.01] * 3, init_gap=1e-7, tora_adapter=20_000), p)}
     assert failed == {"tora_init_equals_frozen": False, "tora_parameter_formula": False,
                       "tora_fewer_adapter_params": False}
