@@ -17,6 +17,7 @@ from components.io import load_json, load_table, load_tensors
 from components.merging import MergeConfig, knots_merge, original_space
 from components.models.lora import apply_deltas, group_factors_by_layer, load_factors
 from components.models.multitask_dense import TASKS
+from components.models.pretrained_vit import ViTS14
 from paperflows.params import ParamsError, validate
 from paperflows.runtime import StageContext, run_stage
 from pipelines.mtsam.params import MtsamParams
@@ -87,12 +88,19 @@ def test_nyuv2_is_read_in_place_of_the_rendered_scenes(project: Path) -> None:
     assert stats["source"] == "nyuv2" and stats["label_size"] == [4, 6] and "train/class_share/12" in stats
 
 
-def test_the_per_task_loras_of_the_baseline_merge_with_knots(project: Path) -> None:
+def test_the_per_task_loras_of_the_baseline_merge_with_knots(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """KnOTS accepts the per-task adapters mtsam produces: the three single-task LoRAs of one seed are merged
-    (KnOTS-TIES and KnOTS-TA), KnOTS-TA equals plain task arithmetic, and the merged tail runs."""
+    (KnOTS-TIES and KnOTS-TA), KnOTS-TA equals plain task arithmetic, and the merged tail runs. Training reads
+    the frozen prefix from the encode stage's cache: the encoder's prefix never runs in the train stage."""
     params = MtsamParams.model_validate({**TINY, "seeds": [0],
                                          "train": {**TINY["train"], "methods": ["lora_per_task"]}})
-    root = _run(params, project, ("scenes", "encode", "train"))
+    _run(params, project, ("scenes", "encode"))
+
+    def no_encoder(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the train stage ran the frozen encoder")
+
+    monkeypatch.setattr(ViTS14, "hidden", no_encoder)
+    root = _run(params, project, ("train",))
     folder = root / "methods" / "lora_per_task"
     per_task = [load_factors(folder / f"seed0_{task}_lora.safetensors") for task in TASKS]
     layer_factors, scale = group_factors_by_layer(per_task)
