@@ -66,7 +66,8 @@ class DataParams(Section):
     @model_validator(mode="after")
     def _consistent(self) -> DataParams:
         if (self.tofu_path is None) != (self.tofu_retain_path is None):
-            raise ValueError("give tofu_path and tofu_retain_path together (TOFU's forget and retain files)")
+            raise ValueError("give flat.data.tofu_path and flat.data.tofu_retain_path together (TOFU's forget and "
+                             "retain files)")
         if self.forget_authors >= self.n_authors:
             raise ValueError(f"forget_authors ({self.forget_authors}) must be below n_authors ({self.n_authors})")
         if len(set(self.attributes)) != len(self.attributes):

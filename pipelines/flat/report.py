@@ -134,8 +134,10 @@ def table(rows: Rows, methods: Sequence[str]) -> list[dict[str, Any]]:
         mine = rows_where(rows, method=method)
         if not mine:
             continue
-        cell = (lambda k: fmt(mine[0][k], 3)) if mine[0]["seed"] is None else \
-            (lambda k: pm(values(rows, k, method=method), 3))
+        def cell(key: str, method: str = method, single: bool = mine[0]["seed"] is None) -> str:
+            xs = values(rows, key, method=method)
+            return "–" if not xs or not np.isfinite(xs).all() else fmt(xs[0], 3) if single else pm(xs, 3)
+
         uses = "–" if mine[0]["seed"] is None else "yes" if mine[0]["uses_retain_data"] else "no"
         out.append({"method": LABELS.get(method, method), "unlearning reads retain data": uses, "forget quality": cell("forget_quality"), "model utility": cell("model_utility"),
                     "forget EM": cell("forget_exact_match"), "forget prob": cell("forget_Q_A_Prob"),

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from components.llm import load_lm, sequence_scores
+from components.llm import PairTokens, load_lm, scores_and_greedy_hits, sequence_scores
 from components.llm.frozen_trunk import FrozenTrunkLM
 
 PROMPTS = ["Q: who wrote it?\nA:", "Q: where?\nA:", "Q: a much longer question, with words\nA:"]
@@ -69,3 +69,21 @@ def test_trainable_trunk_is_refused() -> None:
         FrozenTrunkLM(lm.model, split=2)
     with pytest.raises(ValueError, match="split must be"):
         FrozenTrunkLM(lm.model, split=4)
+
+
+def test_greedy_hits_count_exact_reproduction(lora_lm) -> None:
+    """hits == n_tokens exactly for the model's own greedy continuation; changing its last token loses one hit."""
+    wrapped = FrozenTrunkLM(lora_lm.model, split=2, pad_id=lora_lm.tokenizer.pad_token_id)
+    prompt = lora_lm.tokenizer(PROMPTS[0])["input_ids"]
+    greedy = wrapped.greedy([prompt], max_new_tokens=5, eos_ids=[])[0]
+    other = greedy[:-1] + [(greedy[-1] + 1) % 250 + 3]
+    rows = [prompt + greedy, prompt + other]
+    ids = torch.tensor(rows)
+    mask = torch.ones_like(ids)
+    target = torch.zeros_like(ids, dtype=torch.bool)
+    target[:, len(prompt):] = True
+    tokens = PairTokens(ids, mask, (mask.cumsum(-1) - 1), target)
+    scores, hits = scores_and_greedy_hits(wrapped, tokens, batch_size=1)
+    assert hits.tolist() == [5, 4] and scores.n_tokens.tolist() == [5.0, 5.0]
+    plain, plain_hits = scores_and_greedy_hits(lora_lm.model, tokens)
+    assert torch.equal(plain_hits, hits) and torch.allclose(plain.logp, scores.logp, atol=1e-4)
