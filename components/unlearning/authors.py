@@ -7,10 +7,15 @@ attribute. Every QA is written as a TOFU row:
 
 * ``question``: "Where was Mira Hollis born?"
 * ``answer``: the short answer the model is fine-tuned on ("Lisbon.")
-* ``paraphrased_answer``: the same fact in other words ("The city of Lisbon.")
-* ``perturbed_answer``: ``n_perturbed`` wrong answers in the paraphrase's wording, with values that are other
-  authors' values of the attribute ("The city of Oslo."), so the truth ratio P(perturbed) / P(paraphrased)
-  compares facts, not phrasings.
+* ``paraphrased_answer``: the same fact in other words ("Lisbon is the birthplace.")
+* ``perturbed_answer``: ``n_perturbed`` wrong answers in the paraphrase's wording, with other values of the
+  attribute's pool (the values other authors hold: "Oslo is the birthplace."), so the truth ratio
+  P(perturbed) / P(paraphrased) compares facts, not phrasings.
+
+The paraphrases put the value first. At this scale (LoRA on the top layers, tens of steps) a fact memorised as
+"Lisbon." does not carry over to a sentence that names it at the end ("The city of Lisbon."): with such
+paraphrases the original's and the retain oracle's forget truth ratios were indistinguishable (KS p 0.68), so
+forget quality could not see what the original had learned.
 
 The forget split is the QAs of ``forget_authors`` authors chosen by the seed; the rest is the retain split.
 Everything is a pure function of the config.
@@ -56,12 +61,12 @@ def _books() -> tuple[str, ...]:
 
 
 ATTRIBUTES: dict[str, Attribute] = {
-    "birthplace": Attribute("Where was {name} born?", "{value}.", "The city of {value}.", CITIES),
-    "genre": Attribute("What genre does {name} write?", "{Value}.", "Mostly {value} books.", GENRES),
-    "book": Attribute("Which book did {name} write?", "{value}.", "A novel titled {value}.", _books()),
-    "award": Attribute("Which award did {name} win?", "The {value} Prize.", "The award called the {value} Prize.",
+    "birthplace": Attribute("Where was {name} born?", "{value}.", "{value} is the birthplace.", CITIES),
+    "genre": Attribute("What genre does {name} write?", "{Value}.", "{Value} is the genre.", GENRES),
+    "book": Attribute("Which book did {name} write?", "{value}.", "{value} is the book.", _books()),
+    "award": Attribute("Which award did {name} win?", "The {value} Prize.", "The {value} Prize is the award.",
                        PRIZES),
-    "father": Attribute("What was the job of {name}'s father?", "{Value}.", "The father worked as a {value}.",
+    "father": Attribute("What was the job of {name}'s father?", "{Value}.", "{Value} was the father's job.",
                         PROFESSIONS),
 }
 ATTRIBUTE_NAMES = tuple(ATTRIBUTES)

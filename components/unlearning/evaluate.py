@@ -104,7 +104,7 @@ class TofuEvaluator:
 
     def _decode(self, ids: list[int]) -> str:
         text = self.lm.tokenizer.decode(ids, skip_special_tokens=True)
-        return text.split("\n")[0].split("###")[0].strip()
+        return text.strip().split("\n")[0].split("###")[0].strip()   # the first line of the answer
 
     def evaluate(self, model: FrozenTrunkLM) -> dict[str, Any]:
         """``TOFU_EVAL.json`` of ``model`` (without forget_quality, which needs the retain model: `add_forget_quality`)."""

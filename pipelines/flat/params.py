@@ -49,12 +49,12 @@ class DataParams(Section):
     attributes: list[Literal[ATTRIBUTE_NAMES]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(ATTRIBUTE_NAMES), min_length=1,
         description="Facts per author, one QA each: birthplace, genre, book, award, father's profession.")
-    n_perturbed: int = Field(3, ge=1, le=9, description="Perturbed (wrong) answers per synthetic QA (TOFU: 5).")
-    retain_eval: int = Field(15, ge=2, le=5000, description="Retain QAs evaluated (a seeded subset of those with "
+    n_perturbed: int = Field(2, ge=1, le=9, description="Perturbed (wrong) answers per synthetic QA (TOFU: 5).")
+    retain_eval: int = Field(10, ge=2, le=5000, description="Retain QAs evaluated (a seeded subset of those with "
                                                            "perturbed answers; TOFU evaluates 400).")
-    world_facts: int = Field(15, ge=2, le=116, description="World-fact questions (capitals, from gensim's "
+    world_facts: int = Field(10, ge=2, le=116, description="World-fact questions (capitals, from gensim's "
                                                           "questions-words.txt) in the utility.")
-    passages: int = Field(4, ge=1, le=300, description="Lee-corpus news documents for the perplexity on general text.")
+    passages: int = Field(2, ge=1, le=300, description="Lee-corpus news documents for the perplexity on general text.")
     passage_words: int = Field(40, ge=8, le=2000, description="Words kept of each perplexity document.")
     seed: Seed = Field(0, description="Seed of the synthetic authors, the forget authors and the retain subset.")
 
@@ -88,11 +88,11 @@ class ModelParams(Section):
 
 
 class FinetuneParams(Section):
-    steps: int = Field(60, ge=1, le=100_000, description="AdamW steps of each fine-tune (original, retain oracle).")
+    steps: int = Field(40, ge=1, le=100_000, description="AdamW steps of each fine-tune (original, retain oracle).")
     batch_size: int = Field(16, ge=1, le=512, description="QAs per step (drawn with replacement).")
-    lr: float = Field(5e-3, gt=0, le=1.0, description="Learning rate of the LoRA adapters.")
+    lr: float = Field(1e-2, gt=0, le=1.0, description="Learning rate of the LoRA adapters.")
     weight_decay: float = Field(0.0, ge=0, le=1.0, description="AdamW weight decay.")
-    warmup_steps: int = Field(5, ge=0, le=10_000, description="Linear warmup steps.")
+    warmup_steps: int = Field(4, ge=0, le=10_000, description="Linear warmup steps.")
 
 
 class UnlearnParams(Section):
@@ -100,9 +100,9 @@ class UnlearnParams(Section):
         default_factory=lambda: list(DEFAULT_METHODS), min_length=1,
         description="Unlearning methods, one fan-out item each (GradDiff reads retain data; the others only the "
                     "forget set, IDK-SFT and FLAT also template answers).")
-    steps: int = Field(10, ge=1, le=100_000, description="AdamW steps of each unlearning run.")
-    batch_size: int = Field(8, ge=1, le=512, description="Forget rows per step (GradDiff: as many retain rows).")
-    lr: float = Field(2e-3, gt=0, le=1.0, description="Learning rate of the unlearning runs.")
+    steps: int = Field(8, ge=1, le=100_000, description="AdamW steps of each unlearning run.")
+    batch_size: int = Field(4, ge=1, le=512, description="Forget rows per step (GradDiff: as many retain rows).")
+    lr: float = Field(1e-3, gt=0, le=1.0, description="Learning rate of the unlearning runs.")
     beta: float = Field(0.1, gt=0, le=100, description="NPO inverse temperature.")
     retain_weight: float = Field(1.0, ge=0, le=100, description="GradDiff's weight of the retain NLL.")
     normalisation: Literal["answer", "padded"] = Field(
@@ -113,7 +113,7 @@ class UnlearnParams(Section):
 
 
 class EvalParams(Section):
-    max_new_tokens: int = Field(12, ge=1, le=512, description="Greedy tokens decoded per question (ROUGE).")
+    max_new_tokens: int = Field(6, ge=1, le=512, description="Greedy tokens decoded per question (ROUGE).")
     batch_size: int = Field(64, ge=1, le=1024, description="Rows per scoring / decoding batch.")
     utility_keep: float = Field(0.9, gt=0, le=1, description="Share of the original's retain accuracy FLAT must keep.")
     destroyed_below: float = Field(0.5, gt=0, le=1, description="GA 'destroys utility' when it keeps less than this "

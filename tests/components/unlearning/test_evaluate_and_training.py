@@ -46,7 +46,7 @@ def test_evaluation_matches_direct_scoring(setting) -> None:
     assert out["forget_Q_A_Prob"]["value_by_index"]["0"]["prob"] == pytest.approx(
         math.exp(-_mean_nll(lm, row["question"], row["answer"])), rel=1e-4)
     generated = lm.generate([qa_prompt(r["question"]) for r in retain], max_new_tokens=5)
-    gens = [g.split("\n")[0].split("###")[0].strip() for g in generated]
+    gens = [g.strip().split("\n")[0].split("###")[0].strip() for g in generated]
     assert [out["retain_Q_A_ROUGE"]["value_by_index"][str(i)]["generation"] for i in range(3)] == gens
     ppl_tokens = lm.token_logprobs([""], [" A short news passage."])[0]
     assert out["general_perplexity"]["agg_value"] == pytest.approx(math.exp(-float(ppl_tokens.mean())), rel=1e-4)
