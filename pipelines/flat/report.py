@@ -169,6 +169,13 @@ def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[st
         f"(lower is better; GA's PPL ~{PAPER_HP_GA_PPL:.0e}, NPO's {PAPER_HP_NPO_PPL}) and MUSE VerbMem on D_f; "
         "they are other benchmarks' numbers, shown beside ours, not comparable to the TOFU-style columns; '–' where "
         "the digest has no number for the method (no TOFU table is digested).",
+        f"CPU scale: {params.data.n_authors} authors x {len(params.data.attributes)} QAs, LoRA r={params.model.lora_r} on "
+        f"the top {params.model.lora_layers} of SmolLM2's 30 layers (the frozen layers below run once per distinct "
+        f"token row), {params.finetune.steps} fine-tuning steps of {params.finetune.batch_size} QAs at lr "
+        f"{params.finetune.lr:g}, {params.unlearn.steps} unlearning steps of {params.unlearn.batch_size} forget rows "
+        f"at lr {params.unlearn.lr:g}; `--set scale=paper` restores TOFU's 200 authors / forget10 / 5 perturbed "
+        "answers / 400 retain QAs, LoRA on all 30 layers and the official step counts and learning rates "
+        "(params.py: PAPER_SCALE, PAPER_SOURCE).",
         f"FLAT's score h uses normalisation '{params.unlearn.normalisation}' ('padded' = the official code's sum over "
         "the padded batch / (B·L)); the official config's forget_loss GLS (matches no branch) is not reproduced.",
     ]

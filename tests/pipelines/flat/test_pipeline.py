@@ -19,7 +19,7 @@ from pipelines.flat.params import DEFAULT_METHODS, FlatParams
 from pipelines.flat.pipeline import PIPELINE
 from tests.conftest import REPO
 
-TINY = {"seeds": [0, 1, 2],
+TINY = {"seeds": [0, 1],
         "data": {"n_authors": 6, "forget_authors": 1, "attributes": ["birthplace", "genre"], "n_perturbed": 2,
                  "retain_eval": 3, "world_facts": 2, "passages": 1, "passage_words": 8},
         "model": {"lm": "tiny", "lora_layers": 1, "lora_r": 2, "target_modules": ["q_proj", "v_proj"]},
