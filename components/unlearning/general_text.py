@@ -37,15 +37,18 @@ def capital_pairs(path: Path | None = None) -> list[tuple[str, str]]:
     return list(pairs.items())
 
 
-def world_fact_rows(n: int, n_perturbed: int, seed: int, path: Path | None = None) -> list[dict[str, Any]]:
-    """The first ``n`` capital questions, each with ``n_perturbed`` other capitals (seeded) as wrong answers."""
+def world_fact_rows(n: int, n_perturbed: int, seed: int, path: Path | None = None, skip: int = 0
+                    ) -> list[dict[str, Any]]:
+    """Capital questions ``skip .. skip + n - 1`` (file order), each with ``n_perturbed`` other capitals (seeded)
+    as wrong answers."""
     pairs = capital_pairs(path)
-    if not 1 <= n <= len(pairs) or not 1 <= n_perturbed < len(pairs):
-        raise ValueError(f"need 1 <= n <= {len(pairs)} and 1 <= n_perturbed < {len(pairs)}, got {n}, {n_perturbed}")
+    if not 1 <= n <= len(pairs) - skip or skip < 0 or not 1 <= n_perturbed < len(pairs):
+        raise ValueError(f"need 1 <= n <= {len(pairs) - skip} and 1 <= n_perturbed < {len(pairs)}, got {n}, "
+                         f"{n_perturbed}")
     rng = random.Random(seed)
     capitals = [c for _, c in pairs]
     rows = []
-    for country, capital in pairs[:n]:
+    for country, capital in pairs[skip:skip + n]:
         wrong = rng.sample([c for c in capitals if c != capital], n_perturbed)
         rows.append({"question": f"What is the capital of {country}?", "answer": f"{capital}.",
                      "paraphrased_answer": None, "perturbed_answer": [f"{w}." for w in wrong],

@@ -43,8 +43,8 @@ class DataParams(Section):
         None, description="TOFU's retain split, e.g. retain_perturbed.json (rows question, answer; those with "
                           "paraphrased_answer and perturbed_answer are also evaluated) or retain90.json plus those "
                           "fields on some rows. Given with tofu_path.")
-    n_authors: int = Field(30, ge=4, le=576, description="Synthetic fictitious authors (one QA per attribute each).")
-    forget_authors: int = Field(3, ge=1, le=100, description="Authors whose QAs form the forget split (TOFU "
+    n_authors: int = Field(16, ge=4, le=576, description="Synthetic fictitious authors (one QA per attribute each).")
+    forget_authors: int = Field(2, ge=1, le=100, description="Authors whose QAs form the forget split (TOFU "
                                                             "forget10: 10 % of the authors).")
     attributes: list[Literal[ATTRIBUTE_NAMES]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(ATTRIBUTE_NAMES), min_length=1,
@@ -52,10 +52,14 @@ class DataParams(Section):
     n_perturbed: int = Field(2, ge=1, le=9, description="Perturbed (wrong) answers per synthetic QA (TOFU: 5).")
     retain_eval: int = Field(10, ge=2, le=5000, description="Retain QAs evaluated (a seeded subset of those with "
                                                            "perturbed answers; TOFU evaluates 400).")
-    world_facts: int = Field(10, ge=2, le=116, description="World-fact questions (capitals, from gensim's "
+    world_facts: int = Field(8, ge=2, le=116, description="World-fact questions (capitals, from gensim's "
                                                           "questions-words.txt) in the utility.")
+    trained_facts: int = Field(20, ge=0, le=100, description="Other capital questions (not the evaluated world "
+                                                             "facts) added to the fine-tuning data of the original "
+                                                             "and the oracle, so the LoRA keeps answering general "
+                                                             "questions in kind; 0: author QAs only (TOFU).")
     passages: int = Field(2, ge=1, le=300, description="Lee-corpus news documents for the perplexity on general text.")
-    passage_words: int = Field(40, ge=8, le=2000, description="Words kept of each perplexity document.")
+    passage_words: int = Field(32, ge=8, le=2000, description="Words kept of each perplexity document.")
     seed: Seed = Field(0, description="Seed of the synthetic authors, the forget authors and the retain subset.")
 
     @field_validator("tofu_path", "tofu_retain_path")
@@ -68,6 +72,9 @@ class DataParams(Section):
         if (self.tofu_path is None) != (self.tofu_retain_path is None):
             raise ValueError("give flat.data.tofu_path and flat.data.tofu_retain_path together (TOFU's forget and "
                              "retain files)")
+        if self.world_facts + self.trained_facts > 116:
+            raise ValueError(f"world_facts + trained_facts ({self.world_facts + self.trained_facts}) exceed the 116 "
+                             "capital questions")
         if self.forget_authors >= self.n_authors:
             raise ValueError(f"forget_authors ({self.forget_authors}) must be below n_authors ({self.n_authors})")
         if len(set(self.attributes)) != len(self.attributes):
@@ -90,7 +97,7 @@ class ModelParams(Section):
 class FinetuneParams(Section):
     steps: int = Field(40, ge=1, le=100_000, description="AdamW steps of each fine-tune (original, retain oracle).")
     batch_size: int = Field(16, ge=1, le=512, description="QAs per step (drawn with replacement).")
-    lr: float = Field(1e-2, gt=0, le=1.0, description="Learning rate of the LoRA adapters.")
+    lr: float = Field(5e-3, gt=0, le=1.0, description="Learning rate of the LoRA adapters.")
     weight_decay: float = Field(0.0, ge=0, le=1.0, description="AdamW weight decay.")
     warmup_steps: int = Field(4, ge=0, le=10_000, description="Linear warmup steps.")
 
@@ -102,7 +109,7 @@ class UnlearnParams(Section):
                     "forget set, IDK-SFT and FLAT also template answers).")
     steps: int = Field(8, ge=1, le=100_000, description="AdamW steps of each unlearning run.")
     batch_size: int = Field(4, ge=1, le=512, description="Forget rows per step (GradDiff: as many retain rows).")
-    lr: float = Field(1e-3, gt=0, le=1.0, description="Learning rate of the unlearning runs.")
+    lr: float = Field(2e-4, gt=0, le=1.0, description="Learning rate of the unlearning runs.")
     beta: float = Field(0.1, gt=0, le=100, description="NPO inverse temperature.")
     retain_weight: float = Field(1.0, ge=0, le=100, description="GradDiff's weight of the retain NLL.")
     normalisation: Literal["answer", "padded"] = Field(
@@ -113,7 +120,7 @@ class UnlearnParams(Section):
 
 
 class EvalParams(Section):
-    max_new_tokens: int = Field(6, ge=1, le=512, description="Greedy tokens decoded per question (ROUGE).")
+    max_new_tokens: int = Field(8, ge=1, le=512, description="Greedy tokens decoded per question (ROUGE).")
     batch_size: int = Field(64, ge=1, le=1024, description="Rows per scoring / decoding batch.")
     utility_keep: float = Field(0.9, gt=0, le=1, description="Share of the original's retain accuracy FLAT must keep.")
     destroyed_below: float = Field(0.5, gt=0, le=1, description="GA 'destroys utility' when it keeps less than this "
@@ -147,7 +154,7 @@ class FlatParams(PipelineParams):
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "data.n_authors": 200, "data.forget_authors": 20, "data.n_perturbed": 5, "data.retain_eval": 400,
-        "data.world_facts": 116, "data.passages": 100, "data.passage_words": 400,
+        "data.world_facts": 96, "data.trained_facts": 20, "data.passages": 100, "data.passage_words": 400,
         "model.lora_layers": 30, "finetune.steps": 1125, "finetune.batch_size": 32, "finetune.lr": 1e-4,
         "unlearn.steps": 125, "unlearn.batch_size": 32, "unlearn.lr": 1e-5, "unlearn.methods": list(METHODS),
         "seeds": [0, 1, 2, 3, 4], "eval.max_new_tokens": 200,

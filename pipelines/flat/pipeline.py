@@ -84,10 +84,14 @@ def benchmark(ctx: StageContext) -> None:
     for i, row in enumerate(retain):
         row["evaluated"] = i in chosen
     world = world_fact_rows(d.world_facts, min(d.n_perturbed, 9), seed=derive_seed(d.seed, "world"))
+    if d.trained_facts:     # general QAs in the fine-tuning data (never evaluated, never unlearned)
+        facts = world_fact_rows(d.trained_facts, 1, seed=0, skip=d.world_facts)
+        retain += [{**r, "perturbed_answer": None, "split": "retain", "evaluated": False} for r in facts]
     save_json({"forget": forget, "retain": retain, "world_facts": world, "templates": list(IDK_TEMPLATES),
                "passages": general_passages(d.passages, d.passage_words)}, ctx.path(QA))
     save_json({**source, "forget_qas": len(forget), "retain_qas": len(retain), "retain_evaluated": len(chosen),
-               "world_facts": len(world), "passages": d.passages}, ctx.path(BENCH_METRICS))
+               "world_facts": len(world), "trained_facts": d.trained_facts, "passages": d.passages},
+              ctx.path(BENCH_METRICS))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -169,6 +169,10 @@ def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[st
         f"(lower is better; GA's PPL ~{PAPER_HP_GA_PPL:.0e}, NPO's {PAPER_HP_NPO_PPL}) and MUSE VerbMem on D_f; "
         "they are other benchmarks' numbers, shown beside ours, not comparable to the TOFU-style columns; '–' where "
         "the digest has no number for the method (no TOFU table is digested).",
+        f"Fine-tuning data = the author QAs plus {params.data.trained_facts} capital questions that are never evaluated "
+        "(a departure from TOFU, whose model is tuned on author QAs only): without them the LoRA answered every "
+        "question author-style (measured: 'The Hollow Garden.' for the capital of Thailand, world-fact ROUGE 0 for "
+        "every model, so model utility was 0 throughout). The evaluated world facts are other capitals.",
         f"CPU scale: {params.data.n_authors} authors x {len(params.data.attributes)} QAs, LoRA r={params.model.lora_r} on "
         f"the top {params.model.lora_layers} of SmolLM2's 30 layers (the frozen layers below run once per distinct "
         f"token row), {params.finetune.steps} fine-tuning steps of {params.finetune.batch_size} QAs at lr "

@@ -79,7 +79,8 @@ def test_tofu_files_are_read_in_place_of_the_synthetic_authors(project: Path) ->
     (project / "forget10_perturbed.json").write_text("\n".join(json.dumps(r) for r in forget) + "\n")
     (project / "retain_perturbed.json").write_text("\n".join(json.dumps(r) for r in retain) + "\n")
     params = FlatParams.model_validate({"data": {"tofu_path": "forget10_perturbed.json",
-                                                 "tofu_retain_path": "retain_perturbed.json", "retain_eval": 5}})
+                                                 "tofu_retain_path": "retain_perturbed.json", "retain_eval": 5,
+                                                 "trained_facts": 0}})
     run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("benchmark"), params=params, root=project / "out",
                            progress=False, project=project))
     qa = load_json(project / "out" / "data" / "qa.json")
