@@ -225,7 +225,7 @@ def unlearn(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # the TOFU-shaped table, the figures and the claims
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "unlearn.methods", "unlearn.normalisation", "eval"), deps=(QA, REFERENCES, UNLEARNED, BENCH_METRICS),
+@stage(params=("seeds", "data", "model", "finetune", "unlearn", "eval"), deps=(QA, REFERENCES, UNLEARNED, BENCH_METRICS),
        outs=(RESULTS, REPORT, "report.md"),
        plots=(Plot(CURVES_PNG), Plot(CURVES_CSV, x="step", y="forget_prob", title="Forget-answer probability"),
               Plot(TRADEOFF_PNG), Plot(TRADEOFF_CSV, x="forget_quality", y="model_utility",
