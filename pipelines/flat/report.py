@@ -136,7 +136,12 @@ def table(rows: Rows, methods: Sequence[str]) -> list[dict[str, Any]]:
             continue
         def cell(key: str, method: str = method, single: bool = mine[0]["seed"] is None) -> str:
             xs = values(rows, key, method=method)
-            return "–" if not xs or not np.isfinite(xs).all() else fmt(xs[0], 3) if single else pm(xs, 3)
+            if not xs or not np.isfinite(xs).all():
+                return "–"
+            if key == "general_perplexity":     # spans orders of magnitude once a model collapses
+                interval = mean_ci(xs)
+                return f"{xs[0]:.3g}" if single or len(xs) < 2 else f"{interval.estimate:.3g} ± {interval.high - interval.estimate:.2g}"
+            return fmt(xs[0], 3) if single else pm(xs, 3)
 
         uses = "–" if mine[0]["seed"] is None else "yes" if mine[0]["uses_retain_data"] else "no"
         out.append({"method": LABELS.get(method, method), "unlearning reads retain data": uses, "forget quality": cell("forget_quality"), "model utility": cell("model_utility"),
