@@ -140,7 +140,9 @@ def table(rows: Rows, methods: Sequence[str]) -> list[dict[str, Any]]:
                 return "–"
             if key == "general_perplexity":     # spans orders of magnitude once a model collapses
                 interval = mean_ci(xs)
-                return f"{xs[0]:.3g}" if single or len(xs) < 2 else f"{interval.estimate:.3g} ± {interval.high - interval.estimate:.2g}"
+                if single or len(xs) < 2:
+                    return f"{xs[0]:.3g}"
+                return f"{interval.estimate:.3g} ± {interval.high - interval.estimate:.2g}"
             return fmt(xs[0], 3) if single else pm(xs, 3)
 
         uses = "–" if mine[0]["seed"] is None else "yes" if mine[0]["uses_retain_data"] else "no"
