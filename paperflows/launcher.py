@@ -169,9 +169,9 @@ def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1,
 
 
 def _create_tracking_store(settings: Settings) -> None:
-    from mlflow import MlflowClient
+    from paperflows.tracking import tracking_client
 
-    MlflowClient(tracking_uri=settings.tracking_uri).search_experiments(max_results=1)
+    tracking_client(settings).search_experiments(max_results=1)
 
 
 class LocalPrefectServer:

@@ -55,15 +55,51 @@ def git_commit(root: Path) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
+def _sqlite_file(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///<path>`` tracking URI (None for any other store)."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix) or tracking_uri == prefix or "?" in tracking_uri:
+        return None
+    return Path(tracking_uri[len(prefix):])
+
+
+def tracking_client(settings: Settings) -> Any:
+    """An ``MlflowClient`` on the settings' tracking URI, whose SQLite file, if missing, is created whole.
+
+    MLflow creates a new SQLite store by running its schema migrations, which takes seconds; a process
+    stopped in the middle (a SIGTERM to a DVC stage that is writing its runs) would leave a half-migrated file
+    that every later run fails on ("table _alembic_tmp_... already exists"). So a missing store is built under
+    a temporary name beside it and linked into place only when complete; when two processes race, the first
+    link wins and the other's copy is dropped.
+    """
+    from mlflow import MlflowClient
+
+    path = _sqlite_file(settings.tracking_uri)
+    if path is not None and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{path.name}.*.creating*"):   # left by a build that was killed
+            pid = stale.name.split(".")[-2]
+            if pid.isdigit() and not _alive(int(pid)):
+                stale.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.creating")
+        try:
+            MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)
+            os.link(tmp, path)
+        except FileExistsError:  # another process created it first
+            pass
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
+                leftover.unlink(missing_ok=True)
+    return MlflowClient(tracking_uri=settings.tracking_uri)
+
+
 class Tracker:
     """Thin wrapper over one MLflow experiment."""
 
     def __init__(self, settings: Settings, slug: str):
-        from mlflow import MlflowClient
-
         self.settings = settings
         self.slug = slug
-        self.client = MlflowClient(tracking_uri=settings.tracking_uri)
+        self.client = tracking_client(settings)
         self.experiment_id = self._ensure_experiment(slug)
         self._buffers: dict[str, list[Metric]] = {}
 
@@ -345,10 +381,9 @@ def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[s
     Called after a run's process was killed, and at the start of a run, so that no run stays RUNNING
     forever after a SIGKILL. Returns the ids of the runs it ended.
     """
-    from mlflow import MlflowClient
     from mlflow.entities import RunStatus
 
-    client = MlflowClient(tracking_uri=settings.tracking_uri)
+    client = tracking_client(settings)
     host = socket.gethostname()
     ended = []
     experiments = [e.experiment_id for e in client.search_experiments()]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from components.data.npy_files import npy_header
+
 __all__ = ["PC15K_SYNSETS", "check_pc15k", "read_pc15k_arrays"]
 
 #: ShapeNetCore.v2 synset ids of the categories used by PointFlow / PVD / NSOT.
@@ -73,28 +75,12 @@ def _pc15k_header(path: Path, n_points: int = 1) -> tuple[int, ...]:
 
     Raises ``ValueError`` naming the file and the offending field (magic, header, dtype, shape, size).
     """
-    with open(path, "rb") as handle:
-        try:
-            version = np.lib.format.read_magic(handle)
-        except ValueError:
-            raise ValueError(f"{path}: not a .npy file (no NumPy magic string)") from None
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        try:
-            shape, _, dtype = reader(handle)
-        except (ValueError, SyntaxError):
-            raise ValueError(f"{path}: unreadable .npy header (format version {version})") from None
-        offset = handle.tell()
-    if dtype.hasobject:
-        raise ValueError(f"{path}: holds Python objects (dtype {dtype}), so it cannot be loaded with "
-                         "allow_pickle=False; PC15k files are float arrays")
+    shape, dtype = npy_header(path)
     if not np.issubdtype(dtype, np.floating):
         raise ValueError(f"{path}: expected float coordinates, got dtype {dtype}")
     if len(shape) != 2 or shape[1] != 3 or shape[0] < n_points:
         raise ValueError(f"{path}: expected an array of shape [K, 3] with K >= {n_points} "
                          f"(PC15k files are [15000, 3]), got {tuple(shape)}")
-    expected = offset + int(np.prod(shape)) * dtype.itemsize
-    if path.stat().st_size < expected:
-        raise ValueError(f"{path}: truncated ({path.stat().st_size} bytes, the header needs {expected})")
     return tuple(shape)
 
 

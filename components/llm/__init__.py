@@ -9,7 +9,10 @@
 - `word_lm(vocabulary)` -> `LocalLM`: a small from-scratch Llama over a closed word vocabulary.
 - Training on scores (`components.llm.scoring`): `sequence_scores` (with grad) and `continuation_logprobs`
   of a `PairTokens` table, `pair_batches` for `components.training.fit`, `precompute_scores` of a
-  `frozen_copy` (the reference model of NPO / DPO), `trainable_state` (the adapter tensors to save).
+  `frozen_copy` (the reference model of NPO / DPO), `trainable_state` (the adapter tensors to save);
+  `scores_and_greedy_hits` adds teacher-forced argmax hits (exact match without decoding).
+- `FrozenTrunkLM`: a model adapted only in its top layers, with the frozen lower layers run once per distinct
+  token row (training, scoring and greedy decoding of many adapters over one trunk).
 - `ValueHeadModel`: a scalar value per token on a causal LM backbone (verifiers); `TokenTrie` /
   `prefix_values`: outcome statistics over exact token-id prefixes (TVM's labels).
 - `load_encoder(name)` -> `SentenceEncoder`: ``"minilm"`` (all-MiniLM-L6-v2, mean pooled, L2 normalised,
@@ -17,6 +20,7 @@
 """
 
 from components.llm.encoder import ENCODER_NAMES, SentenceEncoder, load_encoder, top_k
+from components.llm.frozen_trunk import FrozenTrunkLM
 from components.llm.lm import LM_NAMES, LocalLM, load_lm
 from components.llm.scoring import (
     PairTokens,
@@ -24,6 +28,7 @@ from components.llm.scoring import (
     frozen_copy,
     pair_batches,
     precompute_scores,
+    scores_and_greedy_hits,
     sequence_scores,
     trainable_state,
 )
@@ -31,6 +36,6 @@ from components.llm.trie import TokenTrie, prefix_values
 from components.llm.value_head import ValueHeadModel
 from components.llm.word_lm import word_lm
 
-__all__ = ["ENCODER_NAMES", "LM_NAMES", "LocalLM", "PairTokens", "SentenceEncoder", "TokenTrie", "ValueHeadModel",
+__all__ = ["ENCODER_NAMES", "FrozenTrunkLM", "LM_NAMES", "LocalLM", "PairTokens", "SentenceEncoder", "TokenTrie", "ValueHeadModel",
            "continuation_logprobs", "frozen_copy", "load_encoder", "load_lm", "pair_batches", "precompute_scores",
-           "prefix_values", "sequence_scores", "top_k", "trainable_state", "word_lm"]
+           "prefix_values", "scores_and_greedy_hits", "sequence_scores", "top_k", "trainable_state", "word_lm"]

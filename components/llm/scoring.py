@@ -56,9 +56,9 @@ class PairTokens(NamedTuple):
         return PairTokens(*(t[:, t.shape[1] - keep:] for t in picked))
 
 
-def _continuation_window(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, int]:
-    """Log-probabilities [B, W] of the last W tokens of each row given the tokens before them (W = the
-    longest continuation), computed from the logits of the last W + 1 positions only."""
+def _window_logits(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, Tensor, int]:
+    """Logits [B, W, V] predicting the last W tokens of each row and those token ids [B, W] (W = the longest
+    continuation), from the logits of the last W + 1 positions only."""
     width = tokens.width
     if width == 0:
         raise ValueError("every row has an empty continuation; nothing to score")
@@ -66,8 +66,13 @@ def _continuation_window(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, 
         raise ValueError("a continuation needs at least one context token before it")
     out = model(input_ids=tokens.ids, attention_mask=tokens.attention_mask, position_ids=tokens.position_ids,
                 use_cache=False, logits_to_keep=width + 1)
-    logits = out.logits[:, :-1, :].float()          # position t predicts token t + 1
-    targets = tokens.ids[:, -width:]
+    return out.logits[:, :-1, :].float(), tokens.ids[:, -width:], width   # position t predicts token t + 1
+
+
+def _continuation_window(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, int]:
+    """Log-probabilities [B, W] of the last W tokens of each row given the tokens before them (W = the
+    longest continuation), computed from the logits of the last W + 1 positions only."""
+    logits, targets, width = _window_logits(model, tokens)
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
     return logp, width
 
@@ -146,3 +151,29 @@ def trainable_state(model: nn.Module) -> dict[str, Tensor]:
     if not state:
         raise ValueError(f"{type(model).__name__} has no trainable parameter")
     return state
+
+
+@torch.no_grad()
+def scores_and_greedy_hits(model: nn.Module, tokens: PairTokens, batch_size: int = 16
+                           ) -> tuple[SequenceScores, Tensor]:
+    """`precompute_scores` plus, per row, the number of continuation tokens that are the argmax of their position
+    given the true tokens before them (teacher forced) [N]. A row whose hits equal its token count is exactly
+    what greedy decoding produces (by induction over its tokens), so ``hits == n_tokens`` is an exact match
+    without decoding. One forward pass per batch, in eval mode (the model's mode is restored)."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    was_training = model.training
+    model.eval()
+    parts, hits = [], []
+    try:
+        for start in range(0, len(tokens), batch_size):
+            rows = tokens.rows(list(range(start, min(start + batch_size, len(tokens)))))
+            logits, targets, width = _window_logits(model, rows)
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
+            mask = rows.target_mask[:, -width:].to(logp.device)
+            parts.append(SequenceScores(logp=(logp * mask).sum(1), n_tokens=mask.sum(1).to(logp.dtype),
+                                        prob_sum=(logp.exp() * mask).sum(1), width=int(rows.ids.shape[1])))
+            hits.append(((logits.argmax(-1) == targets) & mask).sum(1).cpu())
+    finally:
+        model.train(was_training)
+    return SequenceScores.cat(parts).detach(), torch.cat(hits)

@@ -21,6 +21,12 @@ The attention linears are named ``q_proj``/``k_proj``/``v_proj``/``out_proj`` (t
 :class:`~components.models.lora.LoraSpec`). ``features`` also accepts the project's grey-scale
 [B, H, W] images in [0, 1]: they are resized to ``input_size``, repeated to three channels and normalised
 with the ImageNet mean and std that DINOv2 was trained with.
+
+Dense prediction reads the normalised *patch* tokens instead of the CLS token: ``patch_tokens(x)`` ->
+[B, (S/14)^2, 384] in row-major patch order. ``hidden(x, stop)`` runs the embedding and blocks ``[0, stop)``
+and ``finish(h, start)`` the blocks ``[start, n_layers)`` and the final norm, so a frozen prefix can be
+computed once and only the last blocks run (and adapted) per training step:
+``finish(hidden(x, k), k)`` equals the full pass for every k.
 """
 
 from __future__ import annotations
@@ -147,13 +153,33 @@ class ViTS14(nn.Module):
             x = x.expand(-1, 3, -1, -1)
         return (x - self.mean) / self.std
 
-    def features(self, x: Tensor) -> Tensor:
+    @property
+    def grid(self) -> int:
+        """Patches per side at ``input_size``."""
+        return self.cfg.input_size // PATCH
+
+    def hidden(self, x: Tensor, stop: int | None = None) -> Tensor:
+        """Images -> the un-normalised tokens [B, 1 + grid^2, d] (CLS first) after blocks ``[0, stop)``
+        (all blocks when ``stop`` is None)."""
         h = self.patch_embed(self.prepare(x)).flatten(2).transpose(1, 2)
         h = torch.cat([self.cls_token.expand(h.shape[0], -1, -1), h], dim=1)
-        h = h + resize_pos_table(self.pos_embed, self.cfg.input_size // PATCH)
-        for block in self.blocks:
+        h = h + resize_pos_table(self.pos_embed, self.grid)
+        for block in self.blocks[:stop]:
             h = block(h)
-        return self.norm(h)[:, 0]
+        return h
+
+    def finish(self, h: Tensor, start: int) -> Tensor:
+        """Tokens after block ``start - 1`` -> the final normalised tokens [B, 1 + grid^2, d]."""
+        for block in self.blocks[start:]:
+            h = block(h)
+        return self.norm(h)
+
+    def patch_tokens(self, x: Tensor) -> Tensor:
+        """Normalised patch tokens [B, grid^2, d] (row-major), the dense features."""
+        return self.norm(self.hidden(x))[:, 1:]
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.norm(self.hidden(x))[:, 0]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.features(x)

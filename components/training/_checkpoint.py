@@ -229,6 +229,11 @@ def load_checkpoint(directory: Path, *, seed: int, model: nn.Module,
             per_param.setdefault(int(param_idx), {})[name] = value
     for param_idx, scalars in state["optimizer"]["scalar_state"].items():
         per_param.setdefault(int(param_idx), {}).update(scalars)
+    for saved, now in zip(state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"], strict=True):
+        if set(saved) - {"params"} != set(now) - {"params"}:
+            raise ValueError(f"{state_path}: the checkpoint was written by another optimiser (its settings "
+                             f"{sorted(set(saved) - {'params'})}, now {sorted(set(now) - {'params'})}); "
+                             f"delete {directory} to start over")
     groups = [_restore_types(saved, now) for saved, now in
               zip(state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"], strict=True)]
 

@@ -10,7 +10,7 @@ batch)`` and a ``batches(step, generator)`` function. `fit` then runs, for ``ste
     grad_norm = sqrt(sum_p ||grad_p||^2)                         # before clipping, over trained params
     grad_p   *= min(1, grad_clip / grad_norm)                    # global-norm clipping (skipped if None)
     lr_t      = lr * min(1, step / warmup_steps)                 # linear warmup, then constant
-    AdamW step with lr_t and weight_decay; gradients set to None
+    optimiser step (AdamW, or plain SGD) with lr_t and weight_decay; gradients set to None
     every log_every steps and at the last: callback(step, means over the window since the last log)
     every checkpoint_every steps and at the last: checkpoint into checkpoint_dir (atomic)
 
@@ -19,6 +19,11 @@ batches from a generator seeded with ``cfg.seed``; on CPU two runs give identica
 generator state, every global RNG state, the AdamW state and the weights are checkpointed, so a run
 interrupted and resumed draws the same batches and dropout masks and ends with the same weights as
 an uninterrupted one (on CPU: bit for bit).
+
+Optimisers. ``cfg.optimizer`` is "adamw" (decoupled weight decay) or "sgd" (plain SGD, no momentum, with
+``weight_decay`` as an L2 term added to the gradient: the optimiser of continual-learning protocols such as
+mammoth's, whose hyperparameters assume it). Both step on the summed gradient of every ``backward`` since the
+last step, so a ``loss_fn`` may call ``backward`` on an extra term itself (before returning the main loss).
 
 Resuming. If ``checkpoint_dir`` already holds a checkpoint (see `components.training._checkpoint`
 for the layout), `fit` loads it and continues from the step after it; if the checkpoint already has
@@ -54,6 +59,7 @@ from components.training._checkpoint import has_checkpoint, load_checkpoint, sav
 LossOutput = torch.Tensor | tuple[torch.Tensor, Mapping[str, float]]
 RESERVED_METRICS = frozenset({"step", "loss", "lr", "grad_norm"})
 _DEVICE_CHOICES = ("auto", "cpu", "cuda")
+OPTIMIZERS = ("adamw", "sgd")
 # progress as log records, for logs that are not a terminal (a Prefect run's log collects this logger)
 PROGRESS_LOGGER = logging.getLogger("paperflows.progress")
 PROGRESS_LOGGER.setLevel(logging.INFO)  # shown where a handler collects it; silent otherwise
@@ -102,8 +108,8 @@ class TrainConfig:
 
     Attributes:
         steps: total optimisation steps (> 0); a resumed run continues up to this many.
-        lr: AdamW learning rate after warmup (> 0).
-        weight_decay: AdamW decoupled weight decay (>= 0).
+        lr: learning rate after warmup (> 0).
+        weight_decay: weight decay (>= 0): decoupled for AdamW, an L2 gradient term for SGD.
         grad_clip: maximum global L2 norm of the gradients; ``None`` disables clipping.
         seed: seed of python/numpy/torch RNGs and of the batch generator (0 <= seed < 2**32).
         device: "auto" (CUDA if available, else CPU), "cpu", "cuda" or "cuda:<index>".
@@ -114,6 +120,7 @@ class TrainConfig:
         warmup_steps: linear warmup length; the LR is ``lr * step / warmup_steps`` until then.
         progress: show a tqdm progress bar.
         desc: label of the progress bar.
+        optimizer: "adamw" (default) or "sgd" (plain SGD without momentum).
     """
 
     steps: int
@@ -128,6 +135,7 @@ class TrainConfig:
     warmup_steps: int = 0
     progress: bool = True
     desc: str = "train"
+    optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -144,6 +152,7 @@ class TrainConfig:
             ("warmup_steps", _is_int(self.warmup_steps) and self.warmup_steps >= 0, "an int >= 0"),
             ("progress", isinstance(self.progress, bool), "a bool"),
             ("desc", isinstance(self.desc, str), "a str"),
+            ("optimizer", self.optimizer in OPTIMIZERS, f"one of {OPTIMIZERS}"),
         ]
         for name, ok, expected in checks:
             if not ok:
@@ -317,6 +326,9 @@ def _trained_parameters(model: nn.Module,
     return names
 
 
+_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
 def fit(model: nn.Module,
         loss_fn: Callable[[nn.Module, Any], LossOutput],
         batches: Callable[[int, torch.Generator], Any],
@@ -324,7 +336,7 @@ def fit(model: nn.Module,
         callback: Callable[[int, dict[str, float]], None] | None = None,
         checkpoint_dir: str | Path | None = None,
         parameters: Iterable[nn.Parameter] | None = None) -> TrainResult:
-    """Train ``model`` with AdamW for ``cfg.steps`` steps (see the module docstring for the loop).
+    """Train ``model`` with AdamW or SGD (``cfg.optimizer``) for ``cfg.steps`` steps (see the module docstring).
 
     Args:
         model: the module to train, in place. Moved to the training device and back to the CPU
@@ -368,7 +380,7 @@ def fit(model: nn.Module,
         # look parameters up again by name: moving may replace Parameter objects
         by_name = dict(model.named_parameters())
         params = [by_name[name] for name in names]
-        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = _OPTIMIZERS[cfg.optimizer](params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         generator = seed_everything(cfg.seed)
         start, history, window = 0, [], _Window()
         if ckpt_dir is not None and has_checkpoint(ckpt_dir):

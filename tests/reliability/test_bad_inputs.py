@@ -224,6 +224,9 @@ DATA = [
     Case("-- mnist folder without IDX files", ["run", "hrf", "--set", "data.mnist_path=tmp/nb_dir.csv"],
          "hrf.data.mnist_path"),
     Case("-- pc15k folder missing", ["run", "nsot", "--set", "data.pc15k_root=tmp/no_pc15k"], "no folder at"),
+    Case("-- nyuv2 folder missing", ["run", "mtsam", "--set", "data.nyuv2_path=tmp/no_nyuv2"], "no folder at"),
+    Case("-- nyuv2 folder without its splits", ["run", "mtsam", "--set", "data.nyuv2_path=tmp/nb_dir.csv"],
+         "train: missing split folder"),
 ]
 
 STAGE_ORDER = [
@@ -231,6 +234,7 @@ STAGE_ORDER = [
     Case("134 report before merge", ["stage", "knots", "report"], "it is written by stage 'merge'"),
     Case("135 score before estimate", ["stage", "nutribench", "score"], "is missing; it is written by stage"),
     Case("136 fan-out before its inputs", ["stage", "mm_ego", "train"], "is missing; it is written by stage"),
+    Case("-- mtsam train before encode", ["stage", "mtsam", "train"], "is missing; it is written by stage"),
     Case("137 hrf evaluate_mnist first", ["stage", "hrf", "evaluate_mnist"], "is missing; it is written by stage 'prepare'"),
 ]
 

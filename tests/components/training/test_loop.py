@@ -3,6 +3,7 @@ invariants (determinism, bit-exact resume, clipping bound) and the checkpoint co
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shutil
@@ -190,7 +191,7 @@ def test_only_given_parameters_are_trained() -> None:
 @pytest.mark.parametrize(("field", "value"), [
     ("steps", 0), ("steps", 2.5), ("lr", 0.0), ("lr", math.nan), ("weight_decay", -0.1),
     ("grad_clip", 0.0), ("seed", -1), ("device", "tpu"), ("log_every", 0),
-    ("checkpoint_every", -1), ("warmup_steps", -2), ("bf16", "yes"),
+    ("checkpoint_every", -1), ("warmup_steps", -2), ("bf16", "yes"), ("optimizer", "adam"),
 ])
 def test_bad_config_names_the_field(field: str, value: object) -> None:
     kwargs = {"steps": 10, field: value}
@@ -216,6 +217,53 @@ def test_mismatched_checkpoint_names_file_and_key(tmp_path: Path) -> None:
             checkpoint_dir=tmp_path)
     with pytest.raises(ValueError, match=r"trainer_state\.json.*'seed'"):
         fit(nn.Linear(2, 1), lambda m, x: m(x).pow(2).mean(), batches, TrainConfig(steps=4, seed=1, **QUIET),
+            checkpoint_dir=tmp_path)
+
+
+def test_sgd_step_is_the_hand_computed_update() -> None:
+    """One plain SGD step on loss = (w x + b - y)^2 with x = 2, y = 1 from w = 0.5, b = 0.25: the residual
+    is 0.25, dL/dw = 2 * 0.25 * 2 = 1, dL/db = 0.5; with lr 0.1 and L2 weight decay 0.2 (added to the
+    gradient): w = 0.5 - 0.1 * (1 + 0.2 * 0.5) = 0.39, b = 0.25 - 0.1 * (0.5 + 0.2 * 0.25) = 0.195."""
+    model = nn.Linear(1, 1)
+    with torch.no_grad():
+        model.weight.fill_(0.5)
+        model.bias.fill_(0.25)
+    batch = (torch.tensor([[2.0]]), torch.tensor([[1.0]]))
+    fit(model, mse, lambda step, g: batch,
+        TrainConfig(steps=1, lr=0.1, weight_decay=0.2, grad_clip=None, optimizer="sgd", **QUIET))
+    assert model.weight.item() == pytest.approx(0.39, abs=1e-7)
+    assert model.bias.item() == pytest.approx(0.195, abs=1e-7)
+
+
+def test_a_backward_inside_loss_fn_adds_to_the_step() -> None:
+    """A loss_fn may backpropagate an extra term itself: the optimiser steps on the sum of both gradients,
+    exactly as if the two terms had been returned as one loss."""
+    def split(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        (0.5 * model(batch[0]).pow(2).mean()).backward()
+        return mse(model, batch)
+
+    def joined(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return mse(model, batch) + 0.5 * model(batch[0]).pow(2).mean()
+
+    cfg = TrainConfig(steps=5, lr=0.05, grad_clip=None, optimizer="sgd", **QUIET)
+    torch.manual_seed(0)
+    a = nn.Linear(1, 1)
+    b = copy.deepcopy(a)
+    fit(a, split, regression_batches, cfg)
+    fit(b, joined, regression_batches, cfg)
+    assert torch.allclose(a.weight, b.weight, atol=1e-6) and torch.allclose(a.bias, b.bias, atol=1e-6)
+
+
+def test_sgd_resume_is_exact_and_another_optimizer_is_refused(tmp_path: Path) -> None:
+    base = {"lr": 1e-2, "optimizer": "sgd", "weight_decay": 0.01, **QUIET}
+    straight = small_net()
+    fit(straight, net_loss, net_batches, TrainConfig(steps=12, **base))
+    fit(small_net(), net_loss, net_batches, TrainConfig(steps=6, **base), checkpoint_dir=tmp_path)
+    resumed = small_net()
+    fit(resumed, net_loss, net_batches, TrainConfig(steps=12, **base), checkpoint_dir=tmp_path)
+    assert_same_weights(straight, resumed)
+    with pytest.raises(ValueError, match=r"trainer_state\.json: the checkpoint was written by another optimiser"):
+        fit(small_net(), net_loss, net_batches, TrainConfig(steps=18, **{**base, "optimizer": "adamw"}),
             checkpoint_dir=tmp_path)
 
 

@@ -1,0 +1,60 @@
+"""Scoring with a memoised frozen trunk against the full model: what makes FLAT's 7 methods x 3 seeds fit a CPU.
+
+Scores the answers of ``--rows`` TOFU-style QAs (``sequence_scores``, with gradients, as a training step does)
+with SmolLM2-135M + LoRA on the top ``--layers`` layers, once through the full peft model and once through
+`components.llm.FrozenTrunkLM` whose memo already holds the rows (the steady state of training and
+evaluation), interleaved over repeats in one process with one torch thread; prints the medians and the ratio,
+and the largest difference of the summed log-probabilities (they must agree).
+
+    python benchmarks/frozen_trunk.py [--rows 16] [--layers 2] [--repeats 5] [--lm smollm2-135m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from components.llm import FrozenTrunkLM, load_lm, sequence_scores
+from components.training import torch_threads
+from components.unlearning import AuthorConfig, author_rows
+from components.unlearning.evaluate import qa_continuation, qa_prompt
+from paperflows.settings import load_settings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lm", default="smollm2-135m", choices=("smollm2-135m", "tiny"))
+    args = parser.parse_args()
+    lm = load_lm(args.lm, cache_dir=load_settings().cache_dir)
+    total = lm.model.config.num_hidden_layers
+    lora = lm.with_lora(r=16, alpha=32, layers=list(range(total - args.layers, total)),
+                        target_modules=("q_proj", "v_proj", "up_proj", "down_proj"))
+    rows = author_rows(AuthorConfig(n_authors=max(4, args.rows // 5 + 1)))[:args.rows]
+    tokens = lora.tokenize_pairs([qa_prompt(r["question"]) for r in rows], [qa_continuation(r["answer"]) for r in rows])
+    trunk = FrozenTrunkLM(lora.model, split=total - args.layers, pad_id=int(lm.tokenizer.pad_token_id))
+    trunk.prime(tokens)
+    times: dict[str, list[float]] = {"full model": [], "frozen trunk": []}
+    with torch_threads(1):
+        for _ in range(args.repeats):
+            for name, model in (("full model", lora.model), ("frozen trunk", trunk)):
+                start = time.perf_counter()
+                scores = sequence_scores(model, tokens)
+                scores.logp.sum().backward()
+                times[name].append(time.perf_counter() - start)
+                lora.model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            gap = float((sequence_scores(lora.model, tokens).logp - sequence_scores(trunk, tokens).logp).abs().max())
+    full, mine = statistics.median(times["full model"]), statistics.median(times["frozen trunk"])
+    print(f"{args.lm}, {args.rows} rows, LoRA on the top {args.layers} of {total} layers, forward + backward:")
+    print(f"  full model    {full * 1000:8.1f} ms")
+    print(f"  frozen trunk  {mine * 1000:8.1f} ms   ({full / mine:.1f}x faster; max |d logp| {gap:.2e})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""NYUv2 as preprocessed by MTAN / LibMTL (the layout MTSAM's ``create_dataset.NYUv2`` reads), numpy only.
+
+Layout: ``root/{train,val}/{image,label,depth,normal}/{idx}.npy`` with, per index,
+
+    image   [H, W, 3] float, values in [0, 1]
+    label   [H, W] (float or int): 13 classes 0..12, -1 = not labelled
+    depth   [H, W, 1] (or [H, W]) float metres, 0 = no measurement
+    normal  [H, W, 3] float unit vectors, 0 = no normal
+
+(288 x 384 in the release). MTSAM trains on ``train/`` (795 images) and tests on ``val/`` (654).
+
+:func:`check_nyuv2` checks a folder before any work: both splits with their four sub-folders, the same
+integer indices in each, every file's header (via :func:`~components.data.npy_files.npy_header`: never a
+pickle, never a truncated file), the shapes and dtypes above and one spatial size per index; the first
+index of each split is loaded and its values checked. :func:`read_nyuv2` loads a split and checks every
+value it returns. Errors name the file and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from components.data.npy_files import npy_header
+
+NYUV2_SPLITS = ("train", "val")
+NYUV2_KINDS = ("image", "label", "depth", "normal")
+NYUV2_CLASSES = 13
+LAYOUT_HINT = "root/{train,val}/{image,label,depth,normal}/{idx}.npy"
+
+
+def _indices(folder: Path) -> list[int]:
+    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".npy")
+    bad = [n for n in names if not n[:-4].isdigit()]
+    if bad:
+        raise ValueError(f"{folder / bad[0]}: file name is not an integer index (expected {{idx}}.npy)")
+    return sorted(int(n[:-4]) for n in names)
+
+
+def _check_header(path: Path, kind: str) -> tuple[int, int]:
+    """(H, W) of one file after checking its kind's shape and dtype from the header alone."""
+    shape, dtype = npy_header(path)
+    numeric = np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)
+    if kind == "label":
+        ok = len(shape) == 2 and numeric
+        expected = "[H, W] numbers"
+    elif kind == "depth":
+        ok = (len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)) and np.issubdtype(dtype, np.floating)
+        expected = "[H, W, 1] floats"
+    else:
+        ok = len(shape) == 3 and shape[2] == 3 and np.issubdtype(dtype, np.floating)
+        expected = "[H, W, 3] floats"
+    if not ok:
+        raise ValueError(f"{path}: {kind} must be {expected}, got shape {tuple(shape)} dtype {dtype}")
+    if shape[0] < 1 or shape[1] < 1:
+        raise ValueError(f"{path}: {kind} is empty (shape {tuple(shape)})")
+    return int(shape[0]), int(shape[1])
+
+
+def _check_values(path: Path, kind: str, array: np.ndarray) -> None:
+    if not np.isfinite(array).all():
+        raise ValueError(f"{path}: {kind} holds non-finite values")
+    if kind == "image" and (array.min() < 0 or array.max() > 1):
+        raise ValueError(f"{path}: image values must lie in [0, 1] (MTAN's preprocessing), found "
+                         f"[{float(array.min()):.3g}, {float(array.max()):.3g}]")
+    if kind == "label":
+        if not np.array_equal(array, np.round(array)) or array.min() < -1 or array.max() >= NYUV2_CLASSES:
+            raise ValueError(f"{path}: label values must be whole numbers in [-1, {NYUV2_CLASSES - 1}] "
+                             f"(-1 = not labelled)")
+    if kind == "depth" and array.min() < 0:
+        raise ValueError(f"{path}: depth holds negative values (0 marks a missing measurement)")
+
+
+def _split_layout(root: Path, split: str) -> tuple[list[int], dict[int, tuple[int, int]]]:
+    folder = root / split
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: missing split folder (expected {LAYOUT_HINT})")
+    indices: dict[str, list[int]] = {}
+    for kind in NYUV2_KINDS:
+        sub = folder / kind
+        if not sub.is_dir():
+            raise ValueError(f"{sub}: missing folder (expected {LAYOUT_HINT})")
+        indices[kind] = _indices(sub)
+    reference = indices["image"]
+    if not reference:
+        raise ValueError(f"{folder / 'image'}: no {{idx}}.npy files")
+    for kind in NYUV2_KINDS[1:]:
+        missing = sorted(set(reference) - set(indices[kind]))
+        extra = sorted(set(indices[kind]) - set(reference))
+        if missing:
+            raise ValueError(f"{folder / kind / f'{missing[0]}.npy'}: missing ({len(missing)} index(es) of "
+                             f"image/ have no {kind} file)")
+        if extra:
+            raise ValueError(f"{folder / 'image' / f'{extra[0]}.npy'}: missing ({kind}/ has {len(extra)} "
+                             f"index(es) without an image)")
+    sizes = {}
+    for idx in reference:
+        seen = {kind: _check_header(folder / kind / f"{idx}.npy", kind) for kind in NYUV2_KINDS}
+        if len(set(seen.values())) != 1:
+            raise ValueError(f"{folder}: index {idx} has different spatial sizes per kind: "
+                             + ", ".join(f"{k} {h}x{w}" for k, (h, w) in seen.items()))
+        sizes[idx] = seen["image"]
+    return reference, sizes
+
+
+def check_nyuv2(root: str | Path) -> dict[str, int]:
+    """Check a preprocessed NYUv2 folder before any work; returns ``{split: number of images}``.
+
+    Raises ``ValueError`` naming the folder or file and the field (see the module docstring)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder (expected {LAYOUT_HINT})")
+    counts = {}
+    for split in NYUV2_SPLITS:
+        indices, _ = _split_layout(root, split)
+        first = indices[0]
+        for kind in NYUV2_KINDS:
+            path = root / split / kind / f"{first}.npy"
+            _check_values(path, kind, np.load(path, allow_pickle=False))
+        counts[split] = len(indices)
+    return counts
+
+
+def read_nyuv2(root: str | Path, split: str, limit: int | None = None
+               ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """``(idx, {"image" [H, W, 3], "label" [H, W] int64, "depth" [H, W, 1], "normal" [H, W, 3]})`` for the
+    first ``limit`` indices of ``split`` in numeric order (all when None), float32 except the label; every
+    file checked as :func:`check_nyuv2` checks the first one."""
+    root = Path(root)
+    indices, _ = _split_layout(root, split)
+    for idx in indices[:limit]:
+        item = {}
+        for kind in NYUV2_KINDS:
+            path = root / split / kind / f"{idx}.npy"
+            array = np.load(path, allow_pickle=False)
+            _check_values(path, kind, array)
+            item[kind] = array
+        item["label"] = item["label"].astype(np.int64)
+        item["depth"] = item["depth"].reshape(*item["depth"].shape[:2], 1).astype(np.float32)
+        item["image"], item["normal"] = item["image"].astype(np.float32), item["normal"].astype(np.float32)
+        yield idx, item
