@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -204,6 +204,29 @@ def load_table(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     return pq.read_table(p).to_pylist()
+
+
+def save_jsonl(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
+    """Write rows as JSON Lines atomically (one object per line, keys in the rows' order, UTF-8)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(_jsonable(dict(r)), ensure_ascii=False) + "\n" for r in rows),
+                       encoding="utf-8")
+    return Path(path)
+
+
+def load_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The objects of a JSON Lines file written by :func:`save_jsonl` (blank lines skipped)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"expected a JSON Lines file at {p}")
+    rows = []
+    for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{p}: line {number} is not valid JSON ({err})") from err
+    return rows
 
 
 def save_text(text: str, path: str | os.PathLike[str]) -> Path:

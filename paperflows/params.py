@@ -205,6 +205,13 @@ class PipelineParams(Section):
             return NotImplemented
         return type(self) is type(other) and self.__dict__ == other.__dict__
 
+    def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
+        """What the run with these parameters needs from its environment and lacks (settings such as the
+        endpoint of an external judge, named by the variables to set); checked with the data files, before
+        any work. ``groups``: only for a stage that reads these parameter groups (None: the whole run).
+        Nothing by default."""
+        return []
+
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, value: list[int]) -> list[int]:
@@ -540,9 +547,10 @@ def resolve_data_path(value: str, root: Path) -> Path:
 def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
                      ) -> None:
     """Run the declared check of every data file the params name (only under ``groups`` when given: a
-    group such as ``data`` or a dotted key such as ``data.path``, as a stage declares them).
+    group such as ``data`` or a dotted key such as ``data.path``, as a stage declares them), then ask the
+    params what the run needs from its environment (:meth:`PipelineParams.environment_problems`).
 
-    Raises :class:`ParamsError` naming the parameter, the path and the problem.
+    Raises :class:`ParamsError` naming the parameter, the path and the problem (or the missing setting).
     """
     for dotted, spec in data_file_fields(type(params)):
         if groups is not None and not any(dotted == g or dotted.startswith(f"{g}.") for g in groups):
@@ -561,6 +569,8 @@ def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tupl
         except (ValueError, OSError, KeyError) as err:
             detail = _first_line(err).removeprefix(f"{path}: ")  # readers often name the file themselves
             raise ParamsError(f"{key}: {path} is not a valid {spec.description}: {detail}") from None
+    for problem in params.environment_problems(groups):
+        raise ParamsError(f"{slug}: {problem}")
 
 
 def _first_line(err: BaseException) -> str:

@@ -112,21 +112,27 @@ def precompute_scores(model: nn.Module, tokens: PairTokens, batch_size: int = 16
 
 def pair_batches(tokens: PairTokens, *extras: Any, size: int) -> Callable[[int, torch.Generator], tuple[Any, ...]]:
     """A ``batches(step, generator)`` for `fit`: ``size`` rows drawn with replacement (``min(size, N)``), as
-    ``(tokens.rows(idx), *[extra rows])``; an extra is a tensor with N rows or anything with ``select(idx)``
-    (e.g. precomputed reference `SequenceScores`)."""
+    ``(tokens.rows(idx), *[extra rows])``; an extra is a tensor with N rows, another `PairTokens` table with N
+    rows (e.g. the rejected answers of DPO pairs, drawn with the same indices as the chosen ones), or anything
+    with ``select(idx)`` (e.g. precomputed reference `SequenceScores`)."""
     n = len(tokens)
     if n == 0:
         raise ValueError("pair_batches needs at least one row")
     if not isinstance(size, int) or size < 1:
         raise ValueError(f"pair_batches: size must be an int >= 1, got {size!r}")
     for i, extra in enumerate(extras):
-        rows = extra.shape[0] if isinstance(extra, Tensor) else len(extra.logp) if hasattr(extra, "logp") else None
+        rows = (extra.shape[0] if isinstance(extra, Tensor) else len(extra) if isinstance(extra, PairTokens)
+                else len(extra.logp) if hasattr(extra, "logp") else None)
         if rows != n:
             raise ValueError(f"pair_batches: extra {i} has {rows} rows, the tokens have {n}")
 
+    def pick(extra: Any, idx: Tensor) -> Any:
+        return extra[idx] if isinstance(extra, Tensor) else extra.rows(idx) if isinstance(extra, PairTokens) \
+            else extra.select(idx)
+
     def draw(step: int, generator: torch.Generator) -> tuple[Any, ...]:
         idx = torch.randint(0, n, (min(size, n),), generator=generator)
-        return (tokens.rows(idx), *(e[idx] if isinstance(e, Tensor) else e.select(idx) for e in extras))
+        return (tokens.rows(idx), *(pick(e, idx) for e in extras))
 
     return draw
 

@@ -8,7 +8,8 @@ Every claim of every paper is decided from these, so that "A beats B" means the 
 * :func:`bootstrap_ci`: a percentile bootstrap interval of any statistic of one sample;
 * :func:`sign_flip_pvalue`: the exact (or Monte-Carlo) sign-flip permutation test of paired differences;
 * :func:`spearman`: rank correlation with tied values given their average rank, and
-  :func:`spearman_ci`: its bootstrap interval over pairs.
+  :func:`spearman_ci`: its bootstrap interval over pairs;
+* :func:`pearson` and :func:`kendall` (tau-b), and :data:`CORRELATIONS`, the three by name.
 """
 
 from __future__ import annotations
@@ -134,3 +135,29 @@ def spearman_ci(x: Sequence[float], y: Sequence[float], level: float = 0.95, n_b
         return Interval(rho, -1.0, 1.0, len(a), level)
     low, high = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
     return Interval(rho, float(low), float(high), len(a), level)
+
+
+def _paired(x: Sequence[float], y: Sequence[float], name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Two paired finite series of length >= 2; None when either is constant (no correlation defined)."""
+    a, b = _finite(x, f"{name} x"), _finite(y, f"{name} y")
+    if a.shape != b.shape or len(a) < 2:
+        raise ValueError(f"{name}: need two paired series of length >= 2, got {len(a)} and {len(b)}")
+    return None if a.std() == 0 or b.std() == 0 else (a, b)
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    """Pearson's r (nan when either side is constant)."""
+    pair = _paired(x, y, "pearson")
+    return float("nan") if pair is None else float(np.corrcoef(*pair)[0, 1])
+
+
+def kendall(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b (ties in either series accounted for; nan when either side is constant)."""
+    from scipy.stats import kendalltau
+
+    pair = _paired(x, y, "kendall")
+    return float("nan") if pair is None else float(kendalltau(*pair).statistic)
+
+
+CORRELATIONS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {
+    "pearson": pearson, "spearman": spearman, "kendall": kendall}

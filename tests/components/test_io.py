@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from components.io import (atomic_path, load_json, load_table, load_tensors, quote_value, save_json, save_table,
-                           save_tensors)
+from components.io import (atomic_path, load_json, load_jsonl, load_table, load_tensors, quote_value, save_json,
+                           save_jsonl, save_table, save_tensors)
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -32,6 +32,20 @@ def test_round_trips_and_json_conversion(tmp_path: Path) -> None:
     save_table([{"m": "a", "v": 1.0}, {"m": "b", "v": 2.0}], tmp_path / "t.parquet")
     assert load_table(tmp_path / "t.parquet")[1] == {"m": "b", "v": 2.0}
     assert (tmp_path / "t.parquet").stat().st_mode & 0o044  # readable by others, like a normal file
+
+
+def test_json_lines_round_trip(tmp_path: Path) -> None:
+    rows = [{"caption": "Ünïcode, quotes \" and\nnewlines", "score": np.float64(0.5), "seed": None},
+            {"caption": "", "score": float("nan"), "seed": 2}]
+    save_jsonl(rows, tmp_path / "c.jsonl")
+    assert len((tmp_path / "c.jsonl").read_text(encoding="utf-8").splitlines()) == 2
+    assert load_jsonl(tmp_path / "c.jsonl") == [{"caption": rows[0]["caption"], "score": 0.5, "seed": None},
+                                                {"caption": "", "score": None, "seed": 2}]
+    (tmp_path / "bad.jsonl").write_text('{"a": 1}\n\n{oops\n')
+    with pytest.raises(ValueError, match="line 3 is not valid JSON"):
+        load_jsonl(tmp_path / "bad.jsonl")
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        load_jsonl(tmp_path / "nope.jsonl")
 
 
 def test_missing_and_malformed_files_name_the_path(tmp_path: Path) -> None:

@@ -98,6 +98,20 @@ def test_pair_batches_draw_the_same_rows_from_tokens_and_extras(lm: LocalLM) -> 
         pair_batches(tokens, torch.zeros(2), size=2)
 
 
+def test_pair_batches_draw_a_second_token_table_with_the_same_indices(lm: LocalLM) -> None:
+    """DPO pairs: the chosen and the rejected answers of a prompt come out in the same batch positions."""
+    chosen, rejected = lm.tokenize_pairs(PROMPTS, ANSWERS), lm.tokenize_pairs(PROMPTS, [" no", " Lyon", " w"])
+    rows_c, rows_r, labels = pair_batches(chosen, rejected, torch.arange(3.0), size=7)(1, torch.Generator().manual_seed(3))
+    assert isinstance(rows_r, PairTokens) and len(rows_r) == len(rows_c) == 3
+    for b, i in enumerate(labels.long().tolist()):
+        for table, rows in ((chosen, rows_c), (rejected, rows_r)):
+            assert torch.equal(rows.ids[b][rows.attention_mask[b].bool()], table.ids[i][table.attention_mask[i].bool()])
+            assert torch.equal(rows.target_mask[b][rows.attention_mask[b].bool()],
+                               table.target_mask[i][table.attention_mask[i].bool()])
+    with pytest.raises(ValueError, match="extra 0 has 2 rows, the tokens have 3"):
+        pair_batches(chosen, lm.tokenize_pairs(PROMPTS[:2], ANSWERS[:2]), size=2)
+
+
 def test_lora_on_top_layers_trains_through_fit_with_a_preference_loss(lm: LocalLM) -> None:
     """NPO on a LoRA copy adapted in the last layer only: the loop trains only the adapters, the forget
     answers lose probability, the base model is untouched."""

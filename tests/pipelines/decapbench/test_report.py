@@ -1,0 +1,155 @@
+"""DeCapBench's claims on constructed numbers: each verdict reachable, preconditions, the single-set bootstrap,
+and the table's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pipelines.decapbench.params import NGRAM_BASELINES, DecapbenchParams
+from pipelines.decapbench.report import (
+    METRIC_COLUMNS,
+    build_report,
+    correlation_rows,
+    feedquill_claims,
+    long_mask,
+    metric_claims,
+)
+
+
+def _meta(spearman: dict[tuple[str, str], list[float]]) -> list[dict[str, Any]]:
+    """Correlation rows for seeds 0..k-1: (metric, subset) -> Spearman per seed (Pearson, Kendall = Spearman)."""
+    rows = []
+    for (metric, subset), values in spearman.items():
+        for seed, v in enumerate(values):
+            rows.append({"seed": seed, "subset": subset, "metric": metric, "n": 100, "pearson": v, "spearman": v,
+                         "kendall": v})
+    return rows
+
+
+def _world(dc: dict[str, list[float]], base: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """DCScore with Spearman dc[subset] per seed, each n-gram baseline base[subset]; other metrics 0.5."""
+    spec = {("dcscore", s): v for s, v in dc.items()}
+    spec |= {(b, s): v for b in NGRAM_BASELINES for s, v in base.items()}
+    spec |= {(m, s): [0.5] * 3 for m in ("dcscore_precision", "dcscore_recall", "capture") for s in dc}
+    return _meta(spec)
+
+
+def _verdicts(claims: list[Any]) -> dict[str, str]:
+    return {c.id: c.verdict for c in claims}
+
+
+def test_metric_claims_hold() -> None:
+    meta = _world({"all": [0.90, 0.91, 0.92], "long": [0.88, 0.89, 0.90], "short": [0.92, 0.93, 0.94]},
+                  {"all": [0.50, 0.52, 0.51], "long": [0.20, 0.22, 0.21], "short": [0.60, 0.61, 0.62]})
+    claims = metric_claims(meta, [], 0.5)
+    assert _verdicts(claims) == {"dcscore_beats_ngram_metrics": "holds", "gap_largest_on_long_captions": "holds"}
+    assert claims[0].effect == pytest.approx(0.40) and claims[0].n == 3
+    assert claims[1].effect == pytest.approx((0.68 - 0.32))
+    assert claims[0].numbers["gap_bleu4_long"] == pytest.approx(0.68)
+
+
+def test_metric_claims_do_not_hold() -> None:
+    meta = _world({"all": [0.30, 0.31, 0.32], "long": [0.30, 0.31, 0.30], "short": [0.60, 0.61, 0.62]},
+                  {"all": [0.60, 0.62, 0.61], "long": [0.50, 0.52, 0.51], "short": [0.20, 0.21, 0.22]})
+    assert set(_verdicts(metric_claims(meta, [], 0.5)).values()) == {"does not hold"}
+
+
+def test_metric_claims_not_resolved_by_noisy_seeds_or_without_human_scores() -> None:
+    meta = _world({"all": [0.9, 0.4, 0.6], "long": [0.9, 0.3, 0.6], "short": [0.5, 0.8, 0.6]},
+                  {"all": [0.5, 0.6, 0.6], "long": [0.5, 0.5, 0.5], "short": [0.5, 0.5, 0.5]})
+    assert set(_verdicts(metric_claims(meta, [], 0.5)).values()) == {"not resolved"}
+    claims = metric_claims([], [], 0.5)
+    assert set(_verdicts(claims).values()) == {"not resolved"} and not claims[0].precondition.met
+    assert "human scores" in claims[0].evidence
+
+
+def _captions(n: int, rng: np.random.Generator, dc_noise: float, base_noise: float) -> list[dict[str, Any]]:
+    human = rng.uniform(0, 1, n)
+    words = rng.integers(20, 200, n)
+    return [{"seed": None, "idx": i, "valid": True, "human_score": float(h), "words": int(w),
+             "dcscore": float(h + rng.normal(0, dc_noise)), "precision": float(h), "recall": float(h),
+             "capture": float(h), **{b: float(h + rng.normal(0, base_noise if w >= 110 else 0.05))
+                                     for b in NGRAM_BASELINES}}
+            for i, (h, w) in enumerate(zip(human, words))]
+
+
+def test_one_set_of_captions_gets_a_bootstrap_over_captions() -> None:
+    """A real candidate file with human scores: one group, so the interval comes from resampled captions."""
+    captions = _captions(200, np.random.default_rng(0), dc_noise=0.05, base_noise=0.3)
+    meta = correlation_rows(captions, 0.5)
+    assert {r["seed"] for r in meta} == {None} and len(meta) == 3 * len(METRIC_COLUMNS)
+    claims = metric_claims(meta, captions, 0.5)
+    assert claims[0].verdict == "holds" and claims[0].n == 200 and claims[0].ci[0] > 0
+    assert "bootstrap over the captions" in claims[0].evidence
+    assert claims[1].verdict == "holds"          # the baselines are noisy on long captions only
+
+
+def test_long_mask_splits_by_word_count() -> None:
+    assert long_mask([10, 50, 30, 40], 0.5).tolist() == [False, True, False, True]
+    assert long_mask([5, 6], 0.99).tolist() == [False, True]          # one caption stays short
+
+
+def _fq_rows(seed: int, name: str, hallucination: float, recall: float, dcscore: float) -> list[dict[str, Any]]:
+    return [{"seed": seed, "captioner": name, "units": 10, "false_units": round(10 * hallucination), "fillers": 0,
+             "recall_exact": recall, "valid": True, "dcscore": dcscore, "words": 50} for _ in range(4)]
+
+
+def _feedquill(sft: list[tuple[float, float, float]], dpo: list[tuple[float, float, float]]) -> list[dict[str, Any]]:
+    rows = []
+    for seed, (s, d) in enumerate(zip(sft, dpo)):
+        rows += _fq_rows(seed, "sft", *s) + _fq_rows(seed, "dpo", *d)
+    return rows
+
+
+PAIRS = {"seed0/pairs": 50, "seed1/pairs": 48, "seed2/pairs": 51}
+
+
+def test_feedquill_claims_hold() -> None:
+    rows = _feedquill([(0.3, 0.6, 50), (0.3, 0.62, 51), (0.4, 0.58, 49)], [(0.1, 0.6, 60), (0.1, 0.61, 62),
+                                                                         (0.2, 0.59, 58)])
+    claims = feedquill_claims(rows, [0, 1, 2], PAIRS)
+    assert _verdicts(claims) == {"dpo_lowers_hallucination": "holds", "dpo_raises_dcscore": "holds",
+                                 "dpo_keeps_recall": "holds"}
+    assert claims[0].effect == pytest.approx(0.2) and claims[1].effect == pytest.approx(10.0)
+    assert claims[0].precondition.met and claims[2].threshold == pytest.approx(0.95)
+
+
+def test_feedquill_claims_do_not_hold() -> None:
+    rows = _feedquill([(0.1, 0.6, 60), (0.1, 0.6, 61), (0.2, 0.6, 59)], [(0.3, 0.3, 50), (0.3, 0.31, 50),
+                                                                        (0.4, 0.29, 48)])
+    assert set(_verdicts(feedquill_claims(rows, [0, 1, 2], PAIRS)).values()) == {"does not hold"}
+
+
+def test_feedquill_claims_need_a_captioner_that_learned_and_pairs() -> None:
+    weak = _feedquill([(0.8, 0.1, 10)] * 3, [(0.5, 0.2, 20)] * 3)
+    claims = feedquill_claims(weak, [0, 1, 2], PAIRS)
+    assert set(_verdicts(claims).values()) == {"not resolved"} and not claims[0].precondition.met
+    assert claims[0].precondition.value == pytest.approx(0.2)
+    good = _feedquill([(0.3, 0.6, 50)] * 3, [(0.1, 0.6, 60)] * 3)
+    assert not feedquill_claims(good, [0, 1, 2], {**PAIRS, "seed1/pairs": 0})[0].precondition.met
+    noisy = _feedquill([(0.3, 0.6, 50), (0.3, 0.6, 50), (0.3, 0.6, 50)], [(0.1, 0.6, 40), (0.5, 0.6, 60),
+                                                                         (0.3, 0.6, 52)])
+    assert _verdicts(feedquill_claims(noisy, [0, 1, 2], PAIRS))["dpo_lowers_hallucination"] == "not resolved"
+
+
+def test_build_report_shape() -> None:
+    meta = _world({"all": [0.90, 0.91, 0.92], "long": [0.88, 0.89, 0.90], "short": [0.92, 0.93, 0.94]},
+                  {"all": [0.50, 0.52, 0.51], "long": [0.20, 0.22, 0.21], "short": [0.60, 0.61, 0.62]})
+    rows = _feedquill([(0.3, 0.6, 50)] * 3, [(0.1, 0.6, 60)] * 3)
+    dcscore = {"dcscore": 58.2, "valid": 900, "invalid": 0, "judge": "rule", "seed0": 57.0, "seed1": 58.0,
+               "seed2": 59.0, "oracle_dcscore_exact": 100.0, "oracle_checked": 50}
+    report = build_report(DecapbenchParams(), {"oracle_facts_mean": 27.5}, dcscore, meta, [], PAIRS, rows)
+    assert [r["metric"] for r in report.rows] == ["DCScore", "DCScore precision term", "DCScore recall term",
+                                                  "CAPTURE-style F1 (obj/attr/rel)", "BLEU-4", "ROUGE-L",
+                                                  "TF-IDF cosine"]
+    assert report.rows[0]["Spearman"].startswith("0.910 ± ") and report.rows[0]["paper Spearman"] is None
+    assert report.columns[:4] == ["metric", "Pearson", "Spearman", "Kendall"]
+    assert [c.id for c in report.checks] == ["oracle_caption_scores_100"] and report.checks[0].passed
+    fq = report.extra_tables["FeedQuill-lite: SFT vs DPO captioners on held-out scenes"]
+    assert [r["captioner"] for r in fq] == ["SFT", "DPO", "DPO - SFT"]
+    assert fq[1]["preference pairs"].startswith("49.7 ± ") and fq[2]["hallucination rate"].startswith("-0.200")
+    assert report.extra_tables["DCScore per seed"][0] == {"set": "seed0", "DCScore": 57.0}
+    assert "## Claims" in report.to_markdown()
