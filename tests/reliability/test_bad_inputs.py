@@ -47,7 +47,7 @@ CLI = [
     Case("1 no command", [], "the following arguments are required: command"),
     Case("2 unknown command", ["frobnicate"], "invalid choice: 'frobnicate'"),
     Case("3 run without target", ["run"], "the following arguments are required: target"),
-    Case("4 unknown slug", ["run", "nosuch"], "unknown pipeline 'nosuch'; known: hrf, knots"),
+    Case("4 unknown slug", ["run", "nosuch"], "unknown pipeline 'nosuch'; known: "),
     Case("5 slug in wrong case", ["run", "KNOTS"], "unknown pipeline 'KNOTS'"),
     Case("6 stage without stage name", ["stage", "knots"], "the following arguments are required: stage"),
     Case("7 unknown stage", ["stage", "knots", "nosuch"], "pipeline 'knots' has no stage 'nosuch'; stages: prepare"),
