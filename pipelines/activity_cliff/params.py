@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from components.molecules.moleculeace import TARGETS, check_moleculeace_csv
 from paperflows.params import DataFile, PipelineParams, Section
@@ -21,8 +21,18 @@ PUBLISHED_ROW = {"ecfp_mlp": ("MLP", "ECFP"), "gin": ("GCN", "GRAPH"), "svm": ("
 SVM_TOLERANCE = 0.005    # |ours - published| on RMSE and RMSE_cliff for the SVM + ECFP anchor check
 
 
+def _distinct(value: list[str]) -> list[str]:
+    repeated = sorted({v for v in value if value.count(v) > 1})
+    if repeated:
+        raise ValueError(f"choices repeat: {repeated}")
+    return value
+
+
+Distinct = AfterValidator(_distinct)
+
+
 class DataParams(Section):
-    targets: list[Literal[TARGETS]] = Field(  # type: ignore[valid-type]
+    targets: Annotated[list[Literal[TARGETS]], Distinct] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(DEFAULT_TARGETS), min_length=1, max_length=len(TARGETS),
         description="MoleculeACE targets (the CSVs inside the moleculeace wheel; any of its 30). Ignored when "
                     "csv_path is given.")
@@ -31,12 +41,6 @@ class DataParams(Section):
                           "split train/test), absolute or relative to the project root; it replaces the packaged "
                           "targets (one dataset named after the file). Empty: the packaged targets.")
 
-    @field_validator("targets")
-    @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"targets repeat: {value}")
-        return value
 
     @field_validator("csv_path")
     @classmethod
@@ -65,7 +69,7 @@ class GraphParams(Section):
 
 
 class ModelParams(Section):
-    encoders: list[Literal[ENCODERS]] = Field(  # type: ignore[valid-type]
+    encoders: Annotated[list[Literal[ENCODERS]], Distinct] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(ENCODERS), min_length=1,
         description="Base encoders, one fan-out item each: 'ecfp_mlp' (ECFP bits -> MLP) and 'gin' (from_smiles "
                     "graph -> GIN layers -> sum pooling).")
@@ -75,16 +79,10 @@ class ModelParams(Section):
     gin_layers: int = Field(3, ge=1, le=12, description="GIN message-passing layers.")
     edge_hidden: int = Field(64, ge=4, le=2048, description="Hidden width of the edge head.")
 
-    @field_validator("encoders")
-    @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"encoders repeat: {value}")
-        return value
 
 
 class TrainParams(Section):
-    objectives: list[Literal[OBJECTIVES]] = Field(  # type: ignore[valid-type]
+    objectives: Annotated[list[Literal[OBJECTIVES]], Distinct] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(OBJECTIVES), min_length=1,
         description="Training objectives, each trained once per target, encoder and seed: 'mse' (plain MSE), "
                     "'lac' (MSE + node task + edge task), 'aca' (clsar's activity-cliff triplet loss).")
@@ -97,12 +95,6 @@ class TrainParams(Section):
     lr: float = Field(1e-3, gt=0, le=1, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
 
-    @field_validator("objectives")
-    @classmethod
-    def _distinct(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"objectives repeat: {value}")
-        return value
 
 
 class LacParams(Section):

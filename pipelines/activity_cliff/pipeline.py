@@ -237,7 +237,7 @@ def evaluate(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 5. the table (ours beside MoleculeACE's published numbers) and the claims
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "graph", "model", "train", "lac", "svm", "report"),
+@stage(params=("seeds", "data", "graph", "model", "train", "lac", "aca", "svm", "report"),
        deps=(SCORES, SVM_METRICS, DATA_METRICS), outs=(REPORT, "report.md"))
 def report(ctx: StageContext) -> None:
     """Per-target RMSE / RMSE_cliff per encoder x objective, SVM anchor, published rows, claims."""
