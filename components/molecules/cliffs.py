@@ -87,8 +87,10 @@ class SimilarityGraph:
     def n_edges(self) -> int:
         return int(self.src.size)
 
-    def degree(self) -> np.ndarray:
-        return np.bincount(np.concatenate([self.src, self.dst]), minlength=self.n_nodes)
+    def degree(self, cliff_only: bool = False) -> np.ndarray:
+        """``[N]`` number of edges (or of cliff edges) at each node."""
+        keep = self.cliff if cliff_only else np.ones_like(self.cliff)
+        return np.bincount(np.concatenate([self.src[keep], self.dst[keep]]), minlength=self.n_nodes)
 
 
 def similarity_graph(similarities: dict[str, np.ndarray], potency: np.ndarray,

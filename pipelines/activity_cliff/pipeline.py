@@ -27,13 +27,16 @@ import numpy as np
 import torch
 
 from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
-from components.molecules.cliffs import SIMILARITY_KINDS, cliff_molecules, cliff_pairs, similar_pairs, similarity_graph, similarity_matrices
+from components.molecules.cliffs import (SIMILARITY_KINDS, SimilarityGraph, cliff_molecules, cliff_pairs, similar_pairs,
+                                         similarity_graph, similarity_matrices)
 from components.molecules.encoders import CliffNet, CliffNetConfig
 from components.molecules.featurize import ecfp_bits, parse_smiles
 from components.molecules.graphs import graph_batch, molecule_graphs
-from components.molecules.lac import USES_EDGES, AcaConfig, CliffBatches, LacConfig, bin_labels, make_objective, predict, quantile_bin_edges
+from components.molecules.lac import (USES_EDGES, AcaConfig, CliffBatches, LacConfig, bin_labels, make_objective,
+                                      predict, quantile_bin_edges)
 from components.molecules.metrics import loss_ratio, rmse, rmse_cliff
-from components.molecules.moleculeace import MoleculeAceFormatError, benchmark_csv, read_moleculeace_csv, tuned_hyperparameters
+from components.molecules.moleculeace import (MoleculeAceFormatError, MoleculeSet, benchmark_csv, read_moleculeace_csv,
+                                              tuned_hyperparameters)
 from components.training import TrainConfig, fit
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.activity_cliff import ABOUT
@@ -54,7 +57,7 @@ REPORT = "report.json"
 LOG = logging.getLogger("paperflows.activity_cliff")
 
 
-def _read_dataset(ctx: StageContext, name: str):
+def _read_dataset(ctx: StageContext, name: str) -> MoleculeSet:
     path = ctx.data_path(ctx.params.data.csv_path) if ctx.params.data.csv_path else benchmark_csv(name)
     try:
         return read_moleculeace_csv(path, name)
@@ -69,6 +72,25 @@ def _rows(table: list[dict], dataset: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------------
 # 1. MoleculeACE data, ECFP4, the cliff flags recomputed, the training-only similarity graph
 # --------------------------------------------------------------------------------------------------
+def _molecule_rows(ds: MoleculeSet, recomputed: np.ndarray, graph: SimilarityGraph) -> list[dict]:
+    """One row per molecule; ``train_index`` is its node in the training graph (-1 for a test molecule)."""
+    node = {int(r): i for i, r in enumerate(ds.train)}
+    degree, cliff_degree = graph.degree(), graph.degree(cliff_only=True)
+    return [{"dataset": ds.name, "row": i, "smiles": s, "y": float(ds.y[i]), "potency_nm": float(ds.potency_nm[i]),
+             "cliff_mol": int(ds.cliff_mol[i]), "cliff_recomputed": int(recomputed[i]), "split": str(ds.split[i]),
+             "train_index": node.get(i, -1), "degree": int(degree[node[i]]) if i in node else -1,
+             "cliff_degree": int(cliff_degree[node[i]]) if i in node else -1} for i, s in enumerate(ds.smiles)]
+
+
+def _edge_rows(ds: MoleculeSet, graph: SimilarityGraph) -> list[dict]:
+    """One row per training-graph edge: its nodes, their file rows, |dy|, the cliff flag and which similarity."""
+    train = ds.train
+    return [{"dataset": ds.name, "src": int(a), "dst": int(b), "row_src": int(train[a]), "row_dst": int(train[b]),
+             "cliff": bool(c), "delta_y": float(abs(ds.y[train[a]] - ds.y[train[b]])),
+             **{f"similar_{k}": bool(flags[e]) for k, flags in graph.kinds.items()}}
+            for e, (a, b, c) in enumerate(zip(graph.src, graph.dst, graph.cliff))]
+
+
 @stage(params=("data", "features", "graph"), outs=(MOLECULES, ECFP, GRAPH), metrics=(DATA_METRICS,))
 def featurize(ctx: StageContext) -> None:
     """Read each dataset, ECFP4 bits, cliff flags recomputed (all molecules), training-only graph."""
@@ -84,26 +106,16 @@ def featurize(ctx: StageContext) -> None:
         kinds = SIMILARITY_KINDS if g.similarity == "moleculeace" else ("ecfp",)
         graph = similarity_graph({k: sims[k][np.ix_(train, train)] for k in kinds}, ds.potency_nm[train],
                                  g.threshold, g.fold)
-        degree, cliff_degree = graph.degree(), np.bincount(
-            np.concatenate([graph.src[graph.cliff], graph.dst[graph.cliff]]), minlength=len(train))
-        position = {int(r): i for i, r in enumerate(train)}
-        molecules += [{"dataset": name, "row": i, "smiles": s, "y": float(ds.y[i]), "potency_nm": float(ds.potency_nm[i]),
-                       "cliff_mol": int(ds.cliff_mol[i]), "cliff_recomputed": int(recomputed[i]), "split": str(ds.split[i]),
-                       "train_index": position.get(i, -1),
-                       "degree": int(degree[position[i]]) if i in position else -1,
-                       "cliff_degree": int(cliff_degree[position[i]]) if i in position else -1}
-                      for i, s in enumerate(ds.smiles)]
-        edges += [{"dataset": name, "src": int(a), "dst": int(b), "row_src": int(train[a]), "row_dst": int(train[b]),
-                   "cliff": bool(c), "delta_y": float(abs(ds.y[train[a]] - ds.y[train[b]])),
-                   **{f"similar_{k}": bool(graph.kinds[k][e]) for k in kinds}}
-                  for e, (a, b, c) in enumerate(zip(graph.src, graph.dst, graph.cliff))]
+        molecules += _molecule_rows(ds, recomputed, graph)
+        edges += _edge_rows(ds, graph)
         summary[name] = {"molecules": len(ds), "train": len(train), "test": len(ds.test),
-                         "train_y_sd": float(ds.y[train].std()),
-                         "cliff_mols": int(ds.cliff_mol.sum()), "test_cliff_mols": int(ds.cliff_mol[ds.test].sum()),
+                         "train_y_sd": float(ds.y[train].std()), "cliff_mols": int(ds.cliff_mol.sum()),
+                         "test_cliff_mols": int(ds.cliff_mol[ds.test].sum()),
                          "cliff_flag_agreement": float(np.mean(recomputed == ds.cliff_mol)),
                          "cliff_flag_mismatches": int(np.sum(recomputed != ds.cliff_mol)),
                          "graph_edges": graph.n_edges, "graph_cliff_edges": int(graph.cliff.sum()),
-                         "train_with_edge": int((degree > 0).sum()), "train_with_cliff_edge": int((cliff_degree > 0).sum())}
+                         "train_with_edge": int((graph.degree() > 0).sum()),
+                         "train_with_cliff_edge": int((graph.degree(cliff_only=True) > 0).sum())}
     save_table(molecules, ctx.path(MOLECULES))
     save_table(edges, ctx.path(GRAPH))
     save_tensors(bits, ctx.path(ECFP))
@@ -191,9 +203,14 @@ def train(ctx: StageContext) -> None:
                 predictions += [{"dataset": name, "objective": objective, "seed": seed, "row": r["row"],
                                  "split": r["split"], "y": r["y"], "pred": float(v), "cliff_mol": r["cliff_mol"]}
                                 for r, v in zip(mine, pred)]
-                history[run] = {"final_loss": result.final_loss, "seconds": result.seconds}
+                history[run] = {"final_loss": result.final_loss}
+                ctx.log_metrics({f"seconds/{encoder}/{run}": result.seconds})   # MLflow only: not a DVC metric
     save_table(predictions, out / "predictions.parquet")
     save_json({"encoder": encoder, "steps": steps, "runs": history}, out / "train.json")
+
+
+def _mean_or_none(values: np.ndarray) -> float | None:
+    return float(values.mean()) if values.size else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -220,8 +237,8 @@ def evaluate(ctx: StageContext) -> None:
                            "rmse_cliff": rmse_cliff(pred["test"], y["test"], flag["test"]),
                            "rmse_noncliff": rmse_cliff(pred["test"], y["test"], 1 - flag["test"]),
                            "train_rmse": rmse(y["train"], pred["train"]),
-                           "train_loss_cliff": float(err[flag["train"] == 1].mean()) if flag["train"].any() else None,
-                           "train_loss_noncliff": float(err[flag["train"] == 0].mean()) if (flag["train"] == 0).any() else None,
+                           "train_loss_cliff": _mean_or_none(err[flag["train"] == 1]),
+                           "train_loss_noncliff": _mean_or_none(err[flag["train"] == 0]),
                            "train_loss_ratio": loss_ratio(err, flag["train"])})
             if objective == "mse":
                 per_molecule += [{"encoder": encoder, "cliff_mol": int(c), "loss": float(e)}

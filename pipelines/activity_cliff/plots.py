@@ -20,6 +20,11 @@ def model_name(encoder: str, objective: str) -> str:
     return f"{encoder}/{objective}"
 
 
+def of(rows: Rows, dataset: str, encoder: str, objective: str) -> list[Mapping[str, Any]]:
+    """The rows of one (dataset, encoder, objective): one per seed."""
+    return [r for r in rows if (r["dataset"], r["encoder"], r["objective"]) == (dataset, encoder, objective)]
+
+
 def _mean(rows: Rows, key: str, **equal: Any) -> float:
     vals = [r[key] for r in rows if all(r[k] == v for k, v in equal.items()) and r[key] is not None]
     vals = [v for v in vals if np.isfinite(v)]
@@ -42,7 +47,7 @@ def plot_bars(scores: Rows, svm: Rows, png: Path, csv: Path) -> None:
             mean = [_mean(scores, metric, dataset=d, encoder=encoder, objective=objective) for d in datasets]
             ax.bar(x, mean, width=width, label=model_name(encoder, objective))
             for i, d in enumerate(datasets):
-                seeds = [r[metric] for r in scores if (r["dataset"], r["encoder"], r["objective"]) == (d, encoder, objective)]
+                seeds = [r[metric] for r in of(scores, d, encoder, objective)]
                 ax.scatter([x[i]] * len(seeds), seeds, s=6, color="black", zorder=3)
                 if metric == "rmse_cliff":
                     data.append({"dataset": d, "model": model_name(encoder, objective), "rmse_cliff": mean[i],
@@ -53,12 +58,13 @@ def plot_bars(scores: Rows, svm: Rows, png: Path, csv: Path) -> None:
                 y, p, c = (np.array([r[k] for r in rows]) for k in ("y", "pred", "cliff_mol"))
                 sel = c == 1 if metric == "rmse_cliff" else np.ones_like(c, dtype=bool)
                 ours = float(np.sqrt(np.mean((y[sel] - p[sel]) ** 2))) if sel.any() else float("nan")
-                ax.hlines(ours, i - 0.45, i + 0.45, color="black", linewidth=1.5, label="SVM+ECFP (ours)" if i == 0 else None)
+                ax.hlines(ours, i - 0.45, i + 0.45, color="black", linewidth=1.5,
+                          label="SVM+ECFP (ours)" if i == 0 else None)
             for key, style in (("svm", ":"), ("ecfp_mlp", "--")):
                 row = published.get((d, *PUBLISHED_ROW[key]))
                 if row is not None:
-                    ax.hlines(row[metric == "rmse_cliff"], i - 0.45, i + 0.45, color="grey", linestyle=style, linewidth=1.2,
-                              label=f"MoleculeACE {'+'.join(PUBLISHED_ROW[key])}" if i == 0 else None)
+                    ax.hlines(row[metric == "rmse_cliff"], i - 0.45, i + 0.45, color="grey", linestyle=style,
+                              linewidth=1.2, label=f"MoleculeACE {'+'.join(PUBLISHED_ROW[key])}" if i == 0 else None)
         ax.set_xticks(range(len(datasets)), datasets, fontsize=7)
         ax.set_ylabel("RMSE_cliff (test cliff molecules)" if metric == "rmse_cliff" else "RMSE (all test molecules)")
         ax.set_title(metric.upper().replace("_CLIFF", "_cliff"), fontsize=9)
@@ -80,8 +86,7 @@ def plot_loss_ratio(scores: Rows, per_molecule: Rows, png: Path, csv: Path) -> N
         mean = [_mean(scores, "train_loss_ratio", dataset=d, encoder=encoder, objective=objective) for d in datasets]
         axes[0].bar(x, mean, width=width, label=model_name(encoder, objective))
         for i, d in enumerate(datasets):
-            seeds = [r["train_loss_ratio"] for r in scores
-                     if (r["dataset"], r["encoder"], r["objective"]) == (d, encoder, objective)]
+            seeds = [r["train_loss_ratio"] for r in of(scores, d, encoder, objective)]
             axes[0].scatter([x[i]] * len(seeds), seeds, s=6, color="black", zorder=3)
             data.append({"dataset": d, "model": model_name(encoder, objective), "ratio": mean[i]})
     axes[0].axhline(1.0, color="grey", linestyle=":")

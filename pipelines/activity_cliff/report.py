@@ -30,6 +30,7 @@ from components.metrics.stats import Interval, mean_ci, paired_ci
 from components.molecules.moleculeace import published_results
 from paperflows.report import Check, Claim, Precondition, Report, decide, fmt_interval
 from pipelines.activity_cliff.params import LABELS, PUBLISHED_ROW, SVM_TOLERANCE, ActivityCliffParams
+from pipelines.activity_cliff.plots import of
 
 Rows = Sequence[Mapping[str, Any]]
 UNDEFINED = Interval(math.nan, -math.inf, math.inf, 0)
@@ -165,14 +166,16 @@ def result_rows(scores: Rows, svm: Mapping[str, Any], published: Mapping[tuple[s
         if s is not None:
             out.append({"dataset": d, "model": "SVM + ECFP (sklearn SVR)", "objective": "epsilon-SVR",
                         "RMSE": _num(s["rmse"]), "RMSE_cliff": _num(s["rmse_cliff"]), "seeds": "–",
-                        "MoleculeACE row": "SVM + ECFP" if pub else "–", "MoleculeACE RMSE": _num(pub[0]) if pub else None,
+                        "MoleculeACE row": "SVM + ECFP" if pub else "–",
+                        "MoleculeACE RMSE": _num(pub[0]) if pub else None,
                         "MoleculeACE RMSE_cliff": _num(pub[1]) if pub else None})
         for encoder in dict.fromkeys(r["encoder"] for r in scores):
             for objective in dict.fromkeys(r["objective"] for r in scores if r["encoder"] == encoder):
-                mine = [r for r in scores if (r["dataset"], r["encoder"], r["objective"]) == (d, encoder, objective)]
+                mine = of(scores, d, encoder, objective)
                 pub = published.get((d, *PUBLISHED_ROW[encoder])) if objective == "mse" else None
                 out.append({"dataset": d, "model": LABELS[encoder], "objective": LABELS[objective],
-                            "RMSE": _cell([r["rmse"] for r in mine]), "RMSE_cliff": _cell([r["rmse_cliff"] for r in mine]),
+                            "RMSE": _cell([r["rmse"] for r in mine]),
+                            "RMSE_cliff": _cell([r["rmse_cliff"] for r in mine]),
                             "train loss ratio (cliff / non-cliff)": _cell([r["train_loss_ratio"] for r in mine], 2),
                             "seeds": len(mine), "MoleculeACE row": " + ".join(PUBLISHED_ROW[encoder]) if pub else "–",
                             "MoleculeACE RMSE": _num(pub[0]) if pub else None,
@@ -205,8 +208,8 @@ def mean_rows(scores: Rows, svm: Mapping[str, Any], published: Mapping[tuple[str
             **reference("svm"), "targets with RMSE_cliff below MoleculeACE's": None}]   # the anchor: a check
     for encoder in dict.fromkeys(r["encoder"] for r in scores):
         for objective in dict.fromkeys(r["objective"] for r in scores if r["encoder"] == encoder):
-            per = {m: [_avg([r[m] for r in scores if (r["dataset"], r["encoder"], r["objective"]) == (d, encoder, objective)])
-                       for d in datasets] for m in ("rmse", "rmse_cliff")}
+            per = {m: [_avg([r[m] for r in of(scores, d, encoder, objective)]) for d in datasets]
+                   for m in ("rmse", "rmse_cliff")}
             out.append({"model": LABELS[encoder], "objective": LABELS[objective], "RMSE": _num(_avg(per["rmse"])),
                         "RMSE_cliff": _num(_avg(per["rmse_cliff"])), **reference(encoder),
                         "targets with RMSE_cliff below MoleculeACE's": below(encoder, per["rmse_cliff"])})
@@ -221,23 +224,27 @@ def difference_rows(scores: Rows) -> list[dict[str, Any]]:
             units, a, b = paired(scores, "rmse_cliff", objective, "mse", encoder)
             if not units:
                 continue
+            overall = _difference(scores, "rmse", objective, "mse", encoder)
             out.append({"objective": LABELS[objective], "encoder": LABELS[encoder] if encoder else "all",
                         "units": len(units),
                         "RMSE_cliff - MSE's [95% CI]": fmt_interval(paired_ci(a, b)).rsplit(",", 1)[0],
-                        "RMSE - MSE's [95% CI]": fmt_interval(_difference(scores, "rmse", objective, "mse", encoder)).rsplit(",", 1)[0],
+                        "RMSE - MSE's [95% CI]": fmt_interval(overall).rsplit(",", 1)[0],
                         "lower RMSE_cliff than MSE": f"{sum(x < y for x, y in zip(a, b))}/{len(units)}"})
     return out
 
 
-def svm_rows(svm: Mapping[str, Any], published: Mapping[tuple[str, str, str], tuple[float, float]]) -> list[dict[str, Any]]:
+def svm_rows(svm: Mapping[str, Any], published: Mapping[tuple[str, str, str], tuple[float, float]]
+             ) -> list[dict[str, Any]]:
     out = []
     for d, s in svm.items():
         pub = published.get((d, *PUBLISHED_ROW["svm"]))
         out.append({"dataset": d, "SVR settings": ", ".join(f"{k}={v}" for k, v in s["config"].items())
                     + (" (MoleculeACE tuned)" if s["tuned"] else " (fixed)"),
                     "RMSE ours": _num(s["rmse"], 6), "RMSE published": _num(pub[0], 6) if pub else None,
-                    "RMSE_cliff ours": _num(s["rmse_cliff"], 6), "RMSE_cliff published": _num(pub[1], 6) if pub else None,
-                    "largest |difference|": f"{max(abs(s['rmse'] - pub[0]), abs(s['rmse_cliff'] - pub[1])):.1e}" if pub else None})
+                    "RMSE_cliff ours": _num(s["rmse_cliff"], 6),
+                    "RMSE_cliff published": _num(pub[1], 6) if pub else None,
+                    "largest |difference|": (f"{max(abs(s['rmse'] - pub[0]), abs(s['rmse_cliff'] - pub[1])):.1e}"
+                                             if pub else None)})
     return out
 
 
@@ -316,7 +323,8 @@ def build_report(p: ActivityCliffParams, scores: Rows, svm: Mapping[str, Any], d
                         "encoder and objective",
                   columns=COLUMNS, rows=result_rows(scores, svm, published), claims=claims,
                   checks=checks(svm, data, published), notes=notes(p, data),
-                  extra_tables={"mean over the run's targets (MoleculeACE's headline shape)": mean_rows(scores, svm, published),
+                  extra_tables={"mean over the run's targets (MoleculeACE's headline shape)":
+                                    mean_rows(scores, svm, published),
                                 "paired differences against plain MSE": difference_rows(scores),
                                 "SVM + ECFP anchor against MoleculeACE's published row": svm_rows(svm, published),
                                 "data and the training-only similarity graph": data_rows(data)})

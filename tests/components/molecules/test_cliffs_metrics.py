@@ -18,7 +18,8 @@ from components.molecules.cliffs import (
 )
 from components.molecules.featurize import ecfp_bits, parse_smiles
 from components.molecules.metrics import loss_ratio, rmse, rmse_cliff
-from components.molecules.moleculeace import benchmark_csv, published_results, read_moleculeace_csv, tuned_hyperparameters
+from components.molecules.moleculeace import (benchmark_csv, published_results, read_moleculeace_csv,
+                                              tuned_hyperparameters)
 
 
 def test_cliff_pairs_by_hand() -> None:
@@ -37,7 +38,7 @@ def test_cliff_pairs_by_hand() -> None:
     graph = similarity_graph(sims, potency, 0.9, 10.0)
     assert (graph.src.tolist(), graph.dst.tolist(), graph.cliff.tolist()) == ([0, 1], [1, 2], [False, True])
     assert graph.kinds["ecfp"].tolist() == [True, False] and graph.kinds["smiles"].tolist() == [False, True]
-    assert graph.degree().tolist() == [1, 2, 1, 0]
+    assert graph.degree().tolist() == [1, 2, 1, 0] and graph.degree(cliff_only=True).tolist() == [0, 1, 1, 0]
     with pytest.raises(ValueError, match="finite values > 0"):
         fold_change(np.array([1.0, 0.0]))
 

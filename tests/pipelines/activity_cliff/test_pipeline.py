@@ -47,7 +47,8 @@ def test_params_rules_name_the_key() -> None:
 def _subset(path: Path, rows: int = 64) -> Path:
     """The first ``rows`` molecules of CHEMBL2047_EC50, 3 of 4 in training: a user file in MoleculeACE's columns."""
     lines = benchmark_csv("CHEMBL2047_EC50").read_text().splitlines()
-    body = [",".join(line.split(",")[:4] + ["test" if i % 4 == 3 else "train"]) for i, line in enumerate(lines[1:rows + 1])]
+    body = [",".join(line.split(",")[:4] + ["test" if i % 4 == 3 else "train"])
+            for i, line in enumerate(lines[1:rows + 1])]
     path.write_text("\n".join([",".join(COLUMNS), *body]) + "\n")
     return path
 
@@ -67,8 +68,9 @@ def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, edit, messa
     (tmp_path / "bad.csv").write_text("\n".join(edit(rows)) + "\n")
     env = {**os.environ, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "activity_cliff", "--set", "data.csv_path=bad.csv"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "activity_cliff", "--set",
+                             "data.csv_path=bad.csv"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300, check=False)
     assert result.returncode == 2, result.stderr
     assert "activity_cliff.data.csv_path" in result.stderr and "MoleculeACE-format CSV" in result.stderr
     assert re.search(message, result.stderr), result.stderr
@@ -88,7 +90,7 @@ def test_flow_smoke_on_a_user_csv(prefect_harness: None, project: Path, run_flow
     assert edges and all(e["row_src"] in train_rows and e["row_dst"] in train_rows for e in edges)   # train only
     scores = load_table(root / "tables" / "scores.parquet")
     assert len(scores) == 2 * 3 * 2                      # encoders x objectives x seeds
-    assert load_json(root / "metrics" / "svm.json")["chembl2047_head"]["tuned"] is False   # no tuned SVR for a user file
+    assert load_json(root / "metrics" / "svm.json")["chembl2047_head"]["tuned"] is False   # a user file: fixed SVR
     weights = sorted(p.name for p in (root / "trained" / "gin" / "chembl2047_head").glob("*.safetensors"))
     assert weights == [f"{o}_seed{s}.safetensors" for o in ("aca", "lac", "mse") for s in (0, 1)]
     assert {c["id"] for c in report["claims"]} == {"mse_underfits_cliff_molecules", "lac_lowers_rmse_cliff",
