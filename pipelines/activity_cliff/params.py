@@ -88,9 +88,10 @@ class TrainParams(Section):
                     "'lac' (MSE + node task + edge task), 'aca' (clsar's activity-cliff triplet loss).")
     mlp_steps: int = Field(200, ge=1, le=1_000_000, description="Optimisation steps of each ECFP-MLP model.")
     gin_steps: int = Field(100, ge=1, le=1_000_000, description="Optimisation steps of each GIN model.")
-    batch_size: int = Field(64, ge=2, le=4096, description="Training molecules drawn uniformly per step (the "
-                                                          "regression, node and triplet terms read them).")
-    edge_batch: int = Field(32, ge=1, le=4096, description="Similarity-graph edges drawn per step for the LAC edge "
+    batch_size: int = Field(32, ge=2, le=4096, description="Training molecules drawn uniformly per step (the "
+                                                          "regression, node and triplet terms read them; clsar "
+                                                          "mines B^3 triplets per step).")
+    edge_batch: int = Field(16, ge=1, le=4096, description="Similarity-graph edges drawn per step for the LAC edge "
                                                           "task (their two molecules are added to the batch).")
     lr: float = Field(1e-3, gt=0, le=1, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
@@ -145,9 +146,10 @@ class ActivityCliffParams(PipelineParams):
     }
     PAPER_SOURCE: ClassVar[str] = (
         "MoleculeACE (van Tilborg et al., 2022): all 30 ChEMBL targets, RMSE and RMSE_cliff per target; its deep "
-        "models train for up to 500 epochs (5000 steps of 64 is ~300 epochs of the median training set of ~1,100 "
-        "molecules). The LAC paper's own training settings are not available (no code; the brief's "
-        "reconstruction), so its losses keep their CPU values.")
+        "models train for up to 500 epochs with early stopping, its MLP in batches of 32 (its graph loader: 64); "
+        "5000 steps of 32 are ~145 epochs of the median training set of ~1,100 molecules. The LAC paper's own "
+        "training settings are not available (no code; the brief's reconstruction), so its losses keep their CPU "
+        "values.")
 
     @model_validator(mode="after")
     def _aca_bounds(self) -> ActivityCliffParams:
