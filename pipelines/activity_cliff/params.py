@@ -86,8 +86,8 @@ class TrainParams(Section):
         default_factory=lambda: list(OBJECTIVES), min_length=1,
         description="Training objectives, each trained once per target, encoder and seed: 'mse' (plain MSE), "
                     "'lac' (MSE + node task + edge task), 'aca' (clsar's activity-cliff triplet loss).")
-    mlp_steps: int = Field(200, ge=1, le=1_000_000, description="Optimisation steps of each ECFP-MLP model.")
-    gin_steps: int = Field(100, ge=1, le=1_000_000, description="Optimisation steps of each GIN model.")
+    mlp_steps: int = Field(150, ge=1, le=1_000_000, description="Optimisation steps of each ECFP-MLP model.")
+    gin_steps: int = Field(75, ge=1, le=1_000_000, description="Optimisation steps of each GIN model.")
     batch_size: int = Field(32, ge=2, le=4096, description="Training molecules drawn uniformly per step (the "
                                                           "regression, node and triplet terms read them; clsar "
                                                           "mines B^3 triplets per step).")

@@ -280,7 +280,7 @@ def data_rows(data: Mapping[str, Any]) -> list[dict[str, Any]]:
              "with a cliff edge": m["train_with_cliff_edge"]} for d, m in data.items()]
 
 
-def notes(p: ActivityCliffParams, data: Mapping[str, Any]) -> list[str]:
+def notes(p: ActivityCliffParams) -> list[str]:
     g, t, lac, aca = p.graph, p.train, p.lac, p.aca
     similarity = ("ECFP4 Tanimoto, Tanimoto of the generic skeletons' ECFP4 (MoleculeACE's 'scaffold') or SMILES "
                   "Levenshtein similarity"
@@ -314,15 +314,30 @@ def notes(p: ActivityCliffParams, data: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def fit_note(claim: Claim, p: ActivityCliffParams) -> str | None:
+    """A note naming the encoders the CPU budget left undertrained (their MSE models' training R^2)."""
+    short = {k.removeprefix("train_r2_"): v for k, v in claim.numbers.items()
+             if k.startswith("train_r2_") and v < FIT_R2}
+    if not short:
+        return None
+    steps = {"ecfp_mlp": p.train.mlp_steps, "gin": p.train.gin_steps}
+    return ("Undertrained at this budget: " + ", ".join(f"{LABELS.get(e, e)} ({steps.get(e, '?')} steps, training R^2 "
+                                                        f"{v:.2f} under MSE)" for e, v in short.items())
+            + ". Their rows show the table's shape and take part in the paired LAC comparisons (same budget for "
+              "every objective), not in the underfitting claim; `--set train.gin_steps=...` or `scale=paper` "
+              "trains them to fit.")
+
+
 def build_report(p: ActivityCliffParams, scores: Rows, svm: Mapping[str, Any], data: Mapping[str, Any]) -> Report:
     published = published_results()
     label_sd = {d: m["train_y_sd"] for d, m in data.items()}
     claims = [underfitting_claim(scores, label_sd), *lac_claims(scores, p.report.rmse_margin)]
+    extra = fit_note(claims[0], p)
     return Report(slug="activity_cliff",
                   title="Activity cliffs on MoleculeACE: RMSE and RMSE_cliff (test set, -log10 nM) per target, "
                         "encoder and objective",
                   columns=COLUMNS, rows=result_rows(scores, svm, published), claims=claims,
-                  checks=checks(svm, data, published), notes=notes(p, data),
+                  checks=checks(svm, data, published), notes=notes(p) + ([extra] if extra else []),
                   extra_tables={"mean over the run's targets (MoleculeACE's headline shape)":
                                     mean_rows(scores, svm, published),
                                 "paired differences against plain MSE": difference_rows(scores),
