@@ -301,8 +301,9 @@ def notes(p: ActivityCliffParams) -> list[str]:
         (f"Training: AdamW lr {t.lr:g}, batches of {t.batch_size} uniform training molecules (+ {t.edge_batch} "
          f"graph edges for LAC), {t.mlp_steps} steps for ECFP-MLP and {t.gin_steps} for GIN, seeds {p.seeds}; "
          "objectives of one (target, encoder, seed) share the initial weights and the uniform batches. Labels "
-         "are standardised by the training mean and SD inside the network. No early stopping or tuning: "
-         "MoleculeACE tunes its deep models per target, so our absolute numbers sit above its published ones."),
+         "are standardised by the training mean and SD inside the network. No early stopping and no tuning, "
+         "where MoleculeACE tunes its deep models per target and stops early on a validation split: its columns "
+         "are a reference, not a like-for-like comparison."),
         (f"clsar's ACA loss (ACANet package, GPL-3): alpha {aca.alpha:g}, positives |dy| < {aca.cliff_lower:g}, "
          f"negatives |dy| >= {aca.cliff_upper:g}, {'MSE' if aca.squared else 'MAE'} regression (its default), "
          "triplets mined within each batch, no structural gate."),
