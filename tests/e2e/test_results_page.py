@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from paperflows import registry
 from paperflows.__main__ import main
 from tests.conftest import REPO, keep_test_artifacts
 from tests.e2e.test_prefect_ui import CHROMIUM, CHROMIUM_ARGS
@@ -56,7 +57,7 @@ def test_results_page_renders_offline_in_chromium(project: Path, tmp_path: Path)
 
                 index = page.locator("#index table.index")
                 assert index.is_visible()
-                assert index.locator("tbody tr").count() == 7
+                assert index.locator("tbody tr").count() == len(registry.slugs())
                 assert index.locator("tr", has_text="knots").get_by_text("1 / 2").is_visible()
                 assert index.locator("tr", has_text="oc_flow").get_by_text("edited: seeds=[0]").is_visible()
                 assert index.locator("tr", has_text="hrf").get_by_text("no run yet").is_visible()
@@ -86,7 +87,7 @@ def test_results_page_renders_offline_in_chromium(project: Path, tmp_path: Path)
                 assert box is not None and box["width"] > 300 and box["height"] > 300
                 assert graph.locator("g.stage").count() == 5  # knots: prepare, pretrain, finetune, merge, report
                 assert graph.get_by_text("1. prepare").is_visible()
-                assert page.locator("section.paper .graph svg").count() == 7
+                assert page.locator("section.paper .graph svg").count() == len(registry.slugs())
 
                 page.screenshot(path=str(shots / "results-page.png"), full_page=True)
             finally:
