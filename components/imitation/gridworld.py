@@ -35,8 +35,8 @@ class GridConfig:
     the expert's action noise and the episode horizon."""
 
     size: int = 11
-    zone_top: int = 2
-    zone_bottom: int = 8
+    zone_top: int = 3
+    zone_bottom: int = 7
     corridors: tuple[int, ...] = (2, 5, 8)
     epsilon: float = 0.1
     horizon: int = 40
