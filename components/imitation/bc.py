@@ -12,6 +12,8 @@ computed from a precomputed PMI per sample and never differentiated. Both traine
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from components.io import load_tensors, safetensors_metadata
 from components.training import TrainConfig, TrainResult, fit, random_batches
 
 
@@ -49,6 +52,14 @@ class StylePolicy(nn.Module):
         self.net = nn.Sequential(nn.Linear(cfg.state_dim + cfg.n_styles, cfg.hidden), nn.ReLU(),
                                  nn.Linear(cfg.hidden, cfg.n_actions))
         torch.random.set_rng_state(generator_state)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> StylePolicy:
+        """A policy written by ``components.io.save_model`` (its config from the file's metadata)."""
+        config = json.loads(safetensors_metadata(path)["model.config"])
+        policy = cls(PolicyConfig(**config))
+        policy.load_state_dict(load_tensors(path))
+        return policy.eval()
 
     def forward(self, states: Tensor, styles: Tensor) -> Tensor:
         onehot = nn.functional.one_hot(styles.long(), self.cfg.n_styles).to(states.dtype)

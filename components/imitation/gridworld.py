@@ -107,6 +107,15 @@ def expert_actions(cfg: GridConfig, states: np.ndarray, styles: np.ndarray) -> n
     return np.where(in_zone(cfg, row), inside, outside).astype(np.int64)
 
 
+def noisy_expert(cfg: GridConfig, rng: np.random.Generator):
+    """``act(states, styles)``: the expert's action, replaced by a uniformly random one with probability epsilon."""
+    def act(states: np.ndarray, styles: np.ndarray) -> np.ndarray:
+        own = expert_actions(cfg, states, styles)
+        noisy = rng.random(len(own)) < cfg.epsilon
+        return np.where(noisy, rng.integers(0, N_ACTIONS, len(own)), own)
+    return act
+
+
 def expert_demonstrations(cfg: GridConfig, per_style: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """``per_style`` noisy expert episodes of every style, stopped at the goal or the horizon.
 
@@ -117,14 +126,13 @@ def expert_demonstrations(cfg: GridConfig, per_style: int, rng: np.random.Genera
     styles = np.repeat(np.arange(cfg.n_styles), per_style)
     states = np.tile(np.asarray(cfg.start), (n, 1))
     alive = np.ones(n, dtype=bool)
+    act = noisy_expert(cfg, rng)
     out: dict[str, list[np.ndarray]] = {"state": [], "action": [], "style": [], "episode": [], "t": []}
     for t in range(cfg.horizon):
         if not alive.any():
             break
         idx = np.flatnonzero(alive)
-        acts = expert_actions(cfg, states[idx], styles[idx])
-        noisy = rng.random(len(idx)) < cfg.epsilon
-        acts = np.where(noisy, rng.integers(0, N_ACTIONS, len(idx)), acts)
+        acts = act(states[idx], styles[idx])
         for key, value in (("state", states[idx].copy()), ("action", acts), ("style", styles[idx]),
                            ("episode", idx), ("t", np.full(len(idx), t))):
             out[key].append(value)
