@@ -120,7 +120,7 @@ def _train(weigh: Callable[[Tensor], Tensor], data: Demonstrations, cfg: BCConfi
                                       hidden=cfg.hidden), seed=seed)
     result = fit(policy, _weighted_nll(weigh), random_batches(data.states, data.actions, data.styles, data.pmi,
                                                               size=cfg.batch_size),
-                 TrainConfig(steps=cfg.steps, lr=cfg.lr, seed=seed, device="cpu", log_every=max(1, cfg.steps // 20),
+                 TrainConfig(steps=cfg.steps, lr=cfg.lr, seed=seed, device="cpu", log_every=max(10, cfg.steps // 20),
                              progress=progress, desc=desc), callback=callback)
     return policy.eval(), result
 

@@ -50,7 +50,7 @@ def estimate_style_pmi(cfg: GridConfig, demos: dict[str, np.ndarray], mine: Mine
     model = StatisticsNetwork(StatisticsConfig(x.shape[1], cfg.n_styles, hidden=mine.hidden, ema_rate=mine.ema_rate),
                               seed=seed)
     result = fit(model, mine_loss, shuffled_batches(x, y, mine.batch_size),
-                 TrainConfig(steps=mine.steps, lr=mine.lr, seed=seed, device="cpu", log_every=max(1, mine.steps // 20),
+                 TrainConfig(steps=mine.steps, lr=mine.lr, seed=seed, device="cpu", log_every=max(10, mine.steps // 20),
                              progress=progress, desc="mine"), callback=callback)
     prior = np.bincount(demos["style"], minlength=cfg.n_styles) / len(demos["style"])
     table = pmi_from_statistics(model, x, torch.eye(cfg.n_styles), torch.log(torch.from_numpy(prior).float()))

@@ -117,7 +117,10 @@ def mine(ctx: StageContext) -> None:
             weight /= weight.mean()                    # exp(PMI) normalised over the whole set (for the maps)
             save_model(model, ctx.path(MINE_MODELS) / f"n{size}_s{seed}.safetensors")
             zone = in_zone(GRID, data["state"][:, 0])
+            shared = ~zone & (data["state"][:, 1] == GRID.mid) & (data["action"] == 0)   # every style walks here
             metrics[f"n{size}/s{seed}"] = {"dv": result.history[-1]["dv"], "pearson_exact": pearson(pmi, exact),
+                                           "shared_pmi": float(pmi[shared].mean()),
+                                           "shared_pmi_exact": float(exact[shared].mean()),
                                            "zone_ratio": float(weight[zone].mean() / weight[~zone].mean())}
             rows += [{"seed": seed, "size": size, "row": int(s[0]), "col": int(s[1]), "action": int(a),
                       "style": int(z), "pmi": float(p), "pmi_exact": float(x), "weight": float(w)}
@@ -178,7 +181,8 @@ def evaluate(ctx: StageContext) -> None:
                 act = sampling_policy(policy, lambda s: state_features(grid, s),
                                       torch.Generator().manual_seed(derive_seed(seed, "rollout", size)),
                                       greedy=e.action == "greedy")
-                rows.append({"method": method, "size": size, "seed": seed, **_score(rollout(grid, act, styles), styles)})
+                scores = _score(rollout(grid, act, styles), styles)
+                rows.append({"method": method, "size": size, "seed": seed, **scores})
     pmi_rows = load_table(ctx.path(PMI))
     cells = {}
     for r in pmi_rows:

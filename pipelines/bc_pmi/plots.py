@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 
 from components.imitation.gridworld import STYLE_NAMES, GridConfig
@@ -49,7 +50,8 @@ def plot_style_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) ->
         for size in sizes:
             mine = [r for r in rows if r["method"] == method and r["size"] == size]
             if mine:
-                points.append({"method": method, "size": size, "style_accuracy": mean([r["style_accuracy"] for r in mine]),
+                points.append({"method": method, "size": size,
+                               "style_accuracy": mean([r["style_accuracy"] for r in mine]),
                                "success": mean([r["success"] for r in mine])})
     for ax, key in zip(axes[0], ("style_accuracy", "success")):
         for method in methods:
@@ -78,15 +80,17 @@ def plot_weight_map(grid: GridConfig, cells: Sequence[dict[str, Any]], size: int
     weights = np.where(grid_n > 0, grid_sum / np.maximum(grid_n, 1), np.nan)
     fig, axes = figure(4.6, 4, squeeze=False)
     ax = axes[0][0]
-    image = ax.imshow(weights, cmap="magma")
+    cmap = matplotlib.colormaps["magma"].with_extremes(bad="lightgrey")     # cells no demonstration visits
+    image = ax.imshow(np.ma.masked_invalid(weights), cmap=cmap)
     fig.colorbar(image, ax=ax, fraction=0.046)
-    ax.set_title(f"mean PMI weight per cell ({size} episodes per style)", fontsize=8)
+    ax.set_title(f"mean PMI weight per cell ({size} episodes per style; grey: unvisited)", fontsize=8)
     _zone(ax, grid)
     save_figure(fig, png)
     rows = []
     for col in range(grid.size):
         inside = [weights[r, col] for r in range(grid.zone_top, grid.zone_bottom + 1) if grid_n[r, col]]
-        outside = [weights[r, col] for r in range(grid.size) if not grid.zone_top <= r <= grid.zone_bottom and grid_n[r, col]]
+        outside = [weights[r, col] for r in range(grid.size)
+                   if not grid.zone_top <= r <= grid.zone_bottom and grid_n[r, col]]
         rows.append({"col": col, "weight": float(np.mean(inside)) if inside else 0.0,
                      "outside_weight": float(np.mean(outside)) if outside else 0.0})
     save_csv(rows, csv)

@@ -17,7 +17,8 @@ same demonstrations, PMI estimate and initial weights):
 * ``weights_concentrate_in_zone``: mean PMI weight inside the zone / outside it > 1 (interval over seeds).
 
 Checks: the DV estimate lies in ``(0, log K]`` (MI of K styles is at most their entropy); MINE's PMI tracks
-the exact PMI (Pearson > ``PMI_CORRELATION``); the experts show their styles (style accuracy >= 0.9).
+the exact PMI (Pearson > ``PMI_CORRELATION``); MINE's PMI is ~0 on the path every style shares; the experts
+show their styles (style accuracy >= 0.9).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pipelines.bc_pmi.params import LABELS, BcPmiParams
 
 HEADROOM = 0.98           # conditional BC's mean style accuracy below which an improvement is measurable
 PMI_CORRELATION = 0.5     # MINE's PMI against the count PMI, every seed and size
+SHARED_PMI = 0.1          # |mean PMI| on the path every style shares (exact value 0 up to noise)
 DV_SLACK = 0.05           # a final DV estimate is a batch average: allow this much above log K
 Rows = Sequence[Mapping[str, Any]]
 
@@ -119,6 +121,7 @@ def checks(rows: Rows, mine: Mapping[str, Mapping[str, float]], n_styles: int = 
     """MINE's estimate within its bounds and close to the count PMI; the experts show their styles."""
     dvs = {k: v["dv"] for k, v in mine.items()}
     corr = {k: v["pearson_exact"] for k, v in mine.items()}
+    shared = {k: v["shared_pmi"] for k, v in mine.items()}
     bound = math.log(n_styles)
     experts = values(rows_where(rows, method="expert"), "style_accuracy")
     return [
@@ -129,6 +132,11 @@ def checks(rows: Rows, mine: Mapping[str, Mapping[str, float]], n_styles: int = 
         Check("mine_pmi_tracks_exact_pmi", f"MINE's PMI correlates with the exact count PMI (Pearson > "
               f"{PMI_CORRELATION}) at every seed and size", bool(corr) and all(v > PMI_CORRELATION for v in corr.values()),
               ", ".join(f"{k} {v:.2f}" for k, v in corr.items()), {"min_pearson": min(corr.values(), default=math.nan)}),
+        Check("pmi_zero_where_styles_agree", f"on the shared path outside the zone (centre column, moving up), where "
+              f"every style acts alike, MINE's mean PMI is ~0 (|mean| < {SHARED_PMI})",
+              bool(shared) and all(abs(v) < SHARED_PMI for v in shared.values()),
+              ", ".join(f"{k} {v:+.3f}" for k, v in shared.items()),
+              {"max_abs_shared_pmi": max((abs(v) for v in shared.values()), default=math.nan)}),
         Check("experts_show_their_styles", "the demonstrators' own rollouts cross the zone in their style's corridor "
               "(style accuracy >= 0.9)", bool(experts) and min(experts) >= 0.9,
               f"expert style accuracy per seed: {', '.join(f'{x:.3f}' for x in experts)}"),

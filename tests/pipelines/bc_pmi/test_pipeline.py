@@ -98,4 +98,4 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert [r["method"] for r in report["rows"]] == ["Experts (demonstrators)", "Conditional BC", "BC-PMI",
                                                     "Conditional BC", "BC-PMI"]
     assert {c["id"] for c in report["checks"]} == {"dv_estimate_in_bounds", "mine_pmi_tracks_exact_pmi",
-                                                  "experts_show_their_styles"}
+                                                  "pmi_zero_where_styles_agree", "experts_show_their_styles"}

@@ -56,10 +56,12 @@ def test_concentration_verdicts() -> None:
 
 def test_checks_pass_and_fail() -> None:
     rows = _rows([0.9] * 3, [0.9] * 3)
-    good = {"n5/s0": {"dv": 0.6, "pearson_exact": 0.85}, "n5/s1": {"dv": 0.7, "pearson_exact": 0.9}}
+    good = {"n5/s0": {"dv": 0.6, "pearson_exact": 0.85, "shared_pmi": 0.02},
+            "n5/s1": {"dv": 0.7, "pearson_exact": 0.9, "shared_pmi": -0.05}}
     assert all(c.passed for c in checks(rows, good))
-    bad = {"n5/s0": {"dv": 1.5, "pearson_exact": 0.2}}
-    assert [c.id for c in checks(rows, bad) if not c.passed] == ["dv_estimate_in_bounds", "mine_pmi_tracks_exact_pmi"]
+    bad = {"n5/s0": {"dv": 1.5, "pearson_exact": 0.2, "shared_pmi": 0.3}}
+    assert [c.id for c in checks(rows, bad) if not c.passed] == ["dv_estimate_in_bounds", "mine_pmi_tracks_exact_pmi",
+                                                                "pmi_zero_where_styles_agree"]
     weak_experts = [dict(r, style_accuracy=0.5) if r["method"] == "expert" else r for r in rows]
     assert [c.id for c in checks(weak_experts, good) if not c.passed] == ["experts_show_their_styles"]
 
@@ -71,7 +73,7 @@ def test_table_and_report_shape() -> None:
     assert [(r["episodes per style"], r["method"]) for r in body] == [
         ("–", "Experts (demonstrators)"), (5, "Conditional BC"), (5, "BC-PMI"), (20, "Conditional BC"), (20, "BC-PMI")]
     assert body[2]["weight zone / outside"].startswith("2.00") and body[1]["weight zone / outside"] is None
-    report = build_report(rows, {"n5/s0": {"dv": 0.6, "pearson_exact": 0.8}},
+    report = build_report(rows, {"n5/s0": {"dv": 0.6, "pearson_exact": 0.8, "shared_pmi": 0.0}},
                           {"sizes": [5, 20], "source": "generated experts", "epsilon": 0.1}, BcPmiParams())
     assert [c.id for c in report.claims] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data",
                                              "weights_concentrate_in_zone"]
