@@ -209,7 +209,7 @@ def evaluate(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # the table, the claims and the checks
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "train", "evaluate", "report"), deps=(RESULTS, MINE_METRICS, DATA_METRICS),
+@stage(params=("seeds", "mine", "train", "evaluate", "report"), deps=(RESULTS, MINE_METRICS, DATA_METRICS),
        outs=(REPORT, "report.md"))
 def report(ctx: StageContext) -> None:
     """BC vs BC-PMI per data size, the claims and the MINE checks."""
