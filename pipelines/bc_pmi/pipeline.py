@@ -3,18 +3,19 @@
 The paper's method on the brief's CPU reduction, a gridworld where three experts share start and goal and
 differ in style only inside a bifurcation zone; reproduces the comparison of its result tables (BC-PMI
 against style-conditioned BC: task success and style fidelity) at several data sizes, and its Fig. 3 (where
-the PMI weights concentrate: a heat map over the grid against the style zone):
+the PMI weights concentrate: a heat map over the grid against the style zone). Steps follow the method as
+the paper summarises it (style labels, MINE, pointwise MI, weighted BC, evaluation by style):
 
-1. **demos** (§4 setting): noisy expert demonstrations of every style with their style labels (or a user's
-   file via ``data.demos_path``); the data sizes are nested subsets of episodes per style;
-2. **mine** (§3.2): per seed and size, a statistics network T(s, a, z) maximises the Donsker-Varadhan bound
-   with MINE's moving-average denominator; PMI(s, a; z) = T(s, a, z) - log sum_z' p(z') exp T(s, a, z') for
-   every tuple, beside the exact PMI from counts (the gridworld is tabular);
-3. **train** (§3.3): conditional BC and BC-PMI (weights exp(PMI), mean 1 per batch, clipped at 10) through the
-   one training loop, same policy network, same seeds;
-4. **evaluate** (§4): rollouts of pi(. | s, z) for every style: success rate and style accuracy (the rollout
-   crosses the zone's middle row in z's corridor); the weights' heat map and their mean inside / outside
-   the zone;
+1. **demos** (method step 1, styles given as labels): noisy expert demonstrations of every style (or a
+   user's file via ``data.demos_path``); the data sizes are nested subsets of episodes per style;
+2. **mine** (method steps 2-3): per seed and size, a statistics network T(s, a, z) maximises the
+   Donsker-Varadhan bound with MINE's moving-average denominator; PMI(s, a; z) = T(s, a, z) -
+   log sum_z' p(z') exp T(s, a, z') for every tuple, beside the exact PMI from counts (the grid is tabular);
+3. **train** (method step 4): conditional BC and BC-PMI (weights exp(PMI), mean 1 per batch, clipped at
+   10) through the one training loop, same policy network, same seeds;
+4. **evaluate** (method step 5): rollouts of pi(. | s, z) for every style: success rate and style accuracy
+   (the rollout crosses the zone's middle row in z's corridor); the weights' heat map and their mean
+   inside / outside the zone;
 5. **report**: the table, the claims (paired over seeds) and the checks.
 """
 
@@ -56,7 +57,7 @@ def _subset(rows: list[dict], seed: int, size: int) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------------
-# §4 the demonstrations: three styles that share start and goal and differ only in the zone
+# step 1: the demonstrations: three styles that share start and goal and differ only in the zone
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "data"), outs=(DEMOS,), metrics=(DATA_METRICS,), plots=(Plot(DEMOS_PNG),))
 def demos(ctx: StageContext) -> None:
@@ -97,7 +98,7 @@ def _sizes(ctx: StageContext) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# §3.2 MINE: the Donsker-Varadhan bound with the EMA denominator, then PMI(s, a; z) of every tuple
+# steps 2-3: MINE: the Donsker-Varadhan bound with the EMA denominator, then PMI(s, a; z) of every tuple
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "mine"), deps=(DEMOS, DATA_METRICS), outs=(PMI, MINE_MODELS), metrics=(MINE_METRICS,),
        models={"mine": MINE_MODELS})
@@ -130,7 +131,7 @@ def mine(ctx: StageContext) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# §3.3 conditional BC and PMI-weighted BC, same network, same seeds, the one training loop
+# step 4: conditional BC and PMI-weighted BC, same network, same seeds, the one training loop
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "train"), deps=(PMI, DATA_METRICS), outs=(POLICIES,), models={"policy": POLICIES})
 def train(ctx: StageContext) -> None:
@@ -153,7 +154,7 @@ def train(ctx: StageContext) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# §4 rollouts per style: success and style accuracy; where the weights concentrate
+# step 5: rollouts per style: success and style accuracy; where the weights concentrate
 # --------------------------------------------------------------------------------------------------
 def _score(result: dict[str, np.ndarray], styles: np.ndarray) -> dict[str, float]:
     return {"success": float(result["success"].mean()), "style_accuracy": float((result["crossed"] == styles).mean()),
