@@ -1,0 +1,51 @@
+"""BC and BC-PMI: the weights follow the brief (exp PMI, mean 1 per batch, clipped, mixed), and both trainers
+share one signature and the one training loop."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+from components.imitation.bc import TRAINERS, BCConfig, Demonstrations, pmi_weights
+
+
+def test_weights_are_exp_pmi_normalised_to_mean_one() -> None:
+    pmi = torch.log(torch.tensor([0.5, 1.0, 1.5, 1.0]))
+    w = pmi_weights(pmi)
+    assert torch.allclose(w, torch.tensor([0.5, 1.0, 1.5, 1.0]))    # already mean 1: exp(pmi) itself
+    shifted = pmi_weights(pmi + 3.0)                                  # a constant in PMI cancels
+    assert torch.allclose(shifted, w) and float(w.mean()) == pytest.approx(1.0)
+
+
+def test_weights_are_clipped_and_mixed() -> None:
+    pmi = torch.tensor([8.0] + [0.0] * 99)              # one huge weight: ~ 29.8 after normalising
+    w = pmi_weights(pmi, max_weight=10.0)
+    assert float(w.max()) == 10.0 and float(w.min()) >= 0.0
+    assert torch.allclose(pmi_weights(pmi, alpha=0.0), torch.ones(100))    # alpha = 0: plain BC
+    half = pmi_weights(pmi, alpha=0.5)
+    assert torch.allclose(half, 0.5 + 0.5 * w)
+    assert not pmi_weights(pmi.requires_grad_()).requires_grad          # never differentiated
+
+
+def _data(n: int = 300) -> Demonstrations:
+    rng = np.random.default_rng(0)
+    styles = rng.integers(0, 2, n)
+    states = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+    actions = np.where(styles == 0, 2, 3)               # style decides the action
+    pmi = np.where(states[:, 0] > 0, 0.5, -0.5)
+    return Demonstrations(torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(styles),
+                          torch.from_numpy(pmi).float())
+
+
+@pytest.mark.parametrize("name", ["bc", "bc_pmi"])
+def test_trainers_share_a_signature_and_learn_a_style_conditioned_policy(name: str) -> None:
+    assert inspect.signature(TRAINERS[name]).parameters.keys() == inspect.signature(TRAINERS["bc"]).parameters.keys()
+    data = _data()
+    policy, result = TRAINERS[name](data, BCConfig(steps=150, batch_size=64, lr=1e-2), seed=0)
+    assert result.steps_done == 150 and result.history[-1]["nll"] < 0.2
+    with torch.no_grad():
+        acc = (policy(data.states, data.styles).argmax(1) == data.actions).float().mean()
+    assert float(acc) == 1.0

@@ -1,0 +1,101 @@
+"""bc_pmi: parameter rules, the user's demonstration file (checked before any work, then learned from), and one
+tiny Prefect flow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from components.imitation.demos import write_demonstrations
+from components.imitation.gridworld import GridConfig, expert_demonstrations
+from components.io import load_json, load_table
+from paperflows.params import ParamsError, validate
+from paperflows.runtime import StageContext, run_stage
+from pipelines.bc_pmi.params import BcPmiParams
+from pipelines.bc_pmi.pipeline import PIPELINE
+from tests.conftest import REPO
+
+TINY: dict[str, Any] = {"seeds": [0, 1], "data": {"sizes": [2, 4]}, "mine": {"steps": 30, "batch_size": 64},
+                        "train": {"steps": 30, "batch_size": 64}, "evaluate": {"rollouts": 4}}
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"data": {"sizes": [20, 5]}}, "distinct and increasing"),
+    ({"data": {"sizes": [0]}}, "bc_pmi.data.sizes"),
+    ({"train": {"methods": ["bc", "bc"]}}, "methods repeat"),
+    ({"train": {"methods": ["gail"]}}, "bc_pmi.train.methods"),
+    ({"train": {"alpha": 1.5}}, "bc_pmi.train.alpha"),
+    ({"evaluate": {"action": "argmax"}}, "bc_pmi.evaluate.action"),
+])
+def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(ParamsError, match=message):
+        validate(BcPmiParams, section, "bc_pmi")
+
+
+def test_paper_preset() -> None:
+    paper = BcPmiParams(scale="paper")
+    assert paper.data.sizes == [20, 100] and paper.mine.steps == paper.train.steps == 2000 and len(paper.seeds) == 5
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+           "PREFECT_HOME": str(root / "prefect-home"), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+GOOD = [{"episode": e, "state": [10, 5], "action": 0, "style": e} for e in range(3)]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("bad.jsonl", [*GOOD, {"episode": 3, "state": [10, 5], "action": 9, "style": 0}],
+     r"line 4: field 'action': expected an int in 0\.\.4"),
+    ("bad.jsonl", [*GOOD, {"episode": 3, "state": [12, 5], "action": 0, "style": 0}], r"line 4: field 'state'"),
+    ("bad.jsonl", GOOD[:2], r"field 'style': no episode of style 2"),
+    ("bad.npz", {"action": np.zeros(3, np.int64)}, r"field 'state' is missing"),
+])
+def test_malformed_demos_file_exits_2_before_any_work(tmp_path: Path, name: str, content: Any, message: str) -> None:
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    if name.endswith(".jsonl"):
+        (tmp_path / name).write_text("\n".join(json.dumps(r) for r in content) + "\n")
+    else:
+        np.savez(tmp_path / name, **content)
+    result = _cli(tmp_path, "run", "bc_pmi", "--set", f"data.demos_path={name}")
+    assert result.returncode == 2, result.stderr
+    assert "bc_pmi.data.demos_path" in result.stderr and name in result.stderr
+    assert re.search(message, result.stderr), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "params.yaml"])
+
+
+def test_users_file_is_read_in_place_of_the_experts(project: Path) -> None:
+    demos = expert_demonstrations(GridConfig(), 3, np.random.default_rng(7))
+    write_demonstrations(demos, project / "mine.jsonl")
+    params = BcPmiParams.model_validate({**TINY, "seeds": [0], "data": {"demos_path": "mine.jsonl", "sizes": [2, 10]}})
+    root = project / "out"
+    for name in ("demos", "mine"):
+        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
+                               progress=False, project=project))
+    data = load_json(root / "metrics" / "data.json")
+    assert data["source"] == "file" and data["sizes"] == [2, 3]        # 10 capped at the 3 episodes per style
+    rows = load_table(root / "data" / "demos.parquet")
+    assert len(rows) == len(demos["action"]) and {r["rank"] for r in rows} == {0, 1, 2}
+    pmi = load_table(root / "tables" / "pmi.parquet")
+    assert {r["size"] for r in pmi} == {2, 3} and sum(r["size"] == 3 for r in pmi) == len(demos["action"])
+
+
+def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
+    report = run_flow_and_check(PIPELINE, BcPmiParams.model_validate(TINY), project)
+    assert [c["id"] for c in report["claims"]] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data",
+                                                  "weights_concentrate_in_zone"]
+    assert [r["method"] for r in report["rows"]] == ["Experts (demonstrators)", "Conditional BC", "BC-PMI",
+                                                    "Conditional BC", "BC-PMI"]
+    assert {c["id"] for c in report["checks"]} == {"dv_estimate_in_bounds", "mine_pmi_tracks_exact_pmi",
+                                                  "pmi_zero_where_styles_agree", "experts_show_their_styles"}
