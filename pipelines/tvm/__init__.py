@@ -8,5 +8,6 @@ ABOUT = Paper(
     slug="tvm",
     title="TVM: token-supervised value models for tree search in math reasoning",
     arxiv="2407.12863",
-    claim="TVM-guided step beam search >= ORM-guided on accuracy; TVM prefix scores separate recoverable prefixes better (AUC)",
+    claim="TVM-guided step beam search >= ORM-guided on accuracy; TVM prefix scores separate recoverable "
+          "prefixes better (AUC)",
 )
