@@ -29,8 +29,8 @@ class DataParams(Section):
                                 "seeded split of its questions and re-rank the rest, in place of the synthetic "
                                 "problems. Needs verifier.kinds without 'prm' (the file has no step labels); beam "
                                 "search needs the policy and is not run.")
-    train_questions: int = Field(600, ge=2, le=1_000_000, description="Synthetic training questions.")
-    test_questions: int = Field(200, ge=1, le=1_000_000, description="Synthetic held-out questions.")
+    train_questions: int = Field(400, ge=2, le=1_000_000, description="Synthetic training questions.")
+    test_questions: int = Field(100, ge=1, le=1_000_000, description="Synthetic held-out questions.")
     samples: int = Field(16, ge=2, le=4096, description="N: sampled solutions per question (training labels, "
                                                         "majority vote and Best-of-N).")
     numbers: int = Field(4, ge=2, le=16, description="Amounts per problem (the start and numbers - 1 steps).")
@@ -66,7 +66,7 @@ class VerifierParams(Section):
                     "value (TVM).")
     with_question: bool = Field(False, description="Feed the question text before the solution (the paper's "
                                 "input); off by default to keep CPU sequences short (the steps carry every number).")
-    steps: int = Field(400, ge=1, le=1_000_000, description="Training steps per verifier and seed.")
+    steps: int = Field(150, ge=1, le=1_000_000, description="Training steps per verifier and seed.")
     batch_size: int = Field(64, ge=1, le=65_536, description="Solutions per training step.")
     lr: float = Field(5e-3, gt=0, le=1, description="AdamW learning rate.")
     warmup_steps: int = Field(20, ge=0, le=100_000, description="Linear warmup steps.")
