@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from components.io import save_csv, save_figure
 from paperflows.plots import figure
@@ -27,6 +28,7 @@ def plot_accuracy_vs_tokens(rows: Sequence[Mapping[str, Any]], png: Path, csv: P
                    label=f"{method} / {verifier}")
         data.append({"method": method, "verifier": verifier, "tokens": tokens, "accuracy": acc})
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("generated tokens per question")
     ax.set_ylabel("accuracy (%)")
     ax.legend(fontsize=6, ncol=2)
@@ -38,8 +40,9 @@ def plot_labels(solution: str, labels: Mapping[str, np.ndarray], png: Path) -> N
     """The label of every solution token (one curve per label type) along one wrong training solution."""
     text = solution + "\n"
     fig, ax = figure(max(6.0, 0.16 * len(text)), 2.8)
-    for kind, values in labels.items():
-        ax.step(range(len(values)), values, where="mid", label=kind, color=COLOURS.get(kind))
+    for k, (kind, values) in enumerate(labels.items()):
+        ax.step(range(len(values)), np.asarray(values) + 0.012 * (k - 1), where="mid", label=kind,
+                color=COLOURS.get(kind))   # offset a little so that equal labels stay visible
     ax.set_xticks(range(len(text)), [c if c != "\n" else "⏎" for c in text], fontsize=6)
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("label")

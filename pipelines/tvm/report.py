@@ -166,6 +166,15 @@ def build_report(search: Rows, aucs: Rows, data: Mapping[str, Any], label_metric
         "that TVM-guided beam search and REBASE beat ORM and PRM guidance for Mistral-7B and Llama-3-8B); left "
         "empty rather than quoted from memory.",
     ]
+    single = values(search, "accuracy", method="single", verifier="none")
+    reranked = {k: values(search, "accuracy", method="best_of_n", verifier=k) for k in ("orm", "prm", "tvm")}
+    below = [k for k, xs in reranked.items() if xs and single and np.mean(xs) < np.mean(single)]
+    if below:
+        notes.append(f"Best-of-N with the learned {', '.join(k.upper() for k in below)} verifier(s) is below single "
+                     f"sampling ({100 * np.mean(single):.1f}%): at this training budget the verifiers have not learned "
+                     "to spot slips within a question (they rank by how risky a question's steps look), so the "
+                     "comparisons between them say little about the paper's setting; raise verifier.steps and "
+                     "data.train_questions on a faster machine.")
     if data.get("source") == "file":
         notes.append("Solutions file: beam search needs the policy and is not run; PRM needs step labels and is not "
                      "trained; the prefix AUC is against the eventual outcome.")
