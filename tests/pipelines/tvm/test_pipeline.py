@@ -22,7 +22,7 @@ from pipelines.tvm.pipeline import PIPELINE
 from tests.conftest import REPO
 
 TINY: dict[str, Any] = {"seeds": [0, 1], "data": {"train_questions": 12, "test_questions": 4, "samples": 4},
-                        "verifier": {"steps": 6, "batch_size": 8}, "search": {"beams": 2, "per_beam": 2}}
+                        "verifier": {"steps": 4, "batch_size": 8}, "search": {"beams": 2, "per_beam": 2}}
 
 
 @pytest.mark.parametrize(("section", "message"), [
@@ -74,8 +74,8 @@ def test_missing_solutions_file_exits_2(tmp_path: Path) -> None:
 
 def test_users_solutions_train_and_rerank(project: Path) -> None:
     (project / "mine.jsonl").write_text("\n".join(json.dumps(r) for r in _solutions()) + "\n")
-    params = TvmParams.model_validate({"seeds": [0, 1], "data": {"solutions_path": "mine.jsonl", "test_fraction": 0.34},
-                                       "verifier": {"kinds": ["orm", "tvm"], "steps": 4, "batch_size": 8}})
+    params = TvmParams.model_validate({"seeds": [0], "data": {"solutions_path": "mine.jsonl", "test_fraction": 0.34},
+                                       "verifier": {"kinds": ["orm", "tvm"], "steps": 2, "batch_size": 8}})
     root = project / "out"
     for name in ("sample", "labels", "train", "search", "report"):
         run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
