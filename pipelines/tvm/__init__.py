@@ -1,0 +1,13 @@
+"""TVM: token-supervised value models for tree search in math reasoning (arXiv 2407.12863).
+
+The paper's card; the stages are in :mod:`pipelines.tvm.pipeline`."""
+
+from paperflows.paper import Paper
+
+ABOUT = Paper(
+    slug="tvm",
+    title="TVM: token-supervised value models for tree search in math reasoning",
+    arxiv="2407.12863",
+    claim="TVM-guided step beam search >= ORM-guided on accuracy; TVM prefix scores separate recoverable "
+          "prefixes better (AUC)",
+)

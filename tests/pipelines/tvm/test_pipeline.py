@@ -1,0 +1,101 @@
+"""TVM: parameter rules, the user's solutions file (checked before any work, then trained on and re-ranked), and
+one tiny Prefect flow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.io import load_json, load_jsonl, load_table
+from components.reasoning.datasets import sample_synthetic
+from components.reasoning.policy import SlipPolicy
+from paperflows.params import ParamsError, validate
+from paperflows.runtime import StageContext, run_stage
+from pipelines.tvm.params import TvmParams
+from pipelines.tvm.pipeline import PIPELINE
+from tests.conftest import REPO
+
+TINY: dict[str, Any] = {"seeds": [0], "data": {"train_questions": 12, "test_questions": 4, "samples": 4},
+                        "verifier": {"steps": 4, "batch_size": 8}, "search": {"beams": 2, "per_beam": 2}}
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"verifier": {"kinds": ["orm", "orm"]}}, "kinds repeat"),
+    ({"verifier": {"kinds": ["rm"]}}, "tvm.verifier.kinds"),
+    ({"data": {"operand_max": 50, "cap": 20}}, "cap"),
+    ({"data": {"solutions_path": "s.jsonl"}}, "'prm' needs step labels"),
+    ({"policy": {"slip_carry": 1.5}}, "tvm.policy.slip_carry"),
+])
+def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(ParamsError, match=message):
+        validate(TvmParams, section, "tvm")
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+           "PREFECT_HOME": str(root / "prefect-home")}
+    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _solutions(questions: int = 6, samples: int = 4) -> list[dict[str, Any]]:
+    train, _, _ = sample_synthetic(questions, 1, samples, 3, 9, 30, SlipPolicy(0.4, 0.2, 0.3), seed=2)
+    return [{k: r[k] for k in ("question", "solution", "answer", "correct")} for r in train]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"question": "q", "solution": "1+1=2", "answer": "2"}', r"line 3 has no field 'correct'"),
+    ('{"question": "q", "solution": "1+1=2", "answer": "2", "correct": "maybe"}', r"line 3 field 'correct'"),
+])
+def test_malformed_solutions_file_exits_2_before_any_work(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    rows = [json.dumps(r) for r in _solutions()[:2]] + [line]
+    (tmp_path / "mine.jsonl").write_text("\n".join(rows) + "\n")
+    result = _cli(tmp_path, "run", "tvm", "--set", "data.solutions_path=mine.jsonl", "--set",
+                  "verifier.kinds=[orm,tvm]")
+    assert result.returncode == 2, result.stderr
+    assert "tvm.data.solutions_path" in result.stderr and "mine.jsonl" in result.stderr
+    assert __import__("re").search(message, result.stderr), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.jsonl", "params.yaml"]
+
+
+def test_missing_solutions_file_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    result = _cli(tmp_path, "run", "tvm", "--set", "data.solutions_path=absent.jsonl", "--set",
+                  "verifier.kinds=[orm,tvm]")
+    assert result.returncode == 2 and "tvm.data.solutions_path: no file at" in result.stderr, result.stderr
+
+
+def test_users_solutions_train_and_rerank(project: Path) -> None:
+    (project / "mine.jsonl").write_text("\n".join(json.dumps(r) for r in _solutions()) + "\n")
+    params = TvmParams.model_validate({"seeds": [0], "data": {"solutions_path": "mine.jsonl", "test_fraction": 0.34},
+                                       "verifier": {"kinds": ["orm", "tvm"], "steps": 2, "batch_size": 8}})
+    root = project / "out"
+    for name in ("sample", "labels", "train", "search", "report"):
+        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
+                               progress=False, project=project))
+    data = load_json(root / "metrics" / "data.json")
+    assert data["source"] == "file" and (data["train_questions"], data["test_questions"]) == (4, 2)
+    assert data["regrade_agreement"] == 1.0
+    assert len(load_jsonl(root / "data" / "test.jsonl")) == 8
+    rows = load_table(root / "tables" / "search.parquet")
+    assert {(r["method"], r["verifier"]) for r in rows} == {("single", "none"), ("majority", "none"),
+                                                             ("best_of_n", "orm"), ("best_of_n", "tvm")}
+    report = load_json(root / "report.json")
+    beam = next(c for c in report["claims"] if c["id"] == "beam_tvm_ge_orm")
+    assert beam["verdict"] == "not resolved" and "synthetic policy" in beam["evidence"]
+
+
+def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
+    report = run_flow_and_check(PIPELINE, TvmParams.model_validate(TINY), project, expect_weights=False)
+    assert [c["id"] for c in report["claims"]] == ["beam_tvm_ge_orm", "prefix_auc_tvm_gt_orm"]
+    assert {c["id"] for c in report["checks"]} == {"exact_value_matches_sampling", "tvm_labels_closer_to_value"}
+    assert next(c for c in report["checks"] if c["id"] == "tvm_labels_closer_to_value")["passed"]
+    methods = [(r["method"], r["verifier"]) for r in report["rows"]]
+    assert ("step beam search (b=2, K=2)", "TVM (token labels)") in methods and len(methods) == 10
