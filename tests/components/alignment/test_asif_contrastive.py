@@ -51,3 +51,20 @@ def test_pca_keeps_the_top_directions() -> None:
     pca = fit_pca(x, 2)
     np.testing.assert_allclose(np.abs(pca.components), [[1, 0, 0], [0, 1, 0]], atol=0.02)
     assert pca.apply(x).shape == (500, 2) and abs(pca.apply(x).mean()) < 1e-9
+
+
+def test_swap_captions_and_evaluate_on_a_perfect_aligner() -> None:
+    from components.alignment.evaluate import evaluate, swap_captions
+    from components.alignment.methods import Embedded
+
+    labels = np.repeat(np.arange(4), 10)
+    source, swapped = swap_captions(labels, 0.25, np.random.default_rng(0))
+    assert swapped.sum() == 10 and np.all(labels[source[swapped]] != labels[swapped])
+    assert np.array_equal(source[~swapped], np.flatnonzero(~swapped))
+    # an aligner that maps both views to the one-hot label (plus a per-item code) is perfect
+    onehot = np.eye(4)[labels]
+    item = np.eye(40) * 0.1
+    image = text = np.hstack([onehot, item])
+    ident = Embedded(lambda x: x, lambda x: x)
+    scores = evaluate(ident, image, text, labels, np.hstack([np.eye(4), np.zeros((4, 40))]), source, swapped, [1, 5])
+    assert scores == {"zero_shot": 1.0, "mislabel_auc": 1.0, "recall@1": 1.0, "recall@5": 1.0}
