@@ -35,9 +35,9 @@ class DataParams(Section):
         None, description="Your own embeddings instead of the offline images: a folder with image.npy [N, d1], "
                           "text.npy [N, d2] (row-aligned, float) and labels.npy [N] (integer); split into the pair "
                           "pool and the test set by data.test_fraction (relative to the project root).")
-    n_pool: int = Field(1500, ge=8, le=1_000_000, description="Training images that pairs are drawn from (a seeded "
+    n_pool: int = Field(1200, ge=8, le=1_000_000, description="Training images that pairs are drawn from (a seeded "
                         "subset of the training split); also the unpaired data each modality's PCA is fitted on.")
-    n_test: int = Field(1000, ge=8, le=1_000_000, description="Test images (a seeded subset of the test split).")
+    n_test: int = Field(800, ge=8, le=1_000_000, description="Test images (a seeded subset of the test split).")
     test_fraction: float = Field(0.3, gt=0, lt=1, description="With data.embeddings_path: fraction of the rows held "
                                  "out as the test set (official train_test_ratio 0.7).")
     image_encoder: Literal[IMAGE_ENCODERS] = Field(  # type: ignore[valid-type]
@@ -46,7 +46,7 @@ class DataParams(Section):
     text_encoder: Literal[TEXT_ENCODERS] = Field(  # type: ignore[valid-type]
         "minilm", description="Frozen text encoder: all-MiniLM-L6-v2 (384-d) or 'tiny' (hashed character "
         "n-grams, 256-d; for fast tests).")
-    resolution: int = Field(112, ge=32, le=448, description="Side the 28x28 images are resized to for the image "
+    resolution: int = Field(64, ge=32, le=448, description="Side the 28x28 images are resized to for the image "
                             "encoder (EfficientNet-Lite0 was trained at 224).")
     seed: Seed = Field(0, description="Seed of the image subsets and the caption templates (the same for all seeds).")
 
