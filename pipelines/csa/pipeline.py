@@ -54,7 +54,8 @@ def _images(d: DataParams, split: str, n: int) -> tuple[torch.Tensor, torch.Tens
 
     images, labels = load_fashion_mnist(split) if d.dataset == "fashion" else load_mnist(split)
     if n > len(labels):
-        raise StageInputError(f"csa.data: {n} {split} images asked for, the {d.dataset} {split} split has {len(labels)}")
+        raise StageInputError(f"csa.data: {n} {split} images asked for, the {d.dataset} {split} split has "
+                              f"{len(labels)}")
     index = np.random.default_rng(derive_seed(d.seed, "subset", split)).choice(len(labels), n, replace=False)
     return images[index], labels[index]
 
@@ -149,11 +150,13 @@ def align(ctx: StageContext) -> None:
     # each modality is reduced on its own (unpaired) pool data, before any pairing
     pca_a, pca_b = fit_pca(f["image"][pool], p.align.image_pca), fit_pca(f["text"][pool], p.align.text_pca)
     a_pool, b_pool = pca_a.apply(f["image"][pool]), pca_b.apply(f["text"][pool])
-    a_test, b_test, class_text = pca_a.apply(f["image"][test]), pca_b.apply(f["text"][test]), pca_b.apply(f["class_text"])
+    a_test, b_test = pca_a.apply(f["image"][test]), pca_b.apply(f["text"][test])
+    class_text = pca_b.apply(f["class_text"])
     labels = f["labels"][test]
     rows, rho_rows, seconds = [], [], dict.fromkeys(p.align.methods, 0.0)
     for seed in p.seeds:
-        source, swapped = swap_captions(labels, p.eval.mislabel_fraction, np.random.default_rng(derive_seed(seed, "swap")))
+        rng = np.random.default_rng(derive_seed(seed, "swap"))
+        source, swapped = swap_captions(labels, p.eval.mislabel_fraction, rng)
         for n in p.align.n_pairs:
             pairs = np.random.default_rng(derive_seed(seed, "pairs", n)).choice(len(a_pool), n, replace=False)
             rho = fit_cca(a_pool[pairs], b_pool[pairs], ridge=cfg.ridge).rho

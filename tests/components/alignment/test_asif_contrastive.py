@@ -38,7 +38,9 @@ def test_contrastive_training_aligns_linked_views() -> None:
     z = rng.standard_normal((200, 4))
     a, b = z @ rng.standard_normal((4, 6)), z @ rng.standard_normal((4, 5))
     untrained = LinearPair(LinearPairConfig(6, 5, 4))
-    loss0 = float(info_nce_loss(untrained, (torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)))[0])
+    with torch.no_grad():
+        pair = (torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32))
+        loss0 = float(info_nce_loss(untrained, pair)[0])
     model = train_linear_pair(a, b, embed_dim=4, steps=150, lr=0.05, batch_size=64)
     ta, tb = torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)
     loss, extras = info_nce_loss(model, (ta, tb))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from components.models.efficientnet_lite import FEATURE_DIM, efficientnet_lite0, image_features, imagenet_logits, preprocess
+from components.models.efficientnet_lite import (FEATURE_DIM, efficientnet_lite0, image_features, imagenet_logits,
+                                                preprocess)
 
 DAISY, BELL_COTE = 985, 442   # ImageNet-1k class indices
 
