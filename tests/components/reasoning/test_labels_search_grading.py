@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from components.metrics.ranking import roc_auc
 from components.reasoning.grading import extract_answer, grade
 from components.reasoning.labels import outcome_labels, step_labels, token_value_labels
 from components.reasoning.search import best_of_n, majority_vote, step_beam_search
@@ -39,12 +38,6 @@ def test_majority_and_best_of_n() -> None:
     assert best_of_n([0.1, 0.9, 0.9], ["a", "b", "c"]) == "b"
     with pytest.raises(ValueError):
         best_of_n([0.1], ["a", "b"])
-
-
-def test_roc_auc_known_values() -> None:
-    assert roc_auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == pytest.approx(0.75)
-    assert roc_auc([0.5, 0.5], [True, False]) == pytest.approx(0.5)
-    assert np.isnan(roc_auc([0.1, 0.2], [True, True]))
 
 
 def test_step_beam_search_follows_the_scorer_and_counts_tokens() -> None:
