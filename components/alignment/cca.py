@@ -68,22 +68,24 @@ def inverse_sqrt(cov: np.ndarray) -> np.ndarray:
     return (vectors / np.sqrt(values)) @ vectors.T
 
 
-def _ridged(cov: np.ndarray, ridge: float) -> np.ndarray:
+def _ridged(cov: np.ndarray, ridge: float, eps: float = EPS) -> np.ndarray:
     d = cov.shape[0]
-    return cov + (ridge * np.trace(cov) / d + EPS) * np.eye(d)
+    return cov + (ridge * np.trace(cov) / d + eps) * np.eye(d)
 
 
-def fit_cca(a: np.ndarray, b: np.ndarray, *, ridge: float = 0.0, dims: int | None = None) -> CCAModel:
+def fit_cca(a: np.ndarray, b: np.ndarray, *, ridge: float = 0.0, dims: int | None = None, eps: float = EPS
+            ) -> CCAModel:
     """Fit CCA on pairs (a[i], b[i]); keep the first ``dims`` canonical pairs (default: min(d1, d2)).
 
-    ``ridge`` >= 0 is relative to each view's mean variance (see the module docstring)."""
+    ``ridge`` >= 0 is relative to each view's mean variance (see the module docstring); ``eps`` = 0 gives the
+    unregularised CCA (full-rank covariances only)."""
     a, b = _check_pairs(a, b)
     if ridge < 0:
         raise ValueError(f"ridge must be >= 0, got {ridge}")
     n = len(a)
     mean_a, mean_b = a.mean(0), b.mean(0)
     a0, b0 = a - mean_a, b - mean_b
-    s11, s22, s12 = _ridged(a0.T @ a0 / n, ridge), _ridged(b0.T @ b0 / n, ridge), a0.T @ b0 / n
+    s11, s22, s12 = _ridged(a0.T @ a0 / n, ridge, eps), _ridged(b0.T @ b0 / n, ridge, eps), a0.T @ b0 / n
     r11, r22 = inverse_sqrt(s11), inverse_sqrt(s22)
     u, s, vt = np.linalg.svd(r11 @ s12 @ r22, full_matrices=False)
     k = min(u.shape[1], vt.shape[0]) if dims is None else min(dims, u.shape[1], vt.shape[0])
