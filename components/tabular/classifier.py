@@ -4,9 +4,10 @@ forward pass of the child MLP it wrote.
 ``fit(X, y)``: the classes are encoded as ``0..k-1`` (``classes_``, refitted on every call); the features are
 standardised with the training rows' mean and std; when there are more features than the hypernetwork reads
 (``max_features``), the standardised rows are projected on their first principal components (signed so that
-each one's largest entry is positive), which are standardised in turn; the result is zero-padded to ``max_features`` and scaled by ``sqrt(max_features / d')``
-as in the prior (:func:`components.tabular.prior.pad_features`). That affine map goes into the child as its
-``center`` / ``projection`` buffers; the hypernetwork reads the preprocessed training rows and their labels
+each one's largest entry is positive), which are standardised in turn; the result is zero-padded to
+``max_features`` and scaled by ``sqrt(max_features / d')`` as in the prior
+(:func:`components.tabular.prior.pad_features`). That affine map goes into the child as its ``center`` /
+``projection`` buffers; the hypernetwork reads the preprocessed training rows and their labels
 once, and ``child_`` is the :class:`~components.tabular.mothernet.ChildMLP` it wrote. NaNs are refused (the
 paper's code accepts them); at most ``max_classes`` classes.
 """

@@ -59,9 +59,9 @@ def test_standardise_and_pad_known_answers() -> None:
         pad_features(np.zeros((1, 9)), 8)
 
 
-@pytest.mark.parametrize(("change", "message"), [({"min_features": 0}, "min_features"), ({"max_classes": 1}, "max_classes"),
-                                                 ({"min_train": 10, "max_train": 5}, "min_train"),
-                                                 ({"generators": ("gp",)}, "generators")])
+@pytest.mark.parametrize(("change", "message"), [
+    ({"min_features": 0}, "min_features"), ({"max_classes": 1}, "max_classes"),
+    ({"min_train": 10, "max_train": 5}, "min_train"), ({"generators": ("gp",)}, "generators")])
 def test_bad_config_names_the_field(change: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PriorConfig(**change)
