@@ -112,3 +112,32 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert all(c["n"] == 3 for c in report["claims"])
     assert report["checks"][0]["passed"]
     assert len(report["rows"]) == 4 and "zero-shot N=40" in report["columns"]
+
+
+def test_a_second_stage_reads_the_feature_cache_and_runs_no_encoder(project: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The features stage alone runs the encoders; align and report read its safetensors, so rerunning them (a
+    changed align/eval parameter) never encodes an image or a caption again."""
+    import components.llm.encoder as text_encoders
+    import components.models.efficientnet_lite as image_encoders
+    import pipelines.csa.pipeline as csa_pipeline
+
+    params = CsaParams.model_validate(TINY)
+    root = project / "cached"
+
+    def stage(name: str) -> None:
+        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
+                               progress=False, project=project))
+
+    stage("features")
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an encoder ran after the features stage")
+
+    for module, name in ((csa_pipeline, "_offline"), (csa_pipeline, "_image_features"),
+                         (text_encoders, "load_encoder"), (image_encoders, "efficientnet_lite0")):
+        monkeypatch.setattr(module, name, refuse)
+    stage("align")
+    stage("report")
+    assert {r["method"] for r in load_table(root / "tables" / "scores.parquet")} == {"csa", "cca", "asif",
+                                                                                      "contrastive"}
