@@ -63,7 +63,9 @@ Features = ReluFeatures | PerformerFeatures
 
 @dataclass(frozen=True)
 class GrfMask:
-    """``M ~= phi_q @ phi_k^T``: two sparse [N, N] feature matrices from independent walks."""
+    """``M ~= phi_q @ phi_k^T``: two [N, N] feature matrices from independent walks, sparse (O(N) storage and
+    time: the paper's algorithm) or dense (the same factorised products through dense BLAS, faster for a few
+    dozen tokens)."""
 
     phi_q: Tensor
     phi_k: Tensor
@@ -93,6 +95,10 @@ def exact_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor 
     return (scores @ v) / scores.sum(-1, keepdim=True)
 
 
+def _mm(a: Tensor, x: Tensor) -> Tensor:
+    return torch.sparse.mm(a, x) if a.is_sparse else a @ x
+
+
 def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask | None = None,
                                 features: Features | None = None) -> Tensor:
     if not isinstance(mask, GrfMask):
@@ -104,8 +110,8 @@ def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask |
     v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)               # [B, H, N, d + 1]
     kv = (fk.unsqueeze(-1) * v1.unsqueeze(-2))                              # [B, H, N, m, d + 1]
     flat = kv.permute(2, 0, 1, 3, 4).reshape(n, -1)                         # [N, B H m (d + 1)]
-    s = torch.sparse.mm(mask.phi_k.t(), flat)                               # S_u = sum_j Phi_k[j, u] kv_j
-    r = torch.sparse.mm(mask.phi_q, s).view(n, b, h, m, d + 1).permute(1, 2, 0, 3, 4)
+    s = _mm(mask.phi_k.t(), flat)                                           # S_u = sum_j Phi_k[j, u] kv_j
+    r = _mm(mask.phi_q, s).view(n, b, h, m, d + 1).permute(1, 2, 0, 3, 4)
     out = torch.einsum("bhnm,bhnme->bhne", fq, r)
     return out[..., :d] / out[..., d:]
 

@@ -110,6 +110,5 @@ def sample_grf(graph: Graph, n_walks: int, p_halt: float, k_max: int,
             break
     r, c, s, v = torch.cat(rows), torch.cat(cols), torch.cat(steps), torch.cat(vals)
     key, inverse = torch.unique(r * n + c, return_inverse=True)
-    loads = torch.zeros(key.shape[0], k_max + 1)
-    loads.index_put_((inverse, s), v / n_walks, accumulate=True)
-    return GrfFeatures(key // n, key % n, loads, n)
+    loads = torch.zeros(key.shape[0] * (k_max + 1)).index_add_(0, inverse * (k_max + 1) + s, v / n_walks)
+    return GrfFeatures(key // n, key % n, loads.view(-1, k_max + 1), n)

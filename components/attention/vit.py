@@ -81,14 +81,15 @@ class GraphSelfAttention(nn.Module):
     def features(self) -> ReluFeatures | PerformerFeatures:
         return PerformerFeatures(self.projection) if self.cfg.feature_map == "performer" else ReluFeatures()
 
-    def mask(self) -> object:
-        cfg, f = self.cfg, self.modulation()
+    def mask(self, device: torch.device) -> object:
+        """The layer's mask for one forward, built on the CPU (walks, power series) and moved to ``device``."""
+        cfg, f = self.cfg, self.modulation().cpu()
         if cfg.attention == "exact_mask":
-            return exact_mask(self.graph, f)
+            return exact_mask(self.graph, f).to(device)
         if cfg.attention == "grf_mask":
             gen = None if self.training else torch.Generator().manual_seed(cfg.eval_seed)
             a, b = (sample_grf(self.graph, cfg.n_walks, cfg.p_halt, cfg.k_max, gen) for _ in range(2))
-            return GrfMask(a.matrix(f), b.matrix(f))
+            return GrfMask(a.matrix(f).to(device), b.matrix(f).to(device))
         return None
 
     def forward(self, h: Tensor) -> Tensor:
@@ -98,7 +99,7 @@ class GraphSelfAttention(nn.Module):
             return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
 
         out = ATTENTIONS[self.cfg.attention](heads(self.q_proj(h)), heads(self.k_proj(h)), heads(self.v_proj(h)),
-                                             self.mask(), self.features())
+                                             self.mask(h.device), self.features())
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
 
