@@ -69,12 +69,15 @@ def _reset_rss_peak() -> bool:
 
 
 def _fixed_mmap_threshold() -> None:
-    """glibc: serve every allocation above 1 MiB by its own mapping, returned on free (a fixed threshold; glibc's
+    """glibc: serve every allocation above 64 KiB by its own mapping, returned on free (a fixed threshold; glibc's
     default one grows), so that the resident set follows the live tensors and its high-water mark is a peak."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)   # M_MMAP_THRESHOLD
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 16)   # M_MMAP_THRESHOLD: 64 KiB
+        libc.mallopt(-1, 1 << 16)   # M_TRIM_THRESHOLD: give freed heap tops back
+        libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
 

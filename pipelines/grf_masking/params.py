@@ -58,9 +58,10 @@ class TrainParams(Section):
     variants: list[Literal[VARIANTS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(VARIANTS), min_length=1,
         description="Attention variants, one fan-out item each.")
-    steps: int = Field(200, ge=1, le=1_000_000, description="Optimisation steps per run.")
+    steps: int = Field(300, ge=1, le=1_000_000, description="Optimisation steps per run.")
     batch_size: int = Field(32, ge=1, le=4096, description="Images per step.")
-    lr: float = Field(3e-3, gt=0, le=1, description="AdamW learning rate.")
+    lr: float = Field(1e-2, gt=0, le=1, description="AdamW learning rate after warmup.")
+    warmup_steps: int = Field(20, ge=0, le=100_000, description="Linear learning-rate warmup steps.")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
 
     @field_validator("variants")
@@ -115,7 +116,7 @@ class GrfMaskingParams(PipelineParams):
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "data.n_train": 50_000, "data.n_test": 10_000, "model.d_model": 192, "model.n_heads": 3,
-        "model.n_layers": 6, "train.steps": 20_000, "train.batch_size": 128, "seeds": [0, 1, 2, 3, 4],
+        "model.n_layers": 6, "train.steps": 20_000, "train.batch_size": 128, "train.lr": 1e-3, "train.warmup_steps": 1000, "seeds": [0, 1, 2, 3, 4],
         "scaling.sizes": [256, 1024, 4096, 16384, 32768, 65536], "scaling.dense_max_n": 16384,
         "mask_error.repeats": 32,
     }

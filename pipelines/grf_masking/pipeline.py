@@ -96,6 +96,7 @@ def train(ctx: StageContext) -> None:
     for seed in p.seeds:
         model = TopoViT(model_config(p, variant), seed=derive_seed(seed, "init"))
         cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, weight_decay=p.train.weight_decay,
+                          warmup_steps=p.train.warmup_steps,
                           seed=derive_seed(seed, "batches"), device="auto", log_every=max(1, p.train.steps // 10),
                           progress=ctx.progress, desc=f"grf_masking {variant} seed {seed}")
         result = fit(model, cross_entropy_loss, random_batches(x_train, data["y_train"], size=p.train.batch_size),
