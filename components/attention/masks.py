@@ -38,10 +38,13 @@ def exact_mask(graph: Graph, f: Tensor) -> Tensor:
     memory), differentiable in ``f``."""
     alpha = modulation_alpha(f)
     w = graph.sparse_w().to(f.dtype)
-    eye = torch.eye(graph.n, dtype=f.dtype)
-    mask = alpha[-1] * eye
+    mask = torch.diag_embed(alpha[-1].expand(graph.n))
     for a in alpha.flip(0)[1:]:
-        mask = torch.sparse.mm(w, mask) + a * eye
+        mask = torch.sparse.mm(w, mask)
+        if torch.is_grad_enabled() and a.requires_grad:
+            mask = mask + torch.diag_embed(a.expand(graph.n))
+        else:                                   # in place: no second N x N matrix
+            mask.diagonal().add_(a)
     return mask
 
 
