@@ -88,9 +88,14 @@ class MaskErrorParams(Section):
 
 
 class ScalingParams(Section):
+    graph: Literal["grid", "knn"] = Field(
+        "grid", description="Graphs of the scaling study: 'grid', random grid graphs of side round(sqrt(N)) with "
+                            "10% of edges dropped; 'knn', the k-nearest-neighbour graph of N points sampled on a "
+                            "procedural chair's surface (the paper's point-cloud setting).")
+    knn_k: int = Field(8, ge=1, le=64, description="Neighbours per point of the kNN graphs (symmetrised).")
     sizes: list[Annotated[int, Field(ge=16, le=1_048_576)]] = Field(
         default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192, 16384], min_length=3, max_length=16,
-        description="Token counts N (random grid graphs of side round(sqrt(N)), 10% of edges dropped).")
+        description="Token counts N (a grid graph rounds N to a square).")
     dense_max_n: int = Field(2048, ge=16, le=1_048_576, description="Largest N the dense mask is run at (its "
                                                                     "N x N matrices must fit in memory).")
     fit_min_n: int = Field(512, ge=16, le=1_048_576, description="Smallest N used in the log-log slope fits "

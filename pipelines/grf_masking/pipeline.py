@@ -21,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from components.attention import exact_mask, random_grid_graph
+from components.attention import exact_mask, knn_edge_index, random_grid_graph
 from components.attention.graphs import Graph, grid_edge_index
 from components.attention.scaling import masked_forward, measure, relative_mask_error
 from components.attention.vit import TopoViT, TopoViTConfig
 from components.data.images import load_mnist, load_mnist_idx
+from components.data.shapes import sample_shapes
 from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
@@ -148,10 +149,18 @@ def mask_error(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3.2 cost: forward time and peak memory of one masked layer vs N, GRF against the dense mask
 # --------------------------------------------------------------------------------------------------
+def scaling_graph(kind: str, n: int, k: int, seed: int, gen: torch.Generator) -> Graph:
+    """A random grid graph of about ``n`` nodes, or the kNN graph of ``n`` points on a procedural chair."""
+    if kind == "grid":
+        return random_grid_graph(n, 0.1, gen)
+    points = sample_shapes("chair", 1, n, seed)[0]
+    return Graph.from_edge_index(knn_edge_index(points, k), n)
+
+
 @stage(params=("seeds", "grf", "scaling"), outs=(SCALING,), gpu=True,
        plots=(Plot(SCALING_PNG), Plot(SCALING_CSV, x="n_tokens", y="seconds", title="forward time vs tokens")))
 def scaling(ctx: StageContext) -> None:
-    """Per seed (its own random grid graphs and inputs), each size, each mask: median time and peak memory."""
+    """Per seed (its own random graphs and inputs), each size, each mask: median time and peak memory."""
     p, s = ctx.params, ctx.params.scaling
     device = select_device("auto")
     f = modulation_start(p.grf.k_max)
@@ -160,7 +169,7 @@ def scaling(ctx: StageContext) -> None:
         for seed in p.seeds:
             gen = torch.Generator().manual_seed(derive_seed(seed, "graphs"))
             for n in s.sizes:
-                graph = random_grid_graph(n, 0.1, gen)
+                graph = scaling_graph(s.graph, n, s.knn_k, derive_seed(seed, "cloud", n), gen)
                 q, k, v = torch.randn(3, 1, 1, graph.n, s.d_head, generator=gen).to(device).unbind(0)
                 for kind in ("grf_mask", "exact_mask"):
                     if kind == "exact_mask" and graph.n > s.dense_max_n:
@@ -168,7 +177,8 @@ def scaling(ctx: StageContext) -> None:
                     seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, p.grf.n_walks,
                                                                    p.grf.p_halt, gen), device, s.repeats)
                     rows.append({"seed": seed, "n_tokens": graph.n, "mask": kind, "seconds": seconds,
-                                 "peak_bytes": peak, "device": device.type})
+                                 "peak_bytes": peak, "device": device.type, "graph": s.graph,
+                                 "edges": int(graph.indices.numel())})
     save_table(rows, ctx.path(SCALING))
     plot_scaling(rows, s.fit_min_n, ctx.path(SCALING_PNG), ctx.path(SCALING_CSV))
 

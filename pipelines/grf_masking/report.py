@@ -185,14 +185,17 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         "Paper column: ImageNet top-1 from the paper's Table 1 as quoted in the brief (softmax ViT 74.1%; GRF-masked "
         "linear attention +3.7 points over unmasked linear); the other cells were not retrieved. Our MNIST numbers "
         "are not comparable in level, only in ordering.",
-        f"Scaling: one single-head layer (d = {p.scaling.d_head}), mask construction included, random grid graphs "
-        f"(10% of edges dropped), median of {p.scaling.repeats} forwards; dense mask up to N = "
+        f"Scaling: one single-head layer (d = {p.scaling.d_head}), mask construction included, "
+        + ("random grid graphs (10% of edges dropped)" if p.scaling.graph == "grid" else
+           f"symmetrised {p.scaling.knn_k}-NN graphs of points on a procedural chair")
+        + f", median of {p.scaling.repeats} forwards; dense mask up to N = "
         f"{p.scaling.dense_max_n}. Peak memory: allocator peak on CUDA, resident-set high-water mark on CPU."
         + (f" At N = {int(r['n_tokens'])} the dense mask took {r['time_ratio']:.1f}x the GRF time and "
            f"{r['memory_ratio']:.1f}x its memory." if r else ""),
         f"Mask error: grid {p.mask_error.grid}x{p.mask_error.grid}, f_k = 2^-k, mean of {p.mask_error.repeats} "
         "independent estimates (two independent walk sets, so the diagonal is unbiased too).",
-        "Not run: the point-cloud kNN task (Interlacer, SSIM of rollouts).",
+        "Not run: the point-cloud dynamics task (Interlacer, SSIM of rendered rollouts); only the cost of masking "
+        "on point-cloud kNN graphs is measured (scaling.graph=knn).",
     ]
     return Report(slug="grf_masking", title="GRF masking: MNIST ViT test accuracy (%) by attention variant",
                   columns=columns, rows=body,

@@ -20,7 +20,7 @@ TINY = {"seeds": [0, 1], "data": {"n_train": 100, "n_test": 100},
         "model": {"patch_size": 7, "d_model": 8, "n_heads": 2, "n_layers": 1},
         "grf": {"n_walks": 2, "k_max": 2}, "train": {"steps": 3, "batch_size": 8},
         "mask_error": {"grid": 4, "walks": [1, 2, 4], "repeats": 2},
-        "scaling": {"sizes": [16, 36, 64], "dense_max_n": 36, "fit_min_n": 16, "d_head": 4, "repeats": 1}}
+        "scaling": {"graph": "knn", "knn_k": 3, "sizes": [16, 36, 64], "dense_max_n": 36, "fit_min_n": 16, "d_head": 4, "repeats": 1}}
 
 
 def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
