@@ -47,13 +47,13 @@ def test_alpha_is_the_self_convolution_and_the_exact_mask_the_power_series() -> 
 def test_grf_mask_estimate_is_unbiased() -> None:
     g, f = _grid(), torch.tensor([1.0, 0.7, 0.4, 0.2])
     gen = torch.Generator().manual_seed(0)
-    total, trials = torch.zeros(g.n, g.n), 1500
+    total, trials = torch.zeros(g.n, g.n), 600
     for _ in range(trials):
         a, b = sample_grf(g, 4, 0.3, 3, gen), sample_grf(g, 4, 0.3, 3, gen)
         total += a.dense(f) @ b.dense(f).T
     exact = exact_mask(g, f)
     err = (total / trials - exact).abs().max()
-    assert err < 0.03 * exact.max(), (float(err), float(exact.max()))
+    assert err < 0.05 * exact.max(), (float(err), float(exact.max()))
     # a single estimate is far from exact: the average is what converges
     single = a.dense(f) @ b.dense(f).T
     assert (single - exact).abs().max() > 2 * err
