@@ -4,8 +4,8 @@ GRF-masked and the dense-masked layer against the number of tokens.
 * ``relative_mask_error``: ``||Phi_q Phi_k^T - M||_F / ||M||_F`` of one GRF estimate.
 * ``masked_forward``: one single-head masked linear-attention forward, mask construction included (walk
   sampling for ``"grf_mask"``; the power series for ``"exact_mask"``).
-* ``measure``: the median wall time of ``repeats`` calls and the peak memory of one call above what was
-  allocated before it: on CUDA the allocator's peak; on Linux CPUs the process's resident-set high-water mark
+* ``measure``: after one warm-up call, the peak memory of one call above what was allocated before it and the
+  median wall time of ``repeats`` further calls: on CUDA the allocator's peak; on Linux CPUs the process's resident-set high-water mark
   (reset through ``/proc/self/clear_refs``), which counts every page touched; NaN where neither is available.
 * ``loglog_slope``: the least-squares slope of ``log y`` on ``log x``.
 """
@@ -86,6 +86,7 @@ def measure(fn: Callable[[], object], device: torch.device, repeats: int) -> tup
     """(median seconds over ``repeats`` calls, peak bytes of one call above the memory held before it)."""
     cuda = device.type == "cuda"
     _fixed_mmap_threshold()
+    fn()   # warm-up: lazy initialisation and first-touched code pages are not the layer's memory
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
