@@ -10,7 +10,6 @@ training loop) and from a fixed generator in eval mode, so evaluation is determi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
