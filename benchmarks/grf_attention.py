@@ -8,7 +8,7 @@ per node, p_halt 0.3, f_0..f_4) and two sparse products; for the dense layer, th
 forwards and the peak memory of one (CUDA allocator peak, or the resident-set high-water mark on CPU) for each,
 their ratios, and the GRF time exponent fitted on N = n/16 .. n (log-log least squares, five sizes).
 
-    python benchmarks/grf_attention.py [--n 16384] [--repeats 3] [--device auto]
+    python benchmarks/grf_attention.py [--n 16384] [--repeats 3] [--dense-repeats 1] [--device auto]
 """
 
 from __future__ import annotations
@@ -27,26 +27,30 @@ TIME_RATIO, MEMORY_RATIO, EXPONENT = 20.0, 50.0, 1.15
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16384)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="timed GRF forwards per size")
+    parser.add_argument("--dense-repeats", type=int, default=1, help="timed dense forwards")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
     device = select_device(args.device)
     gen = torch.Generator().manual_seed(0)
     f = torch.tensor([2.0 ** -k for k in range(5)])
 
-    def run(kind: str, n: int) -> tuple[int, float, float]:
+    def run(kind: str, n: int, repeats: int, warmup: bool = True) -> tuple[int, float, float]:
         graph = random_grid_graph(n, 0.1, gen)
         q, k, v = torch.randn(3, 1, 1, graph.n, 16, generator=gen).to(device).unbind(0)
-        seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, 16, 0.3, gen), device, args.repeats)
+        seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, 16, 0.3, gen), device, repeats,
+                                warmup)
         return graph.n, seconds, peak
 
     with torch.no_grad():
         sizes = [args.n // 16, args.n // 8, args.n // 4, args.n // 2, args.n]
-        grf = [run("grf_mask", n) for n in sizes]
-        n, dense_s, dense_peak = run("exact_mask", args.n)
+        grf = [run("grf_mask", n, args.repeats) for n in sizes]
+        # the dense layer is slow enough at this size that one untimed call measures its memory, one its time
+        n, dense_s, dense_peak = run("exact_mask", args.n, args.dense_repeats, warmup=False)
     grf_s, grf_peak = grf[-1][1], grf[-1][2]
     exponent = loglog_slope([g[0] for g in grf], [g[1] for g in grf])
-    print(f"N = {n} tokens on {device.type}, median of {args.repeats} forwards, mask construction included")
+    print(f"N = {n} tokens on {device.type}, median of {args.repeats} GRF / {args.dense_repeats} dense forwards, "
+          "mask construction included")
     print(f"  GRF mask    {grf_s * 1000:10.1f} ms   peak {grf_peak / 2**20:9.1f} MiB")
     print(f"  dense mask  {dense_s * 1000:10.1f} ms   peak {dense_peak / 2**20:9.1f} MiB")
     time_ratio, memory_ratio = dense_s / grf_s, dense_peak / max(grf_peak, 1.0)

@@ -82,11 +82,13 @@ def _fixed_mmap_threshold() -> None:
         pass
 
 
-def measure(fn: Callable[[], object], device: torch.device, repeats: int) -> tuple[float, float]:
+def measure(fn: Callable[[], object], device: torch.device, repeats: int, warmup: bool = True
+            ) -> tuple[float, float]:
     """(median seconds over ``repeats`` calls, peak bytes of one call above the memory held before it)."""
     cuda = device.type == "cuda"
     _fixed_mmap_threshold()
-    fn()   # warm-up: lazy initialisation and first-touched code pages are not the layer's memory
+    if warmup:
+        fn()   # lazy initialisation and first-touched code pages are not the layer's memory
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
