@@ -8,7 +8,7 @@ per node, p_halt 0.3, f_0..f_4) and two sparse products; for the dense layer, th
 forwards and the peak memory of one (CUDA allocator peak, or the resident-set high-water mark on CPU) for each,
 their ratios, and the GRF time exponent fitted on N = n/16 .. n (log-log least squares, five sizes).
 
-    python benchmarks/grf_attention.py [--n 16384] [--repeats 3] [--dense-repeats 1] [--device auto]
+    python benchmarks/grf_attention.py [--n 16384] [--repeats 3] [--dense-repeats 1] [--device auto] [--threads 1]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from components.attention import random_grid_graph
 from components.attention.scaling import loglog_slope, masked_forward, measure
-from components.training import select_device
+from components.training import select_device, torch_threads
 
 TIME_RATIO, MEMORY_RATIO, EXPONENT = 20.0, 50.0, 1.15
 
@@ -30,6 +30,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed GRF forwards per size")
     parser.add_argument("--dense-repeats", type=int, default=1, help="timed dense forwards")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
     device = select_device(args.device)
     gen = torch.Generator().manual_seed(0)
@@ -42,7 +43,7 @@ def main() -> int:
                                 warmup)
         return graph.n, seconds, peak
 
-    with torch.no_grad():
+    with torch.no_grad(), torch_threads(args.threads):
         sizes = [args.n // 16, args.n // 8, args.n // 4, args.n // 2, args.n]
         grf = [run("grf_mask", n, args.repeats) for n in sizes]
         # the dense layer is slow enough at this size that one untimed call measures its memory, one its time
