@@ -82,6 +82,15 @@ def _fixed_mmap_threshold() -> None:
         pass
 
 
+def _trim() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def measure(fn: Callable[[], object], device: torch.device, repeats: int, warmup: bool = True
             ) -> tuple[float, float]:
     """(median seconds over ``repeats`` calls, peak bytes of one call above the memory held before it)."""
@@ -97,6 +106,7 @@ def measure(fn: Callable[[], object], device: torch.device, repeats: int, warmup
         torch.cuda.synchronize(device)
         peak = float(torch.cuda.max_memory_allocated(device) - base)
     else:
+        _trim()                                 # freed heap pages back to the OS, so reusing them is counted
         ok = _reset_rss_peak()
         base = _rss_kib("VmRSS")
         fn()
