@@ -189,7 +189,9 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         + ("random grid graphs (10% of edges dropped)" if p.scaling.graph == "grid" else
            f"symmetrised {p.scaling.knn_k}-NN graphs of points on a procedural chair")
         + f", median of {p.scaling.repeats} forwards; dense mask up to N = "
-        f"{p.scaling.dense_max_n}. Peak memory: allocator peak on CUDA, resident-set high-water mark on CPU."
+        f"{p.scaling.dense_max_n}. Peak memory: allocator peak on CUDA; on CPU the resident-set high-water mark after "
+        "a warm-up call and a heap trim (page-granular: noisy below about 1 MB). On CPU a dense exponent above 2 "
+        "means the N x N matrices left the caches within the fitted range."
         + (f" At N = {int(r['n_tokens'])} the dense mask took {r['time_ratio']:.1f}x the GRF time and "
            f"{r['memory_ratio']:.1f}x its memory." if r else ""),
         f"Mask error: grid {p.mask_error.grid}x{p.mask_error.grid}, f_k = 2^-k, mean of {p.mask_error.repeats} "
