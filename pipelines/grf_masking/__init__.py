@@ -1,0 +1,13 @@
+"""Linear transformer topological masking with graph random features (arXiv 2410.03462).
+
+The paper's card; the stages are in :mod:`pipelines.grf_masking.pipeline`."""
+
+from paperflows.paper import Paper
+
+ABOUT = Paper(
+    slug="grf_masking",
+    title="Linear transformer topological masking with graph random features",
+    arxiv="2410.03462",
+    claim=("GRF-masked linear attention >= unmasked linear attention on accuracy; GRF mask error ~ 1/sqrt(walks); "
+           "O(N) time and memory against O(N^2) for the dense mask"),
+)

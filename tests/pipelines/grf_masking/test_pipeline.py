@@ -1,0 +1,80 @@
+"""grf_masking: one tiny Prefect run end to end, the params rules, and the MNIST folder checked before work."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paperflows.params import ParamsError, validate
+from pipelines.grf_masking.params import GrfMaskingParams
+from pipelines.grf_masking.pipeline import PIPELINE
+from tests.components.data.test_mnist_idx import mnist_folder, write_idx
+from tests.conftest import REPO
+
+TINY = {"seeds": [0, 1], "data": {"n_train": 100, "n_test": 100},
+        "model": {"patch_size": 7, "d_model": 8, "n_heads": 2, "n_layers": 1},
+        "grf": {"n_walks": 2, "k_max": 2}, "train": {"steps": 3, "batch_size": 8},
+        "mask_error": {"grid": 4, "walks": [1, 2, 4], "repeats": 2},
+        "scaling": {"graph": "knn", "knn_k": 3, "sizes": [16, 36, 64], "dense_max_n": 36, "fit_min_n": 16, "d_head": 4, "repeats": 1}}
+
+
+def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
+    """The whole flow at tiny size, MNIST read from a small folder of IDX files (data.mnist_path)."""
+    folder = mnist_folder(tmp_path / "mnist-idx", n_train=120, n_test=100)
+    params = GrfMaskingParams.model_validate({**TINY, "data": {**TINY["data"], "mnist_path": str(folder)}})
+    report = run_flow_and_check(PIPELINE, params, project)
+    assert [r["variant"] for r in report["rows"]][0] == "Linear attention (unmasked)"
+    assert len(report["rows"]) == 4 and report["rows"][3]["paper ImageNet top-1 (%)"] == "74.1"
+    assert [c["id"] for c in report["claims"]] == ["grf_ge_unmasked", "mask_error_inverse_sqrt", "grf_time_linear",
+                                                   "grf_memory_linear", "dense_time_quadratic",
+                                                   "dense_memory_quadratic"]
+    checks = {c["id"]: c["passed"] for c in report["checks"]}
+    assert checks["modulation_nonnegative"]
+    # the dense mask stops at scaling.dense_max_n; its exponent is fitted on 2 sizes, the GRF's on 3
+    dense = next(c for c in report["claims"] if c["id"] == "dense_time_quadratic")
+    assert "16..36" in dense["statistic"]
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"train": {"variants": ["linear", "linear"]}}, "variants repeat"),
+    ({"train": {"variants": ["performer"]}}, "grf_masking.train.variants"),
+    ({"model": {"d_model": 30, "n_heads": 4}}, "not divisible"),
+    ({"grf": {"p_halt": 1.0}}, "grf_masking.grf.p_halt"),
+    ({"scaling": {"sizes": [512, 256, 1024]}}, "sizes must increase"),
+    ({"scaling": {"sizes": [512, 1024, 2048], "dense_max_n": 256}}, "dense mask would not run"),
+    ({"mask_error": {"walks": [1, 1, 2]}}, "walks must increase"),
+])
+def test_bad_params_name_the_key(section: dict, message: str) -> None:
+    with pytest.raises(ParamsError, match=message):
+        validate(GrfMaskingParams, section, "grf_masking")
+
+
+def test_paper_preset_reaches_32k_tokens() -> None:
+    paper = GrfMaskingParams(scale="paper")
+    assert paper.scaling.sizes[-1] >= 32768 and len(paper.seeds) >= 3 and paper.train.steps == 20_000
+
+
+def _paperflows(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+           "PREFECT_HOME": str(root / "prefect-home"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_a_malformed_mnist_folder_exits_2_before_any_work(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    folder = mnist_folder(tmp_path / "mnist")
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.zeros(2, np.uint8), cut=1)
+    result = _paperflows(root, "run", "grf_masking", "--set", f"data.mnist_path={folder}")
+    assert result.returncode == 2, result.stderr
+    assert "grf_masking.data.mnist_path" in result.stderr
+    assert "t10k-labels-idx1-ubyte.gz: truncated IDX data" in result.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["params.yaml"]
