@@ -30,7 +30,8 @@ def sigmoid(x: float) -> float:
 
 
 def test_registry_names_and_needs() -> None:
-    assert set(OBJECTIVES) == {"ga", "graddiff", "idk", "npo", "dpo", "flat_kl", "flat_tv", "flat_js", "flat_pearson"}
+    assert set(OBJECTIVES) == {"ga", "graddiff", "idk", "npo", "dpo", "flat_kl", "flat_tv", "flat_js", "flat_pearson",
+                               "denoise", "preferdiff"}
     assert [n for n, s in OBJECTIVES.items() if s.uses_retain_data] == ["graddiff"]
     with pytest.raises(ValueError, match=r"objective 'npo' needs .*missing \['ref_rejected'\]"):
         objective_loss("npo", PreferenceBatch(rejected=scores([-1.0], [1.0])))
