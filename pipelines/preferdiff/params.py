@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from components.data.rec_sequences import SPLIT_FILES, check_sequence_folder
 from paperflows.params import DataFile, PipelineParams, Section
@@ -43,6 +43,13 @@ class DataParams(Section):
     eval_targets: int = Field(5, ge=1, le=1000, description="Targets per held-out user: the last k positions of "
                               "each valid/test line (1 = the official one target per user).")
 
+    @model_validator(mode="after")
+    def _lengths(self) -> DataParams:
+        if self.min_user_length > self.max_items:
+            raise ValueError(f"min_user_length ({self.min_user_length}) exceeds max_items ({self.max_items}): "
+                             f"every user would be dropped")
+        return self
+
 
 class ModelParams(Section):
     hidden: int = Field(64, ge=4, le=4096, description="Embedding / hidden size (official best: 3072).")
@@ -55,6 +62,12 @@ class ModelParams(Section):
     ddim_stride: int = Field(100, ge=1, le=1000, description="DDIM stride (official ddim_step 100: 21 steps of 2000).")
     w: float = Field(2.0, ge=0, le=20, description="Classifier-free guidance weight at sampling.")
     p_uncond: float = Field(0.1, ge=0, le=0.9, description="Probability of the 'none' condition in training.")
+
+    @model_validator(mode="after")
+    def _heads(self) -> ModelParams:
+        if self.hidden % self.n_heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of n_heads ({self.n_heads})")
+        return self
 
 
 class TrainParams(Section):

@@ -32,7 +32,7 @@ from components.preference import ObjectiveConfig, PreferenceBatch, objective_lo
 from components.recsys import (DiffRecConfig, DiffusionRecommender, SASRecConfig, SASRecNextItem,
                                error_scores)
 from components.training import TrainConfig, fit
-from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
+from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.preferdiff import ABOUT
 from pipelines.preferdiff.params import METRICS, PreferdiffParams
 from pipelines.preferdiff.plots import plot_convergence
@@ -63,6 +63,10 @@ def prepare(ctx: StageContext) -> None:
                                        min_user_length=d.min_user_length, max_items=d.max_items)
         users = split_users(len(seqs), d.split_seed)
         splits, source = {s: [seqs[i] for i in users[s]] for s in SPLITS}, "dslabs::movielens"
+    empty = [s for s in SPLITS if not splits[s]]
+    if empty:
+        raise StageInputError(f"preferdiff.data: no users left in {empty} after the filters (min_item_count "
+                              f"{d.min_item_count}, min_user_length {d.min_user_length}); loosen them")
     write_sequence_folder(splits, ctx.path(SEQUENCES))
     n_items = max(max(seq) for seqs in splits.values() for seq in seqs)
     save_json({"source": source, "n_items": n_items, **{f"{s}_users": len(splits[s]) for s in SPLITS},

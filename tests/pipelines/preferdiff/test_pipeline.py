@@ -21,8 +21,8 @@ from tests.conftest import REPO
 
 SMALL_MODEL = {"hidden": 8, "n_heads": 2, "max_len": 4, "timesteps": 20, "ddim_stride": 5}
 TINY: dict[str, Any] = {
-    "seeds": [0, 1], "data": {"min_item_count": 80, "max_items": 6, "eval_targets": 1},
-    "model": SMALL_MODEL, "train": {"epochs": 2, "batch_size": 128}}
+    "seeds": [0, 1], "data": {"min_item_count": 150, "min_user_length": 3, "max_items": 4, "eval_targets": 1},
+    "model": SMALL_MODEL, "train": {"epochs": 2, "batch_size": 256}}
 
 
 @pytest.mark.parametrize(("section", "message"), [
@@ -31,6 +31,8 @@ TINY: dict[str, Any] = {
     ({"preferdiff": {"lam": 1.5}}, "preferdiff.preferdiff.lam"),
     ({"preferdiff": {"pairing": "rows"}}, "preferdiff.preferdiff.pairing"),
     ({"model": {"w": -1}}, "preferdiff.model.w"),
+    ({"model": {"hidden": 10, "n_heads": 4}}, "multiple of n_heads"),
+    ({"data": {"min_user_length": 30, "max_items": 20}}, "exceeds max_items"),
 ])
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
@@ -84,10 +86,8 @@ def test_users_folder_is_learned(project: Path) -> None:
         "train": {"methods": ["preferdiff", "sasrec"], "epochs": 2, "batch_size": 16}})
     root = project / "out"
     for name in ("prepare", "train", "evaluate"):
-        items = params.train.methods if name == "train" else [None]
-        for item in items:
-            run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                                   progress=False, project=project, item=item))
+        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
+                               progress=False, project=project))
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "data.path" and data["n_items"] == 9 and data["train_users"] == 30
     assert (root / "data" / "sequences" / "train_data.txt").read_text().splitlines()[0] == "1 2 3 4 5"
