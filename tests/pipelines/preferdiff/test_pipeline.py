@@ -87,7 +87,7 @@ def test_users_folder_is_learned(project: Path) -> None:
     root = project / "out"
     for name in ("prepare", "train", "evaluate"):
         run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+                               progress=False, project=project, threads=1))
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "data.path" and data["n_items"] == 9 and data["train_users"] == 30
     assert (root / "data" / "sequences" / "train_data.txt").read_text().splitlines()[0] == "1 2 3 4 5"
