@@ -75,7 +75,7 @@ class TrainParams(Section):
         default_factory=lambda: list(METHODS), min_length=1,
         description="Objectives: 'mse' (x0 MSE, DreamRec-like), 'cosine' (x0 cosine error), 'preferdiff', "
                     "'sasrec' (SASRec with cross-entropy).")
-    epochs: int = Field(8, ge=1, le=1000, description="Training epochs (official: up to 150, early stopping).")
+    epochs: int = Field(6, ge=1, le=1000, description="Training epochs (official: up to 150, early stopping).")
     batch_size: int = Field(256, ge=2, le=65_536, description="Batch size (also the in-batch negatives + 1).")
     lr: float = Field(3e-3, gt=0, le=1, description="AdamW learning rate (official 1e-4 over many more steps).")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
