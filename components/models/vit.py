@@ -61,14 +61,15 @@ class SelfAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
-    def forward(self, h: Tensor) -> Tensor:
+    def forward(self, h: Tensor, is_causal: bool = False) -> Tensor:
+        """``is_causal``: position i attends to positions <= i only (a sequence model's mask)."""
         b, t, d = h.shape
 
         def heads(x: Tensor) -> Tensor:  # [B, T, d] -> [B, n_heads, T, d / n_heads]
             return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
 
         out = F.scaled_dot_product_attention(heads(self.q_proj(h)), heads(self.k_proj(h)),
-                                             heads(self.v_proj(h)))
+                                             heads(self.v_proj(h)), is_causal=is_causal)
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
 

@@ -22,7 +22,16 @@ With s = a row's summed token log-probability log p(y | x) = sum_i log p(y_i | x
 ``npo``         -(2/beta) mean log sigmoid(-beta (s(rejected) - s_ref(rejected)))  (Zhang et al. 2024)
 ``dpo``         -mean log sigmoid(beta [(s(chosen) - s_ref(chosen)) - (s(rejected) - s_ref(rejected))])
 ``flat_<f>``    -mean [ g*(h(chosen)) - f*(g*(h(rejected))) ]  for the f-divergences of `F_DIVERGENCES`
+``denoise``     mean_rows e(chosen): the mean reconstruction error of the positive (DreamRec's x0 loss)
+``preferdiff``  -(1 - lam) log sigmoid(-beta (e(chosen) - e(rejected))) + lam mean_rows e(chosen)
 ==============  ============================================================================================
+
+For ``denoise`` and ``preferdiff`` a row's score is a negated per-row error, ``e = -logp / n_tokens`` (a
+diffusion model's reconstruction error of the positive target, ``chosen``, and of the negative, ``rejected``).
+PreferDiff (arXiv 2410.13117) takes ``beta`` as its gamma and ``sft_weight`` as its lambda. With
+``ObjectiveConfig(pairing="sample")`` the log-sigmoid term compares each row's two errors and is averaged over
+rows; ``pairing="batch"`` reproduces the official code, which compares the *batch means* of the two errors (one
+log-sigmoid per batch).
 
 NLL here is token-weighted over the batch (sum of token NLLs / number of tokens), the convention of a
 causal-LM cross-entropy with padding ignored.
@@ -107,6 +116,7 @@ class PreferenceBatch(NamedTuple):
 
 
 Normalisation = Literal["answer", "padded"]
+Pairing = Literal["sample", "batch"]
 
 
 @dataclass(frozen=True)
@@ -118,11 +128,15 @@ class ObjectiveConfig:
         retain_weight: weight of GradDiff's retain NLL (>= 0).
         normalisation: FLAT's h: ``"answer"`` (each row's mean token probability) or ``"padded"`` (the official
             code: the batch's summed token probabilities over B x padded width, one value per batch).
+        sft_weight: PreferDiff's lambda, the weight of the positive's own error (0 <= lambda <= 1).
+        pairing: PreferDiff's preference term per row (``"sample"``) or on batch means (``"batch"``, official).
     """
 
     beta: float = 0.1
     retain_weight: float = 1.0
     normalisation: Normalisation = "answer"
+    sft_weight: float = 0.5
+    pairing: Pairing = "sample"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta > 0):
@@ -132,6 +146,10 @@ class ObjectiveConfig:
             raise ValueError(f"ObjectiveConfig.retain_weight must be a finite number >= 0, got {self.retain_weight!r}")
         if self.normalisation not in ("answer", "padded"):
             raise ValueError(f"ObjectiveConfig.normalisation must be 'answer' or 'padded', got {self.normalisation!r}")
+        if not (isinstance(self.sft_weight, (int, float)) and 0 <= self.sft_weight <= 1):
+            raise ValueError(f"ObjectiveConfig.sft_weight must be a number in [0, 1], got {self.sft_weight!r}")
+        if self.pairing not in ("sample", "batch"):
+            raise ValueError(f"ObjectiveConfig.pairing must be 'sample' or 'batch', got {self.pairing!r}")
 
 
 Metrics = dict[str, Tensor]
@@ -209,6 +227,21 @@ def flat(divergence: str) -> Objective:
     return loss_fn
 
 
+def denoise(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tensor, Metrics]:
+    error = -batch.chosen.logp_mean
+    loss = error.mean()
+    return loss, {"positive_error": loss.detach()}
+
+
+def preferdiff(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tensor, Metrics]:
+    pos, neg = -batch.chosen.logp_mean, -batch.rejected.logp_mean
+    gap = pos - neg if cfg.pairing == "sample" else (pos.mean() - neg.mean()).reshape(1)
+    preference = -F.logsigmoid(-cfg.beta * gap).mean()
+    loss = (1 - cfg.sft_weight) * preference + cfg.sft_weight * pos.mean()
+    return loss, {"positive_error": pos.mean().detach(), "negative_error": neg.mean().detach(),
+                  "preference_loss": preference.detach(), "preference_accuracy": (gap < 0).float().mean().detach()}
+
+
 @dataclass(frozen=True)
 class ObjectiveSpec:
     """A registered objective: the function, the `PreferenceBatch` fields it reads, and one line about it."""
@@ -232,6 +265,11 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
     **{f"flat_{name}": ObjectiveSpec(flat(name), ("chosen", "rejected"),
                                      f"FLAT with the {name.upper()} f-divergence (template vs forget answer)")
        for name in F_DIVERGENCES},
+    "denoise": ObjectiveSpec(denoise, ("chosen",), "mean reconstruction error of the positive (a diffusion model's "
+                             "x0 loss; scores are negated per-row errors)"),
+    "preferdiff": ObjectiveSpec(preferdiff, ("chosen", "rejected"),
+                                "PreferDiff: log-sigmoid preference of the positive's error over the negative's, "
+                                "plus sft_weight times the positive's error"),
 }
 
 

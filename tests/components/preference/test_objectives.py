@@ -30,11 +30,12 @@ def sigmoid(x: float) -> float:
 
 
 def test_registry_names_and_needs() -> None:
-    assert set(OBJECTIVES) == {"ga", "graddiff", "idk", "npo", "dpo", "flat_kl", "flat_tv", "flat_js", "flat_pearson"}
+    assert set(OBJECTIVES) == {"ga", "graddiff", "idk", "npo", "dpo", "flat_kl", "flat_tv", "flat_js", "flat_pearson",
+                               "denoise", "preferdiff"}
     assert [n for n, s in OBJECTIVES.items() if s.uses_retain_data] == ["graddiff"]
     with pytest.raises(ValueError, match=r"objective 'npo' needs .*missing \['ref_rejected'\]"):
         objective_loss("npo", PreferenceBatch(rejected=scores([-1.0], [1.0])))
-    with pytest.raises(ValueError, match=r"unknown objective 'gls'; expected one of \['dpo', 'flat_js'"):
+    with pytest.raises(ValueError, match=r"unknown objective 'gls'; expected one of \['denoise', 'dpo', 'flat_js'"):
         objective_loss("gls", PreferenceBatch())
     with pytest.raises(ValueError, match="beta must be"):
         ObjectiveConfig(beta=0)
@@ -122,3 +123,46 @@ def test_sequence_scores_helpers() -> None:
     both = SequenceScores.cat([s, picked])
     assert both.logp.tolist() == [-2.0, -3.0, -3.0] and both.width == 7
     assert SequenceScores.cat([s, SequenceScores(*picked[:3], 4)]).width == 0
+
+
+def _errors(values: list[float]) -> SequenceScores:
+    """Negated per-row errors as one-token scores (the diffusion recommender's convention)."""
+    e = torch.tensor(values, requires_grad=True)
+    return SequenceScores(-e, torch.ones(len(values)), torch.zeros(len(values)))
+
+
+def softplus(x: float) -> float:
+    return math.log1p(math.exp(x))
+
+
+def test_preferdiff_per_sample_and_official_batch_mean_pairing_by_hand() -> None:
+    batch = PreferenceBatch(chosen=_errors([0.2, 0.6]), rejected=_errors([0.4, 0.4]))
+    # per row: gaps -0.2, +0.2; -log sigmoid(-5 gap) = softplus(5 gap)
+    loss, m = objective_loss("preferdiff", batch, ObjectiveConfig(beta=5.0, sft_weight=0.4, pairing="sample"))
+    expected = 0.6 * (softplus(-1.0) + softplus(1.0)) / 2 + 0.4 * 0.4
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+    assert float(m["preference_accuracy"]) == 0.5 and float(m["negative_error"]) == pytest.approx(0.4)
+    # the official code compares batch means: 0.4 - 0.4 = 0 -> log 2
+    loss, _ = objective_loss("preferdiff", batch, ObjectiveConfig(beta=5.0, sft_weight=0.4, pairing="batch"))
+    assert float(loss) == pytest.approx(0.6 * math.log(2) + 0.4 * 0.4, rel=1e-6)
+    # lambda = 1 is the plain denoising loss
+    loss, _ = objective_loss("preferdiff", batch, ObjectiveConfig(beta=5.0, sft_weight=1.0))
+    assert float(loss) == pytest.approx(float(objective_loss("denoise", batch)[0]))
+
+
+def test_preferdiff_pushes_the_positive_error_down_and_the_negative_up() -> None:
+    # gradient descent lowers the positive's error (d loss / d e+ > 0) and raises the negative's
+    pos, neg = torch.tensor([0.3, 0.5], requires_grad=True), torch.tensor([0.3, 0.5], requires_grad=True)
+    b = PreferenceBatch(chosen=SequenceScores(-pos, torch.ones(2), torch.zeros(2)),
+                        rejected=SequenceScores(-neg, torch.ones(2), torch.zeros(2)))
+    objective_loss("preferdiff", b, ObjectiveConfig(beta=5.0, sft_weight=0.0))[0].backward()
+    assert (pos.grad > 0).all() and (neg.grad < 0).all()
+
+
+def test_denoise_is_the_mean_error_and_config_checks() -> None:
+    loss, m = objective_loss("denoise", PreferenceBatch(chosen=_errors([0.1, 0.3])))
+    assert float(loss) == pytest.approx(0.2) and float(m["positive_error"]) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="sft_weight"):
+        ObjectiveConfig(sft_weight=1.5)
+    with pytest.raises(ValueError, match="pairing"):
+        ObjectiveConfig(pairing="rows")  # type: ignore[arg-type]

@@ -1,0 +1,9 @@
+"""Sequential recommenders: a SASRec encoder of item histories (`sasrec`), its cross-entropy next-item model, and
+a diffusion recommender over item embeddings conditioned on it (`diffrec`: DreamRec's and PreferDiff's
+denoiser, per-row reconstruction errors, guided DDIM sampling and full-catalogue scores)."""
+
+from components.recsys.diffrec import DiffRecConfig, DiffusionRecommender, error_scores, in_batch_centroids
+from components.recsys.sasrec import SASRecConfig, SASRecEncoder, SASRecNextItem
+
+__all__ = ["DiffRecConfig", "DiffusionRecommender", "SASRecConfig", "SASRecEncoder", "SASRecNextItem",
+           "error_scores", "in_batch_centroids"]
