@@ -101,7 +101,7 @@ def labels(ctx: StageContext) -> None:
         for kind, values in per_kind.items():
             errors = [(lab[end - p] - v) ** 2 for lab, p, ends, r in zip(values, enc.prompts, enc.line_ends, records)
                       for end, v in zip(ends[:-1], r["line_values"][:-1])]
-            summary[f"{kind}/step_end_mse_vs_exact_value"] = float(np.mean(errors))
+            summary[f"{kind}/step_end_sq_error_vs_exact_value"] = float(np.mean(errors))
     save_json(summary, ctx.path(LABEL_METRICS))
     first = next((i for i, r in enumerate(records) if not r["correct"]), 0)   # a wrong solution if there is one
     plot_labels(records[first]["solution"], {k: v[first] for k, v in per_kind.items()}, ctx.path(LABELS_PNG))

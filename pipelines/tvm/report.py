@@ -99,7 +99,7 @@ def checks(data: Mapping[str, Any], label_metrics: Mapping[str, Any]) -> list[Ch
                          abs(acc - exact) <= 4 * se + 1e-12,
                          f"sampled {acc:.4f} over {n} solutions, exact {exact:.4f} (standard error {se:.4f})",
                          {"sampled": acc, "exact": exact}))
-    tvm, orm = label_metrics.get("tvm/step_end_mse_vs_exact_value"), label_metrics.get("orm/step_end_mse_vs_exact_value")
+    tvm, orm = (label_metrics.get(f"{kind}/step_end_sq_error_vs_exact_value") for kind in ("tvm", "orm"))
     if tvm is not None and orm is not None:
         out.append(Check("tvm_labels_closer_to_value", "TVM labels are no farther from V* than ORM labels at step "
                          "ends (mean squared error over the training prefixes)", tvm <= orm + 1e-12,

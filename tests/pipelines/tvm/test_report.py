@@ -44,10 +44,10 @@ def test_auc_claim_reaches_every_verdict_and_falls_back_to_the_outcome() -> None
 
 def test_checks_pass_and_fail() -> None:
     data = {"train_questions": 100, "samples": 16, "train_accuracy": 0.80, "exact_accuracy": 0.805}
-    labels = {"tvm/step_end_mse_vs_exact_value": 0.02, "orm/step_end_mse_vs_exact_value": 0.07}
+    labels = {"tvm/step_end_sq_error_vs_exact_value": 0.02, "orm/step_end_sq_error_vs_exact_value": 0.07}
     assert [(c.id, c.passed) for c in checks(data, labels)] == [("exact_value_matches_sampling", True),
                                                                 ("tvm_labels_closer_to_value", True)]
-    bad = checks({**data, "exact_accuracy": 0.9}, {**labels, "tvm/step_end_mse_vs_exact_value": 0.08})
+    bad = checks({**data, "exact_accuracy": 0.9}, {**labels, "tvm/step_end_sq_error_vs_exact_value": 0.08})
     assert [c.passed for c in bad] == [False, False]
     assert checks({"source": "file"}, {}) == []
 
