@@ -14,7 +14,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -227,6 +227,57 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             except json.JSONDecodeError as err:
                 raise ValueError(f"{p}: line {number} is not valid JSON ({err})") from err
     return rows
+
+
+def read_json_lines(path: str | os.PathLike[str], error: Callable[[str], Exception]
+                    ) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every non-blank line of a user's JSON Lines file, for its format's reader.
+
+    The text must be UTF-8 (a leading byte-order mark is accepted) and every non-blank line one JSON object.
+    The first problem raises ``error(problem)``, the problem naming the 1-based line: "line 3 is not a JSON
+    object (column 2: ...)", "line 4 holds a JSON list, expected an object", "line 2 is not UTF-8 text (byte
+    offset 40)"; nothing of the line itself is quoted. A missing file is a ``FileNotFoundError``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such file")
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise error(f"line {line} is not UTF-8 text (byte offset {err.start}); save the file as UTF-8") from None
+    out = []
+    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise error(f"line {number} is not a JSON object (column {err.colno}: {err.msg})") from None
+        if not isinstance(record, dict):
+            raise error(f"line {number} holds a JSON {type(record).__name__}, expected an object")
+        out.append((number, record))
+    return out
+
+
+def json_field(record: Mapping[str, Any], name: str, line: int, error: Callable[[str], Exception]) -> Any:
+    """``record[name]``; a missing field raises ``error`` naming the line and the fields that are there."""
+    if name not in record:
+        raise error(f"line {line} has no field '{name}' (fields found: "
+                    f"{', '.join(sorted(map(str, record))[:8]) or 'none'})")
+    return record[name]
+
+
+def json_text(record: Mapping[str, Any], name: str, line: int, error: Callable[[str], Exception], *,
+              non_empty: bool = True) -> str:
+    """``record[name]`` as a string (non-blank unless ``non_empty`` is False); anything else raises ``error``
+    naming the line and the field, with the refused value described by :func:`quote_value`."""
+    value = json_field(record, name, line, error)
+    if not isinstance(value, str) or (non_empty and not value.strip()):
+        raise error(f"line {line} field '{name}' holds {quote_value(value)}; expected a "
+                    f"{'non-empty ' if non_empty else ''}string")
+    return value
 
 
 def save_text(text: str, path: str | os.PathLike[str]) -> Path:

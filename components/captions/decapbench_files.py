@@ -15,13 +15,12 @@ described by :func:`components.io.quote_value`, never quoted from the file.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.io import quote_value
+from components.io import json_text, quote_value, read_json_lines
 
 SUFFIXES = (".jsonl", ".json")
 ORACLE_FIELDS = ("image_name", "oracle_caption", "oracle_facts")
@@ -54,43 +53,15 @@ class CandidateRow:
 
 
 def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) of every non-blank line."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise DecapbenchFormatError(path, f"line {line} is not UTF-8 text (byte offset {err.start}); save the file "
-                                    "as UTF-8") from None
-    out = []
-    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DecapbenchFormatError(path, f"line {number} is not a JSON object (column {err.colno}: "
-                                        f"{err.msg})") from None
-        if not isinstance(record, dict):
-            raise DecapbenchFormatError(path, f"line {number} holds a JSON {type(record).__name__}, expected an "
-                                        "object")
-        out.append((number, record))
+    """(line number, object) of every non-blank line; a file without one is an error."""
+    out = read_json_lines(path, lambda problem: DecapbenchFormatError(path, problem))
     if not out:
         raise DecapbenchFormatError(path, "the file holds no rows")
     return out
 
 
 def _string(path: Path, number: int, record: dict[str, Any], field: str, non_empty: bool) -> str:
-    if field not in record:
-        raise DecapbenchFormatError(path, f"line {number} has no field '{field}' (fields found: "
-                                    f"{', '.join(sorted(map(str, record))[:8]) or 'none'})")
-    value = record[field]
-    if not isinstance(value, str) or (non_empty and not value.strip()):
-        raise DecapbenchFormatError(path, f"line {number} field '{field}' holds {quote_value(value)}; expected a "
-                                    f"{'non-empty ' if non_empty else ''}string")
-    return value
+    return json_text(record, field, number, lambda problem: DecapbenchFormatError(path, problem), non_empty=non_empty)
 
 
 def read_oracle_file(path: str | Path) -> list[OracleRow]:

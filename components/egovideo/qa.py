@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from components.egovideo.synthetic import Event
-from components.io import atomic_path
+from components.io import atomic_path, read_json_lines
 
 N_OPTIONS = 4
 LETTERS = "ABCD"
@@ -498,15 +498,8 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise QAFormatError(f"{p}: QA file not found")
-    rows = []
-    for i, line in enumerate(p.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise QAFormatError(f"{p}:{i}: not valid JSON ({err})") from None
-        rows.append(check_record(row, f"{p}:{i}"))
+    rows = [check_record(row, f"{p}:{i}")
+            for i, row in read_json_lines(p, lambda problem: QAFormatError(f"{p}: {problem}"))]
     if not rows:
         raise QAFormatError(f"{p}: no questions")
     return rows

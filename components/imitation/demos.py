@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from components.imitation.gridworld import N_ACTIONS, GridConfig
-from components.io import quote_value
+from components.io import quote_value, read_json_lines
 
 FIELDS = ("state", "action", "style", "episode")
 
@@ -60,20 +60,8 @@ def _check_values(where: str, state: Any, action: Any, style: Any, episode: Any,
 
 def _read_jsonl(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
     rows: list[tuple[int, int, int, int, int]] = []
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise DemoFormatError(f"{path}: not UTF-8 text (byte offset {err.start})") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, obj in read_json_lines(path, lambda problem: DemoFormatError(f"{path}: {problem}")):
         where = f"{path}: line {number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DemoFormatError(f"{where}: not a JSON object ({err.msg}, column {err.colno})") from None
-        if not isinstance(obj, dict):
-            raise DemoFormatError(f"{where}: expected a JSON object, got a {type(obj).__name__}")
         for key in FIELDS:
             if key not in obj:
                 raise DemoFormatError(f"{where}: field {key!r} is missing")

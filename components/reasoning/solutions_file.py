@@ -10,13 +10,11 @@ refused value is described by :func:`components.io.quote_value`, never quoted fr
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from components.io import quote_value
+from components.io import json_field, json_text, quote_value, read_json_lines
 
 FIELDS = ("question", "solution", "answer", "correct")
 SUFFIXES = (".jsonl", ".json")
@@ -37,58 +35,32 @@ class SolutionRow:
     correct: bool
 
 
-def _field(path: Path, number: int, record: dict[str, Any], name: str) -> Any:
-    if name not in record:
-        raise SolutionsFormatError(path, f"line {number} has no field '{name}' (fields found: "
-                                   f"{', '.join(sorted(map(str, record))[:8]) or 'none'})")
-    return record[name]
-
-
-def _text(path: Path, number: int, record: dict[str, Any], name: str) -> str:
-    value = _field(path, number, record, name)
-    if not isinstance(value, str) or not value.strip():
-        raise SolutionsFormatError(path, f"line {number} field '{name}' holds {quote_value(value)}; expected a "
-                                   "non-empty string")
-    return value
-
-
 def read_solutions(path: str | Path) -> list[SolutionRow]:
     """Every row in file order (see the module docstring)."""
     path = Path(path)
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise SolutionsFormatError(path, f"line {line} is not UTF-8 text (byte offset {err.start})") from None
+
+    def error(problem: str) -> SolutionsFormatError:
+        return SolutionsFormatError(path, problem)
+
     rows = []
-    for number, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise SolutionsFormatError(path, f"line {number} is not a JSON object (column {err.colno}: "
-                                       f"{err.msg})") from None
-        if not isinstance(record, dict):
-            raise SolutionsFormatError(path, f"line {number} holds a JSON {type(record).__name__}, expected an "
-                                       "object")
-        question, solution = _text(path, number, record, "question"), _text(path, number, record, "solution")
-        answer = _field(path, number, record, "answer")
+    for number, record in read_json_lines(path, error):
+        question = json_text(record, "question", number, error)
+        solution = json_text(record, "solution", number, error)
+        answer = json_field(record, "answer", number, error)
         if isinstance(answer, bool) or not (isinstance(answer, str) and answer.strip()
                                             or isinstance(answer, (int, float)) and math.isfinite(answer)):
-            raise SolutionsFormatError(path, f"line {number} field 'answer' holds {quote_value(answer)}; expected "
-                                       "a non-empty string or a finite number")
-        correct = _field(path, number, record, "correct")
+            raise error(f"line {number} field 'answer' holds {quote_value(answer)}; expected a non-empty string "
+                        "or a finite number")
+        correct = json_field(record, "correct", number, error)
         if not (isinstance(correct, bool) or (isinstance(correct, int) and correct in (0, 1))):
-            raise SolutionsFormatError(path, f"line {number} field 'correct' holds {quote_value(correct)}; expected "
-                                       "true / false (or 1 / 0)")
+            raise error(f"line {number} field 'correct' holds {quote_value(correct)}; expected true / false "
+                        "(or 1 / 0)")
         answer_text = answer if isinstance(answer, str) else (str(int(answer)) if float(answer).is_integer()
                                                               else repr(answer))
         rows.append(SolutionRow(number, question, solution, answer_text.strip(), bool(correct)))
     if len({r.question for r in rows}) < 2:
-        raise SolutionsFormatError(path, f"the file holds {len({r.question for r in rows})} distinct question(s); "
-                                   "expected at least 2 (some train the verifiers, the rest test them)")
+        raise error(f"the file holds {len({r.question for r in rows})} distinct question(s); expected at least 2 "
+                    "(some train the verifiers, the rest test them)")
     return rows
 
 

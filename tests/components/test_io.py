@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from components.io import (atomic_path, load_json, load_jsonl, load_table, load_tensors, quote_value, save_json,
-                           save_jsonl, save_table, save_tensors)
+from components.io import (atomic_path, json_text, load_json, load_jsonl, load_table, load_tensors, quote_value,
+                           read_json_lines, save_json, save_jsonl, save_table, save_tensors)
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -85,3 +85,34 @@ def test_safetensors_bytes_do_not_depend_on_the_process(tmp_path: Path) -> None:
         assert handle.metadata() == {"model.class": "x:Y", "model.config": "{}", "seed": "1", "method": "m"}
         assert torch.equal(handle.get_tensor("b"), torch.arange(3.0))
     assert int.from_bytes(blobs.pop()[:8], "little") % 8 == 0  # the header stays 8-byte aligned
+
+
+class _RowError(ValueError):
+    pass
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b'{"a": "x"}\n\n[1, 2]\n', r"^line 3 holds a JSON list, expected an object$"),
+    (b'{"a": "x"}\n{not json\n', r"^line 2 is not a JSON object \(column 2: "),
+    (b'{"a": "x"}\n{"a": "caf\xe9"}\n', r"^line 2 is not UTF-8 text \(byte offset 21\); save the file as UTF-8$"),
+])
+def test_read_json_lines_names_the_line(tmp_path: Path, raw: bytes, message: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(raw)
+    with pytest.raises(_RowError, match=message):
+        read_json_lines(path, _RowError)
+
+
+def test_read_json_lines_numbers_lines_and_accepts_a_bom(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes('\ufeff{"a": "x"}\n\n{"a": ""}\n'.encode())
+    rows = read_json_lines(path, _RowError)
+    assert rows == [(1, {"a": "x"}), (3, {"a": ""})]
+    assert json_text(rows[0][1], "a", 1, _RowError) == "x"
+    assert json_text(rows[1][1], "a", 3, _RowError, non_empty=False) == ""
+    with pytest.raises(_RowError, match=r"^line 3 field 'a' holds ''; expected a non-empty string$"):
+        json_text(rows[1][1], "a", 3, _RowError)
+    with pytest.raises(_RowError, match=r"^line 1 has no field 'b' \(fields found: a\)$"):
+        json_text(rows[0][1], "b", 1, _RowError)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        read_json_lines(tmp_path / "missing.jsonl", _RowError)

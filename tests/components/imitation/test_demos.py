@@ -38,7 +38,7 @@ GOOD = [{"episode": 0, "state": [10, 5], "action": 0, "style": 0},
     ({"episode": 3, "state": [10, 5], "action": 0, "style": 3}, r"line 4: field 'style': expected an int in 0..2"),
     ({"episode": 0, "state": [9, 5], "action": 0, "style": 1}, r"line 4: field 'style': episode 0 has style 1"),
     ({"episode": -1, "state": [9, 5], "action": 0, "style": 1}, r"line 4: field 'episode'"),
-    ([1, 2], r"line 4: expected a JSON object"),
+    ([1, 2], r"line 4 holds a JSON list, expected an object"),
 ])
 def test_jsonl_errors_name_line_and_field(tmp_path: Path, bad: object, message: str) -> None:
     path = _jsonl(tmp_path, [*GOOD, bad])
