@@ -100,7 +100,9 @@ def _mm(a: Tensor, x: Tensor) -> Tensor:
 
 
 def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask | None = None,
-                                features: Features | None = None) -> Tensor:
+                                features: Features | None = None, chunk: int = 4) -> Tensor:
+    """The two sparse products run over ``chunk`` feature dimensions at a time (the sum over the feature
+    dimension is accumulated), so no intermediate is larger than [N, B H chunk (d + 1)]."""
     if not isinstance(mask, GrfMask):
         raise TypeError("grf_mask attention needs a GrfMask")
     fm = features or ReluFeatures()
@@ -108,11 +110,16 @@ def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask |
     fq, fk = fm.query(q), fm.key(k)
     m = fk.shape[-1]
     v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)               # [B, H, N, d + 1]
-    kv = (fk.unsqueeze(-1) * v1.unsqueeze(-2))                              # [B, H, N, m, d + 1]
-    flat = kv.permute(2, 0, 1, 3, 4).reshape(n, -1)                         # [N, B H m (d + 1)]
-    s = _mm(mask.phi_k.t(), flat)                                           # S_u = sum_j Phi_k[j, u] kv_j
-    r = _mm(mask.phi_q, s).view(n, b, h, m, d + 1).permute(1, 2, 0, 3, 4)
-    out = torch.einsum("bhnm,bhnme->bhne", fq, r)
+    phi_k_t = mask.phi_k.t()
+    out = None
+    for lo in range(0, m, chunk):
+        hi = min(lo + chunk, m)
+        kv = fk[..., lo:hi].unsqueeze(-1) * v1.unsqueeze(-2)                # [B, H, N, c, d + 1]
+        flat = kv.permute(2, 0, 1, 3, 4).reshape(n, -1)                     # [N, B H c (d + 1)]
+        s = _mm(phi_k_t, flat)                                              # S_u = sum_j Phi_k[j, u] kv_j
+        r = _mm(mask.phi_q, s).view(n, b, h, hi - lo, d + 1).permute(1, 2, 0, 3, 4)
+        part = torch.einsum("bhnm,bhnme->bhne", fq[..., lo:hi], r)
+        out = part if out is None else out + part
     return out[..., :d] / out[..., d:]
 
 

@@ -81,37 +81,52 @@ class GrfFeatures:
 
 
 def sample_grf(graph: Graph, n_walks: int, p_halt: float, k_max: int,
-               generator: torch.Generator | None = None) -> GrfFeatures:
+               generator: torch.Generator | None = None, block: int = 4096) -> GrfFeatures:
     """Run ``n_walks`` halting random walks of at most ``k_max`` steps from every node, all at once.
 
-    Cost: O(N n_walks k_max) time and memory; the result holds at most ``N (1 + n_walks k_max)`` pairs.
+    The walks of ``block`` start nodes advance together; blocks follow in node order, so the pairs come out
+    sorted without a global sort and the working memory is that of one block.
+    Cost: O(N n_walks k_max) time, O(block n_walks k_max + N n_walks k_max) memory (the result holds at most
+    ``N (1 + n_walks k_max)`` pairs).
     """
     if not 0.0 < p_halt < 1.0:
         raise ValueError(f"p_halt must be in (0, 1), got {p_halt}")
     if n_walks < 1 or k_max < 0:
         raise ValueError(f"need n_walks >= 1 and k_max >= 0, got {n_walks}, {k_max}")
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    parts = [_walk_block(graph, torch.arange(lo, min(lo + block, graph.n)), n_walks, p_halt, k_max, generator)
+             for lo in range(0, graph.n, block)]
+    key = torch.cat([k for k, _ in parts])
+    loads = torch.cat([v for _, v in parts])
+    return GrfFeatures(key // graph.n, key % graph.n, loads, graph.n)
+
+
+def _walk_block(graph: Graph, nodes: Tensor, n_walks: int, p_halt: float, k_max: int,
+                generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """(sorted keys ``i * N + u``, loads [U, K + 1] / n_walks) of the walks from ``nodes``."""
     n = graph.n
-    start = torch.arange(n).repeat_interleave(n_walks)
+    start = nodes.repeat_interleave(n_walks)
     cur, load = start.clone(), torch.ones(start.shape[0])
     alive = torch.ones(start.shape[0], dtype=torch.bool)
     deg = graph.degree.to(load.dtype)
-    rows, cols, steps, vals = [torch.arange(n)], [torch.arange(n)], [torch.zeros(n, dtype=torch.long)], \
-        [torch.full((n,), float(n_walks))]
+    keys, steps, vals = [nodes * n + nodes], [torch.zeros(nodes.shape[0], dtype=torch.long)], \
+        [torch.full((nodes.shape[0],), float(n_walks))]
     for k in range(1, k_max + 1):
+        if graph.indices.numel() == 0:
+            break
         alive &= torch.rand(start.shape[0], generator=generator) >= p_halt
         d = deg[cur]
         alive &= d > 0
         pick = (torch.rand(start.shape[0], generator=generator) * d).long().clamp_max((d - 1).clamp_min(0).long())
-        edge = (graph.indptr[cur] + pick).clamp_max(max(graph.indices.numel() - 1, 0))
-        if graph.indices.numel() == 0:
-            break
+        edge = (graph.indptr[cur] + pick).clamp_max(graph.indices.numel() - 1)
         load = load * graph.weights[edge] * d / (1.0 - p_halt)
         cur = torch.where(alive, graph.indices[edge], cur)
-        rows.append(start[alive]), cols.append(cur[alive])
-        steps.append(torch.full((int(alive.sum()),), k, dtype=torch.long)), vals.append(load[alive])
+        keys.append(start[alive] * n + cur[alive])
+        steps.append(torch.full((keys[-1].shape[0],), k, dtype=torch.long)), vals.append(load[alive])
         if not bool(alive.any()):
             break
-    r, c, s, v = torch.cat(rows), torch.cat(cols), torch.cat(steps), torch.cat(vals)
-    key, inverse = torch.unique(r * n + c, return_inverse=True)
-    loads = torch.zeros(key.shape[0] * (k_max + 1)).index_add_(0, inverse * (k_max + 1) + s, v / n_walks)
-    return GrfFeatures(key // n, key % n, loads.view(-1, k_max + 1), n)
+    key, inverse = torch.unique(torch.cat(keys), return_inverse=True)
+    loads = torch.zeros(key.shape[0] * (k_max + 1)).index_add_(0, inverse * (k_max + 1) + torch.cat(steps),
+                                                               torch.cat(vals) / n_walks)
+    return key, loads.view(-1, k_max + 1)
