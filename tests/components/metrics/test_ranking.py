@@ -51,3 +51,19 @@ def test_bad_shapes_are_refused() -> None:
         target_ranks(torch.zeros(3), torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="ks"):
         ranking_metrics(torch.zeros(1, 3), torch.tensor([1]), ks=())
+
+
+def test_full_ranking_metrics_match_cornac() -> None:
+    """Recall@k and NDCG@k of a random full ranking (no ties) against cornac's own metrics, user by user."""
+    import cornac.metrics as metrics   # a dev dependency: the reference must be there, not skipped
+
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.rand(200, 300, generator=gen, dtype=torch.float64)
+    targets = torch.randint(0, 300, (200,), generator=gen)
+    ours = ranking_metrics(scores, targets, ks=(5, 10, 50))
+    order = torch.argsort(scores, dim=1, descending=True).numpy()
+    for k in (5, 10, 50):
+        for name, metric in (("recall", metrics.Recall(k=k)), ("ndcg", metrics.NDCG(k=k))):
+            theirs = np.mean([metric.compute(gt_pos=np.array([t]), pd_rank=order[u])
+                              for u, t in enumerate(targets.tolist())])
+            assert ours[f"{name}@{k}"] == pytest.approx(theirs, abs=1e-12), (name, k)
