@@ -23,6 +23,7 @@ import torch
 from components.io import load_json, load_jsonl, load_table, load_tensors, save_json, save_jsonl, save_table, \
     save_tensors
 from components.metrics.ranking import roc_auc
+from components.reasoning.champ import as_solution_rows, default_path, grade_champ, model_summary, read_champ
 from components.reasoning.grading import grade
 from components.reasoning.labels import outcome_labels, step_labels, token_value_labels
 from components.reasoning.policy import SlipPolicy, next_line, prefix_value, start_state
@@ -64,9 +65,18 @@ def _encode(verifier: Verifier, records: list[dict], with_question: bool):
 # --------------------------------------------------------------------------------------------------
 @stage(params=("data", "policy"), outs=(TRAIN, TEST), metrics=(DATA_METRICS,))
 def sample(ctx: StageContext) -> None:
-    """Synthetic problems sampled by the slip policy, or the user's solutions file split by question."""
+    """Synthetic problems sampled by the slip policy, CHAMP's model-written solutions, or the user's solutions
+    file; the last two split by question."""
     d = ctx.params.data
-    if d.solutions_path:
+    if d.source == "champ":
+        champ, kept = read_champ(default_path(), d.champ_models, d.champ_settings, d.champ_max_chars,
+                                 d.champ_problems)
+        train, test, summary = split_file(as_solution_rows(champ), d.test_fraction, derive_seed(d.seed, "split"),
+                                          grader=grade_champ)
+        for record in train + test:
+            record.update(model=champ[record["line"]].model, setting=champ[record["line"]].setting)
+        summary.update(kept, source="champ", models=model_summary(champ), max_chars=d.champ_max_chars)
+    elif d.solutions_path:
         rows = read_solutions(ctx.data_path(d.solutions_path))
         train, test, summary = split_file(rows, d.test_fraction, derive_seed(d.seed, "split"))
     else:
@@ -178,11 +188,14 @@ def search(ctx: StageContext) -> None:
     length = np.array([len(r["solution"]) + 1 for r in records], dtype=float)
     tokens_all = float(np.mean([length[g].sum() for g in qs]))
     voted = [majority_vote([answer_key(records[i]["predicted"]) for i in g]) for g in qs]
-    majority = float(np.mean([grade(v, records[g[0]]["answer"]) for v, g in zip(voted, qs)]))
+    grader = grade_champ if p.data.source == "champ" else grade
+    majority = float(np.mean([grader(v, records[g[0]]["answer"]) for v, g in zip(voted, qs)]))
+    # CHAMP lists a question's solutions by prompt setting: a single sample is any of them (their mean accuracy)
+    single = float(np.mean([correct[g].mean() if p.data.source == "champ" else correct[g[0]] for g in qs]))
     rows, aucs = [], []
     for seed in p.seeds:
-        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": float(np.mean(
-                     [correct[g[0]] for g in qs])), "tokens": float(np.mean([length[g[0]] for g in qs]))},
+        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": single,
+                  "tokens": float(np.mean([length[g[0]] for g in qs]))},
                  {"seed": seed, "method": "majority", "verifier": "none", "accuracy": majority, "tokens": tokens_all}]
         if synthetic:
             policy = _policy(p)
@@ -191,6 +204,9 @@ def search(ctx: StageContext) -> None:
                       "accuracy": float(np.mean([correct[g].any() for g in qs]))},
                      dict(zip(("accuracy", "tokens"), _beam(ctx, problems, oracle, seed)),
                           seed=seed, method="beam", verifier="oracle")]
+        elif p.data.source == "champ":   # pass@N: the ceiling of any re-ranking
+            rows.append({"seed": seed, "method": "best_of_n", "verifier": "oracle", "tokens": tokens_all,
+                         "accuracy": float(np.mean([correct[g].any() for g in qs]))})
         for kind in p.verifier.kinds:
             verifier = _verifier(ctx, kind, seed)
             enc = verifier.encode([(r["question"], r["solution"]) for r in records], p.verifier.with_question)
