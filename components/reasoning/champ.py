@@ -23,16 +23,17 @@ relations (``=``, ``<``, ``≥`` ...) and lists joined by ``and`` make the answe
 1. an ``answer: ...`` line or ``\\boxed{...}`` (`grading.extract_answer`);
 2. ``Yes`` / ``No`` when the message starts with that word;
 3. after a pivot outside LaTeX math, the first pivot that is followed by an answer: the words ``is``, ``are``,
-   ``equals``, ``equal to``, ``be`` left to right, then ``=`` right to left. Filler words (``given by the
+   ``equals``, ``equal to`` (not ``or equal to``), ``be`` left to right, then ``=`` right to left. Filler words (``given by the
    expression``, ``always``, ...) are skipped; the answer is then a LaTeX math segment (``$...$``, ``\\(...\\)``,
    ``\\[...\\]``: its right-hand side after a last ``=``) or the leading expression (numbers, single letters,
    operators, the functions above; a word stops it; trailing ``.`` / ``,`` dropped);
-4. else the last expression with a digit in the message (LaTeX segments read as their content), else None.
+4. else, when the message has no pivot at all, the last expression with a digit in it (LaTeX segments read as
+   their content); else None.
 
 Correct = `grade_champ(final answer, reference)`: `grading.grade` (plain integers exactly, else math-verify, 1 s
 limit), with an expression in a free variable never equal to an integer reference. Solution text for
 the verifier: the solution's non-blank lines (one step each; the verifier's step delimiter is the newline), the
-leading lines kept while they fit in ``max_chars`` (a line that does not fit is cut), then the line
+leading lines kept while they fit in ``max_chars`` characters (a line that does not fit is cut), then the line
 ``answer: <final answer>`` when there is one (so the verifier sees the answer, as in the synthetic format, and
 `grading.extract_answer` reads it back for majority vote).
 """
@@ -60,7 +61,7 @@ SETTINGS = ("0-Shot", "5-Shot", "1/3 Soln", "2/3 Soln", "No C w/o H", "No C w/ H
 FUNCTIONS = ("sqrt", "floor", "ceil", "log", "ln")
 _TOKEN = re.compile(r"[A-Za-z]+|\d+(?:\.\d+)?|\S")
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
-_PIVOT = re.compile(r"\b(?:is|are|equals|equal to|be)\b|=", re.IGNORECASE)
+_PIVOT = re.compile(r"\b(?:is|are|equals|(?<!or )equal to|be)\b|=", re.IGNORECASE)
 FILLER = ("given", "by", "the", "expression", "formula", "always", "exactly", "just", "only", "simply", "equal",
           "to", "a", "an", "approximately", "then", "therefore", "thus")
 _LEADING_INT = re.compile(r"^([+-]?\d+)\s+[A-Za-z]")
@@ -153,6 +154,8 @@ def final_answer(message: str | None) -> str | None:
         found = _after(message[pivot.end():])
         if found:
             return found
+    if words or equals:
+        return None
     tokens = _TOKEN.findall(_MATH.sub(lambda m: " " + next(g for g in m.groups() if g) + " ", message))
     for start in range(len(tokens) - 1, -1, -1):   # the last expression in the message
         found = _expression(tokens[start:])
@@ -190,7 +193,8 @@ def grade_champ(predicted: str | None, reference: str) -> bool:
 
 
 def verifier_solution(raw: str, predicted: str | None, max_chars: int) -> str:
-    """The solution's non-blank lines within ``max_chars`` (the last kept one cut to fit), then the answer line."""
+    """The solution's non-blank lines within ``max_chars`` characters, newlines counted (the last kept one cut to
+    fit), then the answer line."""
     kept, used = [], 0
     for line in (s.strip() for s in raw.split("\n")):
         if not line:
@@ -198,8 +202,8 @@ def verifier_solution(raw: str, predicted: str | None, max_chars: int) -> str:
         room = max_chars - used
         if room <= 0:
             break
-        kept.append(line[:room])
-        used += min(len(line), room)
+        kept.append(line[:room].rstrip())
+        used += min(len(line), room) + 1
     if predicted is not None:
         kept.append(f"answer: {predicted}")
     return "\n".join(kept) if kept else "answer: none"
