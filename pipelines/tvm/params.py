@@ -35,7 +35,7 @@ class DataParams(Section):
     champ_settings: list[Literal[CHAMP_SETTINGS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: list(CHAMP_SETTINGS), min_length=1,
         description="CHAMP: the prompt settings whose solutions are used (N = models x settings per problem).")
-    champ_max_chars: int = Field(600, ge=20, le=100_000, description="CHAMP: characters of a solution's leading "
+    champ_max_chars: int = Field(200, ge=20, le=100_000, description="CHAMP: characters of a solution's leading "
                                  "lines kept for the verifier (then its final-answer line), to keep it CPU-sized.")
     champ_problems: int | None = Field(None, ge=2, le=270, description="CHAMP: use only this many gradable "
                                        "problems, evenly spaced over the file (None: all).")

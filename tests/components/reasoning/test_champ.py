@@ -5,6 +5,7 @@ file refused with the problem and the field named."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -90,10 +91,14 @@ def test_real_problems_graded_against_the_annotations() -> None:
     assert [r.line for r in file_rows] == list(range(6)) and file_rows[0].question.startswith("[P_Combinatorics_1] ")
 
 
-def _small_file(tmp_path: Path) -> tuple[Path, dict]:
+@lru_cache(maxsize=1)
+def _two_problems() -> str:
     data = json.loads(FILE.read_text())
-    data["problems"] = dict(list(data["problems"].items())[:2])
-    return tmp_path / "v0.json", data
+    return json.dumps({**data, "problems": dict(list(data["problems"].items())[:2])})
+
+
+def _small_file(tmp_path: Path) -> tuple[Path, dict]:
+    return tmp_path / "v0.json", json.loads(_two_problems())
 
 
 @pytest.mark.parametrize(("corrupt", "message"), [
