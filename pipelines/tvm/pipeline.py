@@ -5,7 +5,8 @@ single sampling, majority vote, Best-of-N and step-level beam search guided by O
 tokens each method generates), and its argument that token-level value labels score partial solutions better:
 
 1. **sample** (§3, data): N sampled solutions per training question, graded by their final answer (programmatic
-   word problems and a slip policy; or a user's JSONL of sampled solutions, split by question);
+   word problems and a slip policy; CHAMP's competition problems with the solutions real models wrote; or a
+   user's JSONL of sampled solutions; the last two split by question);
 2. **labels** (§3.2, Eq. 3): per solution token, ORM's outcome, PRM's step correctness, TVM's mean outcome of the
    samples that share the exact token prefix (a token trie);
 3. **train** (§3.2, one item per label type): a tiny causal transformer with a value head, MSE on sigmoid values,
@@ -65,8 +66,7 @@ def _encode(verifier: Verifier, records: list[dict], with_question: bool):
 # --------------------------------------------------------------------------------------------------
 @stage(params=("data", "policy"), outs=(TRAIN, TEST), metrics=(DATA_METRICS,))
 def sample(ctx: StageContext) -> None:
-    """Synthetic problems sampled by the slip policy, CHAMP's model-written solutions, or the user's solutions
-    file; the last two split by question."""
+    """Synthetic problems and slip-policy samples, CHAMP's model-written solutions, or a solutions file, by question."""
     d = ctx.params.data
     if d.source == "champ":
         champ, kept = read_champ(default_path(), d.champ_models, d.champ_settings, d.champ_max_chars,
