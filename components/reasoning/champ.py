@@ -23,18 +23,18 @@ relations (``=``, ``<``, ``≥`` ...) and lists joined by ``and`` make the answe
 1. an ``answer: ...`` line or ``\\boxed{...}`` (`grading.extract_answer`);
 2. ``Yes`` / ``No`` when the message starts with that word;
 3. after a pivot outside LaTeX math, the first pivot that is followed by an answer: the words ``is``, ``are``,
-   ``equals``, ``equal to`` (not ``or equal to``), ``be`` left to right, then ``=`` right to left. Filler words (``given by the
-   expression``, ``always``, ...) are skipped; the answer is then a LaTeX math segment (``$...$``, ``\\(...\\)``,
-   ``\\[...\\]``: its right-hand side after a last ``=``) or the leading expression (numbers, single letters,
-   operators, the functions above; a word stops it; trailing ``.`` / ``,`` dropped);
+   ``equals``, ``equal to`` (not ``or equal to``), ``be`` left to right, then ``=`` right to left. Filler words
+   (``given by the expression``, ``always``, ...) are skipped; the answer is then a LaTeX math segment
+   (``$...$``, ``\\(...\\)``, ``\\[...\\]``: its right-hand side after a last ``=``) or the leading expression
+   (numbers, single letters, operators, the functions above; a word stops it; trailing ``.`` / ``,`` dropped);
 4. else, when the message has no pivot at all, the last expression with a digit in it (LaTeX segments read as
    their content); else None.
 
 Correct = `grade_champ(final answer, reference)`: `grading.grade` (plain integers exactly, else math-verify, 1 s
-limit), with an expression in a free variable never equal to an integer reference. Solution text for
-the verifier: the solution's non-blank lines (one step each; the verifier's step delimiter is the newline), the
-leading lines kept while they fit in ``max_chars`` characters (a line that does not fit is cut), then the line
-``answer: <final answer>`` when there is one (so the verifier sees the answer, as in the synthetic format, and
+limit), with an expression in a free variable never equal to an integer reference (and Yes / No compared as
+words). Solution text for the verifier: the solution's non-blank lines (one step each; the verifier's step
+delimiter is the newline), the leading lines kept while they fit in ``max_chars`` characters (a line that does
+not fit is cut), then the line ``answer: <final answer>`` when there is one (so the verifier sees the answer, as in the synthetic format, and
 `grading.extract_answer` reads it back for majority vote).
 """
 
@@ -182,8 +182,8 @@ def _after(tail: str) -> str | None:
 
 @lru_cache(maxsize=None)
 def grade_champ(predicted: str | None, reference: str) -> bool:
-    """`grading.grade` with a 1 s math-verify limit, memoised; Yes / No match only themselves; an expression with a free variable (a letter other
-    than a function name or ``C``) never equals an integer reference."""
+    """`grading.grade` with a 1 s math-verify limit, memoised; Yes / No match only themselves; an expression with a
+    free variable (a letter other than a function name or ``C``) never equals an integer reference."""
     if reference in ("Yes", "No") or predicted in ("Yes", "No"):
         return predicted == reference
     if predicted is not None and as_integer(reference) is not None and any(

@@ -28,7 +28,8 @@ class DataParams(Section):
         "synthetic", description="Where the sampled solutions come from: 'synthetic' (word problems and the slip "
         "policy) or 'champ' (the CHAMP competition-math problems and their model-written solutions from the "
         "champ-dataset package, split by problem; graded against the reference answer; Best-of-N re-ranking, no "
-        "beam search, no PRM: the default verifier.kinds then drops 'prm'). Ignored by data.solutions_path, which may not be combined with 'champ'.")
+        "beam search, no PRM: the default verifier.kinds then drops 'prm'). May not be combined with "
+        "data.solutions_path.")
     champ_models: list[Literal[CHAMP_MODELS]] = Field(  # type: ignore[valid-type]
         default_factory=lambda: ["GPT-3.5"], min_length=1,
         description="CHAMP: the models whose solutions are used (each adds one solution per problem and setting).")

@@ -156,8 +156,9 @@ def _source(data: Mapping[str, Any], p: TvmParams) -> tuple[str, dict[str, list[
         d = p.data
         text = (f"CHAMP (champ-dataset, MIT): model-written solutions of {', '.join(d.champ_models)} under "
                 f"{len(d.champ_settings)} prompt setting(s) to {int(data['problems_used'])} of its "
-                f"{int(data['problems_gradable'])} problems with a gradable reference answer ({int(data['problems_in_file'])}"
-                f" in the file; list, relation and worded answers are left out), split by problem: "
+                f"{int(data['problems_gradable'])} problems with a gradable reference answer "
+                f"({int(data['problems_in_file'])} in the file; list, relation and worded answers are left out), "
+                f"split by problem: "
                 f"{data['train_questions']} training and {data['test_questions']} held-out problems, "
                 f"{data['train_solutions']} + {data['test_solutions']} solutions; each solution's leading lines "
                 f"up to {data['max_chars']} characters plus its final-answer line (read from the model's final "
