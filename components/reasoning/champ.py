@@ -34,8 +34,8 @@ Correct = `grade_champ(final answer, reference)`: `grading.grade` (plain integer
 limit), with an expression in a free variable never equal to an integer reference (and Yes / No compared as
 words). Solution text for the verifier: the solution's non-blank lines (one step each; the verifier's step
 delimiter is the newline), the leading lines kept while they fit in ``max_chars`` characters (a line that does
-not fit is cut), then the line ``answer: <final answer>`` when there is one (so the verifier sees the answer, as in the synthetic format, and
-`grading.extract_answer` reads it back for majority vote).
+not fit is cut), then the line ``answer: <final answer>`` when there is one (so the verifier sees the answer, as
+in the synthetic format, and `grading.extract_answer` reads it back for majority vote).
 """
 
 from __future__ import annotations
