@@ -9,7 +9,7 @@ is right (``line_correct``, PRM's labels) and the exact value V* of the prefix e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,10 +68,10 @@ def sample_synthetic(train_questions: int, test_questions: int, samples: int, nu
     return train, test, summary
 
 
-def split_file(rows: Sequence[SolutionRow], test_fraction: float, seed: int
-               ) -> tuple[list[dict], list[dict], dict[str, float]]:
+def split_file(rows: Sequence[SolutionRow], test_fraction: float, seed: int,
+               grader: Callable[[str | None, str], bool] = grade) -> tuple[list[dict], list[dict], dict[str, float]]:
     """A solutions file as train / test records, split by question (a seeded share of the questions held out,
-    at least one on each side); ``regraded`` is the final answer graded against ``answer`` by `grade`."""
+    at least one on each side); ``regraded`` is the final answer graded against ``answer`` by ``grader``."""
     questions = list(dict.fromkeys(r.question for r in rows))
     order = np.random.default_rng(seed).permutation(len(questions))
     n_test = min(len(questions) - 1, max(1, round(test_fraction * len(questions))))
@@ -83,7 +83,7 @@ def split_file(rows: Sequence[SolutionRow], test_fraction: float, seed: int
         qid = index.setdefault(r.question, len(index))
         predicted = extract_answer(r.solution)
         side.append({"question": r.question, "solution": r.solution, "answer": r.answer, "correct": r.correct,
-                     "question_id": qid, "predicted": predicted, "regraded": grade(predicted, r.answer),
+                     "question_id": qid, "predicted": predicted, "regraded": grader(predicted, r.answer),
                      "line": r.line})
     agree = float(np.mean([rec["regraded"] == rec["correct"] for rec in train + test]))
     summary = {"source": "file", "train_questions": len(questions) - n_test, "test_questions": n_test,

@@ -40,8 +40,9 @@ def as_integer(text: str) -> int | None:
     return int(text.replace(",", "")) if _INTEGER.match(text) else None
 
 
-def grade(predicted: str | None, gold: str) -> bool:
-    """Whether ``predicted`` equals ``gold``: exactly for plain integers, by math-verify otherwise."""
+def grade(predicted: str | None, gold: str, timeout_seconds: int = 5) -> bool:
+    """Whether ``predicted`` equals ``gold``: exactly for plain integers, by math-verify otherwise (parsing and
+    comparison each give up after ``timeout_seconds``: not a match)."""
     if predicted is None or not predicted.strip():
         return False
     a, b = as_integer(predicted), as_integer(gold)
@@ -54,6 +55,7 @@ def grade(predicted: str | None, gold: str) -> bool:
         return text if text.startswith("$") else f"${text}$"
 
     try:
-        return bool(verify(parse(wrap(gold)), parse(wrap(predicted))))
+        return bool(verify(parse(wrap(gold), parsing_timeout=timeout_seconds),
+                           parse(wrap(predicted), parsing_timeout=timeout_seconds), timeout_seconds=timeout_seconds))
     except Exception:   # math-verify raises on text it cannot parse: such an answer is not a match
         return False

@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from components.reasoning.champ import MODELS as CHAMP_MODELS, SETTINGS as CHAMP_SETTINGS, default_path
 from components.reasoning.solutions_file import check_solutions_file
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
@@ -23,6 +24,22 @@ METHOD_LABELS = {"single": "single sample", "majority": "majority vote", "best_o
 
 
 class DataParams(Section):
+    source: Literal["synthetic", "champ"] = Field(
+        "synthetic", description="Where the sampled solutions come from: 'synthetic' (word problems and the slip "
+        "policy) or 'champ' (the CHAMP competition-math problems and their model-written solutions from the "
+        "champ-dataset package, split by problem; graded against the reference answer; Best-of-N re-ranking, no "
+        "beam search, no PRM: the default verifier.kinds then drops 'prm'). May not be combined with "
+        "data.solutions_path.")
+    champ_models: list[Literal[CHAMP_MODELS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["GPT-3.5"], min_length=1,
+        description="CHAMP: the models whose solutions are used (each adds one solution per problem and setting).")
+    champ_settings: list[Literal[CHAMP_SETTINGS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(CHAMP_SETTINGS), min_length=1,
+        description="CHAMP: the prompt settings whose solutions are used (N = models x settings per problem).")
+    champ_max_chars: int = Field(200, ge=20, le=100_000, description="CHAMP: characters of a solution's leading "
+                                 "lines kept for the verifier (then its final-answer line), to keep it CPU-sized.")
+    champ_problems: int | None = Field(None, ge=2, le=270, description="CHAMP: use only this many gradable "
+                                       "problems, evenly spaced over the file (None: all).")
     solutions_path: Annotated[str | None, DataFile(check_solutions_file, description="sampled-solutions JSONL")] = \
         Field(None, description="Sampled solutions of your own, one JSON object per line with question, solution, "
                                 "answer and correct (relative to the project root): the verifiers train on a "
@@ -44,6 +61,13 @@ class DataParams(Section):
         if self.cap < self.operand_max:
             raise ValueError(f"cap ({self.cap}) must be >= operand_max ({self.operand_max})")
         return self
+
+    @field_validator("champ_models", "champ_settings")
+    @classmethod
+    def _distinct_champ(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"entries repeat: {value}")
+        return value
 
     @field_validator("solutions_path")
     @classmethod
@@ -99,8 +123,32 @@ class TvmParams(PipelineParams):
         "solutions per training question, GSM8K's 7,473 training and 1,319 test questions, the question fed to "
         "the verifier; the model stays the tiny byte-level transformer and the policy the programmatic one.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _champ_kinds(cls, raw: Any) -> Any:
+        """With data.source 'champ' and verifier.kinds at its default (all three), the kinds without 'prm'."""
+        if not isinstance(raw, dict):
+            return raw
+        data, verifier = raw.get("data"), raw.get("verifier")
+        source = data.get("source") if isinstance(data, dict) else getattr(data, "source", None)
+        if source != "champ" or not (verifier is None or isinstance(verifier, dict)):
+            return raw
+        if list((verifier or {}).get("kinds", KINDS)) == list(KINDS):
+            raw = {**raw, "verifier": {**(verifier or {}), "kinds": [k for k in KINDS if k != "prm"]}}
+        return raw
+
     @model_validator(mode="after")
     def _file_rules(self) -> "TvmParams":
+        if self.data.source == "champ":
+            if self.data.solutions_path:
+                raise ValueError("data.source 'champ' and data.solutions_path are two sources of solutions; set one "
+                                 "(data.source: synthetic with a solutions file)")
+            if default_path() is None:
+                raise ValueError("data.source 'champ' needs the champ-dataset package (pip install champ-dataset)")
+            if "prm" in self.verifier.kinds:
+                raise ValueError("verifier.kinds: 'prm' needs step labels for every training solution; CHAMP "
+                                 "annotates the first wrong step of only 2 of its 18 prompt settings: drop it "
+                                 "when data.source is 'champ' (the default list drops it by itself)")
         if self.data.solutions_path and "prm" in self.verifier.kinds:
             raise ValueError("verifier.kinds: 'prm' needs step labels, which a solutions file does not carry; "
                              "drop it when data.solutions_path is set")

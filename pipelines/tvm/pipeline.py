@@ -5,7 +5,8 @@ single sampling, majority vote, Best-of-N and step-level beam search guided by O
 tokens each method generates), and its argument that token-level value labels score partial solutions better:
 
 1. **sample** (§3, data): N sampled solutions per training question, graded by their final answer (programmatic
-   word problems and a slip policy; or a user's JSONL of sampled solutions, split by question);
+   word problems and a slip policy; CHAMP's competition problems with the solutions real models wrote; or a
+   user's JSONL of sampled solutions; the last two split by question);
 2. **labels** (§3.2, Eq. 3): per solution token, ORM's outcome, PRM's step correctness, TVM's mean outcome of the
    samples that share the exact token prefix (a token trie);
 3. **train** (§3.2, one item per label type): a tiny causal transformer with a value head, MSE on sigmoid values,
@@ -23,6 +24,7 @@ import torch
 from components.io import load_json, load_jsonl, load_table, load_tensors, save_json, save_jsonl, save_table, \
     save_tensors
 from components.metrics.ranking import roc_auc
+from components.reasoning.champ import as_solution_rows, default_path, grade_champ, model_summary, read_champ
 from components.reasoning.grading import grade
 from components.reasoning.labels import outcome_labels, step_labels, token_value_labels
 from components.reasoning.policy import SlipPolicy, next_line, prefix_value, start_state
@@ -64,9 +66,17 @@ def _encode(verifier: Verifier, records: list[dict], with_question: bool):
 # --------------------------------------------------------------------------------------------------
 @stage(params=("data", "policy"), outs=(TRAIN, TEST), metrics=(DATA_METRICS,))
 def sample(ctx: StageContext) -> None:
-    """Synthetic problems sampled by the slip policy, or the user's solutions file split by question."""
+    """Synthetic problems and slip-policy samples, CHAMP's model-written solutions, or a solutions file, by question."""
     d = ctx.params.data
-    if d.solutions_path:
+    if d.source == "champ":
+        champ, kept = read_champ(default_path(), d.champ_models, d.champ_settings, d.champ_max_chars,
+                                 d.champ_problems)
+        train, test, summary = split_file(as_solution_rows(champ), d.test_fraction, derive_seed(d.seed, "split"),
+                                          grader=grade_champ)
+        for record in train + test:
+            record.update(model=champ[record["line"]].model, setting=champ[record["line"]].setting)
+        summary.update(kept, source="champ", models=model_summary(champ), max_chars=d.champ_max_chars)
+    elif d.solutions_path:
         rows = read_solutions(ctx.data_path(d.solutions_path))
         train, test, summary = split_file(rows, d.test_fraction, derive_seed(d.seed, "split"))
     else:
@@ -178,11 +188,14 @@ def search(ctx: StageContext) -> None:
     length = np.array([len(r["solution"]) + 1 for r in records], dtype=float)
     tokens_all = float(np.mean([length[g].sum() for g in qs]))
     voted = [majority_vote([answer_key(records[i]["predicted"]) for i in g]) for g in qs]
-    majority = float(np.mean([grade(v, records[g[0]]["answer"]) for v, g in zip(voted, qs)]))
+    grader = grade_champ if p.data.source == "champ" else grade
+    majority = float(np.mean([grader(v, records[g[0]]["answer"]) for v, g in zip(voted, qs)]))
+    # CHAMP lists a question's solutions by prompt setting: a single sample is any of them (their mean accuracy)
+    single = float(np.mean([correct[g].mean() if p.data.source == "champ" else correct[g[0]] for g in qs]))
     rows, aucs = [], []
     for seed in p.seeds:
-        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": float(np.mean(
-                     [correct[g[0]] for g in qs])), "tokens": float(np.mean([length[g[0]] for g in qs]))},
+        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": single,
+                  "tokens": float(np.mean([length[g[0]] for g in qs]))},
                  {"seed": seed, "method": "majority", "verifier": "none", "accuracy": majority, "tokens": tokens_all}]
         if synthetic:
             policy = _policy(p)
@@ -191,6 +204,9 @@ def search(ctx: StageContext) -> None:
                       "accuracy": float(np.mean([correct[g].any() for g in qs]))},
                      dict(zip(("accuracy", "tokens"), _beam(ctx, problems, oracle, seed)),
                           seed=seed, method="beam", verifier="oracle")]
+        elif p.data.source == "champ":   # pass@N: the ceiling of any re-ranking
+            rows.append({"seed": seed, "method": "best_of_n", "verifier": "oracle", "tokens": tokens_all,
+                         "accuracy": float(np.mean([correct[g].any() for g in qs]))})
         for kind in p.verifier.kinds:
             verifier = _verifier(ctx, kind, seed)
             enc = verifier.encode([(r["question"], r["solution"]) for r in records], p.verifier.with_question)

@@ -137,48 +137,98 @@ def auc_table(aucs: Rows) -> list[dict[str, Any]]:
     return out
 
 
+def champ_table(models: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per CHAMP model: solutions, graded accuracy, answers read, and the grading against the first-wrong-step
+    annotations (share graded correct with no annotated wrong step / with one)."""
+    def pct(x: Any) -> float | None:
+        return None if x is None else round(100 * float(x), 1)
+    return [{"model": name, "solutions": int(m["solutions"]), "graded accuracy (%)": pct(m["accuracy"]),
+             "final answer read (%)": pct(m["answered"]),
+             "graded correct | no wrong step (%)": pct(m["graded_correct_no_wrong_step"]),
+             "annotated, no wrong step": int(m["annotated_no_wrong_step"]),
+             "graded correct | wrong step (%)": pct(m["graded_correct_wrong_step"]),
+             "annotated, wrong step": int(m["annotated_wrong_step"])} for name, m in models.items()]
+
+
+def _source(data: Mapping[str, Any], p: TvmParams) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    """The data sentence of the notes, and the extra table of the source (CHAMP: per model)."""
+    if data.get("source") == "champ":
+        d = p.data
+        text = (f"CHAMP (champ-dataset, MIT): model-written solutions of {', '.join(d.champ_models)} under "
+                f"{len(d.champ_settings)} prompt setting(s) to {int(data['problems_used'])} of its "
+                f"{int(data['problems_gradable'])} problems with a gradable reference answer "
+                f"({int(data['problems_in_file'])} in the file; list, relation and worded answers are left out), "
+                f"split by problem: "
+                f"{data['train_questions']} training and {data['test_questions']} held-out problems, "
+                f"{data['train_solutions']} + {data['test_solutions']} solutions; each solution's leading lines "
+                f"up to {data['max_chars']} characters plus its final-answer line (read from the model's final "
+                f"message) are what the verifier sees; correct = the final answer equals the reference (integers "
+                f"exactly, else math-verify); test accuracy of a sampled solution {100 * data['test_accuracy']:.1f}%")
+        return text, {"CHAMP models: graded accuracy and agreement with the first-wrong-step annotations":
+                      champ_table(data["models"])}
+    if data.get("source") == "file":
+        return ("a solutions file: " + f"{data['train_questions']} training and {data['test_questions']} held-out "
+                f"questions, {data['train_solutions']} + {data['test_solutions']} solutions; the final answers "
+                f"regraded agree with the file's 'correct' on {100 * data['regrade_agreement']:.1f}% of rows"), {}
+    return (f"synthetic word problems with {p.data.numbers} amounts (operands 1-{p.data.operand_max}, amounts "
+            f"<= {p.data.cap}), {data['train_questions']} training and {data['test_questions']} held-out questions, "
+            f"N = {p.data.samples} sampled solutions each; policy slip {p.policy.slip_carry} on carry/borrow "
+            f"steps, {p.policy.slip_plain} otherwise, a fresh slip noticed with probability {p.policy.recover}; "
+            f"sampled accuracy {100 * data['train_accuracy']:.1f}% (exact {100 * data['exact_accuracy']:.1f}%)"), {}
+
+
 def build_report(search: Rows, aucs: Rows, data: Mapping[str, Any], label_metrics: Mapping[str, Any],
                  p: TvmParams) -> Report:
     columns, body = table(search, p.data.samples if data.get("source") == "synthetic" else
                           int(round(data.get("test_solutions", 0) / max(1, data.get("test_questions", 1)))),
                           p.search.beams, p.search.per_beam)
-    source = ("a solutions file: " + f"{data['train_questions']} training and {data['test_questions']} held-out "
-              f"questions, {data['train_solutions']} + {data['test_solutions']} solutions; the final answers "
-              f"regraded agree with the file's 'correct' on {100 * data['regrade_agreement']:.1f}% of rows"
-              if data.get("source") == "file" else
-              f"synthetic word problems with {p.data.numbers} amounts (operands 1-{p.data.operand_max}, amounts "
-              f"<= {p.data.cap}), {data['train_questions']} training and {data['test_questions']} held-out questions, "
-              f"N = {p.data.samples} sampled solutions each; policy slip {p.policy.slip_carry} on carry/borrow "
-              f"steps, {p.policy.slip_plain} otherwise, a fresh slip noticed with probability {p.policy.recover}; "
-              f"sampled accuracy {100 * data['train_accuracy']:.1f}% (exact {100 * data['exact_accuracy']:.1f}%)")
+    notes_source, extra = _source(data, p)
     notes = [
-        f"Accuracy in %, mean ± 95% half-width over seeds {list(p.seeds)}. Data: {source}.",
+        f"Accuracy in %, mean ± 95% half-width over seeds {list(p.seeds)}. Data: {notes_source}.",
         f"Verifiers: a 2-layer causal transformer (hidden 64, byte tokens) with a scalar value head, MSE on "
         f"sigmoid values over solution tokens, {p.verifier.steps} AdamW steps of {p.verifier.batch_size} solutions "
         f"(lr {p.verifier.lr}); question {'fed' if p.verifier.with_question else 'not fed'} to the verifier. Same "
         "initial weights and batches across label types for a seed.",
-        "Generated tokens: byte tokens of every line the policy wrote for the question (all N solutions for "
-        "majority vote and Best-of-N; every drawn candidate line for beam search). Oracle rows score with the exact "
-        "value V* (Best-of-N oracle = pass@N): the ceiling of each search.",
-        "Recoverable prefix: every amount so far right, or only the last line wrong while the amount carried into it "
-        "was right (a fresh slip the policy may still notice); unrecoverable: a wrong amount has been carried on.",
         "Paper column: the brief retrieved no exact values from the paper's GSM8K / MATH tables (it reports only "
         "that TVM-guided beam search and REBASE beat ORM and PRM guidance for Mistral-7B and Llama-3-8B); left "
         "empty rather than quoted from memory.",
     ]
+    champ = data.get("source") == "champ"
+    if not champ:
+        notes[2:2] = [
+            "Generated tokens: byte tokens of every line the policy wrote for the question (all N solutions for "
+            "majority vote and Best-of-N; every drawn candidate line for beam search). Oracle rows score with the "
+            "exact value V* (Best-of-N oracle = pass@N): the ceiling of each search.",
+            "Recoverable prefix: every amount so far right, or only the last line wrong while the amount carried into "
+            "it was right (a fresh slip the policy may still notice); unrecoverable: a wrong amount has been carried "
+            "on."]
+    else:
+        for row in body:
+            if row["verifier"] == KIND_LABELS["oracle"]:
+                row["verifier"] = "oracle (pass@N: any solution correct)"
     single = values(search, "accuracy", method="single", verifier="none")
     reranked = {k: values(search, "accuracy", method="best_of_n", verifier=k) for k in ("orm", "prm", "tvm")}
     below = [k for k, xs in reranked.items() if xs and single and np.mean(xs) < np.mean(single)]
-    if below:
+    if below and champ:
+        notes.append(f"Best-of-N with the learned {', '.join(k.upper() for k in below)} verifier(s) is below the mean "
+                     f"accuracy of a single solution ({100 * np.mean(single):.1f}%): a 2-layer byte-level verifier "
+                     "that reads the opening lines and the final answer cannot check competition-math reasoning; it "
+                     "ranks by surface form.")
+    elif below:
         notes.append(f"Best-of-N with the learned {', '.join(k.upper() for k in below)} verifier(s) is below single "
                      f"sampling ({100 * np.mean(single):.1f}%): at this training budget the verifiers have not learned "
                      "to spot slips within a question (they rank by how risky a question's steps look), so the "
                      "comparisons between them say little about the paper's setting; raise verifier.steps and "
                      "data.train_questions on a faster machine.")
-    if data.get("source") == "file":
-        notes.append("Solutions file: beam search needs the policy and is not run; PRM needs step labels and is not "
-                     "trained; the prefix AUC is against the eventual outcome.")
+    if champ:
+        notes.append("CHAMP: generated tokens are the characters of the truncated solutions the verifier reads; "
+                     "single sample = the mean accuracy of a problem's solutions (they are listed by prompt setting, "
+                     "not drawn at random); Best-of-N oracle = pass@N, the ceiling of any re-ranking.")
+    if data.get("source") in ("file", "champ"):
+        notes.append(f"{'CHAMP' if data['source'] == 'champ' else 'Solutions file'}: beam search needs the policy "
+                     "and is not run (its claim stays not resolved); PRM needs step labels for every training "
+                     "solution and is not trained; the prefix AUC is against the eventual outcome.")
     return Report(slug="tvm", title="TVM: accuracy vs generated tokens, per search method and verifier",
                   columns=columns, rows=body, claims=[beam_claim(search), auc_claim(aucs)],
                   checks=checks(data, label_metrics), notes=notes,
-                  extra_tables={"Prefix scores at step ends (AUC)": auc_table(aucs)})
+                  extra_tables={"Prefix scores at step ends (AUC)": auc_table(aucs), **extra})

@@ -67,3 +67,37 @@ def test_table_and_report_shape() -> None:
     report = build_report(rows, aucs, data, {}, TvmParams())
     assert [c.id for c in report.claims] == ["beam_tvm_ge_orm", "prefix_auc_tvm_gt_orm"]
     assert [c.verdict for c in report.claims] == ["holds", "holds"]
+
+
+def test_champ_report_names_its_source_and_leaves_beam_search_unresolved() -> None:
+    rows = []
+    for seed in range(3):
+        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": 0.15, "tokens": 215.0},
+                 {"seed": seed, "method": "majority", "verifier": "none", "accuracy": 0.22, "tokens": 3870.0},
+                 {"seed": seed, "method": "best_of_n", "verifier": "orm", "accuracy": 0.10 + 0.01 * seed,
+                  "tokens": 3870.0},
+                 {"seed": seed, "method": "best_of_n", "verifier": "tvm", "accuracy": 0.18, "tokens": 3870.0},
+                 {"seed": seed, "method": "best_of_n", "verifier": "oracle", "accuracy": 0.52, "tokens": 3870.0}]
+    models = {"GPT-3.5": {"solutions": 3600.0, "accuracy": 0.212, "answered": 0.78, "annotated_no_wrong_step": 14.0,
+                          "graded_correct_no_wrong_step": 1.0, "annotated_wrong_step": 84.0,
+                          "graded_correct_wrong_step": 0.119}}
+    data = {"source": "champ", "train_questions": 160, "test_questions": 40, "train_solutions": 2880,
+            "test_solutions": 720, "train_accuracy": 0.23, "test_accuracy": 0.15, "regrade_agreement": 1.0,
+            "problems_in_file": 270.0, "problems_gradable": 200.0, "problems_used": 200.0, "max_chars": 200,
+            "models": models}
+    report = build_report(rows, _aucs([0.55, 0.56, 0.54], [0.50, 0.49, 0.51], key="auc_outcome"), data, {},
+                          TvmParams.model_validate({"data": {"source": "champ"}}))
+    assert [(r["method"], r["verifier"]) for r in report.rows][1:] == [
+        ("majority vote (N=18)", "—"), ("Best-of-N (N=18)", "ORM (outcome labels)"),
+        ("Best-of-N (N=18)", "TVM (token labels)"), ("Best-of-N (N=18)", "oracle (pass@N: any solution correct)")]
+    beam, auc = report.claims
+    assert beam.verdict == "not resolved" and not beam.precondition.met
+    assert auc.verdict == "holds" and "eventual outcome" in auc.statistic
+    notes = " ".join(report.notes)
+    assert "CHAMP (champ-dataset, MIT)" in notes and "200 of its 200 problems" in notes and "policy wrote" not in notes
+    assert "below the mean accuracy of a single solution" in notes     # ORM re-ranks below 15% on every seed
+    (name, table_rows), = [(k, v) for k, v in report.extra_tables.items() if k.startswith("CHAMP models")]
+    assert table_rows == [{"model": "GPT-3.5", "solutions": 3600, "graded accuracy (%)": 21.2,
+                           "final answer read (%)": 78.0, "graded correct | no wrong step (%)": 100.0,
+                           "annotated, no wrong step": 14, "graded correct | wrong step (%)": 11.9,
+                           "annotated, wrong step": 84}]
