@@ -104,7 +104,9 @@ def test_a_signal_stops_the_run_and_everything_it_started(tmp_path: Path, signum
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert stopped_after < 15, f"took {stopped_after:.1f} s to stop"  # typically 5 s: the grace period
+    # typically 5 s (the grace period); at most 5 s + 2 s of designed waiting (grace, then the session kill), plus
+    # ending the MLflow runs and the interpreters, which on a loaded 2-core machine has taken up to 17 s
+    assert stopped_after < 25, f"took {stopped_after:.1f} s to stop"
     assert all_gone(marker, within=1.0) == [], "processes outlived the run"
     statuses = mlflow_statuses(tmp_path)
     assert "RUNNING" not in statuses and "knots" in statuses.get("KILLED", []), statuses
