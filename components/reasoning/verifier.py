@@ -1,7 +1,9 @@
 """A verifier: a small causal transformer with a scalar value per token, trained on token labels.
 
-The model is `components.llm.ValueHeadModel` on a backbone from `components.llm.load_lm` (``"tiny"``: a
-randomly initialised 2-layer Llama, hidden 64, over byte tokens). A row is the bos token, optionally the
+The model is `components.llm.ValueHeadModel` on a backbone from `components.llm.load_lm`: ``"tiny"`` (a
+randomly initialised 2-layer Llama, hidden 64, over byte tokens; every weight trains) or ``"smollm2"``
+(SmolLM2-135M-Instruct with LoRA adapters on the attention projections of its top layers; only the adapters
+and the value head train, and only they are saved). A row is the bos token, optionally the
 question and its delimiter, then the solution with every line ending in ``"\\n"`` (the step delimiter), so the
 value of a prefix that ends at a step end is read at its delimiter token. Training minimises, OVM / TVM style, the mean over
 solution tokens of (sigmoid(v_t) - label_t)^2 through the one training loop (`components.training.fit`).
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,11 +38,31 @@ class Encoded:
     line_ends: list[list[int]]
 
 
-class Verifier:
-    """A value-head model with its tokenizer; `encode` turns (question, solution) pairs into token rows."""
+BACKBONES = {"tiny": "tiny", "smollm2": "smollm2-135m"}
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-    def __init__(self, backbone: str = "tiny", seed: int = 0) -> None:
-        lm = load_lm(backbone, seed=seed, log=lambda _: None)
+
+class Verifier:
+    """A value-head model with its tokenizer; `encode` turns (question, solution) pairs into token rows.
+
+    Args:
+        backbone: a key of `BACKBONES`.
+        seed: seed of the tiny model's weights, of the LoRA initialisation and of the value head.
+        cache_dir: where the SmolLM2 fp32 cache lives (see `components.llm.load_lm`); unused by "tiny".
+        lora_r, lora_layers: LoRA rank and the number of top decoder layers adapted ("smollm2" only).
+    """
+
+    def __init__(self, backbone: str = "tiny", seed: int = 0, *, cache_dir: Path | None = None, lora_r: int = 8,
+                 lora_layers: int = 2) -> None:
+        if backbone not in BACKBONES:
+            raise ValueError(f"unknown verifier backbone {backbone!r}; expected one of {sorted(BACKBONES)}")
+        lm = load_lm(BACKBONES[backbone], cache_dir=cache_dir, seed=seed, log=lambda _: None)
+        self.lora = backbone != "tiny"
+        if self.lora:
+            total = int(lm.model.config.num_hidden_layers)
+            lm = lm.with_lora(r=lora_r, alpha=2.0 * lora_r, target_modules=LORA_TARGETS,
+                              layers=range(max(0, total - lora_layers), total))
+        self.backbone = backbone
         self.tokenizer = lm.tokenizer
         self.pad = int(self.tokenizer.pad_token_id)
         self.bos = int(self.tokenizer.bos_token_id)
@@ -80,15 +103,24 @@ class Verifier:
 
     TIED = "backbone.lm_head.weight"   # tied to the token embeddings: stored once
 
+    def _saved(self, name: str) -> bool:
+        if self.lora:   # the frozen pretrained weights come from the package, not from the saved file
+            return "lora_" in name or name.startswith("head.")
+        return name != self.TIED
+
     def state(self) -> dict[str, Tensor]:
-        """The model's tensors to save (the tied output embedding left out)."""
-        return {k: v for k, v in self.model.state_dict().items() if k != self.TIED}
+        """The model's tensors to save: all but the tied output embedding (tiny), or the LoRA adapters and the
+        value head (a pretrained backbone)."""
+        return {k: v for k, v in self.model.state_dict().items() if self._saved(k)}
 
     def load_state(self, tensors: dict[str, Tensor]) -> None:
-        """Load tensors written from `state` (every tensor but the tied one must be there)."""
-        missing, unexpected = self.model.load_state_dict(tensors, strict=False)
-        if [m for m in missing if m != self.TIED] or unexpected:
-            raise ValueError(f"verifier weights do not match: missing {missing}, unexpected {unexpected}")
+        """Load tensors written from `state` (every tensor `state` writes must be there, nothing else)."""
+        expected = {k for k in self.model.state_dict() if self._saved(k)}
+        missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
+        if missing or unexpected:
+            raise ValueError(f"verifier weights do not match the {self.backbone} verifier: missing {missing[:5]}, "
+                             f"unexpected {unexpected[:5]}")
+        self.model.load_state_dict(tensors, strict=False)
 
     def _pad(self, rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor, Tensor]:
         width = max(len(r) for r in rows)

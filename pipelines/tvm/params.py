@@ -90,6 +90,12 @@ class VerifierParams(Section):
                     "value (TVM).")
     with_question: bool = Field(False, description="Feed the question text before the solution (the paper's "
                                 "input); off by default to keep CPU sequences short (the steps carry every number).")
+    backbone: Literal["tiny", "smollm2"] = Field(
+        "tiny", description="The verifier's LM: 'tiny' (a 2-layer causal transformer over bytes, trained from "
+                            "scratch) or 'smollm2' (SmolLM2-135M-Instruct with LoRA on its top layers and the value "
+                            "head; slower by about two orders of magnitude on a CPU).")
+    lora_r: int = Field(8, ge=1, le=256, description="LoRA rank of the 'smollm2' backbone.")
+    lora_layers: int = Field(2, ge=1, le=30, description="Top decoder layers of 'smollm2' that carry LoRA adapters.")
     steps: int = Field(150, ge=1, le=1_000_000, description="Training steps per verifier and seed.")
     batch_size: int = Field(64, ge=1, le=65_536, description="Solutions per training step.")
     lr: float = Field(5e-3, gt=0, le=1, description="AdamW learning rate.")
@@ -116,12 +122,13 @@ class TvmParams(PipelineParams):
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "data.samples": 100, "data.train_questions": 7473, "data.test_questions": 1319,
-        "verifier.with_question": True, "verifier.steps": 20_000, "seeds": [0, 1, 2],
+        "verifier.with_question": True, "verifier.backbone": "smollm2", "verifier.steps": 20_000, "seeds": [0, 1, 2],
     }
     PAPER_SOURCE: ClassVar[str] = (
         "Sizes of the paper's GSM8K setting (arXiv 2407.12863 §4, as summarised in the brief): about 100 sampled "
         "solutions per training question, GSM8K's 7,473 training and 1,319 test questions, the question fed to "
-        "the verifier; the model stays the tiny byte-level transformer and the policy the programmatic one.")
+        "the verifier; the verifier a pretrained LM (SmolLM2-135M with LoRA; the paper's are 7-8B models) and the "
+        "policy the programmatic one.")
 
     @model_validator(mode="before")
     @classmethod

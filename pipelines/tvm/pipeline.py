@@ -57,6 +57,11 @@ def _problem(record: dict) -> Problem:
     return Problem(record["question"], int(record["start"]), tuple((op, int(x)) for op, x in record["ops"]))
 
 
+def _make_verifier(ctx: StageContext, seed: int) -> Verifier:
+    v = ctx.params.verifier
+    return Verifier(v.backbone, seed, cache_dir=ctx.cache_dir, lora_r=v.lora_r, lora_layers=v.lora_layers)
+
+
 def _encode(verifier: Verifier, records: list[dict], with_question: bool):
     return verifier.encode([(r["question"], r["solution"]) for r in records], with_question=with_question)
 
@@ -90,12 +95,13 @@ def sample(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3.2 token labels: ORM (outcome), PRM (step correctness), TVM (prefix-shared expected outcome, Eq. 3)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("verifier.kinds", "verifier.with_question"), deps=(TRAIN,), outs=(LABELS,),
+@stage(params=("verifier.kinds", "verifier.with_question", "verifier.backbone"), deps=(TRAIN,), outs=(LABELS,),
        metrics=(LABEL_METRICS,), plots=(Plot(LABELS_PNG),))
 def labels(ctx: StageContext) -> None:
     """Every training token's label under each label type; how far each is from the exact value V*."""
     records = load_jsonl(ctx.path(TRAIN))
-    enc = _encode(Verifier(), records, ctx.params.verifier.with_question)
+    tokenizer_only = Verifier(ctx.params.verifier.backbone, 0, cache_dir=ctx.cache_dir)   # the rows depend on it alone
+    enc = _encode(tokenizer_only, records, ctx.params.verifier.with_question)
     outcomes = [float(r["correct"]) for r in records]
     made = {"orm": lambda: outcome_labels(enc.ids, enc.prompts, outcomes),
             "tvm": lambda: token_value_labels(enc.ids, enc.prompts, outcomes, [r["question_id"] for r in records]),
@@ -138,14 +144,14 @@ def train(ctx: StageContext) -> None:
     ids, prompts, kinds = _label_rows(ctx.path(LABELS))
     out, curves = ctx.item_dir(MODELS), {}
     for seed in ctx.params.seeds:
-        verifier = Verifier(seed=derive_seed(seed, "init"))
+        verifier = _make_verifier(ctx, derive_seed(seed, "init"))
         cfg = TrainConfig(steps=v.steps, lr=v.lr, warmup_steps=v.warmup_steps, seed=derive_seed(seed, "batches"),
                           device="auto", log_every=max(1, v.steps // 10), progress=ctx.progress,
                           desc=f"tvm {kind} s{seed}")
         result = verifier.train(Encoded(ids, prompts, []), kinds[kind], cfg, v.batch_size,
                                 callback=ctx.metric_callback(f"train/{kind}/s{seed}"))
         save_tensors(verifier.state(), out / f"s{seed}.safetensors", metadata={"kind": kind, "seed": str(seed),
-                     "model.class": "components.llm.value_head:ValueHeadModel", "backbone": "tiny"})
+                     "model.class": "components.llm.value_head:ValueHeadModel", "backbone": v.backbone})
         curves[f"s{seed}"] = {"final_loss": result.final_loss, "seconds": result.seconds}
     save_json({"kind": kind, "runs": curves}, out / "results.json")
 
@@ -154,7 +160,7 @@ def train(ctx: StageContext) -> None:
 # §4 search on held-out questions: single sample, majority vote, Best-of-N, step beam search; prefix scores
 # --------------------------------------------------------------------------------------------------
 def _verifier(ctx: StageContext, kind: str, seed: int) -> Verifier:
-    verifier = Verifier(seed=derive_seed(seed, "init"))
+    verifier = _make_verifier(ctx, derive_seed(seed, "init"))
     verifier.load_state(load_tensors(ctx.path(f"{MODELS}{kind}/s{seed}.safetensors")))
     return verifier
 

@@ -112,3 +112,30 @@ def test_minilm_scores_a_paraphrase_above_an_unrelated_sentence():
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
     assert emb[0] @ emb[1] > emb[0] @ emb[2] + 0.3
     np.testing.assert_allclose(encoder.encode(texts, batch_size=64), emb, atol=1e-5)  # padding does not leak
+
+
+def test_smollm2_value_head_verifier_trains_and_saves_only_its_adapters(cache_dir: Path) -> None:
+    """TVM's `verifier.backbone: smollm2`: LoRA on the top layer's attention plus the value head train; the
+    saved state is exactly those tensors and reproduces the trained values in a fresh verifier."""
+    from components.reasoning.labels import token_value_labels
+    from components.reasoning.verifier import Verifier
+    from components.training import TrainConfig
+
+    v = Verifier("smollm2", seed=0, cache_dir=cache_dir, lora_r=4, lora_layers=1)
+    trainable = {name for name, p in v.model.named_parameters() if p.requires_grad}
+    assert trainable and all(".layers.29." in n and "lora_" in n or n.startswith("head.") for n in trainable)
+    assert set(v.state()) == {n for n in v.model.state_dict() if "lora_" in n or n.startswith("head.")}
+    assert len(v.state()) == 4 * 2 + 2            # A and B of q/k/v/o in one layer, the head's weight and bias
+    pairs = [("Tom has 3 apples.", "3+2=5\nanswer: 5"), ("Tom has 3 apples.", "3+2=6\nanswer: 6")]
+    enc = v.encode(pairs, with_question=True)
+    before = v.last_values(enc.ids)
+    labels = token_value_labels(enc.ids, enc.prompts, [1.0, 0.0], [0, 0])
+    v.train(enc, labels, TrainConfig(steps=3, lr=1e-2, device="cpu", progress=False, log_every=1, seed=0),
+            batch_size=2)
+    after = v.last_values(enc.ids)
+    assert not np.allclose(before, after)
+    fresh = Verifier("smollm2", seed=1, cache_dir=cache_dir, lora_r=4, lora_layers=1)
+    fresh.load_state(v.state())
+    np.testing.assert_allclose(fresh.last_values(enc.ids), after, atol=1e-5)
+    with pytest.raises(ValueError, match="missing"):
+        fresh.load_state({k: t for k, t in v.state().items() if not k.startswith("head.")})
