@@ -234,8 +234,8 @@ def probe(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 6: the table, the claims and the checks
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "probe", "tokenize", "data"), deps=(SCORES, DATA_METRICS, TOKEN_METRICS, CODES),
-       outs=("report.json", "report.md"))
+@stage(params=("seeds", "probe", "tokenize", "data", "pretrain", "vqhbr"),
+       deps=(SCORES, DATA_METRICS, TOKEN_METRICS, CODES), outs=("report.json", "report.md"))
 def report(ctx: StageContext) -> None:
     """The probe table beside the paper's PTB-XL numbers, the claims and the checks."""
     build_report(load_table(ctx.path(SCORES)), load_json(ctx.path(DATA_METRICS)), load_json(ctx.path(TOKEN_METRICS)),
