@@ -7,8 +7,8 @@ QRS / inverted T), or PTB-XL benchmark arrays and WFDB records of your own. Stag
 1. **data** (§4.1 preprocessing): NaN fill, 100 Hz, standard lead order, band-pass 0.67-40 Hz (order 5, filtfilt);
 2. **tokenize** (§3.1 QRS-Tokenizer): R peaks on lead I (xqrs), heartbeat tokens of 96 samples with R at 48,
    lead-by-lead sentences with lead and time indices; the fixed-window tokens of the control;
-3. **vqhbr** (§3.2): the VQ-HBR tokenizer model (transformer encoder, NormEMA codebook, decoder) per tokenizer
-   and seed;
+3. **vqhbr** (§3.2): the VQ-HBR tokenizer model (transformer encoder, NormEMA codebook, decoder), one per
+   tokenizer, frozen afterwards;
 4. **pretrain** (§3.3): masked ECG-sentence pretraining (50% masking, cross-entropy on the frozen VQ-HBR codes);
 5. **probe** (§4.2): logistic regression on mean-pooled features at 1 / 10 / 100 % of the labels, macro ROC-AUC,
    for HeartLang, the same transformer at random init, and fixed-window tokens with the same SSL;
@@ -155,17 +155,17 @@ def _masked_config(ctx: StageContext) -> MaskedConfig:
 @stage(params=("seeds", "vqhbr", "tokenize.max_len", "pretrain.tokenizers"), deps=(TOKENS,),
        outs=(VQ_MODELS, VQ_CURVES), models={"vqhbr": VQ_MODELS})
 def vqhbr(ctx: StageContext) -> None:
-    """One VQ-HBR per tokenizer and seed on the unlabelled sentences."""
-    v, curves = ctx.params.vqhbr, []
+    """One VQ-HBR per tokenizer on the unlabelled sentences (seeded by the first run seed; the run seeds vary the
+    pretraining and the probe's label subsets, which share this frozen tokenizer, as in the paper)."""
+    v, curves, seed = ctx.params.vqhbr, [], ctx.params.seeds[0]
     sch = Schedule(steps=v.steps, batch=v.batch, lr=v.lr, warmup_steps=v.warmup_steps)
     for tok in ctx.params.pretrain.tokenizers:
         sentences = load_sentences(ctx.path(TOKENS) / tok, "unlabelled")
-        for seed in ctx.params.seeds:
-            model, result = train_vqhbr(sentences, _vq_config(ctx), sch, seed=derive_seed(seed, "vqhbr", tok),
-                                        desc=f"vqhbr {tok} s{seed}", callback=ctx.metric_callback(f"vqhbr/{tok}/s{seed}"),
-                                        progress=ctx.progress)
-            save_model(model, ctx.path(VQ_MODELS) / f"{tok}_s{seed}.safetensors")
-            curves += [{**h, "tokenizer": tok, "seed": seed} for h in result.history]
+        model, result = train_vqhbr(sentences, _vq_config(ctx), sch, seed=derive_seed(seed, "vqhbr", tok),
+                                    desc=f"vqhbr {tok}", callback=ctx.metric_callback(f"vqhbr/{tok}"),
+                                    progress=ctx.progress)
+        save_model(model, ctx.path(VQ_MODELS) / f"{tok}.safetensors")
+        curves += [{**h, "tokenizer": tok, "seed": seed} for h in result.history]
     save_table(curves, ctx.path(VQ_CURVES))
 
 
@@ -183,7 +183,7 @@ def pretrain(ctx: StageContext) -> None:
     for tok in p.tokenizers:
         sentences = load_sentences(ctx.path(TOKENS) / tok, "unlabelled")
         for seed in ctx.params.seeds:
-            codes = batched(load_vqhbr(ctx.path(VQ_MODELS) / f"{tok}_s{seed}.safetensors").tokenize, sentences)
+            codes = batched(load_vqhbr(ctx.path(VQ_MODELS) / f"{tok}.safetensors").tokenize, sentences)
             counts = torch.bincount(codes[codes >= 0], minlength=ctx.params.vqhbr.num_codes)
             usage += [{"tokenizer": tok, "seed": seed, "code": k, "count": int(c)} for k, c in enumerate(counts)]
             model, result = train_masked(sentences, codes.clamp(min=0), _masked_config(ctx), sch,
