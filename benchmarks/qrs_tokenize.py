@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     x, _, _ = simulate_labelled(args.n, 0)
-    x = preprocess(x, 100)
+    x = np.concatenate([preprocess(x[i:i + 500], 100) for i in range(0, len(x), 500)])
     print(f"{args.n} recordings simulated and preprocessed in {time.perf_counter() - started:.1f} s (not timed below)")
 
     started = time.perf_counter()
