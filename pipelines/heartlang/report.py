@@ -10,7 +10,9 @@ Claims (units are seeds; methods share the seed's labelled subsets, so differenc
   label fractions, > 0. Precondition: the random-init features leave headroom (mean AUC < ``CEILING``).
 * ``qrs_ge_window_rhythm_10pct``: AUC(QRS tokens) - AUC(fixed-window tokens, same SSL) on the rhythm task at
   10 % labels >= 0, read as non-inferiority: holds when the interval lies above ``-MARGIN``, does not hold when
-  it lies below it. Needs the rhythm task (not present with PTB-XL arrays of another subset).
+  it lies below it. Needs the rhythm task (not present with PTB-XL arrays of another subset). Precondition: the
+  fixed-window control learned something (its mean AUC on the task with all labels >= ``CONTROL_FLOOR``); a control
+  at chance (its features collapse when the window codes follow from the token's position alone) decides nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pipelines.heartlang.params import LABELS, METHODS, PAPER_AUC, PAPER_BASELIN
 CEILING = 0.99      # mean random-init AUC above which no feature can show a gain
 MARGIN = 0.01       # non-inferiority margin (AUC) of "QRS tokens >= fixed windows"
 CLAIM_FRACTION = 0.1
+CONTROL_FLOOR = 0.6   # mean AUC with all labels below which the fixed-window control is at chance
 MIN_CODE_USAGE = 0.1
 Rows = Sequence[Mapping[str, Any]]
 
@@ -71,9 +74,14 @@ def tokenizer_claim(rows: Rows, task: str = "rhythm", fraction: float = CLAIM_FR
         return _unresolved(claim_id, text, statistic, len(seeds), -MARGIN,
                            f"{len(seeds)} paired seed(s) with task '{task}' at fraction {fraction:g}")
     x, y = [a[s] for s in seeds], [b[s] for s in seeds]
+    full = _per_seed(rows, "fixed_window", task, 1.0)
+    control = float(np.mean(list(full.values()))) if full else math.nan
     return decide(claim_id, text, statistic, paired_ci(x, y), threshold=-MARGIN,
-                  evidence=f"QRS {np.mean(x):.3f}, fixed window {np.mean(y):.3f} over seeds {seeds}",
-                  numbers={"qrs_auc": float(np.mean(x)), "window_auc": float(np.mean(y))})
+                  evidence=f"QRS {np.mean(x):.3f}, fixed window {np.mean(y):.3f} over seeds {seeds}; fixed window "
+                           f"with all labels {control:.3f}",
+                  numbers={"qrs_auc": float(np.mean(x)), "window_auc": float(np.mean(y)), "window_auc_all_labels": control},
+                  precondition=Precondition(f"the fixed-window control learned (mean AUC with all labels >= "
+                                            f"{CONTROL_FLOOR})", bool(control >= CONTROL_FLOOR), control))
 
 
 def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:

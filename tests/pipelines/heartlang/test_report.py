@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.report import build_report, checks, pretraining_claim, table, tokenizer_claim
 
@@ -34,6 +36,10 @@ def test_tokenizer_claim_is_non_inferiority() -> None:
     assert tokenizer_claim(_rows([0.70, 0.80, 0.75], [0.7] * 3, [0.76, 0.74, 0.75])).verdict == "not resolved"
     no_rhythm = [r for r in _rows([0.8] * 3, [0.7] * 3, [0.7] * 3) if r["task"] != "rhythm"]
     assert tokenizer_claim(no_rhythm).verdict == "not resolved"
+    # a control at chance (collapsed features) decides nothing, however far above it QRS tokens are
+    collapsed = tokenizer_claim(_rows([0.80, 0.81, 0.82], [0.7] * 3, [0.51, 0.50, 0.52]))
+    assert collapsed.verdict == "not resolved" and not collapsed.precondition.met
+    assert collapsed.precondition.value == pytest.approx(0.51)
 
 
 def test_table_shape_and_paper_columns() -> None:
