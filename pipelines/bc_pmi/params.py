@@ -120,8 +120,9 @@ class EvaluateParams(Section):
     rollouts: int = Field(100, ge=1, le=100_000, description="Rollouts per style and policy.")
     action: Literal["sample", "greedy"] = Field(
         "sample", description="How a policy acts in rollouts: sample pi(. | s, z), or take its most likely action.")
-    horizon: int | None = Field(None, ge=10, le=10_000, description="Steps per rollout (default: the "
-                                "environment's, 40 in the gridworld, whose experts need 10 or 16, and 50 in Reacher-v5).")
+    horizon: int | None = Field(None, ge=10, le=10_000, description=(
+        "Steps per rollout (default: the environment's, 40 in the gridworld, whose experts need 10 or 16, and 50 "
+        "in Reacher-v5)."))
 
 
 class ReportParams(Section):

@@ -55,9 +55,10 @@ ALONG_PNG, ALONG_CSV = "plots/weights_along.png", "plots/weights_along.csv"
 REPORT = "report.json"
 
 
-def _env(p: BcPmiParams, horizon: int | None = None) -> StyleEnv:
-    """The chosen environment with its experts' noise (and the rollouts' horizon; None: the environment's)."""
-    return ENVS[p.data.env](p.data.noise, horizon)
+def _env(p: BcPmiParams, horizon: int | None = None, *, experts: bool = True) -> StyleEnv:
+    """The chosen environment with its experts' noise (``experts=False``: for stages that run no expert) and the
+    rollouts' horizon (None: the environment's)."""
+    return ENVS[p.data.env](p.data.noise if experts else 0.0, horizon)
 
 
 def _arrays(rows: list[dict], env: StyleEnv) -> dict[str, np.ndarray]:
@@ -129,7 +130,7 @@ def _sizes(ctx: StageContext) -> list[int]:
        metrics=(MINE_METRICS,), models={"mine": MINE_MODELS})
 def mine(ctx: StageContext) -> None:
     """Train T per seed and data size; MINE's (and, if tabular, the exact) PMI of every tuple, its weight."""
-    m, demo_rows, env = ctx.params.mine, load_table(ctx.path(DEMOS)), _env(ctx.params)
+    m, demo_rows, env = ctx.params.mine, load_table(ctx.path(DEMOS)), _env(ctx.params, experts=False)
     cfg = MineConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, hidden=m.hidden, ema_rate=m.ema_rate)
     rows, metrics = [], {}
     for seed in ctx.params.seeds:
@@ -165,7 +166,7 @@ def mine(ctx: StageContext) -> None:
 @stage(params=("seeds", "train", "data.env"), deps=(PMI, DATA_METRICS), outs=(POLICIES,), models={"policy": POLICIES})
 def train(ctx: StageContext) -> None:
     """Every method at every data size and seed; the policies' weights."""
-    t, pmi_rows, env = ctx.params.train, load_table(ctx.path(PMI)), _env(ctx.params)
+    t, pmi_rows, env = ctx.params.train, load_table(ctx.path(PMI)), _env(ctx.params, experts=False)
     cfg = BCConfig(steps=t.steps, batch_size=t.batch_size, lr=t.lr, hidden=t.hidden, alpha=t.alpha,
                    max_weight=t.max_weight)
     for seed in ctx.params.seeds:
@@ -225,7 +226,8 @@ def evaluate(ctx: StageContext) -> None:
     for r, (row, col) in zip(pmi_rows, env.cell(_arrays(pmi_rows, env)["obs"])):
         cells.setdefault((r["size"], r["seed"], int(row), int(col)), []).append((r["weight"], r["in_zone"]))
     weight_map = [{"size": k[0], "seed": k[1], "row": k[2], "col": k[3], "weight": float(np.mean([w for w, _ in v])),
-                   "visits": len(v), "in_zone": bool(np.mean([z for _, z in v]) > 0.5)} for k, v in sorted(cells.items())]
+                   "visits": len(v), "in_zone": bool(np.mean([z for _, z in v]) > 0.5)}
+                  for k, v in sorted(cells.items())]
     for row in rows:   # the experts' rows carry no weights (NaN), so that every row has the same columns
         row.update(zone_weight=math.nan, outside_weight=math.nan, zone_ratio=math.nan)
         if row["method"] != "expert":

@@ -123,7 +123,7 @@ def plot_weights_along(env: StyleEnv, rows: Sequence[dict[str, Any]], png: Path,
             points += [{"style": z, "episode": episode, "t": r["t"], "weight": r["weight"], "in_zone": r["in_zone"]}
                        for r in steps]
         ax.axhline(1.0, color="grey", ls=":", lw=0.8)
-        ax.set_title(f"style {z} ({env.style_names[z]}): weight along demonstrations (dots: style zone)", fontsize=7)
+        ax.set_title(f"style {z} ({env.style_names[z]}); dots: in the style zone", fontsize=8)
         ax.set_xlabel("step t")
         ax.set_ylabel("exp(PMI) / mean")
         ax.legend(fontsize=6)

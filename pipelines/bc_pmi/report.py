@@ -1,7 +1,8 @@
 """BC-PMI's table, claims and checks, as pure functions of loaded tables.
 
 Inputs: ``rows``, one per (method, data size, seed) as the evaluate stage writes them: ``success`` and
-``style_accuracy`` (fractions of rollouts), ``return`` (mean episode return; NaN in the gridworld), per-style accuracies, and for the policies the PMI weights' mean
+``style_accuracy`` (fractions of rollouts), ``return`` (mean episode return; NaN in the gridworld), per-style
+accuracies, and for the policies the PMI weights' mean
 inside the bifurcation zone, outside it, and their ratio ``zone_ratio``; the experts' own rollouts are rows
 with ``method = "expert"``. ``mine``: per ``n<size>/s<seed>`` the final DV estimate, the mean PMI where every
 style acts alike, and (tabular gridworld only) the Pearson correlation of MINE's PMI with the exact count PMI.
@@ -133,8 +134,8 @@ def checks(rows: Rows, mine: Mapping[str, Mapping[str, float]], n_styles: int = 
     bound = math.log(n_styles)
     experts = values(rows_where(rows, method="expert"), "style_accuracy")
     out = [
-        Check("dv_estimate_in_bounds", f"MINE's final DV estimate lies in (0, log {n_styles} = {bound:.3f}] (+{DV_SLACK} "
-              "batch noise): a lower bound on I(s, a; z) <= H(z)",
+        Check("dv_estimate_in_bounds", f"MINE's final DV estimate lies in (0, log {n_styles} = {bound:.3f}] "
+              f"(+{DV_SLACK} batch noise): a lower bound on I(s, a; z) <= H(z)",
               bool(dvs) and all(0 < v <= bound + DV_SLACK for v in dvs.values()),
               ", ".join(f"{k} {v:.3f}" for k, v in dvs.items()), {"min_dv": min(dvs.values(), default=math.nan)})]
     if corr or env == "gridworld":

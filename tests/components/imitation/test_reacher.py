@@ -8,8 +8,9 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-from components.imitation.reacher import (ReacherConfig, before_sweep, expert_actions, expert_demonstrations,  # noqa: E402
-                                          forward_kinematics, in_zone, inverse_kinematics, rollout, sweep_style)
+from components.imitation.reacher import (  # noqa: E402
+    ReacherConfig, before_sweep, expert_actions, expert_demonstrations, forward_kinematics, in_zone, inverse_kinematics,
+    rollout, sweep_style)
 
 
 def test_inverse_kinematics_inverts_forward_kinematics() -> None:
