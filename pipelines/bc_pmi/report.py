@@ -198,8 +198,10 @@ NOTES = {
                 "Weight zone / outside: mean exp(PMI) weight (normalised over the training set) of tuples in the style "
                 "zone (sweeping with the elbow bent: where the experts' torques differ) over that of the others (the "
                 "shared start and final approach). There is no exact PMI: (s, a) is continuous, so MINE is checked "
-                "only against its bounds and against ~0 at the shared start. weight_map.png maps the weights over "
-                "the fingertip plane, weights_along.png along demonstrations."),
+                "only against its bounds and against ~0 at the shared start; with few demonstrations each target "
+                "position belongs to one episode, so T can read the style off the start state and the PMI there is "
+                "positive (a finite-sample effect of the data, not of the styles). weight_map.png maps the weights "
+                "over the fingertip plane, weights_along.png along demonstrations."),
 }
 
 
