@@ -80,6 +80,10 @@ def make_gridworld(noise: float, horizon: int | None = None) -> StyleEnv:
         out = gridworld.rollout(cfg, lambda s, z: act(s.astype(np.float64), z), styles)
         return {"success": out["success"], "style": out["crossed"], "return": np.full(len(styles), math.nan)}
 
+    def expert(rng: np.random.Generator) -> Act:
+        act = gridworld.noisy_expert(cfg, rng)
+        return lambda obs, styles: act(cells(obs), styles)
+
     def shared(obs: np.ndarray, action: np.ndarray) -> np.ndarray:
         state = cells(obs)
         return ~gridworld.in_zone(cfg, state[:, 0]) & (state[:, 1] == cfg.mid) & (np.asarray(action) == 0)
@@ -92,7 +96,7 @@ def make_gridworld(noise: float, horizon: int | None = None) -> StyleEnv:
     return StyleEnv(
         name="gridworld", style_names=gridworld.STYLE_NAMES[:cfg.n_styles], obs_dim=2, action_dim=0,
         n_actions=gridworld.N_ACTIONS, map_size=cfg.size, demonstrations=demonstrations,
-        expert=lambda rng: (lambda s, z, act=gridworld.noisy_expert(cfg, rng): act(cells(s), z)),
+        expert=expert,
         features=lambda obs: gridworld.state_features(cfg, cells(obs)),
         in_zone=lambda obs: gridworld.in_zone(cfg, cells(obs)[:, 0]), shared=shared, rollout=rollout, cell=cells,
         exact_pmi=exact, zone_rows=(cfg.zone_top, cfg.zone_bottom))

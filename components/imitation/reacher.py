@@ -154,7 +154,7 @@ def _start(env, cfg: ReacherConfig, rng: np.random.Generator) -> np.ndarray:
     qpos[2:] = forward_kinematics(np.array([angle]), np.array([elbow]))[0]
     qvel[2:] = 0.0
     sim.set_state(qpos, qvel)
-    return sim._get_obs()
+    return sim._get_obs()          # the env's own observation of the moved target (reset returned the old one)
 
 
 def make_envs(count: int, horizon: int, envs: list | None = None) -> list:
