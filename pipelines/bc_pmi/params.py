@@ -1,28 +1,52 @@
 """BC-PMI parameters: the form, the paper-scale preset and the paper's vocabulary.
 
-The experiment is the brief's CPU reduction of the paper's setting: an 11 x 11 corridor gridworld whose three
-experts (left, centre, right corridor) share start and goal and differ only inside the bifurcation zone
-(:mod:`components.imitation.gridworld`), demonstrations at several sizes, MINE for PMI(s, a; z), and
-style-conditioned BC with and without PMI weights.
+The experiment is the brief's CPU reduction of the paper's setting, in one of two environments
+(``data.env``): an 11 x 11 corridor gridworld whose three experts (left, centre, right corridor) share start
+and goal and differ only inside the bifurcation zone (:mod:`components.imitation.gridworld`), or MuJoCo's
+``Reacher-v5`` whose two scripted experts sweep the arm counter-clockwise or clockwise to a target behind it
+and share the start and the final approach (:mod:`components.imitation.reacher`); demonstrations at several
+sizes, MINE for PMI(s, a; z), and style-conditioned BC with and without PMI weights.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
+from pathlib import Path
+
 from pydantic import Field, ValidationInfo, field_validator
 
 from components.imitation.demos import check_demonstrations
+from components.imitation.trajectories import TrajectorySpec, read_trajectories
 from paperflows.params import DataFile, PipelineParams, Section
 
 METHODS = ("bc", "bc_pmi")
+ENVS = ("gridworld", "reacher")
+STYLES = {"gridworld": ("left", "centre", "right"), "reacher": ("counter-clockwise", "clockwise")}
 LABELS = {"bc": "Conditional BC", "bc_pmi": "BC-PMI", "expert": "Experts (demonstrators)"}
+# Reacher-v5 trajectories: its 10 observation floats, 2 torques in [-1, 1], styles 0 (counter-clockwise) and
+# 1 (clockwise); kept here (not read from the environment module) so that checking a file imports no simulator
+REACHER_TRAJECTORIES = TrajectorySpec(obs_dim=10, action_dim=2, n_styles=2, action_bounds=(-1.0, 1.0))
+
+
+def check_reacher_trajectories(path: Path) -> int:
+    """The ``DataFile`` check of ``data.path``: reads the file as the demos stage does; returns its number of
+    trajectories."""
+    return int(read_trajectories(path, REACHER_TRAJECTORIES)["episode"].max()) + 1
 # The brief could not retrieve the paper's tables (its environments are games and MuJoCo control, not this
 # gridworld); no published number is comparable cell for cell.
 PUBLISHED: dict[str, float] = {}
 
 
 class DataParams(Section):
+    env: Literal[ENVS] = Field(  # type: ignore[valid-type]
+        "gridworld", description="Environment: 'gridworld' (the brief's 11 x 11 corridors, three styles) or "
+        "'reacher' (MuJoCo Reacher-v5, two sweep styles, continuous torques; needs gymnasium[mujoco]).")
+    path: Annotated[str | None, DataFile(check_reacher_trajectories, description="Reacher trajectories "
+                                                                                  "(.parquet)")] = Field(
+        None, description="With env 'reacher': trajectories of your own in place of the scripted experts, a "
+        "Parquet file with columns traj_id, t, obs_0 .. obs_9 (Reacher-v5's observation), action_0, action_1 "
+        "(torques in [-1, 1]) and style (0 counter-clockwise, 1 clockwise sweep); relative to the project root.")
     demos_path: Annotated[str | None, DataFile(check_demonstrations, description="demonstration file (.jsonl or "
                                                                                  ".npz)")] = Field(
         None, description="Demonstrations of your own for the 11 x 11 corridor gridworld, in place of the generated "
@@ -33,8 +57,24 @@ class DataParams(Section):
         default_factory=lambda: [5, 20, 100], min_length=1, max_length=6,
         description="Training set sizes, in episodes per style (nested subsets; the smallest is the low-data "
                     "regime of the claims). With data.demos_path, capped at the episodes the file holds per style.")
-    epsilon: float = Field(0.1, ge=0.0, le=1.0, description="Expert action noise of the generated demonstrations: "
-                                                            "probability of a uniformly random action.")
+    epsilon: float = Field(0.1, ge=0.0, le=1.0, description="Gridworld: expert action noise of the generated "
+                                                            "demonstrations, probability of a uniformly random action.")
+    action_noise: float = Field(0.1, ge=0.0, le=2.0, description="Reacher: std of the Gaussian noise added to the "
+                                                                 "scripted experts' torques (clipped to [-1, 1]).")
+
+    @property
+    def noise(self) -> float:
+        """The chosen environment's expert noise."""
+        return self.epsilon if self.env == "gridworld" else self.action_noise
+
+    @field_validator("path", "demos_path")
+    @classmethod
+    def _file_fits_env(cls, value: str | None, info: ValidationInfo) -> str | None:
+        env, wanted = info.data.get("env"), {"path": "reacher", "demos_path": "gridworld"}[info.field_name]
+        if value and env != wanted:
+            raise ValueError(f"this file is read in the {wanted} environment: set data.env to '{wanted}' (env "
+                             f"{env!r} reads data.{'demos_path' if wanted == 'reacher' else 'path'})")
+        return value
 
     @field_validator("sizes")
     @classmethod
@@ -80,8 +120,9 @@ class EvaluateParams(Section):
     rollouts: int = Field(100, ge=1, le=100_000, description="Rollouts per style and policy.")
     action: Literal["sample", "greedy"] = Field(
         "sample", description="How a policy acts in rollouts: sample pi(. | s, z), or take its most likely action.")
-    horizon: int = Field(40, ge=10, le=10_000, description="Steps per rollout before it counts as a failure "
-                                                           "(the experts need 10 or 16).")
+    horizon: int | None = Field(None, ge=10, le=10_000, description=(
+        "Steps per rollout (default: the environment's, 40 in the gridworld, whose experts need 10 or 16, and 50 "
+        "in Reacher-v5)."))
 
 
 class ReportParams(Section):

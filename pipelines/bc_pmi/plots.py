@@ -1,5 +1,6 @@
-"""BC-PMI figures: the demonstrations per style, style accuracy and success against data size, and the heat map
-of the PMI weights over the grid against the bifurcation zone (the gridworld form of the paper's Fig. 3)."""
+"""BC-PMI figures: the demonstrations per style, style accuracy and success against data size, the map of the PMI
+weights (grid cells, or the Reacher's fingertip plane) and the weights along demonstrations against the style
+zone (the forms of the paper's Fig. 3)."""
 
 from __future__ import annotations
 
@@ -10,32 +11,36 @@ from typing import Any
 import matplotlib
 import numpy as np
 
-from components.imitation.gridworld import STYLE_NAMES, GridConfig
+from components.imitation.envs import StyleEnv
 from components.io import save_csv, save_figure
 from paperflows.plots import figure
 from paperflows.report import mean
 from pipelines.bc_pmi.params import LABELS
 
 
-def _zone(ax: Any, grid: GridConfig) -> None:
-    for row in (grid.zone_top - 0.5, grid.zone_bottom + 0.5):
-        ax.axhline(row, color="white", lw=1.2, ls="--")
-    ax.set_xticks(range(grid.size))
-    ax.set_yticks(range(grid.size))
+def _zone(ax: Any, env: StyleEnv) -> None:
+    if env.zone_rows is not None:
+        for row in (env.zone_rows[0] - 0.5, env.zone_rows[1] + 0.5):
+            ax.axhline(row, color="white", lw=1.2, ls="--")
+    if env.map_size <= 15:
+        ax.set_xticks(range(env.map_size))
+        ax.set_yticks(range(env.map_size))
     ax.tick_params(labelsize=6)
 
 
-def plot_demos(grid: GridConfig, demos: dict[str, np.ndarray], png: Path) -> None:
-    """Visits per cell of one seed's demonstrations, one panel per style; dashed lines bound the zone."""
-    fig, axes = figure(3.2 * grid.n_styles, 3.2, ncols=grid.n_styles, squeeze=False)
-    for z in range(grid.n_styles):
-        counts = np.zeros((grid.size, grid.size))
-        states = demos["state"][demos["style"] == z]
-        np.add.at(counts, (states[:, 0], states[:, 1]), 1)
+def plot_demos(env: StyleEnv, demos: dict[str, np.ndarray], png: Path) -> None:
+    """Visits per map cell (grid cells, or fingertip positions) of one seed's demonstrations, one panel per style;
+    dashed lines bound the gridworld's zone."""
+    fig, axes = figure(3.2 * env.n_styles, 3.2, ncols=env.n_styles, squeeze=False)
+    cells = env.cell(demos["obs"])
+    for z in range(env.n_styles):
+        counts = np.zeros((env.map_size, env.map_size))
+        mine = cells[demos["style"] == z]
+        np.add.at(counts, (mine[:, 0], mine[:, 1]), 1)
         ax = axes[0][z]
         ax.imshow(np.log1p(counts), cmap="viridis")
-        ax.set_title(f"style {z} ({STYLE_NAMES[z] if z < len(STYLE_NAMES) else z}): log(1 + visits)", fontsize=8)
-        _zone(ax, grid)
+        ax.set_title(f"style {z} ({env.style_names[z]}): log(1 + visits)", fontsize=8)
+        _zone(ax, env)
     save_figure(fig, png)
 
 
@@ -68,29 +73,59 @@ def plot_style_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) ->
     save_csv(points, csv)
 
 
-def plot_weight_map(grid: GridConfig, cells: Sequence[dict[str, Any]], size: int, png: Path, csv: Path) -> None:
-    """Mean exp(PMI) weight per visited cell at ``size`` episodes per style (averaged over seeds and the
-    tuples of the cell), with the zone's rows marked; the CSV gives, per column, the mean weight of the
+def plot_weight_map(env: StyleEnv, cells: Sequence[dict[str, Any]], size: int, png: Path, csv: Path) -> None:
+    """Mean exp(PMI) weight per visited map cell at ``size`` episodes per style (averaged over seeds and the
+    tuples of the cell), the gridworld's zone rows marked; the CSV gives, per column, the mean weight of the
     cells inside the zone and outside it."""
-    grid_sum, grid_n = np.zeros((grid.size, grid.size)), np.zeros((grid.size, grid.size))
+    n = env.map_size
+    grid_sum, grid_n = np.zeros((n, n)), np.zeros((n, n))
+    zone = np.zeros((n, n), dtype=bool)
     for c in cells:
         if c["size"] == size:
             grid_sum[c["row"], c["col"]] += c["weight"]
             grid_n[c["row"], c["col"]] += 1
+            zone[c["row"], c["col"]] |= bool(c["in_zone"])
     weights = np.where(grid_n > 0, grid_sum / np.maximum(grid_n, 1), np.nan)
     fig, axes = figure(4.6, 4, squeeze=False)
     ax = axes[0][0]
     cmap = matplotlib.colormaps["magma"].with_extremes(bad="lightgrey")     # cells no demonstration visits
     image = ax.imshow(np.ma.masked_invalid(weights), cmap=cmap)
     fig.colorbar(image, ax=ax, fraction=0.046)
-    ax.set_title(f"mean PMI weight per cell ({size} episodes per style; grey: unvisited)", fontsize=8)
-    _zone(ax, grid)
+    place = "cell" if env.name == "gridworld" else "fingertip cell"
+    ax.set_title(f"mean PMI weight per {place} ({size} episodes per style; grey: unvisited)", fontsize=8)
+    _zone(ax, env)
     save_figure(fig, png)
     rows = []
-    for col in range(grid.size):
-        inside = [weights[r, col] for r in range(grid.zone_top, grid.zone_bottom + 1) if grid_n[r, col]]
-        outside = [weights[r, col] for r in range(grid.size)
-                   if not grid.zone_top <= r <= grid.zone_bottom and grid_n[r, col]]
+    for col in range(n):
+        inside = [weights[r, col] for r in range(n) if grid_n[r, col] and zone[r, col]]
+        outside = [weights[r, col] for r in range(n) if grid_n[r, col] and not zone[r, col]]
         rows.append({"col": col, "weight": float(np.mean(inside)) if inside else 0.0,
                      "outside_weight": float(np.mean(outside)) if outside else 0.0})
     save_csv(rows, csv)
+
+
+def plot_weights_along(env: StyleEnv, rows: Sequence[dict[str, Any]], png: Path, csv: Path, per_style: int = 3) -> None:
+    """The normalised exp(PMI) weight against the step t along the first ``per_style`` demonstrations of each
+    style (one seed and data size), steps inside the style zone marked; the CSV holds the plotted points."""
+    fig, axes = figure(4.2 * env.n_styles, 3.2, ncols=env.n_styles, squeeze=False)
+    points = []
+    for z in range(env.n_styles):
+        ax = axes[0][z]
+        episodes = sorted({r["episode"] for r in rows if r["style"] == z})[:per_style]
+        for episode in episodes:
+            steps = sorted((r for r in rows if r["episode"] == episode), key=lambda r: r["t"])
+            t = [r["t"] for r in steps]
+            w = [r["weight"] for r in steps]
+            line = ax.plot(t, w, lw=1, label=f"episode {episode}")[0]
+            inside = [(a, b) for a, b, r in zip(t, w, steps) if r["in_zone"]]
+            if inside:
+                ax.scatter(*zip(*inside), s=10, color=line.get_color())
+            points += [{"style": z, "episode": episode, "t": r["t"], "weight": r["weight"], "in_zone": r["in_zone"]}
+                       for r in steps]
+        ax.axhline(1.0, color="grey", ls=":", lw=0.8)
+        ax.set_title(f"style {z} ({env.style_names[z]}); dots: in the style zone", fontsize=8)
+        ax.set_xlabel("step t")
+        ax.set_ylabel("exp(PMI) / mean")
+        ax.legend(fontsize=6)
+    save_figure(fig, png)
+    save_csv(points, csv)

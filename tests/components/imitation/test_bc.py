@@ -49,3 +49,29 @@ def test_trainers_share_a_signature_and_learn_a_style_conditioned_policy(name: s
     with torch.no_grad():
         acc = (policy(data.states, data.styles).argmax(1) == data.actions).float().mean()
     assert float(acc) == 1.0
+
+
+def test_gaussian_policy_learns_continuous_style_conditioned_actions() -> None:
+    rng = np.random.default_rng(0)
+    n = 400
+    styles = rng.integers(0, 2, n)
+    states = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+    means = np.stack([np.where(styles == 0, 0.5, -0.5), states[:, 0]], axis=1)     # style decides the first torque
+    actions = (means + 0.05 * rng.standard_normal((n, 2))).astype(np.float32)
+    data = Demonstrations(torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(styles),
+                          torch.zeros(n))
+    for name in ("bc", "bc_pmi"):
+        policy, result = TRAINERS[name](data, BCConfig(steps=400, batch_size=128, lr=1e-2), seed=0, n_styles=2)
+        assert policy.cfg.continuous and policy.cfg.action_dim == 2 and policy.cfg.n_styles == 2
+        with torch.no_grad():
+            error = (policy(data.states, data.styles) - torch.from_numpy(means)).abs().mean()
+        assert float(error) < 0.08, (name, float(error))
+        assert float(policy.log_std.detach().exp().max()) < 0.3       # the learned std shrinks toward the noise (0.05)
+    # NLL of a Gaussian at its mean with std 1: 0.5 log(2 pi) per dimension (a known value)
+    from components.imitation.bc import PolicyConfig, StylePolicy, action_nll
+    policy = StylePolicy(PolicyConfig(state_dim=3, n_styles=2, action_dim=2), seed=0)
+    with torch.no_grad():
+        policy.log_std.zero_()
+        mean = policy(data.states[:4], data.styles[:4])
+    assert torch.allclose(action_nll(policy, data.states[:4], mean, data.styles[:4]),
+                          torch.full((4,), float(np.log(2 * np.pi))))

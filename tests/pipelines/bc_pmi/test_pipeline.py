@@ -99,3 +99,86 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
                                                     "Conditional BC", "BC-PMI"]
     assert {c["id"] for c in report["checks"]} == {"dv_estimate_in_bounds", "mine_pmi_tracks_exact_pmi",
                                                   "pmi_zero_where_styles_agree", "experts_show_their_styles"}
+
+
+REACHER: dict[str, Any] = {"seeds": [0, 1], "data": {"env": "reacher", "sizes": [2]},
+                           "mine": {"steps": 20, "batch_size": 64}, "train": {"steps": 20, "batch_size": 64},
+                           "evaluate": {"rollouts": 2}}
+
+
+def _run(project: Path, params: BcPmiParams, names: tuple[str, ...]) -> Path:
+    root = project / "out"
+    for name in names:
+        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
+                               progress=False, project=project))
+    return root
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"path": "t.parquet"}, r"bc_pmi.data.path: .*set data.env to 'reacher'"),
+    ({"env": "reacher", "demos_path": "d.jsonl"}, r"bc_pmi.data.demos_path: .*set data.env to 'gridworld'"),
+    ({"env": "mujoco"}, r"bc_pmi.data.env"),
+])
+def test_a_file_belongs_to_its_environment(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ParamsError, match=message):
+        validate(BcPmiParams, {"data": data}, "bc_pmi")
+
+
+def test_reacher_stages_report_return_style_and_weights(project: Path) -> None:
+    pytest.importorskip("mujoco")
+    root = _run(project, BcPmiParams.model_validate(REACHER), ("demos", "mine", "train", "evaluate", "report"))
+    demos = load_table(root / "data" / "demos.parquet")
+    assert {f"obs_{i}" for i in range(10)} | {"action_0", "action_1"} <= set(demos[0])
+    assert len(demos) == 2 * 2 * 2 * 50            # seeds x styles x episodes x steps
+    pmi = load_table(root / "tables" / "pmi.parquet")
+    assert all(r["pmi_exact"] is None for r in pmi) and 0 < np.mean([r["in_zone"] for r in pmi]) < 1
+    report = load_json(root / "report.json")
+    assert "return" in report["columns"] and "counter-clockwise" in report["columns"]
+    experts = next(r for r in report["rows"] if r["method"] == "Experts (demonstrators)")
+    assert experts["success"].startswith("1.00") and experts["style accuracy"].startswith("1.00")
+    assert {c["id"] for c in report["checks"]} == {"dv_estimate_in_bounds", "pmi_zero_where_styles_agree",
+                                                  "experts_show_their_styles"}
+    assert [c["id"] for c in report["claims"]][-1] == "weights_concentrate_in_zone"
+    along = (root / "plots" / "weights_along.csv").read_text().splitlines()
+    assert along[0].split(",")[:3] == ["style", "episode", "t"] and len(along) > 50
+
+
+def test_users_parquet_trajectories_are_read_in_place_of_the_experts(project: Path) -> None:
+    pytest.importorskip("mujoco")
+    from components.imitation.reacher import ReacherConfig, expert_demonstrations
+    from components.imitation.trajectories import write_trajectories
+    demos = expert_demonstrations(ReacherConfig(horizon=12), 3, np.random.default_rng(0))
+    write_trajectories(demos, project / "mine.parquet")
+    params = BcPmiParams.model_validate({**REACHER, "seeds": [0],
+                                         "data": {"env": "reacher", "path": "mine.parquet", "sizes": [2, 10]}})
+    root = _run(project, params, ("demos", "mine"))
+    data = load_json(root / "metrics" / "data.json")
+    assert data["source"] == "file" and data["sizes"] == [2, 3] and data["env"] == "reacher"
+    rows = load_table(root / "data" / "demos.parquet")
+    assert len(rows) == len(demos["t"]) and {r["rank"] for r in rows} == {0, 1, 2}
+    assert sum(r["size"] == 3 for r in load_table(root / "tables" / "pmi.parquet")) == len(demos["t"])
+
+
+def _parquet(path: Path, change) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    n = 4
+    columns: dict[str, list] = {"traj_id": [0, 0, 1, 1], "t": [0, 1, 0, 1], "style": [0, 0, 1, 1],
+                                **{f"obs_{i}": [0.1] * n for i in range(10)}, "action_0": [0.0] * n,
+                                "action_1": [0.0] * n}
+    change(columns)
+    pq.write_table(pa.table(columns), path)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda c: c.pop("obs_9"), r"column 'obs_9' is missing"),
+    (lambda c: c.update(style=[0, 0, 2, 2]), r"column 'style' row 2: 2 outside \[0, 1\]"),
+])   # every other malformation: tests/components/imitation/test_trajectories.py
+def test_malformed_trajectory_file_exits_2_before_any_work(tmp_path: Path, change, message: str) -> None:
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    _parquet(tmp_path / "bad.parquet", change)
+    result = _cli(tmp_path, "run", "bc_pmi", "--set", "data.env=reacher", "--set", "data.path=bad.parquet")
+    assert result.returncode == 2, result.stderr
+    assert "bc_pmi.data.path" in result.stderr and "bad.parquet" in result.stderr
+    assert re.search(message, result.stderr), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.parquet", "params.yaml"]
