@@ -81,6 +81,14 @@ class PolicyParams(Section):
     slip_plain: float = Field(0.05, ge=0, le=1, description="Slip probability of any other step (the brief: 0.05).")
     recover: float = Field(0.3, ge=0, le=1, description="Probability that a fresh slip is noticed on the next line "
                                                         "and rewritten correctly ('wait ...').")
+    generator: Literal["slip", "smollm2"] = Field(
+        "slip", description="Who writes the sampled solutions of the synthetic problems: 'slip' (the programmatic "
+                            "policy above: step labels, exact values, beam search) or 'smollm2' (SmolLM2-135M-Instruct "
+                            "sampling from a one-shot prompt: real model slips, graded by the final answer; no step "
+                            "labels, so no PRM and no beam search). 'smollm2' is slow on a CPU: use few questions.")
+    temperature: float = Field(0.7, gt=0, le=2, description="Sampling temperature of the 'smollm2' generator.")
+    max_new_tokens: int = Field(96, ge=8, le=1024, description="Longest solution the 'smollm2' generator writes, in "
+                                                                "tokens.")
 
 
 class VerifierParams(Section):
@@ -133,12 +141,14 @@ class TvmParams(PipelineParams):
     @model_validator(mode="before")
     @classmethod
     def _champ_kinds(cls, raw: Any) -> Any:
-        """With data.source 'champ' and verifier.kinds at its default (all three), the kinds without 'prm'."""
+        """With solutions that carry no step labels (data.source 'champ', policy.generator 'smollm2') and
+        verifier.kinds at its default (all three), the kinds without 'prm'."""
         if not isinstance(raw, dict):
             return raw
-        data, verifier = raw.get("data"), raw.get("verifier")
+        data, verifier, policy = raw.get("data"), raw.get("verifier"), raw.get("policy")
         source = data.get("source") if isinstance(data, dict) else getattr(data, "source", None)
-        if source != "champ" or not (verifier is None or isinstance(verifier, dict)):
+        generator = policy.get("generator") if isinstance(policy, dict) else getattr(policy, "generator", None)
+        if (source != "champ" and generator != "smollm2") or not (verifier is None or isinstance(verifier, dict)):
             return raw
         if list((verifier or {}).get("kinds", KINDS)) == list(KINDS):
             raw = {**raw, "verifier": {**(verifier or {}), "kinds": [k for k in KINDS if k != "prm"]}}
@@ -156,6 +166,13 @@ class TvmParams(PipelineParams):
                 raise ValueError("verifier.kinds: 'prm' needs step labels for every training solution; CHAMP "
                                  "annotates the first wrong step of only 2 of its 18 prompt settings: drop it "
                                  "when data.source is 'champ' (the default list drops it by itself)")
+        if self.policy.generator == "smollm2":
+            if self.data.source == "champ" or self.data.solutions_path:
+                raise ValueError("policy.generator 'smollm2' writes solutions of the synthetic problems; it does not "
+                                 "apply to data.source 'champ' or data.solutions_path (set policy.generator: slip)")
+            if "prm" in self.verifier.kinds:
+                raise ValueError("verifier.kinds: 'prm' needs step labels, which SmolLM2's solutions do not carry: "
+                                 "drop it with policy.generator 'smollm2' (the default list drops it by itself)")
         if self.data.solutions_path and "prm" in self.verifier.kinds:
             raise ValueError("verifier.kinds: 'prm' needs step labels, which a solutions file does not carry; "
                              "drop it when data.solutions_path is set")

@@ -25,17 +25,18 @@ from components.io import load_json, load_jsonl, load_table, load_tensors, save_
     save_tensors
 from components.metrics.ranking import roc_auc
 from components.reasoning.champ import as_solution_rows, default_path, grade_champ, model_summary, read_champ
+from components.reasoning.datasets import answer_key, sample_synthetic, split_file
 from components.reasoning.grading import grade
 from components.reasoning.labels import outcome_labels, step_labels, token_value_labels
+from components.reasoning.lm_policy import lm_solutions
 from components.reasoning.policy import SlipPolicy, next_line, prefix_value, start_state
-from components.reasoning.problems import Problem
+from components.reasoning.problems import Problem, make_problems
 from components.reasoning.search import best_of_n, majority_vote, step_beam_search
 from components.reasoning.solutions_file import read_solutions
 from components.reasoning.verifier import Encoded, Verifier
 from components.training import TrainConfig
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.tvm import ABOUT
-from components.reasoning.datasets import answer_key, sample_synthetic, split_file
 from pipelines.tvm.params import TvmParams
 from pipelines.tvm.plots import plot_accuracy_vs_tokens, plot_labels
 from pipelines.tvm.report import build_report
@@ -66,6 +67,20 @@ def _encode(verifier: Verifier, records: list[dict], with_question: bool):
     return verifier.encode([(r["question"], r["solution"]) for r in records], with_question=with_question)
 
 
+def _lm_samples(ctx: StageContext) -> tuple[list[dict], list[dict], dict]:
+    """SmolLM2's sampled solutions of the synthetic problems, split by question like a solutions file."""
+    from components.llm import load_lm
+
+    d, pol = ctx.params.data, ctx.params.policy
+    problems = make_problems(d.train_questions + d.test_questions, d.seed, d.numbers, 1, d.operand_max, d.cap)
+    lm = load_lm("smollm2-135m", cache_dir=ctx.cache_dir, seed=d.seed)
+    rows = lm_solutions(lm, problems, d.samples, temperature=pol.temperature, max_new_tokens=pol.max_new_tokens,
+                        seed=derive_seed(d.seed, "smollm2"))
+    share = d.test_questions / (d.train_questions + d.test_questions)
+    train, test, summary = split_file(rows, share, derive_seed(d.seed, "split"))
+    return train, test, {**summary, "source": "smollm2", "samples": d.samples}
+
+
 # --------------------------------------------------------------------------------------------------
 # §3 data: N sampled solutions per question, graded by the final answer
 # --------------------------------------------------------------------------------------------------
@@ -84,6 +99,8 @@ def sample(ctx: StageContext) -> None:
     elif d.solutions_path:
         rows = read_solutions(ctx.data_path(d.solutions_path))
         train, test, summary = split_file(rows, d.test_fraction, derive_seed(d.seed, "split"))
+    elif ctx.params.policy.generator == "smollm2":
+        train, test, summary = _lm_samples(ctx)
     else:
         train, test, summary = sample_synthetic(d.train_questions, d.test_questions, d.samples, d.numbers,
                                                 d.operand_max, d.cap, _policy(ctx.params), d.seed)

@@ -166,6 +166,14 @@ def _source(data: Mapping[str, Any], p: TvmParams) -> tuple[str, dict[str, list[
                 f"exactly, else math-verify); test accuracy of a sampled solution {100 * data['test_accuracy']:.1f}%")
         return text, {"CHAMP models: graded accuracy and agreement with the first-wrong-step annotations":
                       champ_table(data["models"])}
+    if data.get("source") == "smollm2":
+        return (f"synthetic word problems with {p.data.numbers} amounts (operands 1-{p.data.operand_max}, amounts "
+                f"<= {p.data.cap}), solved by SmolLM2-135M-Instruct (one-shot prompt, temperature "
+                f"{p.policy.temperature}, at most {p.policy.max_new_tokens} new tokens), N = {p.data.samples} samples "
+                f"per question, split by question: {data['train_questions']} training and {data['test_questions']} "
+                f"held-out questions; correct = the final answer equals the exact one; sampled accuracy "
+                f"{100 * data['train_accuracy']:.1f}% (train), {100 * data['test_accuracy']:.1f}% (test); no step "
+                f"labels or beam search with this generator"), {}
     if data.get("source") == "file":
         return ("a solutions file: " + f"{data['train_questions']} training and {data['test_questions']} held-out "
                 f"questions, {data['train_solutions']} + {data['test_solutions']} solutions; the final answers "

@@ -139,3 +139,17 @@ def test_smollm2_value_head_verifier_trains_and_saves_only_its_adapters(cache_di
     np.testing.assert_allclose(fresh.last_values(enc.ids), after, atol=1e-5)
     with pytest.raises(ValueError, match="missing"):
         fresh.load_state({k: t for k, t in v.state().items() if not k.startswith("head.")})
+
+
+def test_smollm2_writes_gradable_solutions_of_the_synthetic_problems(smol: LocalLM) -> None:
+    """TVM's `policy.generator: smollm2`: sampled solutions of two problems, reproducible by seed."""
+    from components.reasoning.lm_policy import lm_solutions
+    from components.reasoning.problems import make_problems
+
+    problems = make_problems(2, seed=0)
+    rows = lm_solutions(smol, problems, 2, max_new_tokens=40, seed=1)
+    again = lm_solutions(smol, problems, 2, max_new_tokens=40, seed=1)
+    assert [r.solution for r in rows] == [r.solution for r in again]
+    assert len(rows) == 4 and all(r.solution for r in rows)
+    assert all(isinstance(r.correct, bool) for r in rows)
+    assert rows[0].solution != rows[1].solution                # two samples of one question differ

@@ -38,6 +38,10 @@ TINY: dict[str, Any] = {"seeds": [0], "data": {"train_questions": 12, "test_ques
     ({"data": {"source": "champ", "champ_settings": ["0-Shot", "0-Shot"]}}, "entries repeat"),
     ({"data": {"source": "champ", "champ_problems": 1}}, "tvm.data.champ_problems"),
     ({"data": {"source": "web"}}, "tvm.data.source"),
+    ({"policy": {"generator": "smollm2"}, "data": {"source": "champ"}}, "does not apply to data.source 'champ'"),
+    ({"policy": {"generator": "smollm2"}, "verifier": {"kinds": ["orm", "prm"]}}, "SmolLM2's solutions do not carry"),
+    ({"policy": {"generator": "gpt"}}, "tvm.policy.generator"),
+    ({"policy": {"temperature": 0}}, "tvm.policy.temperature"),
 ])
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
@@ -104,6 +108,7 @@ def test_champ_default_kinds_drop_prm() -> None:
     assert TvmParams.model_validate({"data": {"source": "champ"}, "verifier": {"kinds": ["orm", "prm", "tvm"]}}
                                     ).verifier.kinds == ["orm", "tvm"]
     assert TvmParams.model_validate({}).verifier.kinds == ["orm", "prm", "tvm"]
+    assert TvmParams.model_validate({"policy": {"generator": "smollm2"}}).verifier.kinds == ["orm", "tvm"]
 
 
 @pytest.mark.skipif(__import__("importlib.util").util.find_spec("champ_dataset") is None,

@@ -101,3 +101,17 @@ def test_champ_report_names_its_source_and_leaves_beam_search_unresolved() -> No
                            "final answer read (%)": 78.0, "graded correct | no wrong step (%)": 100.0,
                            "annotated, no wrong step": 14, "graded correct | wrong step (%)": 11.9,
                            "annotated, wrong step": 84}]
+
+
+def test_smollm2_generator_report_names_the_model_and_its_sampling() -> None:
+    rows = []
+    for seed in range(2):
+        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": 0.05, "tokens": 30.0},
+                 {"seed": seed, "method": "best_of_n", "verifier": "tvm", "accuracy": 0.1, "tokens": 120.0}]
+    data = {"source": "smollm2", "train_questions": 6, "test_questions": 3, "train_solutions": 24,
+            "test_solutions": 12, "train_accuracy": 0.04, "test_accuracy": 0.0, "regrade_agreement": 1.0, "samples": 4}
+    params = TvmParams.model_validate({"policy": {"generator": "smollm2", "temperature": 0.9}})
+    report = build_report(rows, [], data, {}, params)
+    notes = " ".join(report.notes)
+    assert "SmolLM2-135M-Instruct" in notes and "temperature 0.9" in notes and "sampled accuracy 4.0% (train)" in notes
+    assert report.claims[0].verdict == "not resolved"
