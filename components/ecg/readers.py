@@ -21,6 +21,7 @@ from components.data.npy_files import npy_header
 SPLITS = ("train", "val", "test")
 PTBXL_LAYOUT = tuple(f"{s}_{k}.npy" for s in SPLITS for k in ("data", "labels"))
 PTBXL_SHAPE = (12, 1000)
+WFDB_LAYOUT = ("100.hea", "100.dat", "100.atr")   # one record as PhysioNet names it (MIT-BIH record 100)
 BEAT_SYMBOLS = frozenset("NLRBAaJSVrFejnE/fQ?")
 LEAD_NAMES = frozenset(n.lower() for n in ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"))
 MIN_SECONDS = 10.0

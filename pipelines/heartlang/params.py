@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.ecg.readers import PTBXL_LAYOUT, check_ptbxl, check_wfdb
+from components.ecg.readers import PTBXL_LAYOUT, WFDB_LAYOUT, check_ptbxl, check_wfdb
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
 METHODS = ("heartlang", "random_init", "fixed_window")
@@ -49,7 +49,8 @@ class DataParams(Section):
         None, description="A folder of PTB-XL benchmark arrays ({train,val,test}_data.npy (N, 12, 1000) at 100 Hz, "
                           "*_labels.npy (N, C) multi-hot), probed in place of the generated labelled set "
                           "(train -> probe training pool, test -> test; relative to the project root).")
-    wfdb_path: Annotated[str | None, DataFile(check_wfdb, folder=True, description="folder of WFDB records")] = Field(
+    wfdb_path: Annotated[str | None, DataFile(check_wfdb, folder=True, description="folder of WFDB records",
+                                              layout=WFDB_LAYOUT)] = Field(
         None, description="A folder of WFDB records (.hea/.dat, >= 10 s, standard lead names), cut into 10 s "
                           "windows and used for pretraining in place of deepfake-ecg; a .atr file beside a record "
                           "scores the R-peak detector (sensitivity, PPV, 150 ms tolerance).")
