@@ -7,7 +7,8 @@
   mask ``M`` [N, N]: O(N^2 m d) time, O(N^2) memory.
 * ``grf_mask``: the same with ``M ~= Phi_q Phi_k^T`` (two independent sets of graph random features, sparse
   [N, N] with O(N) non-zeros): ``out = phi(Q) . (Phi_q (Phi_k^T (phi(K) (x) [V, 1])))``, two sparse products
-  of O(nnz m d) each, never forming an N x N matrix.
+  of O(nnz m d) each, never forming an N x N matrix. Dense features (graphs of a few dozen nodes) go through
+  the estimated mask instead.
 
 Feature maps ``phi``: ``ReluFeatures`` (``relu(x / d^(1/4)) + eps``) and ``PerformerFeatures`` (positive random
 features ``exp(w^T x - |x|^2 / 2) / sqrt(m)``, ``x = input / d^(1/4)``, with a stabilising shift that cancels
@@ -64,8 +65,9 @@ Features = ReluFeatures | PerformerFeatures
 @dataclass(frozen=True)
 class GrfMask:
     """``M ~= phi_q @ phi_k^T``: two [N, N] feature matrices from independent walks, sparse (O(N) storage and
-    time: the paper's algorithm) or dense (the same factorised products through dense BLAS, faster for a few
-    dozen tokens)."""
+    time: the paper's algorithm), or dense for small graphs, [N, N] or one [n, n] block per sample [B, n, n]:
+    these are applied through the estimate ``phi_q phi_k^T`` itself (O(n^3) to form, cheaper than the factorised
+    products at a few dozen nodes; the same output)."""
 
     phi_q: Tensor
     phi_k: Tensor
@@ -106,6 +108,9 @@ def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask |
     if not isinstance(mask, GrfMask):
         raise TypeError("grf_mask attention needs a GrfMask")
     fm = features or ReluFeatures()
+    if not mask.phi_q.is_sparse:         # small graphs: the estimate M = Phi_q Phi_k^T, [N, N] or [B, 1, n, n]
+        estimate = mask.phi_q @ mask.phi_k.transpose(-1, -2)
+        return exact_masked_linear_attention(q, k, v, estimate if estimate.dim() == 2 else estimate.unsqueeze(1), fm)
     b, h, n, d = v.shape
     fq, fk = fm.query(q), fm.key(k)
     m = fk.shape[-1]

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from components.attention.graphs import Graph
+from components.attention.graphs import Graph, GraphBatch
 
-__all__ = ["GrfFeatures", "exact_mask", "modulation_alpha", "sample_grf"]
+__all__ = ["GrfFeatures", "exact_mask", "exact_masks", "modulation_alpha", "sample_grf"]
 
 
 def modulation_alpha(f: Tensor) -> Tensor:
@@ -45,6 +45,17 @@ def exact_mask(graph: Graph, f: Tensor) -> Tensor:
             mask = mask + torch.diag_embed(a.expand(graph.n))
         else:                                   # in place: no second N x N matrix
             mask.diagonal().add_(a)
+    return mask
+
+
+def exact_masks(graphs: GraphBatch, f: Tensor) -> Tensor:
+    """The masks of a batch of small graphs, ``[B, n, n]``: Horner's rule on the dense blocks of ``W``
+    (O(B K n^3)), differentiable in ``f``; block ``b`` equals ``exact_mask`` of graph ``b`` alone."""
+    alpha = modulation_alpha(f)
+    w, eye = graphs.dense_w.to(f.dtype), torch.eye(graphs.n, dtype=f.dtype)
+    mask = (alpha[-1] * eye).expand(graphs.size, -1, -1)
+    for a in alpha.flip(0)[1:]:
+        mask = w @ mask + a * eye
     return mask
 
 
@@ -77,7 +88,18 @@ class GrfFeatures:
                                        is_coalesced=True, check_invariants=False)
 
     def dense(self, f: Tensor) -> Tensor:
-        return self.matrix(f).to_dense()
+        """``Phi`` as a dense [N, N] tensor (differentiable in ``f`` through a scatter of the values)."""
+        flat = torch.zeros(self.n * self.n, dtype=f.dtype).index_add(0, self.rows * self.n + self.cols, self.values(f))
+        return flat.view(self.n, self.n)
+
+    def blocks(self, f: Tensor, size: int) -> Tensor:
+        """For the features of a disjoint union of ``size`` graphs of ``n / size`` nodes each (walks never leave
+        their graph), the ``size`` diagonal blocks of ``Phi``: dense [size, n / size, n / size]."""
+        m = self.n // size
+        if m * size != self.n or bool((self.rows // m != self.cols // m).any()):
+            raise ValueError(f"features of {self.n} nodes are not {size} disjoint blocks")
+        index = self.rows * m + self.cols % m         # = block * m * m + (row % m) * m + col % m
+        return torch.zeros(self.n * m, dtype=f.dtype).index_add(0, index, self.values(f)).view(size, m, m)
 
 
 def sample_grf(graph: Graph, n_walks: int, p_halt: float, k_max: int,

@@ -6,6 +6,11 @@ projections, so every variant with the same seed starts from the same weights. P
 ``f = softplus(f_raw)`` (shared by the heads, ``f >= 0`` so the mask is nonnegative) is learned, starting at
 ``f_k = 2^-k``. GRF walks are drawn afresh at every training forward (from torch's global RNG, seeded by the
 training loop) and from a fixed generator in eval mode, so evaluation is deterministic.
+
+``GraphSelfAttention`` also takes a ``GraphBatch`` per forward (one graph per sample, as for point clouds): the
+exact mask is then one [n, n] block per sample, and the GRF variant walks the batch's disjoint union at once
+(no walk leaves its own graph; the two walk sets are sampled once per batch and shared by the layers, each
+applying its own modulation) and applies its features as one dense [n, n] block per sample.
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from components.attention.graphs import Graph, grid_edge_index
+from components.attention.graphs import Graph, GraphBatch, grid_edge_index
 from components.attention.linear import ATTENTIONS, GrfMask, PerformerFeatures, ReluFeatures
-from components.attention.masks import exact_mask, sample_grf
+from components.attention.masks import exact_mask, exact_masks, sample_grf
 from components.models.vit import TinyViT, TinyViTConfig
 
 __all__ = ["FEATURE_MAPS", "GraphSelfAttention", "TopoViT", "TopoViTConfig"]
 
 FEATURE_MAPS = ("relu", "performer")
+#: up to this many nodes the GRF features are applied densely (through the estimated mask): the same output,
+#: faster than the sparse products for a few dozen tokens.
+DENSE_GRF_NODES = 256
 
 
 @dataclass(frozen=True)
@@ -61,9 +69,11 @@ class TopoViTConfig:
 
 
 class GraphSelfAttention(nn.Module):
-    """Multi-head self-attention over the nodes of ``graph``, computed by ``ATTENTIONS[cfg.attention]``."""
+    """Multi-head self-attention over the nodes of ``graph`` (or of the ``GraphBatch`` given to ``forward``),
+    computed by ``ATTENTIONS[cfg.attention]``. ``cfg``: any config with the attention fields of
+    ``TopoViTConfig``."""
 
-    def __init__(self, cfg: TopoViTConfig, graph: Graph, seed: int) -> None:
+    def __init__(self, cfg: TopoViTConfig, graph: Graph | None, seed: int) -> None:
         super().__init__()
         self.cfg, self.graph, self.n_heads = cfg, graph, cfg.n_heads
         d = cfg.d_model
@@ -80,25 +90,40 @@ class GraphSelfAttention(nn.Module):
     def features(self) -> ReluFeatures | PerformerFeatures:
         return PerformerFeatures(self.projection) if self.cfg.feature_map == "performer" else ReluFeatures()
 
-    def mask(self, device: torch.device) -> object:
-        """The layer's mask for one forward, built on the CPU (walks, power series) and moved to ``device``."""
+    def mask(self, device: torch.device, graphs: GraphBatch | None = None) -> object:
+        """The layer's mask for one forward, built on the CPU (walks, power series) and moved to ``device``:
+        [N, N] for the fixed graph, [B, 1, n, n] for a batch (exact); the GRF factors of the fixed graph or of
+        the batch's disjoint union."""
         cfg, f = self.cfg, self.modulation().cpu()
+        if cfg.attention not in ("exact_mask", "grf_mask"):
+            return None
+        if graphs is None and self.graph is None:
+            raise ValueError("GraphSelfAttention without a fixed graph needs the batch's graphs")
         if cfg.attention == "exact_mask":
-            return exact_mask(self.graph, f).to(device)
-        if cfg.attention == "grf_mask":
+            return exact_mask(self.graph, f).to(device) if graphs is None \
+                else exact_masks(graphs, f).unsqueeze(1).to(device)
+        else:
+            graph = self.graph if graphs is None else graphs.union
             gen = None if self.training else torch.Generator().manual_seed(cfg.eval_seed)
-            a, b = (sample_grf(self.graph, cfg.n_walks, cfg.p_halt, cfg.k_max, gen) for _ in range(2))
+            if graphs is not None:          # one pair of walk sets per batch, shared by the layers
+                key = (cfg.n_walks, cfg.p_halt, cfg.k_max, self.training)
+                if key not in graphs.walks:
+                    graphs.walks[key] = [sample_grf(graph, cfg.n_walks, cfg.p_halt, cfg.k_max, gen) for _ in range(2)]
+                a, b = graphs.walks[key]
+                return GrfMask(a.blocks(f, graphs.size).to(device), b.blocks(f, graphs.size).to(device))
+            a, b = (sample_grf(graph, cfg.n_walks, cfg.p_halt, cfg.k_max, gen) for _ in range(2))
+            if graph.n <= DENSE_GRF_NODES:
+                return GrfMask(a.dense(f).to(device), b.dense(f).to(device))
             return GrfMask(a.matrix(f).to(device), b.matrix(f).to(device))
-        return None
 
-    def forward(self, h: Tensor) -> Tensor:
+    def forward(self, h: Tensor, graphs: GraphBatch | None = None) -> Tensor:
         b, t, d = h.shape
 
         def heads(x: Tensor) -> Tensor:
             return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
 
         out = ATTENTIONS[self.cfg.attention](heads(self.q_proj(h)), heads(self.k_proj(h)), heads(self.v_proj(h)),
-                                             self.mask(h.device), self.features())
+                                             self.mask(h.device, graphs), self.features())
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
 

@@ -34,8 +34,8 @@ from torch import Tensor
 
 from components.data.pc15k import PC15K_SYNSETS, check_pc15k, read_pc15k_arrays
 
-__all__ = ["SHAPE_FAMILIES", "NORMALIZATIONS", "PC15K_SYNSETS", "make_shape_mesh", "sample_shapes",
-           "normalize_clouds", "read_pc15k", "check_pc15k"]
+__all__ = ["SHAPE_FAMILIES", "NORMALIZATIONS", "PC15K_SYNSETS", "ROTATIONS", "make_shape_mesh", "sample_shapes",
+           "normalize_clouds", "random_rotations", "read_pc15k", "check_pc15k", "shape_classes"]
 
 
 def _ellipsoid(rng: np.random.Generator) -> trimesh.Trimesh:
@@ -171,6 +171,41 @@ def sample_shapes(category: str, n_shapes: int, n_points: int, seed: int,
         points, _ = trimesh.sample.sample_surface(mesh, n_points, seed=rng)
         clouds[s] = points
     return normalize_clouds(torch.from_numpy(clouds), normalization).float()
+
+
+#: how :func:`shape_classes` turns each cloud: not at all, about the vertical (z) axis, or uniformly in SO(3).
+ROTATIONS = ("none", "z", "so3")
+
+
+def random_rotations(n: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """``n`` random rotation matrices [n, 3, 3]: uniform angle about z (``"z"``), Haar-uniform on SO(3) (``"so3"``:
+    QR of a Gaussian matrix with the signs fixed and the determinant made +1), identities (``"none"``)."""
+    if kind not in ROTATIONS:
+        raise ValueError(f"unknown rotation {kind!r}; expected one of {ROTATIONS}")
+    if kind == "none":
+        return np.broadcast_to(np.eye(3), (n, 3, 3)).copy()
+    if kind == "z":
+        a = rng.uniform(0.0, 2 * np.pi, n)
+        c, s = np.cos(a), np.sin(a)
+        out = np.zeros((n, 3, 3))
+        out[:, 0, 0], out[:, 0, 1], out[:, 1, 0], out[:, 1, 1], out[:, 2, 2] = c, -s, s, c, 1.0
+        return out
+    q, r = np.linalg.qr(rng.standard_normal((n, 3, 3)))
+    q = q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]
+    q[np.linalg.det(q) < 0, :, 0] *= -1.0
+    return q
+
+
+def shape_classes(families: list[str] | tuple[str, ...], n_per_class: int, n_points: int, seed: int,
+                  rotation: str = "so3") -> tuple[Tensor, Tensor]:
+    """A shape-classification set: ``n_per_class`` random instances of each family (label = its index in
+    ``families``), ``n_points`` surface points each, normalised per shape and turned by ``rotation`` (a key of
+    :data:`ROTATIONS`). Returns ``(points float32 [S, n_points, 3], labels int64 [S])``, classes in blocks."""
+    clouds = [sample_shapes(f, n_per_class, n_points, seed + 7919 * i) for i, f in enumerate(families)]
+    points = torch.cat(clouds)
+    rot = torch.from_numpy(random_rotations(len(points), rotation, np.random.default_rng(seed))).float()
+    labels = torch.arange(len(families)).repeat_interleave(n_per_class)
+    return points @ rot.transpose(1, 2), labels
 
 
 def read_pc15k(root: str | Path, category: str, split: str, n_points: int, seed: int,

@@ -26,8 +26,9 @@ def random_batches(*tensors: Tensor, size: int) -> Callable[[int, torch.Generato
     return draw
 
 
-def cross_entropy_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-    """``(mean cross-entropy, {"acc": batch accuracy})`` of ``model(x)`` logits against labels ``y``."""
-    x, y = batch
-    logits = model(x)
+def cross_entropy_loss(model: nn.Module, batch: tuple[Tensor, ...]) -> tuple[Tensor, dict[str, Tensor]]:
+    """``(mean cross-entropy, {"acc": batch accuracy})`` of ``model(*inputs)`` logits against labels ``y``, the
+    batch being ``(*inputs, y)`` (one input ``x`` for most models)."""
+    *inputs, y = batch
+    logits = model(*inputs)
     return nn.functional.cross_entropy(logits, y), {"acc": (logits.argmax(1) == y).float().mean()}

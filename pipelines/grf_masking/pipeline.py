@@ -1,42 +1,51 @@
 """Linear transformer topological masking with graph random features (Reid et al., ICLR 2025; arXiv 2410.03462).
 
 Reproduces, at CPU scale, the paper's ViT comparison (Table 1: unmasked linear attention, topologically masked
-linear attention, softmax) and its complexity argument:
+linear attention, softmax), a point-cloud task on kNN graphs (the paper's second setting), and its complexity
+argument:
 
 1. **prepare** (§4, image data): seeded MNIST subsets; the tokens are 4x4 patches on the 7x7 patch grid graph;
 2. **train** (§3, one fan-out item per attention variant): a tiny ViT whose attention is unmasked linear,
    linear with the exact mask ``M_alpha = sum_k alpha_k W^k`` (dense, O(N^2)), linear with the GRF estimate of
    that mask (O(N), walks resampled every step), or softmax; the modulation ``f`` (``alpha = f * f``) is
    learned; every run goes through the one training loop; test accuracy per seed;
-3. **evaluate**: the accuracy table and figure;
-4. **mask_error** (§3.1, Thm. 3.1): the relative Frobenius error of the GRF estimate against the exact mask
+3. **prepare_clouds** / **train_clouds** (§4, point clouds): procedural shapes of several families, randomly
+   rotated, their points the tokens and each cloud's symmetrised kNN graph the graph the masks are built on
+   (one graph per sample); the same four variants classify the family;
+4. **evaluate**: the accuracy table (both tasks) and figure;
+5. **mask_error** (§3.1, Thm. 3.1): the relative Frobenius error of the GRF estimate against the exact mask
    vs the number of walks, with its log-log slope (1/sqrt(n) is a slope of -1/2);
-5. **scaling** (§3.2, Fig. 2): forward time and peak memory of one masked layer vs the number of tokens N on
+6. **scaling** (§3.2, Fig. 2): forward time and peak memory of one masked layer vs the number of tokens N on
    random grid graphs, GRF against the dense mask, with log-log slopes;
-6. **report**: the table, the claims and the checks.
+7. **report**: the table, the claims and the checks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import torch
 
-from components.attention import exact_mask, knn_edge_index, random_grid_graph
+from components.attention import exact_mask, knn_edge_index, knn_neighbours, random_grid_graph
 from components.attention.graphs import Graph, grid_edge_index
 from components.attention.scaling import masked_forward, measure, relative_mask_error
+from components.attention.points import TopoPointConfig, TopoPointNet
 from components.attention.vit import TopoViT, TopoViTConfig
 from components.data.images import load_mnist, load_mnist_idx
-from components.data.shapes import sample_shapes
+from components.data.shapes import sample_shapes, shape_classes
 from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.grf_masking import ABOUT
-from pipelines.grf_masking.params import GrfMaskingParams
+from pipelines.grf_masking.params import TASKS, GrfMaskingParams
 from pipelines.grf_masking.plots import plot_accuracy, plot_mask_error, plot_scaling
 from pipelines.grf_masking.report import build_report
 
 DATA, DATA_METRICS = "data/mnist.safetensors", "metrics/data.json"
 MODELS = "models/"
+CLOUDS, CLOUD_METRICS, CLOUD_MODELS = "data/clouds.safetensors", "metrics/clouds.json", "cloud_models/"
 ACCURACY, EVAL_METRICS = "tables/accuracy.parquet", "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy.png", "plots/accuracy.csv"
 MASK_ERROR, MASK_PNG, MASK_CSV = "tables/mask_error.parquet", "plots/mask_error.png", "plots/mask_error.csv"
@@ -80,45 +89,91 @@ def model_config(p: GrfMaskingParams, variant: str) -> TopoViTConfig:
 
 
 @torch.no_grad()
-def accuracy(model: TopoViT, x: torch.Tensor, y: torch.Tensor, batch: int = 500) -> float:
+def accuracy(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor, batch: int = 500) -> float:
     model.eval()
-    hits = sum(int((model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum()) for i in range(0, len(y), batch))
+    hits = sum(int((model(*(x[i:i + batch] for x in inputs)).argmax(1) == y[i:i + batch]).sum())
+               for i in range(0, len(y), batch))
     return 100.0 * hits / len(y)
+
+
+def train_variant(ctx: StageContext, task: str, build: Callable[[int], torch.nn.Module], steps: int,
+                  batch_size: int, train: tuple[torch.Tensor, ...], test: tuple[torch.Tensor, ...], out: Path
+                  ) -> None:
+    """This item's variant on every seed through the one loop: weights, learned modulation, test accuracy."""
+    p, variant, runs = ctx.params, ctx.item, []
+    for seed in p.seeds:
+        model = build(derive_seed(seed, "init"))
+        cfg = TrainConfig(steps=steps, lr=p.train.lr, weight_decay=p.train.weight_decay,
+                          warmup_steps=p.train.warmup_steps, seed=derive_seed(seed, "batches"), device="auto",
+                          log_every=max(1, steps // 10), progress=ctx.progress,
+                          desc=f"grf_masking {task} {variant} seed {seed}")
+        result = fit(model, cross_entropy_loss, random_batches(*train, size=batch_size), cfg,
+                     callback=ctx.metric_callback(f"{'train' if task == 'mnist' else task}/{variant}/seed{seed}"))
+        save_model(model, out / f"seed{seed}.safetensors", metadata={"variant": variant, "task": task})
+        runs.append({"task": task, "variant": variant, "seed": seed,
+                     "test_accuracy": accuracy(model, test[:-1], test[-1]), "final_loss": result.final_loss,
+                     "seconds": result.seconds, "parameters": sum(q.numel() for q in model.parameters()),
+                     "modulation": [f.tolist() for f in model.masks()]})
+    save_json({"variant": variant, "task": task, "runs": runs}, out / "results.json")
 
 
 @stage(params=("seeds", "data", "model", "grf", "train"), deps=(DATA,), outs=(MODELS,),
        fan_out="train.variants", gpu=True, models={"topo_vit": MODELS})
 def train(ctx: StageContext) -> None:
     """Train this item's variant on every seed; its weights, learned modulation and test accuracy."""
-    p, variant = ctx.params, ctx.item
+    p = ctx.params
     data = load_tensors(ctx.path(DATA))
     x_train, x_test = data["x_train"].float() / 255.0, data["x_test"].float() / 255.0
-    out, runs = ctx.item_dir(MODELS), []
-    for seed in p.seeds:
-        model = TopoViT(model_config(p, variant), seed=derive_seed(seed, "init"))
-        cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, weight_decay=p.train.weight_decay,
-                          warmup_steps=p.train.warmup_steps,
-                          seed=derive_seed(seed, "batches"), device="auto", log_every=max(1, p.train.steps // 10),
-                          progress=ctx.progress, desc=f"grf_masking {variant} seed {seed}")
-        result = fit(model, cross_entropy_loss, random_batches(x_train, data["y_train"], size=p.train.batch_size),
-                     cfg, callback=ctx.metric_callback(f"train/{variant}/seed{seed}"))
-        save_model(model, out / f"seed{seed}.safetensors", metadata={"variant": variant})
-        runs.append({"variant": variant, "seed": seed, "test_accuracy": accuracy(model, x_test, data["y_test"]),
-                     "final_loss": result.final_loss, "seconds": result.seconds,
-                     "parameters": sum(q.numel() for q in model.parameters()),
-                     "modulation": [f.tolist() for f in model.masks()]})
-    save_json({"variant": variant, "runs": runs}, out / "results.json")
+    train_variant(ctx, "mnist", lambda seed: TopoViT(model_config(p, ctx.item), seed=seed), p.train.steps,
+                  p.train.batch_size, (x_train, data["y_train"]), (x_test, data["y_test"]), ctx.item_dir(MODELS))
 
 
-@stage(params=("seeds", "train.variants"), deps=(MODELS,), outs=(ACCURACY,), metrics=(EVAL_METRICS,),
-       plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="variant", y="test_accuracy", title="MNIST test accuracy (%)")))
+# --------------------------------------------------------------------------------------------------
+# §4 point clouds: shape families on kNN graphs, one graph per cloud
+# --------------------------------------------------------------------------------------------------
+@stage(params=("clouds",), outs=(CLOUDS,), metrics=(CLOUD_METRICS,))
+def prepare_clouds(ctx: StageContext) -> None:
+    """Random instances of each family, randomly rotated; the kNN neighbour ids of every cloud."""
+    c = ctx.params.clouds
+    sets: dict[str, torch.Tensor] = {}
+    for split, n in (("train", c.n_train), ("test", c.n_test)):
+        points, labels = shape_classes(c.families, n, c.n_points, derive_seed(c.seed, "clouds", split), c.rotation)
+        neighbours = torch.from_numpy(np.stack([knn_neighbours(x, c.knn_k) for x in points.numpy()]))
+        sets |= {f"points_{split}": points, f"neighbours_{split}": neighbours, f"labels_{split}": labels}
+    save_tensors(sets, ctx.path(CLOUDS))
+    save_json({"families": list(c.families), "n_train": len(sets["labels_train"]),
+               "n_test": len(sets["labels_test"]), "n_points": c.n_points, "knn_k": c.knn_k,
+               "rotation": c.rotation}, ctx.path(CLOUD_METRICS))
+
+
+def cloud_config(p: GrfMaskingParams, variant: str) -> TopoPointConfig:
+    m, g = p.model, p.grf
+    return TopoPointConfig(d_model=m.d_model, n_heads=m.n_heads, n_layers=m.n_layers, n_classes=len(p.clouds.families),
+                           attention=variant, feature_map=m.feature_map, n_features=m.n_features, k_max=g.k_max,
+                           n_walks=g.n_walks, p_halt=g.p_halt)
+
+
+@stage(params=("seeds", "clouds", "model", "grf", "train.variants", "train.lr", "train.warmup_steps",
+               "train.weight_decay"), deps=(CLOUDS,), outs=(CLOUD_MODELS,), fan_out="train.variants", gpu=True,
+       models={"topo_point_net": CLOUD_MODELS})
+def train_clouds(ctx: StageContext) -> None:
+    """Train this item's variant on the clouds on every seed; weights, learned modulation and test accuracy."""
+    p, d = ctx.params, load_tensors(ctx.path(CLOUDS))
+    train_variant(ctx, "point_clouds", lambda seed: TopoPointNet(cloud_config(p, ctx.item), seed=seed),
+                  p.clouds.steps, p.clouds.batch_size, (d["points_train"], d["neighbours_train"], d["labels_train"]),
+                  (d["points_test"], d["neighbours_test"], d["labels_test"]), ctx.item_dir(CLOUD_MODELS))
+
+
+@stage(params=("seeds", "train.variants"), deps=(MODELS, CLOUD_MODELS), outs=(ACCURACY,), metrics=(EVAL_METRICS,),
+       plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="variant", y="test_accuracy", title="test accuracy (%)")))
 def evaluate(ctx: StageContext) -> None:
-    """One row per (variant, seed); the accuracy figure."""
-    rows = [run for v in ctx.params.train.variants
-            for run in load_json(ctx.path(f"{MODELS}{v}/results.json"))["runs"]]
+    """One row per (task, variant, seed); the accuracy figure."""
+    rows = [run for folder in (MODELS, CLOUD_MODELS) for v in ctx.params.train.variants
+            for run in load_json(ctx.path(f"{folder}{v}/results.json"))["runs"]]
     save_table(rows, ctx.path(ACCURACY))
-    summary = {f"{v}/test_accuracy": float(np.mean([r["test_accuracy"] for r in rows if r["variant"] == v]))
-               for v in ctx.params.train.variants}
+    summary = {f"{task}/{v}/test_accuracy": float(np.mean([r["test_accuracy"] for r in rows
+                                                           if r["variant"] == v and r["task"] == task]))
+               for task in TASKS for v in ctx.params.train.variants}
     save_json({"runs": len(rows), **summary}, ctx.path(EVAL_METRICS))
     plot_accuracy(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
 
@@ -186,13 +241,14 @@ def scaling(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # the table, the claims, the checks
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "model", "grf", "train", "mask_error", "scaling"),
-       deps=(ACCURACY, MASK_ERROR, SCALING, DATA_METRICS), outs=(REPORT, "report.md"))
+@stage(params=("seeds", "data", "clouds", "model", "grf", "train", "mask_error", "scaling"),
+       deps=(ACCURACY, MASK_ERROR, SCALING, DATA_METRICS, CLOUD_METRICS), outs=(REPORT, "report.md"))
 def report(ctx: StageContext) -> None:
     """The Table-1-shaped accuracy table, the three claims and the checks."""
     build_report(load_table(ctx.path(ACCURACY)), load_table(ctx.path(MASK_ERROR)), load_table(ctx.path(SCALING)),
-                 load_json(ctx.path(DATA_METRICS)), ctx.params).save(ctx.path(REPORT))
+                 load_json(ctx.path(DATA_METRICS)) | {"clouds": load_json(ctx.path(CLOUD_METRICS))},
+                 ctx.params).save(ctx.path(REPORT))
 
 
 PIPELINE = Pipeline(paper=ABOUT, params_model=GrfMaskingParams,
-                    stages=(prepare, train, evaluate, mask_error, scaling, report))
+                    stages=(prepare, train, prepare_clouds, train_clouds, evaluate, mask_error, scaling, report))

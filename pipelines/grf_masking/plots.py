@@ -11,25 +11,31 @@ import numpy as np
 from components.attention.scaling import loglog_slope
 from components.io import save_csv, save_figure
 from paperflows.plots import figure
-from pipelines.grf_masking.params import LABELS, VARIANTS
+from pipelines.grf_masking.params import TASKS, VARIANTS
 
 MASK_LABELS = {"grf_mask": "GRF mask (sparse features)", "exact_mask": "dense mask"}
+TICKS = {"linear": "linear\n(unmasked)", "exact_mask": "linear +\nexact mask", "grf_mask": "linear +\nGRF mask",
+         "softmax": "softmax\n(unmasked)"}
 
 
 def plot_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
-    """Test accuracy per variant: one dot per seed, the bar at the mean."""
-    variants = [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
-    fig, ax = figure(6.5, 3.4)
-    for i, v in enumerate(variants):
-        accs = [r["test_accuracy"] for r in rows if r["variant"] == v]
-        ax.bar(i, np.mean(accs), color=f"C{i}", alpha=0.5)
-        ax.plot([i] * len(accs), accs, "k.", markersize=5)
-    ax.set_xticks(range(len(variants)), [LABELS[v].replace(" (", "\n(") for v in variants], fontsize=7)
-    lows = [r["test_accuracy"] for r in rows]
-    ax.set_ylim(max(0.0, min(lows) - 5), min(100.0, max(lows) + 2))
-    ax.set_ylabel("MNIST test accuracy (%)")
+    """Test accuracy per variant, one panel per task: one dot per seed, the bar at the mean."""
+    tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
+    fig, axes = figure(6.5 * len(tasks), 3.4, ncols=len(tasks))
+    for ax, task in zip(np.atleast_1d(axes), tasks):
+        mine = [r for r in rows if r["task"] == task]
+        variants = [v for v in VARIANTS if any(r["variant"] == v for r in mine)]
+        for i, v in enumerate(variants):
+            accs = [r["test_accuracy"] for r in mine if r["variant"] == v]
+            ax.bar(i, np.mean(accs), color=f"C{i}", alpha=0.5)
+            ax.plot([i] * len(accs), accs, "k.", markersize=5)
+        ax.set_xticks(range(len(variants)), [TICKS[v] for v in variants], fontsize=8)
+        lows = [r["test_accuracy"] for r in mine]
+        ax.set_ylim(max(0.0, min(lows) - 5), min(100.0, max(lows) + 2))
+        ax.set_ylabel(f"{TASKS[task]} test accuracy (%)")
     save_figure(fig, png)
-    save_csv([{"variant": r["variant"], "seed": r["seed"], "test_accuracy": r["test_accuracy"]} for r in rows], csv)
+    save_csv([{"task": r["task"], "variant": r["variant"], "seed": r["seed"], "test_accuracy": r["test_accuracy"]}
+              for r in rows], csv)
 
 
 def plot_mask_error(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:

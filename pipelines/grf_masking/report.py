@@ -1,14 +1,15 @@
 """GRF masking: the Table-1-shaped accuracy table, the claims and the checks, as pure functions of loaded tables.
 
-Inputs: ``acc`` one row per (variant, seed) with ``test_accuracy`` (%) and the learned ``modulation``; ``err``
+Inputs: ``acc`` one row per (task, variant, seed) with ``test_accuracy`` (%) and the learned ``modulation``; ``err``
 one row per (seed, n_walks) with the mean ``relative_error`` of the GRF mask estimate; ``cost`` one row per
 (seed, n_tokens, mask) with the median forward ``seconds`` and ``peak_bytes``.
 
 Claims:
 
-1. ``grf_ge_unmasked``: GRF-masked linear attention >= unmasked linear attention on test accuracy; paired over
-   seeds (same initial weights and batches), 95% Student-t interval of the mean difference against 0.
-   Precondition: the unmasked model learned (mean accuracy >= 2x chance).
+1. ``grf_ge_unmasked`` (MNIST) and ``grf_ge_unmasked_clouds`` (point clouds): GRF-masked linear attention >=
+   unmasked linear attention on test accuracy; paired over seeds (same initial weights and batches), 95%
+   Student-t interval of the mean difference against 0. Precondition: the task was learned (the better of the
+   two variants' mean accuracies >= 2x chance; a run where neither learned decides nothing).
 2. ``mask_error_inverse_sqrt``: the mask error falls as 1/sqrt(walks): the per-seed log-log slope's interval lies
    inside [-0.6, -0.4] (holds), misses it entirely (does not hold), or overlaps its edge (not resolved).
 3. ``grf_time_linear`` / ``grf_memory_linear``: the GRF layer's time / peak-memory exponent (per-seed log-log
@@ -27,45 +28,52 @@ import numpy as np
 from components.attention.scaling import loglog_slope
 from components.metrics.stats import Interval, mean_ci
 from paperflows.report import Check, Claim, Precondition, Report, decide, decide_paired, fmt_interval, pm
-from pipelines.grf_masking.params import LABELS, PAPER_IMAGENET, VARIANTS, GrfMaskingParams
+from pipelines.grf_masking.params import LABELS, PAPER_IMAGENET, TASKS, VARIANTS, GrfMaskingParams
 
 Rows = Sequence[Mapping[str, Any]]
 SQRT_BAND = (-0.6, -0.4)
 LINEAR_MAX, QUADRATIC_MIN = 1.25, 1.5
 
 
-def _acc(rows: Rows, variant: str) -> dict[int, float]:
-    return {int(r["seed"]): float(r["test_accuracy"]) for r in rows if r["variant"] == variant}
+def _acc(rows: Rows, variant: str, task: str = "mnist") -> dict[int, float]:
+    return {int(r["seed"]): float(r["test_accuracy"]) for r in rows if r["variant"] == variant and r["task"] == task}
 
 
 def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:
-    columns = ["variant", "test accuracy (%)", "parameters", "paper ImageNet top-1 (%)"]
+    tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
+    columns = ["variant", *(f"{TASKS[t]} test accuracy (%)" for t in tasks), "parameters (MNIST ViT)",
+               "paper ImageNet top-1 (%)"]
     out = []
     for v in VARIANTS:
         mine = [r for r in rows if r["variant"] == v]
         if mine:
-            out.append({"variant": LABELS[v], "test accuracy (%)": pm([float(r["test_accuracy"]) for r in mine]),
-                        "parameters": int(mine[0]["parameters"]), "paper ImageNet top-1 (%)": PAPER_IMAGENET[v]})
+            vit = [r for r in mine if r["task"] == "mnist"]
+            out.append({"variant": LABELS[v],
+                        **{f"{TASKS[t]} test accuracy (%)": pm([float(r["test_accuracy"]) for r in mine
+                                                               if r["task"] == t]) for t in tasks},
+                        "parameters (MNIST ViT)": int(vit[0]["parameters"]) if vit else "—",
+                        "paper ImageNet top-1 (%)": PAPER_IMAGENET[v]})
     return columns, out
 
 
-def grf_ge_unmasked(rows: Rows) -> Claim:
-    grf, lin, exact = _acc(rows, "grf_mask"), _acc(rows, "linear"), _acc(rows, "exact_mask")
+def grf_ge_unmasked(rows: Rows, task: str = "mnist", classes: int = 10) -> Claim:
+    grf, lin, exact = _acc(rows, "grf_mask", task), _acc(rows, "linear", task), _acc(rows, "exact_mask", task)
     seeds = sorted(set(grf) & set(lin))
-    text, stat = ("GRF-masked linear attention >= unmasked linear attention on test accuracy",
+    claim_id = {"mnist": "grf_ge_unmasked", "point_clouds": "grf_ge_unmasked_clouds"}.get(task, f"grf_ge_unmasked_{task}")
+    text, stat = (f"GRF-masked linear attention >= unmasked linear attention on {TASKS.get(task, task)} test accuracy",
                   "test accuracy, GRF-masked - unmasked linear (pp), paired over seeds")
     if len(seeds) < 2:
         gate = Precondition(f"both variants ran on >= 2 common seeds ({len(seeds)})", False, float(len(seeds)))
-        return decide("grf_ge_unmasked", text, stat, Interval(math.nan, -math.inf, math.inf, len(seeds)),
-                      precondition=gate)
+        return decide(claim_id, text, stat, Interval(math.nan, -math.inf, math.inf, len(seeds)), precondition=gate)
     a, b = [grf[s] for s in seeds], [lin[s] for s in seeds]
-    gate = Precondition(f"unmasked linear attention learned (mean accuracy {np.mean(b):.1f}% >= 20%)",
-                        bool(np.mean(b) >= 20.0), float(np.mean(b)))
+    floor, best = 200.0 / classes, float(max(np.mean(a), np.mean(b)))
+    gate = Precondition(f"the task was learned: the better of the two reached {best:.1f}% >= {floor:.0f}% (twice "
+                        "chance)", best >= floor, best)
     common = [s for s in seeds if s in exact]
     gap = float(np.mean([grf[s] - exact[s] for s in common])) if common else math.nan
     evidence = (f"GRF {np.mean(a):.2f}% vs unmasked {np.mean(b):.2f}%; GRF ahead on "
                 f"{sum(x > y for x, y in zip(a, b))}/{len(seeds)} seeds; GRF - exact mask {gap:+.2f} pp")
-    return decide_paired("grf_ge_unmasked", text, stat, a, b, precondition=gate, evidence=evidence,
+    return decide_paired(claim_id, text, stat, a, b, precondition=gate, evidence=evidence,
                          numbers={"grf_mean": float(np.mean(a)), "unmasked_mean": float(np.mean(b)),
                                   "grf_minus_exact": gap})
 
@@ -170,8 +178,9 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
     columns, body = table(acc)
     r = ratios(cost)
     m, g, t = p.model, p.grf, p.train
-    seconds = {v: float(np.mean([x["seconds"] for x in acc if x["variant"] == v])) for v in VARIANTS
-               if any(x["variant"] == v for x in acc)}
+    seconds = {v: float(np.mean([x["seconds"] for x in acc if x["variant"] == v and x["task"] == "mnist"]))
+               for v in VARIANTS if any(x["variant"] == v and x["task"] == "mnist" for x in acc)}
+    c, cd = p.clouds, data.get("clouds", {})
     notes = [
         f"MNIST ({data['source']}): {data['n_train']} training and {data['n_test']} test images; {(28 // m.patch_size) ** 2} "
         f"patch tokens of {m.patch_size}x{m.patch_size} on the 4-neighbour patch grid, W = A / 4. Accuracy: mean ± "
@@ -180,8 +189,16 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         f"every variant; {t.steps} AdamW steps of {t.batch_size} at lr {t.lr:g}. Linear variants use the "
         f"{m.feature_map} feature map. Mask: f_0..f_{g.k_max} per layer (shared by heads, softplus, start 2^-k), "
         f"alpha = f * f; GRFs with {g.n_walks} walks, p_halt {g.p_halt}, resampled every step (fixed in eval).",
-        "Training seconds per run (mean): " + ", ".join(f"{v} {s:.1f}" for v, s in seconds.items()) + ". At 49 tokens "
-        "the O(N) GRF path is the slowest (its cost is nnz x m x d per token); its advantage is asymptotic.",
+        "MNIST training seconds per run (mean): " + ", ".join(f"{v} {s:.1f}" for v, s in seconds.items()) + ". At "
+        "a few dozen tokens the GRF features are applied through the estimated mask Phi_q Phi_k^T (the same output "
+        "as the sparse O(N) products, which the scaling study times); walk sampling is its extra cost.",
+        f"Point clouds (the paper's second setting is point-cloud dynamics on kNN graphs of > 30k particles, scored "
+        f"by SSIM of rendered rollouts; here a shape classification stands in for it): {cd.get('n_train', '?')} "
+        f"training and {cd.get('n_test', '?')} test clouds of {c.n_points} surface points from the procedural "
+        f"families {', '.join(c.families)}, rotation '{c.rotation}'; each cloud's symmetrised {c.knn_k}-NN graph "
+        f"(W = A / its max degree) is the graph of its mask; points embedded linearly, no position embedding, mean "
+        f"pooling; {c.steps} steps of {c.batch_size} clouds; the two GRF walk sets are sampled once per batch on the "
+        "clouds' disjoint union and shared by the layers.",
         "Paper column: ImageNet top-1 from the paper's Table 1 as quoted in the brief (softmax ViT 74.1%; GRF-masked "
         "linear attention +3.7 points over unmasked linear); the other cells were not retrieved. Our MNIST numbers "
         "are not comparable in level, only in ordering.",
@@ -196,10 +213,10 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
            f"{r['memory_ratio']:.1f}x its memory." if r else ""),
         f"Mask error: grid {p.mask_error.grid}x{p.mask_error.grid}, f_k = 2^-k, mean of {p.mask_error.repeats} "
         "independent estimates (two independent walk sets, so the diagonal is unbiased too).",
-        "Not run: the point-cloud dynamics task (Interlacer, SSIM of rendered rollouts); only the cost of masking "
-        "on point-cloud kNN graphs is measured (scaling.graph=knn).",
+        "Not run: the point-cloud dynamics task itself (Interlacer, SSIM of rendered rollouts).",
     ]
-    return Report(slug="grf_masking", title="GRF masking: MNIST ViT test accuracy (%) by attention variant",
-                  columns=columns, rows=body,
-                  claims=[grf_ge_unmasked(acc), mask_error_claim(err), *scaling_claims(cost, p.scaling.fit_min_n)],
+    return Report(slug="grf_masking", title="GRF masking: test accuracy (%) by attention variant, MNIST ViT and "
+                                            "point clouds on kNN graphs", columns=columns, rows=body,
+                  claims=[grf_ge_unmasked(acc), grf_ge_unmasked(acc, "point_clouds", len(c.families)),
+                          mask_error_claim(err), *scaling_claims(cost, p.scaling.fit_min_n)],
                   checks=checks(acc, cost), notes=notes)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from components.attention import (ATTENTIONS, Graph, GrfMask, PerformerFeatures, exact_mask,
+import pytest
+
+from components.attention import (ATTENTIONS, Graph, GraphBatch, GrfMask, PerformerFeatures, exact_mask, exact_masks,
                                   exact_masked_linear_attention, grf_masked_linear_attention, grid_edge_index,
-                                  knn_edge_index, linear_attention, modulation_alpha, sample_grf)
+                                  knn_edge_index, knn_neighbours, linear_attention, modulation_alpha, sample_grf)
+from components.attention.points import TopoPointConfig, TopoPointNet
 from components.attention.vit import TopoViT, TopoViTConfig
 
 
@@ -79,6 +82,66 @@ def test_grf_attention_equals_the_dense_computation_with_the_estimated_mask() ->
         for chunk in (1, 3, 64):                       # feature dimensions per sparse product: same result
             fast = grf_masked_linear_attention(q, k, v, GrfMask(a.matrix(f), b.matrix(f)), features, chunk=chunk)
             assert torch.allclose(fast, slow, atol=1e-5, rtol=1e-4), chunk
+        # dense features (small graphs) go through the estimate itself: the same output
+        small = grf_masked_linear_attention(q, k, v, GrfMask(a.dense(f), b.dense(f)), features)
+        assert torch.allclose(small, slow, atol=1e-5, rtol=1e-4)
+
+
+def _clouds(b: int = 3, n: int = 12, k: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    points = torch.randn(b, n, 3, generator=torch.Generator().manual_seed(seed))
+    return points, torch.from_numpy(__import__("numpy").stack([knn_neighbours(p, k) for p in points]))
+
+
+def test_graph_batch_is_the_disjoint_union_of_the_per_cloud_graphs() -> None:
+    points, nbrs = _clouds()
+    batch = GraphBatch.from_neighbours(nbrs)
+    assert batch.union.n == 36 and batch.dense_w.shape == (3, 12, 12)
+    union_w = batch.union.dense_w()
+    for i, cloud in enumerate(points):
+        alone = Graph.from_edge_index(knn_edge_index(cloud, 3), 12)      # W = A / this cloud's max degree
+        assert torch.allclose(batch.dense_w[i], alone.dense_w())
+        assert torch.allclose(union_w[12 * i:12 * (i + 1), 12 * i:12 * (i + 1)], alone.dense_w())
+    assert float(union_w[:12, 12:].abs().sum()) == 0.0                    # no edge between clouds
+    f = torch.tensor([1.0, 0.5, 0.25])
+    masks = exact_masks(batch, f)
+    for i, cloud in enumerate(points):
+        assert torch.allclose(masks[i], exact_mask(Graph.from_edge_index(knn_edge_index(cloud, 3), 12), f), atol=1e-6)
+    with pytest.raises(ValueError, match="outside"):
+        GraphBatch.from_neighbours(nbrs + 12)
+
+
+def test_grf_blocks_are_the_diagonal_blocks_of_the_union_features() -> None:
+    _, nbrs = _clouds()
+    batch, f = GraphBatch.from_neighbours(nbrs), torch.tensor([1.0, 0.6, 0.3], requires_grad=True)
+    feats = sample_grf(batch.union, 4, 0.3, 2, torch.Generator().manual_seed(4))
+    blocks, dense = feats.blocks(f, 3), feats.dense(f)
+    for i in range(3):
+        assert torch.allclose(blocks[i], dense[12 * i:12 * (i + 1), 12 * i:12 * (i + 1)])
+    blocks.sum().backward()
+    assert f.grad is not None and bool((f.grad > 0).all())            # differentiable in the modulation
+    with pytest.raises(ValueError, match="disjoint blocks"):
+        sample_grf(_grid(3, 4), 4, 0.3, 2, torch.Generator().manual_seed(0)).blocks(f, 2)
+
+
+def test_point_net_is_invariant_to_the_order_of_the_points() -> None:
+    points, nbrs = _clouds(2, 10, 3, seed=1)
+    perm = torch.randperm(10, generator=torch.Generator().manual_seed(0))
+    inverse = torch.argsort(perm)
+    p2, n2 = points[:, perm], inverse[nbrs[:, perm]]                     # relabel the neighbour ids too
+    models = {a: TopoPointNet(TopoPointConfig(attention=a, d_model=16, n_heads=2, k_max=2, n_classes=3), seed=2)
+              for a in ATTENTIONS}
+    ref = models["softmax"].blocks[0].attn.q_proj.weight
+    assert all(torch.equal(m.blocks[0].attn.q_proj.weight, ref) for m in models.values())
+    with torch.no_grad():
+        for name in ("linear", "exact_mask", "softmax"):
+            m = models[name].eval()
+            assert torch.allclose(m(points, nbrs), m(p2, n2), atol=1e-5), name
+        # the exact mask sees each cloud's own graph only: a cloud scores the same alone and in a batch
+        exact = models["exact_mask"]
+        assert torch.allclose(exact(points[:1], nbrs[:1]), exact(points, nbrs)[:1], atol=1e-6)
+    grf = models["grf_mask"].train()
+    torch.nn.functional.cross_entropy(grf(points, nbrs), torch.tensor([0, 2])).backward()
+    assert grf.blocks[1].attn.f_raw.grad is not None and grf.blocks[1].attn.f_raw.grad.abs().sum() > 0
 
 
 def test_all_ones_mask_is_unmasked_linear_attention_and_registry_signature() -> None:

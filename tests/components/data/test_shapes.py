@@ -145,3 +145,24 @@ def test_check_pc15k_names_the_missing_part_of_the_layout(tmp_path):
     _write_fake_pc15k(tmp_path / "other", split="train")
     with pytest.raises(ValueError, match="a_first.npy: non-finite"):
         check_pc15k(tmp_path / "other")
+
+
+def test_shape_classes_label_blocks_and_rotate_rigidly():
+    from components.data.shapes import random_rotations, shape_classes
+
+    rng = np.random.default_rng(0)
+    for kind in ("z", "so3"):
+        rot = random_rotations(5, kind, rng)
+        assert np.allclose(rot @ rot.transpose(0, 2, 1), np.eye(3), atol=1e-9)
+        assert np.allclose(np.linalg.det(rot), 1.0)
+    assert np.allclose(random_rotations(2, "z", rng)[:, 2], [0, 0, 1])       # the vertical axis stays put
+    plain, labels = shape_classes(["torus", "chair"], 3, 32, seed=1, rotation="none")
+    turned, same = shape_classes(["torus", "chair"], 3, 32, seed=1, rotation="so3")
+    assert labels.tolist() == [0, 0, 0, 1, 1, 1] and torch.equal(labels, same)
+    # a rotation keeps every pairwise distance of a cloud
+    exact = "donot_use_mm_for_euclid_dist"
+    assert torch.allclose(torch.cdist(plain, plain, compute_mode=exact), torch.cdist(turned, turned, compute_mode=exact),
+                          atol=1e-4)
+    assert not torch.allclose(plain, turned, atol=1e-2)
+    with pytest.raises(ValueError, match="unknown rotation"):
+        random_rotations(1, "xyz", rng)

@@ -19,6 +19,8 @@ from tests.conftest import REPO
 TINY = {"seeds": [0, 1], "data": {"n_train": 100, "n_test": 100},
         "model": {"patch_size": 7, "d_model": 8, "n_heads": 2, "n_layers": 1},
         "grf": {"n_walks": 2, "k_max": 2}, "train": {"steps": 3, "batch_size": 8},
+        "clouds": {"families": ["torus", "chair"], "n_train": 4, "n_test": 3, "n_points": 16, "knn_k": 3, "steps": 3,
+                   "batch_size": 4},
         "mask_error": {"grid": 4, "walks": [1, 2, 4], "repeats": 2},
         "scaling": {"graph": "knn", "knn_k": 3, "sizes": [16, 36, 64], "dense_max_n": 36, "fit_min_n": 16, "d_head": 4, "repeats": 1}}
 
@@ -30,7 +32,9 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
     report = run_flow_and_check(PIPELINE, params, project)
     assert [r["variant"] for r in report["rows"]][0] == "Linear attention (unmasked)"
     assert len(report["rows"]) == 4 and report["rows"][3]["paper ImageNet top-1 (%)"] == "74.1"
-    assert [c["id"] for c in report["claims"]] == ["grf_ge_unmasked", "mask_error_inverse_sqrt", "grf_time_linear",
+    assert "point clouds test accuracy (%)" in report["rows"][0]
+    assert [c["id"] for c in report["claims"]] == ["grf_ge_unmasked", "grf_ge_unmasked_clouds",
+                                                   "mask_error_inverse_sqrt", "grf_time_linear",
                                                    "grf_memory_linear", "dense_time_quadratic",
                                                    "dense_memory_quadratic"]
     checks = {c["id"]: c["passed"] for c in report["checks"]}
@@ -48,6 +52,9 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
     ({"scaling": {"sizes": [512, 256, 1024]}}, "sizes must increase"),
     ({"scaling": {"sizes": [512, 1024, 2048], "dense_max_n": 256}}, "dense mask would not run"),
     ({"mask_error": {"walks": [1, 1, 2]}}, "walks must increase"),
+    ({"clouds": {"families": ["chair", "chair"]}}, "families repeat"),
+    ({"clouds": {"families": ["sofa", "chair"]}}, "grf_masking.clouds.families"),
+    ({"clouds": {"n_points": 8, "knn_k": 8}}, "needs more points"),
 ])
 def test_bad_params_name_the_key(section: dict, message: str) -> None:
     with pytest.raises(ParamsError, match=message):

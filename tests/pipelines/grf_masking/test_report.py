@@ -7,10 +7,10 @@ import math
 from pipelines.grf_masking.report import grf_ge_unmasked, mask_error_claim, ratios, scaling_claims, table
 
 
-def _acc(grf: list[float], lin: list[float]) -> list[dict]:
+def _acc(grf: list[float], lin: list[float], task: str = "mnist") -> list[dict]:
     return [row for seed, (g, l) in enumerate(zip(grf, lin))
-            for row in ({"seed": seed, "variant": "grf_mask", "test_accuracy": g, "parameters": 10},
-                        {"seed": seed, "variant": "linear", "test_accuracy": l, "parameters": 10})]
+            for row in ({"task": task, "seed": seed, "variant": "grf_mask", "test_accuracy": g, "parameters": 10},
+                        {"task": task, "seed": seed, "variant": "linear", "test_accuracy": l, "parameters": 10})]
 
 
 def test_grf_claim_reaches_every_verdict() -> None:
@@ -20,6 +20,16 @@ def test_grf_claim_reaches_every_verdict() -> None:
     # a baseline that never learned decides nothing
     assert grf_ge_unmasked(_acc([15.0, 16.0, 17.0], [10.0, 10.0, 10.0])).verdict == "not resolved"
     assert grf_ge_unmasked(_acc([90.0], [80.0])).verdict == "not resolved"
+
+
+def test_point_cloud_claim_is_its_own_and_uses_its_chance_level() -> None:
+    rows = _acc([90.0, 91.0, 92.0], [85.0, 85.5, 86.0]) + _acc([50.0, 52.0, 51.0], [40.0, 41.0, 42.0], "point_clouds")
+    mnist, clouds = grf_ge_unmasked(rows), grf_ge_unmasked(rows, "point_clouds", classes=6)
+    assert (mnist.id, clouds.id) == ("grf_ge_unmasked", "grf_ge_unmasked_clouds")
+    assert math.isclose(mnist.effect, 5.5) and math.isclose(clouds.effect, 10.0)
+    assert clouds.verdict == "holds"
+    # neither 51% nor 41% is twice chance for 2 classes: the task was not learned, nothing is decided
+    assert grf_ge_unmasked(rows, "point_clouds", classes=2).verdict == "not resolved"
 
 
 def _errors(slopes: list[float]) -> list[dict]:
@@ -62,6 +72,8 @@ def test_scaling_claims_reach_every_verdict() -> None:
 def test_ratios_at_the_largest_common_size_and_the_table() -> None:
     r = ratios(_cost([1.0, 1.0], [2.0, 2.0]))
     assert r["n_tokens"] == 4000 and math.isclose(r["time_ratio"], 1e-7 * 4000 ** 2 / (1e-4 * 4000))
-    columns, rows = table(_acc([90.0, 91.0], [85.0, 86.0]))
+    columns, rows = table(_acc([90.0, 91.0], [85.0, 86.0]) + _acc([50.0, 60.0], [40.0, 40.0], "point_clouds"))
+    assert columns[1:3] == ["MNIST test accuracy (%)", "point clouds test accuracy (%)"]
     assert [row["variant"] for row in rows] == ["Linear attention (unmasked)", "Linear + GRF mask (O(N), ours)"]
+    assert rows[0]["point clouds test accuracy (%)"].startswith("40.0")
     assert rows[1]["paper ImageNet top-1 (%)"] == "linear + 3.7"
