@@ -38,6 +38,7 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -164,6 +165,13 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False,
                               json_schema_extra=_state_bounds_in_descriptions)
+
+
+def distinct(value: list[Any], info: ValidationInfo | None = None) -> list[Any]:
+    """A list field's validator: no entry twice (``"<field> repeat: [...]"``)."""
+    if len(set(value)) != len(value):
+        raise ValueError(f"{info.field_name if info and info.field_name else 'entries'} repeat: {value}")
+    return value
 
 
 class AttentionSection(Section):

@@ -19,8 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from components.attention.graphs import GraphBatch
-from components.attention.linear import ATTENTIONS
-from components.attention.vit import FEATURE_MAPS, GraphSelfAttention
+from components.attention.vit import GraphSelfAttention, MaskedAttentionConfig
 from components.models.layers import init_transformer_weights
 from components.models.vit import Block, TinyViTConfig
 
@@ -28,28 +27,8 @@ __all__ = ["TopoPointConfig", "TopoPointNet"]
 
 
 @dataclass(frozen=True)
-class TopoPointConfig:
-    in_dim: int = 3
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    mlp_ratio: int = 2
-    n_classes: int = 6
-    attention: str = "grf_mask"      # a key of ATTENTIONS
-    feature_map: str = "relu"
-    n_features: int = 32
-    k_max: int = 4
-    n_walks: int = 16
-    p_halt: float = 0.3
-    eval_seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {tuple(ATTENTIONS)}, got {self.attention!r}")
-        if self.feature_map not in FEATURE_MAPS:
-            raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+class TopoPointConfig(MaskedAttentionConfig):
+    in_dim: int = 3                  # coordinates per point
 
     @property
     def masked(self) -> bool:

@@ -26,7 +26,7 @@ from components.attention.linear import ATTENTIONS, GrfMask, PerformerFeatures, 
 from components.attention.masks import exact_mask, exact_masks, sample_grf
 from components.models.vit import TinyViT, TinyViTConfig
 
-__all__ = ["FEATURE_MAPS", "GraphSelfAttention", "TopoViT", "TopoViTConfig"]
+__all__ = ["FEATURE_MAPS", "GraphSelfAttention", "MaskedAttentionConfig", "TopoViT", "TopoViTConfig"]
 
 FEATURE_MAPS = ("relu", "performer")
 #: up to this many nodes the GRF features are applied densely (through the estimated mask): the same output,
@@ -35,10 +35,9 @@ DENSE_GRF_NODES = 256
 
 
 @dataclass(frozen=True)
-class TopoViTConfig:
-    image_size: int = 28
-    patch_size: int = 4
-    channels: int = 1
+class MaskedAttentionConfig:
+    """The transformer and attention settings every topologically masked model shares."""
+
     d_model: int = 32
     n_heads: int = 2
     n_layers: int = 2
@@ -57,6 +56,15 @@ class TopoViTConfig:
             raise ValueError(f"attention must be one of {tuple(ATTENTIONS)}, got {self.attention!r}")
         if self.feature_map not in FEATURE_MAPS:
             raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+
+
+@dataclass(frozen=True)
+class TopoViTConfig(MaskedAttentionConfig):
+    image_size: int = 28
+    patch_size: int = 4
+    channels: int = 1
 
     @property
     def grid(self) -> int:
@@ -70,10 +78,9 @@ class TopoViTConfig:
 
 class GraphSelfAttention(nn.Module):
     """Multi-head self-attention over the nodes of ``graph`` (or of the ``GraphBatch`` given to ``forward``),
-    computed by ``ATTENTIONS[cfg.attention]``. ``cfg``: any config with the attention fields of
-    ``TopoViTConfig``."""
+    computed by ``ATTENTIONS[cfg.attention]``."""
 
-    def __init__(self, cfg: TopoViTConfig, graph: Graph | None, seed: int) -> None:
+    def __init__(self, cfg: MaskedAttentionConfig, graph: Graph | None, seed: int) -> None:
         super().__init__()
         self.cfg, self.graph, self.n_heads = cfg, graph, cfg.n_heads
         d = cfg.d_model

@@ -8,7 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.data.image_files import MNIST_IDX_FILES, check_mnist_idx
 from components.data.names import SHAPE_FAMILY_NAMES
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
 
 VARIANTS = ("linear", "exact_mask", "grf_mask", "softmax")
 TASKS = {"mnist": "MNIST", "point_clouds": "point clouds"}
@@ -67,9 +67,7 @@ class CloudParams(Section):
     @field_validator("families")
     @classmethod
     def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"{info.field_name} repeat: {value}")
-        return value
+        return distinct(value, info)
 
     @model_validator(mode="after")
     def _k(self) -> CloudParams:
@@ -100,9 +98,7 @@ class TrainParams(Section):
     @field_validator("variants")
     @classmethod
     def _distinct(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"{info.field_name} repeat: {value}")
-        return value
+        return distinct(value, info)
 
 
 class MaskErrorParams(Section):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.ecg.readers import PTBXL_LAYOUT, WFDB_LAYOUT, check_ptbxl, check_wfdb
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
 
 METHODS = ("heartlang", "random_init", "fixed_window")
 LABELS = {"heartlang": "HeartLang (QRS tokens, masked pretraining)", "random_init": "same transformer, random init",
@@ -28,11 +28,6 @@ PAPER_BASELINE: dict[str, dict[float, float]] = {
     "rhythm": {0.01: 52.38, 0.1: 74.40, 1.0: 78.23}, "form": {0.01: 55.71, 0.1: 63.71, 1.0: 72.65},
     "super": {0.01: 73.19, 0.1: 78.24, 1.0: 81.02}}
 
-
-def _distinct(value: list[Any]) -> list[Any]:
-    if len(set(value)) != len(value):
-        raise ValueError(f"entries repeat: {value}")
-    return value
 
 
 class DataParams(Section):
@@ -66,8 +61,8 @@ class TokenizeParams(Section):
 
     @field_validator("leads")
     @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        return _distinct(value)
+    def _unique(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return distinct(value, info)
 
 
 class VqhbrParams(Section):
@@ -108,8 +103,8 @@ class PretrainParams(Section):
 
     @field_validator("tokenizers")
     @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        return _distinct(value)
+    def _unique(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return distinct(value, info)
 
     @model_validator(mode="after")
     def _heads_divide(self) -> PretrainParams:
@@ -126,8 +121,8 @@ class ProbeParams(Section):
 
     @field_validator("fractions")
     @classmethod
-    def _unique(cls, value: list[float]) -> list[float]:
-        return sorted(_distinct(value))
+    def _unique(cls, value: list[float], info: ValidationInfo) -> list[float]:
+        return sorted(distinct(value, info))
 
 
 class HeartlangParams(PipelineParams):

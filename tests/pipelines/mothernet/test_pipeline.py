@@ -27,7 +27,7 @@ TINY: dict[str, Any] = {
 @pytest.mark.parametrize(("section", "message"), [
     ({"model": {"emsize": 30, "heads": 4}}, "heads 4 must divide emsize 30"),
     ({"prior": {"min_train": 100, "max_train": 50}}, "min_train 100 > max_train 50"),
-    ({"data": {"rdatasets": ["pima", "pima"]}}, "entries repeat"),
+    ({"data": {"rdatasets": ["pima", "pima"]}}, "rdatasets repeat"),
     ({"data": {"rdatasets": ["titanic"]}}, "mothernet.data.rdatasets"),
     ({"data": {"sklearn_sets": [], "rdatasets": []}}, "no table to evaluate on"),
     ({"prior": {"max_classes": 11}}, "mothernet.prior.max_classes"),
