@@ -4,7 +4,10 @@ Scores the answers of ``--rows`` TOFU-style QAs (``sequence_scores``, with gradi
 with SmolLM2-135M + LoRA on the top ``--layers`` layers, once through the full peft model and once through
 `components.llm.FrozenTrunkLM` whose memo already holds the rows (the steady state of training and
 evaluation), interleaved over repeats in one process with one torch thread; prints the medians and the ratio,
-and the largest difference of the summed log-probabilities (they must agree).
+and the largest difference of the summed log-probabilities (they must agree). Then the LM head alone on the
+last positions of those rows, forward + backward: the sliced 3-D states as transformers passes them against
+`FrozenTrunkLM`'s one [B*K, d] product (a sliced input sends ``linear`` to a batched product with the weight
+expanded per row).
 
     python benchmarks/frozen_trunk.py [--rows 16] [--layers 2] [--repeats 5] [--lm smollm2-135m]
 """
@@ -17,7 +20,7 @@ import time
 
 import torch
 
-from components.llm import FrozenTrunkLM, load_lm, sequence_scores
+from components.llm import FrozenTrunkLM, PairTokens, load_lm, sequence_scores
 from components.training import torch_threads
 from components.unlearning import AuthorConfig, author_rows
 from components.unlearning.evaluate import qa_continuation, qa_prompt
@@ -50,10 +53,29 @@ def main() -> None:
                 lora.model.zero_grad(set_to_none=True)
         with torch.no_grad():
             gap = float((sequence_scores(lora.model, tokens).logp - sequence_scores(trunk, tokens).logp).abs().max())
+    head_times = _head_times(trunk, tokens, args.repeats)
     full, mine = statistics.median(times["full model"]), statistics.median(times["frozen trunk"])
     print(f"{args.lm}, {args.rows} rows, LoRA on the top {args.layers} of {total} layers, forward + backward:")
     print(f"  full model    {full * 1000:8.1f} ms")
     print(f"  frozen trunk  {mine * 1000:8.1f} ms   ({full / mine:.1f}x faster; max |d logp| {gap:.2e})")
+    sliced, flat = (statistics.median(head_times[k]) for k in ("sliced", "flat"))
+    print(f"LM head on the last {tokens.width + 1} positions of the {args.rows} rows, forward + backward:")
+    print(f"  sliced 3-D input  {sliced * 1000:8.1f} ms")
+    print(f"  one 2-D product   {flat * 1000:8.1f} ms   ({sliced / flat:.1f}x faster)")
+
+
+def _head_times(trunk: FrozenTrunkLM, tokens: PairTokens, repeats: int) -> dict[str, list[float]]:
+    keep = tokens.width + 1
+    states = torch.randn(len(tokens), tokens.ids.shape[1], trunk._head.weight.shape[1])
+    times: dict[str, list[float]] = {"sliced": [], "flat": []}
+    with torch_threads(1):
+        for _ in range(repeats):
+            for name, head in (("sliced", trunk._head), ("flat", trunk._project)):
+                hidden = states.clone().requires_grad_(True)
+                start = time.perf_counter()
+                head(hidden[:, -keep:]).logsumexp(-1).sum().backward()
+                times[name].append(time.perf_counter() - start)
+    return times
 
 
 if __name__ == "__main__":

@@ -103,11 +103,35 @@ def precompute_scores(model: nn.Module, tokens: PairTokens, batch_size: int = 16
     was_training = model.training
     model.eval()
     try:
-        parts = [sequence_scores(model, tokens.rows(list(range(i, min(i + batch_size, len(tokens))))))
-                 for i in range(0, len(tokens), batch_size)]
+        groups = width_batches(tokens, batch_size)
+        parts = [sequence_scores(model, tokens.rows(group)) for group in groups]
     finally:
         model.train(was_training)
-    return SequenceScores.cat(parts).detach()
+    return SequenceScores.cat(parts).select(_inverse(groups)).detach()
+
+
+def width_batches(tokens: PairTokens, batch_size: int) -> list[Tensor]:
+    """Row indices in batches of at most ``batch_size`` rows of similar continuation width.
+
+    A batch's logits cover its widest continuation at every row, so rows are taken in order of width and a
+    batch closes early when the next row is over twice as wide as its first row plus 2: one long text among
+    short answers no longer sets the width of all of them."""
+    widths = tokens.target_mask.sum(1)
+    order = torch.argsort(widths, stable=True)
+    groups, start = [], 0
+    for i in range(1, len(order) + 1):
+        if i == len(order) or i - start == batch_size or widths[order[i]] > 2 * widths[order[start]] + 2:
+            groups.append(order[start:i])
+            start = i
+    return groups
+
+
+def _inverse(groups: list[Tensor]) -> Tensor:
+    """Positions, in the concatenated batches, of rows 0..N-1."""
+    order = torch.cat(groups) if groups else torch.zeros(0, dtype=torch.long)
+    back = torch.empty_like(order)
+    back[order] = torch.arange(len(order))
+    return back
 
 
 def pair_batches(tokens: PairTokens, *extras: Any, size: int) -> Callable[[int, torch.Generator], tuple[Any, ...]]:
@@ -159,15 +183,16 @@ def scores_and_greedy_hits(model: nn.Module, tokens: PairTokens, batch_size: int
     """`precompute_scores` plus, per row, the number of continuation tokens that are the argmax of their position
     given the true tokens before them (teacher forced) [N]. A row whose hits equal its token count is exactly
     what greedy decoding produces (by induction over its tokens), so ``hits == n_tokens`` is an exact match
-    without decoding. One forward pass per batch, in eval mode (the model's mode is restored)."""
+    without decoding. One forward pass per batch (`width_batches`), in eval mode (the model's mode is restored)."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
     was_training = model.training
     model.eval()
     parts, hits = [], []
+    groups = width_batches(tokens, batch_size)
     try:
-        for start in range(0, len(tokens), batch_size):
-            rows = tokens.rows(list(range(start, min(start + batch_size, len(tokens)))))
+        for group in groups:
+            rows = tokens.rows(group)
             logits, targets, width = _window_logits(model, rows)
             logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
             mask = rows.target_mask[:, -width:].to(logp.device)
@@ -176,4 +201,5 @@ def scores_and_greedy_hits(model: nn.Module, tokens: PairTokens, batch_size: int
             hits.append(((logits.argmax(-1) == targets) & mask).sum(1).cpu())
     finally:
         model.train(was_training)
-    return SequenceScores.cat(parts).detach(), torch.cat(hits)
+    back = _inverse(groups)
+    return SequenceScores.cat(parts).select(back).detach(), torch.cat(hits)[back]

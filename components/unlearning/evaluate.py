@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from components.llm.frozen_trunk import FrozenTrunkLM
 from components.llm.lm import LocalLM
@@ -93,8 +92,6 @@ class TofuEvaluator:
             variants.append(_Variant("text", "text", i))
         self.variants = variants
         self.tokens = lm.tokenize_pairs(prompts, conts)
-        lengths = self.tokens.attention_mask.sum(1)
-        self._order = torch.argsort(lengths, stable=True)
         self.questions = [(name, i, row) for name in ("forget", "retain", "wf") for i, row in enumerate(self.sets[name])]
         self.prompt_ids = [lm.tokenizer(qa_prompt(row["question"]))["input_ids"] for _, _, row in self.questions]
 
@@ -108,11 +105,8 @@ class TofuEvaluator:
 
     def evaluate(self, model: FrozenTrunkLM) -> dict[str, Any]:
         """``TOFU_EVAL.json`` of ``model`` (without forget_quality, which needs the retain model: `add_forget_quality`)."""
-        scores, hits = scores_and_greedy_hits(model, self.tokens.rows(self._order), self.cfg.batch_size)
-        back = torch.empty_like(self._order)
-        back[self._order] = torch.arange(len(self._order))
-        logp, n = scores.logp[back].numpy(), scores.n_tokens[back].numpy()
-        hits = hits[back].numpy()
+        scores, hits = scores_and_greedy_hits(model, self.tokens, self.cfg.batch_size)
+        logp, n, hits = scores.logp.numpy(), scores.n_tokens.numpy(), hits.numpy()
         loss = -logp / np.maximum(n, 1)
         table: dict[tuple[str, str], dict[int, list[float]]] = {}
         exact: dict[str, dict[int, tuple[float, float]]] = {}

@@ -192,32 +192,46 @@ def unlearn(ctx: StageContext) -> None:
     probe = _pairs(session, qa["forget"] + [r for r in qa["retain"] if r["evaluated"]])
     n_forget = len(qa["forget"])
     objective = ObjectiveConfig(beta=u.beta, retain_weight=u.retain_weight, normalisation=u.normalisation)
+
+    def point(step: int, loss: float, forget_prob: float, forget_em: float, retain_em: float, seed: int
+              ) -> dict[str, Any]:
+        ctx.log_metrics({f"unlearn/{method}/seed{seed}/forget_prob": forget_prob,
+                         f"unlearn/{method}/seed{seed}/forget_em": forget_em,
+                         f"unlearn/{method}/seed{seed}/retain_em": retain_em}, step=step)
+        return {"method": method, "seed": seed, "step": step, "loss": loss, "forget_prob": forget_prob,
+                "forget_em": forget_em, "retain_em": retain_em}
+
+    def probe_values() -> tuple[float, float, float]:
+        scores, hits = scores_and_greedy_hits(session.model, probe, ctx.params.eval.batch_size)
+        exact = (hits == scores.n_tokens).float().numpy()
+        prob = np.exp(scores.logp_mean.numpy())
+        return float(prob[:n_forget].mean()), float(exact[:n_forget].mean()), float(exact[n_forget:].mean())
+
+    session.load(original)
+    start = probe_values()     # every seed starts from the original: its point at step 0 is computed once
     for seed in ctx.params.seeds:
         session.load(original)
         rng = np.random.default_rng(derive_seed(seed, "templates", method))
         templates = _pairs(session, qa["forget"], [str(t) for t in rng.choice(qa["templates"], size=n_forget)])
         reference = precompute_scores(session.model, forget_tokens) if method == "npo" else None
-        curve: list[dict[str, Any]] = []
+        curve = [point(0, float("nan"), *start, seed=seed)]
 
         def probe_model(step: int, metrics: dict[str, float], seed: int = seed, curve: list = curve) -> None:
-            scores, hits = scores_and_greedy_hits(session.model, probe, ctx.params.eval.batch_size)
-            exact = (hits == scores.n_tokens).float().numpy()
-            prob = np.exp(scores.logp_mean.numpy())
-            curve.append({"method": method, "seed": seed, "step": step, "loss": metrics.get("loss", float("nan")),
-                          "forget_prob": float(prob[:n_forget].mean()), "forget_em": float(exact[:n_forget].mean()),
-                          "retain_em": float(exact[n_forget:].mean())})
-            ctx.log_metrics({f"unlearn/{method}/seed{seed}/{k}": curve[-1][k]
-                             for k in ("forget_prob", "forget_em", "retain_em")}, step=step)
+            if step < u.steps:     # the last point comes from the final evaluation
+                curve.append(point(step, metrics.get("loss", float("nan")), *probe_values(), seed=seed))
 
-        probe_model(0, {})
         cfg = TrainConfig(steps=u.steps, lr=u.lr, seed=derive_seed(seed, "unlearn", method), log_every=u.curve_every,
                           progress=ctx.progress, desc=f"{method} seed {seed}", grad_clip=1.0)
-        fit(session.model, unlearn_loss(method, objective),
-            unlearn_batches(method, forget_tokens, templates, reference, retain_tokens, u.batch_size), cfg,
-            callback=probe_model, parameters=session.parameters_to_train())
+        result = fit(session.model, unlearn_loss(method, objective),
+                     unlearn_batches(method, forget_tokens, templates, reference, retain_tokens, u.batch_size), cfg,
+                     callback=probe_model, parameters=session.parameters_to_train())
+        tofu_eval = add_forget_quality(evaluator.evaluate(session.model), retain_eval)
+        curve.append(point(u.steps, result.final_loss, tofu_eval["forget_Q_A_Prob"]["agg_value"],
+                           tofu_eval["forget_exact_match"]["agg_value"], tofu_eval["retain_exact_match"]["agg_value"],
+                           seed=seed))
         folder = ctx.item_dir(UNLEARNED) / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
-        _save_eval(add_forget_quality(evaluator.evaluate(session.model), retain_eval), folder)
+        _save_eval(tofu_eval, folder)
         save_tensors(session.state(), folder / "adapter.safetensors", _adapter_meta(ctx, f"{method} seed {seed}"))
         save_table(curve, folder / "curve.parquet")
 

@@ -19,6 +19,7 @@ from components.llm import (
     sequence_scores,
     trainable_state,
 )
+from components.llm.scoring import width_batches
 from components.preference import ObjectiveConfig, PreferenceBatch, objective_loss
 from components.training import TrainConfig, fit
 
@@ -138,3 +139,17 @@ def test_lora_on_top_layers_trains_through_fit_with_a_preference_loss(lm: LocalL
     state = trainable_state(lora.model)
     assert set(state) == set(names) and all(not t.requires_grad for t in state.values())
     assert math.isfinite(result.final_loss)
+
+
+def test_width_batches_keep_a_long_row_apart_and_cover_every_row_once() -> None:
+    widths = [3, 40, 2, 3, 5, 2, 4, 38]
+    length = 45
+    mask = torch.zeros((len(widths), length), dtype=torch.bool)
+    for i, w in enumerate(widths):
+        mask[i, length - w:] = True
+    ids = torch.ones((len(widths), length), dtype=torch.long)
+    tokens = PairTokens(ids, torch.ones_like(ids), torch.arange(length).repeat(len(widths), 1), mask)
+    groups = width_batches(tokens, batch_size=3)
+    assert sorted(torch.cat(groups).tolist()) == list(range(len(widths)))
+    assert all(len(g) <= 3 for g in groups)
+    assert [sorted(widths[i] for i in g.tolist()) for g in groups] == [[2, 2, 3], [3, 4, 5], [38, 40]]
