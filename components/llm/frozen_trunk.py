@@ -147,9 +147,9 @@ class FrozenTrunkLM(nn.Module):
         return SimpleNamespace(logits=self._project(hidden))
 
     def _project(self, hidden: Tensor) -> Tensor:
-        """The head's logits of [B, K, d] states as one [B*K, d] matrix product: a sliced (non-contiguous) 3-D
-        input would send ``linear`` to a batched product against the weight expanded B times, several times
-        slower on a CPU for a 49k-token vocabulary."""
+        """The head's logits of [B, K, d] states as one [B*K, d] matrix product: with gradients flowing, a
+        sliced (non-contiguous) 3-D input sends ``linear`` to a batched product against the weight expanded
+        B times, several times slower on a CPU for a 49k-token vocabulary."""
         batch, keep, width = hidden.shape
         return self._head(hidden.reshape(batch * keep, width)).view(batch, keep, -1)
 
