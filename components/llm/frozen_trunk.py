@@ -103,6 +103,7 @@ class FrozenTrunkLM(nn.Module):
     @torch.no_grad()
     def _fill(self, rows: list[Tensor]) -> None:
         missing = list({tuple(r.tolist()): r for r in rows if tuple(r.tolist()) not in self._memo}.items())
+        missing.sort(key=lambda item: len(item[1]))     # batches of similar length: little padding to run
         device = self._head.weight.device
         for i in range(0, len(missing), self.batch_size):
             chunk = missing[i:i + self.batch_size]
@@ -110,7 +111,7 @@ class FrozenTrunkLM(nn.Module):
             hidden = self._trunk(input_ids=ids.to(device), attention_mask=mask.to(device),
                                  position_ids=pos.to(device), use_cache=False).last_hidden_state
             for b, (key, row) in enumerate(chunk):
-                self._memo[key] = hidden[b, hidden.shape[1] - len(row):].detach().float().cpu()
+                self._memo[key] = hidden[b, hidden.shape[1] - len(row):].detach().to("cpu", copy=True)
 
     def prime(self, tokens: PairTokens | Tensor, attention_mask: Tensor | None = None) -> None:
         """Compute and keep the trunk states of every row of ``tokens`` (a `PairTokens`, or ids + mask)."""
@@ -119,11 +120,12 @@ class FrozenTrunkLM(nn.Module):
         self._fill(self._real(tokens, attention_mask))
 
     def trunk_states(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """Hidden states entering layer ``split``: [B, L, d], zeros on pads (the memo filled as needed)."""
+        """Hidden states entering layer ``split``: [B, L, d] in the model's dtype, zeros on pads (the memo filled
+        as needed)."""
         rows = self._real(input_ids, attention_mask)
         self._fill(rows)
         width = input_ids.shape[1]
-        states = torch.zeros((len(rows), width, self._head.weight.shape[1]), dtype=torch.float32)
+        states = torch.zeros((len(rows), width, self._head.weight.shape[1]), dtype=self._head.weight.dtype)
         for b, row in enumerate(rows):
             if len(row):
                 states[b, width - len(row):] = self._memo[tuple(row.tolist())]

@@ -13,9 +13,9 @@ Stages, in the paper's order:
 1. ``benchmark``: fictitious authors x template QAs (question, answer, paraphrased / perturbed answers) split
    into forget / retain authors, or TOFU's own files (``data.tofu_path`` + ``data.tofu_retain_path``); world
    facts and news text (gensim's files) for utility;
-2. ``finetune``: SmolLM2-135M + LoRA on the top layers, fine-tuned on all QAs (the *original*) and on the
-   retain QAs only (the *retain oracle*); both evaluated (the oracle's ``TOFU_EVAL.json`` is the reference of
-   forget quality);
+2. ``finetune``: SmolLM2-135M (bf16 weights, as the official trainer) + LoRA (fp32) on the top layers,
+   fine-tuned on all QAs (the *original*) and on the retain QAs only (the *retain oracle*); both evaluated (the
+   oracle's ``TOFU_EVAL.json`` is the reference of forget quality);
 3. ``unlearn`` (one item per method, seeds inside): from the original, on the forget split, with GA, GradDiff
    (also reads retain data), NPO (reference = the original), IDK-SFT and FLAT-KL/TV/JS, all through
    ``components.training.fit`` and the objectives registry; evaluated like the references;
@@ -98,18 +98,18 @@ def benchmark(ctx: StageContext) -> None:
 # the model: SmolLM2-135M + LoRA on the top layers over a frozen, memoised trunk (one per process)
 # --------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
-def _session(lm_name: str, cache_dir: Path | None, lora: tuple[Any, ...]) -> Any:
+def _session(lm_name: str, precision: str, cache_dir: Path | None, lora: tuple[Any, ...]) -> Any:
     from components.llm import load_lm
     from components.unlearning.training import AdapterSession
 
     layers, r, alpha, targets = lora
-    return AdapterSession(load_lm(lm_name, cache_dir=cache_dir, seed=0), lora_layers=layers, r=r, alpha=alpha,
-                          target_modules=targets)
+    return AdapterSession(load_lm(lm_name, cache_dir=cache_dir, seed=0, precision=precision), lora_layers=layers,
+                          r=r, alpha=alpha, target_modules=targets)
 
 
 def _setup(ctx: StageContext) -> tuple[Any, dict[str, Any], TofuEvaluator]:
     m, qa = ctx.params.model, load_json(ctx.path(QA))
-    session = _session(m.lm, ctx.cache_dir, (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules)))
+    session = _session(m.lm, m.precision, ctx.cache_dir, (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules)))
     evaluator = TofuEvaluator(session.lm, qa["forget"], [r for r in qa["retain"] if r["evaluated"]],
                               qa["world_facts"], qa["passages"],
                               EvalConfig(batch_size=ctx.params.eval.batch_size,
@@ -125,7 +125,7 @@ def _pairs(session: Any, rows: list[dict[str, Any]], answers: list[str] | None =
 
 def _adapter_meta(ctx: StageContext, role: str) -> dict[str, str]:
     m = ctx.params.model
-    return {"base_model": m.lm, "role": role, "lora_layers": f"top {m.lora_layers}", "lora_r": str(m.lora_r),
+    return {"base_model": m.lm, "precision": m.precision, "role": role, "lora_layers": f"top {m.lora_layers}", "lora_r": str(m.lora_r),
             "lora_alpha": str(m.lora_alpha), "target_modules": ",".join(m.target_modules),
             "load": "LocalLM.with_lora(...) with these settings, then copy these tensors into its parameters"}
 

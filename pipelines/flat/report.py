@@ -182,7 +182,8 @@ def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[st
         "every model, so model utility was 0 throughout). The evaluated world facts are other capitals.",
         f"CPU scale: {params.data.n_authors} authors x {len(params.data.attributes)} QAs, LoRA r={params.model.lora_r} on "
         f"the top {params.model.lora_layers} of SmolLM2's 30 layers (the frozen layers below run once per distinct "
-        f"token row), {params.finetune.steps} fine-tuning steps of {params.finetune.batch_size} QAs at lr "
+        f"token row), base weights in {params.model.precision} with fp32 adapters (the official trainer runs bf16), "
+        f"{params.finetune.steps} fine-tuning steps of {params.finetune.batch_size} QAs at lr "
         f"{params.finetune.lr:g}, {params.unlearn.steps} unlearning steps of {params.unlearn.batch_size} forget rows "
         f"at lr {params.unlearn.lr:g}; `--set scale=paper` restores TOFU's 200 authors / forget10 / 5 perturbed "
         "answers / 400 retain QAs, LoRA on all 30 layers and the official step counts and learning rates "

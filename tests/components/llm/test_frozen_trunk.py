@@ -87,3 +87,29 @@ def test_greedy_hits_count_exact_reproduction(lora_lm) -> None:
     assert hits.tolist() == [5, 4] and scores.n_tokens.tolist() == [5.0, 5.0]
     plain, plain_hits = scores_and_greedy_hits(lora_lm.model, tokens)
     assert torch.equal(plain_hits, hits) and torch.allclose(plain.logp, scores.logp, atol=1e-4)
+
+
+def test_bf16_base_keeps_fp32_adapters_and_agrees_with_the_full_bf16_model() -> None:
+    """load_lm(precision="bf16"): bf16 weights, LoRA adapters in fp32 (mixed precision); the trunk memo holds
+    bf16 states and the wrapper's scores and gradients agree with the wrapped bf16 model's."""
+    with pytest.raises(ValueError, match="precision must be one of"):
+        load_lm("tiny", precision="fp16")
+    base = load_lm("tiny", seed=3, precision="bf16")
+    assert {p.dtype for p in base.model.parameters()} == {torch.bfloat16}
+    lm = base.with_lora(r=4, alpha=8, layers=[1], target_modules=("q_proj", "v_proj", "up_proj"))
+    adapters = [p for p in lm.model.parameters() if p.requires_grad]
+    assert adapters and {p.dtype for p in adapters} == {torch.float32}
+    for name, p in lm.model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(len(name)))
+    tokens = lm.tokenize_pairs(PROMPTS, ANSWERS)
+    wrapped = FrozenTrunkLM(lm.model, split=1, pad_id=lm.tokenizer.pad_token_id)
+    a, b = sequence_scores(lm.model, tokens), sequence_scores(wrapped, tokens)
+    assert b.logp.dtype == torch.float32 and wrapped.memo_size == 3
+    assert torch.allclose(a.logp, b.logp, atol=0.05 * float(tokens.target_mask.sum(1).max()))
+    grads = torch.autograd.grad(b.logp.sum(), adapters)
+    assert all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+    assert any(float(g.abs().max()) > 0 for g in grads)
+    prompts = [lm.tokenizer(p)["input_ids"] for p in PROMPTS]
+    decoded = wrapped.greedy(prompts, max_new_tokens=4, eos_ids=[lm.tokenizer.eos_token_id])
+    assert len(decoded) == 3 and all(len(d) <= 4 for d in decoded)
