@@ -7,7 +7,8 @@ evaluation), interleaved over repeats in one process with one torch thread; prin
 and the largest difference of the summed log-probabilities (they must agree). Then the LM head alone on the
 last positions of those rows, forward + backward: the sliced 3-D states as transformers passes them against
 `FrozenTrunkLM`'s one [B*K, d] product (a sliced input sends ``linear`` to a batched product with the weight
-expanded per row).
+expanded per row). Last, the frozen-trunk pass with the base model in bf16 (adapters fp32, FLAT's default
+``model.precision``) against fp32, interleaved the same way, with the largest log-probability difference.
 
     python benchmarks/frozen_trunk.py [--rows 16] [--layers 2] [--repeats 5] [--lm smollm2-135m]
 """
@@ -54,6 +55,7 @@ def main() -> None:
         with torch.no_grad():
             gap = float((sequence_scores(lora.model, tokens).logp - sequence_scores(trunk, tokens).logp).abs().max())
     head_times = _head_times(trunk, tokens, args.repeats)
+    fp32_time, bf16_time, bf16_gap = _bf16_times(args, trunk, tokens)
     full, mine = statistics.median(times["full model"]), statistics.median(times["frozen trunk"])
     print(f"{args.lm}, {args.rows} rows, LoRA on the top {args.layers} of {total} layers, forward + backward:")
     print(f"  full model    {full * 1000:8.1f} ms")
@@ -62,6 +64,31 @@ def main() -> None:
     print(f"LM head on the last {tokens.width + 1} positions of the {args.rows} rows, forward + backward:")
     print(f"  sliced 3-D input  {sliced * 1000:8.1f} ms")
     print(f"  one 2-D product   {flat * 1000:8.1f} ms   ({sliced / flat:.1f}x faster)")
+    print("Frozen trunk, forward + backward, by precision of the base weights:")
+    print(f"  fp32              {fp32_time * 1000:8.1f} ms")
+    print(f"  bf16              {bf16_time * 1000:8.1f} ms   ({fp32_time / bf16_time:.1f}x faster; max |d logp| "
+          f"{bf16_gap:.3f} over answers of up to {tokens.width} tokens)")
+
+
+def _bf16_times(args: argparse.Namespace, trunk: FrozenTrunkLM, tokens: PairTokens) -> tuple[float, float, float]:
+    """Median times of the fp32 and bf16 frozen-trunk passes, side by side, and their largest logp difference."""
+    lm = load_lm(args.lm, cache_dir=load_settings().cache_dir, precision="bf16")
+    total = lm.model.config.num_hidden_layers
+    lora = lm.with_lora(r=16, alpha=32, layers=list(range(total - args.layers, total)),
+                        target_modules=("q_proj", "v_proj", "up_proj", "down_proj"))
+    low = FrozenTrunkLM(lora.model, split=total - args.layers, pad_id=int(lm.tokenizer.pad_token_id))
+    low.prime(tokens)
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    with torch_threads(1):
+        for _ in range(args.repeats):
+            for name, model in (("fp32", trunk), ("bf16", low)):
+                start = time.perf_counter()
+                sequence_scores(model, tokens).logp.sum().backward()
+                times[name].append(time.perf_counter() - start)
+                model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            gap = float((sequence_scores(trunk, tokens).logp - sequence_scores(low, tokens).logp).abs().max())
+    return statistics.median(times["fp32"]), statistics.median(times["bf16"]), gap
 
 
 def _head_times(trunk: FrozenTrunkLM, tokens: PairTokens, repeats: int) -> dict[str, list[float]]:
