@@ -109,7 +109,8 @@ def _session(lm_name: str, precision: str, cache_dir: Path | None, lora: tuple[A
 
 def _setup(ctx: StageContext) -> tuple[Any, dict[str, Any], TofuEvaluator]:
     m, qa = ctx.params.model, load_json(ctx.path(QA))
-    session = _session(m.lm, m.precision, ctx.cache_dir, (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules)))
+    lora = (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules))
+    session = _session(m.lm, m.precision, ctx.cache_dir, lora)
     evaluator = TofuEvaluator(session.lm, qa["forget"], [r for r in qa["retain"] if r["evaluated"]],
                               qa["world_facts"], qa["passages"],
                               EvalConfig(batch_size=ctx.params.eval.batch_size,
@@ -125,8 +126,8 @@ def _pairs(session: Any, rows: list[dict[str, Any]], answers: list[str] | None =
 
 def _adapter_meta(ctx: StageContext, role: str) -> dict[str, str]:
     m = ctx.params.model
-    return {"base_model": m.lm, "precision": m.precision, "role": role, "lora_layers": f"top {m.lora_layers}", "lora_r": str(m.lora_r),
-            "lora_alpha": str(m.lora_alpha), "target_modules": ",".join(m.target_modules),
+    return {"base_model": m.lm, "precision": m.precision, "role": role, "lora_layers": f"top {m.lora_layers}",
+            "lora_r": str(m.lora_r), "lora_alpha": str(m.lora_alpha), "target_modules": ",".join(m.target_modules),
             "load": "LocalLM.with_lora(...) with these settings, then copy these tensors into its parameters"}
 
 
