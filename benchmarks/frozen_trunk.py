@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from components.llm import FrozenTrunkLM, PairTokens, load_lm, sequence_scores
+from components.llm import FrozenTrunkLM, LocalLM, PairTokens, load_lm, sequence_scores
 from components.training import torch_threads
 from components.unlearning import AuthorConfig, author_rows
 from components.unlearning.evaluate import qa_continuation, qa_prompt
@@ -35,13 +35,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lm", default="smollm2-135m", choices=("smollm2-135m", "tiny"))
     args = parser.parse_args()
-    lm = load_lm(args.lm, cache_dir=load_settings().cache_dir)
-    total = lm.model.config.num_hidden_layers
-    lora = lm.with_lora(r=16, alpha=32, layers=list(range(total - args.layers, total)),
-                        target_modules=("q_proj", "v_proj", "up_proj", "down_proj"))
+    lora, trunk = _adapted(args, "fp32")
+    total = lora.model.config.num_hidden_layers
     rows = author_rows(AuthorConfig(n_authors=max(4, args.rows // 5 + 1)))[:args.rows]
     tokens = lora.tokenize_pairs([qa_prompt(r["question"]) for r in rows], [qa_continuation(r["answer"]) for r in rows])
-    trunk = FrozenTrunkLM(lora.model, split=total - args.layers, pad_id=int(lm.tokenizer.pad_token_id))
     trunk.prime(tokens)
     times: dict[str, list[float]] = {"full model": [], "frozen trunk": []}
     with torch_threads(1):
@@ -70,13 +67,18 @@ def main() -> None:
           f"{bf16_gap:.3f} over answers of up to {tokens.width} tokens)")
 
 
-def _bf16_times(args: argparse.Namespace, trunk: FrozenTrunkLM, tokens: PairTokens) -> tuple[float, float, float]:
-    """Median times of the fp32 and bf16 frozen-trunk passes, side by side, and their largest logp difference."""
-    lm = load_lm(args.lm, cache_dir=load_settings().cache_dir, precision="bf16")
+def _adapted(args: argparse.Namespace, precision: str) -> tuple[LocalLM, FrozenTrunkLM]:
+    """The LM in ``precision`` with LoRA on its top ``args.layers`` layers, and that model over a frozen trunk."""
+    lm = load_lm(args.lm, cache_dir=load_settings().cache_dir, precision=precision)
     total = lm.model.config.num_hidden_layers
     lora = lm.with_lora(r=16, alpha=32, layers=list(range(total - args.layers, total)),
                         target_modules=("q_proj", "v_proj", "up_proj", "down_proj"))
-    low = FrozenTrunkLM(lora.model, split=total - args.layers, pad_id=int(lm.tokenizer.pad_token_id))
+    return lora, FrozenTrunkLM(lora.model, split=total - args.layers, pad_id=int(lm.tokenizer.pad_token_id))
+
+
+def _bf16_times(args: argparse.Namespace, trunk: FrozenTrunkLM, tokens: PairTokens) -> tuple[float, float, float]:
+    """Median times of the fp32 and bf16 frozen-trunk passes, side by side, and their largest logp difference."""
+    _, low = _adapted(args, "bf16")
     low.prime(tokens)
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
     with torch_threads(1):
