@@ -6,7 +6,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: main test env repro report dvc-yaml bench bench-server bench-cli
+.PHONY: main test env evidence results repro report dvc-yaml bench bench-server bench-cli
 
 env:
 	@scripts/setup-env.sh
@@ -16,6 +16,17 @@ main: env
 	paperflows run all
 	paperflows report
 	paperflows report --html
+
+## evidence: every pipeline with an evidence preset at scale=evidence (the smallest budget that decides its
+## headline claim on 2 CPU cores: at most 15 min each, one torch thread, two pipelines at a time), then RESULTS.md
+evidence: env
+	PAPERFLOWS_TORCH_THREADS=1 paperflows run all --set scale=evidence --jobs 2 --no-progress
+	paperflows report
+	paperflows report --markdown
+
+## results: regenerate RESULTS.md from the run folders (no run)
+results: env
+	paperflows report --markdown
 
 ## test: the whole test suite
 test: env

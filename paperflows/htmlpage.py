@@ -152,11 +152,15 @@ def claims_table(claims: list[dict[str, Any]]) -> str:
                         f'<td colspan="4">a report written before verdicts had intervals: rerun</td></tr>')
             continue
         row = claim_row(claim)
-        rows.append(f"<tr><td>{badge(claim['verdict'])}</td><td><code>{esc(row['id'])}</code></td>"
+        role = "<strong>headline</strong>" if claim.get("headline") else "secondary"
+        rows.append(f"<tr><td>{badge(claim['verdict'])}</td><td><code>{esc(row['id'])}</code></td><td>{role}</td>"
+                    f'<td>{badge(row["Holm"]) if not claim.get("headline") else ""}</td>'
                     f'<td class="num">{esc(row["effect [95% CI]"])}</td><td class="num">{esc(fmt(row["n"]))}</td>'
+                    f'<td class="num">{esc(row["boundary / smallest effect"])}</td>'
                     f'<td class="text">{esc(row["claim"])}</td>'
                     f'<td class="text">{esc(claim.get("evidence", ""))}</td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("verdict", "id", "effect [95% CI]", "n", "claim", "evidence"))
+    head = "".join(f"<th>{h}</th>" for h in ("verdict", "id", "role", "Holm", "effect [95% CI]", "n",
+                                              "boundary / smallest effect", "claim", "evidence"))
     return f'<div class="scroll"><table class="claims"><thead><tr>{head}</tr></thead>' \
            f'<tbody>{"".join(rows)}</tbody></table></div>'
 
@@ -181,20 +185,26 @@ def _index(papers: list[PaperResult]) -> str:
     rows = []
     for paper in papers:
         if paper.report is None:
-            run = '<td colspan="4" class="muted">no run yet</td>'
+            run = '<td colspan="6" class="muted">no run yet</td>'
         else:
             done, total = _held(paper.report)
+            heads = [c for c in paper.report.get("claims", []) if c.get("headline")]
+            headline = "<br>".join(f'{badge(c.get("verdict"))} <code>{esc(c["id"])}</code> '
+                                   f'{esc(claim_row(c)["effect [95% CI]"])}, n={esc(fmt(c.get("n")))}'
+                                   for c in heads) or '<span class="muted">no headline claim: rerun</span>'
+            scale = esc(paper.source.scale) if paper.source else ""
             verdicts = "".join(
                 f'<span class="badge {VERDICT_CLASS.get(c.get("verdict"), "none")}" '
                 f'title="{esc(c.get("verdict", "no verdict"))}">{esc(c.get("id", "?"))}</span>'
                 for c in paper.report.get("claims", []))
             source = f"<code>{esc(paper.source.folder)}</code>" if paper.source else ""
             params = esc(paper.source.params) if paper.source else ""
-            run = f'<td class="num">{done} / {total}</td><td>{verdicts}</td><td>{source}</td><td class="text">{params}</td>'
+            run = (f'<td class="text">{headline}</td><td>{scale}</td><td class="num">{done} / {total}</td>'
+                   f'<td>{verdicts}</td><td>{source}</td><td class="text">{params}</td>')
         rows.append(f'<tr><td><a href="#{esc(paper.slug)}"><code>{esc(paper.slug)}</code></a></td>'
                     f'<td class="text">{esc(paper.title)}</td><td>{esc(paper.arxiv)}</td>{run}</tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("paper", "title", "arXiv", "claims held", "verdicts", "run folder",
-                                              "parameters"))
+    head = "".join(f"<th>{h}</th>" for h in ("paper", "title", "arXiv", "headline claim: verdict, effect [95% CI]",
+                                              "scale", "claims held", "verdicts", "run folder", "parameters"))
     return (f'<section class="paper" id="index"><h2>Papers</h2><div class="scroll"><table class="index">'
             f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>')
 
@@ -204,7 +214,7 @@ def _paper(paper: PaperResult) -> str:
              f"<h2>{esc(paper.title)} <span class=\"muted\">({esc(paper.slug)}"
              + (f", arXiv {esc(paper.arxiv)}" if paper.arxiv else "") + ")</span></h2>"]
     if paper.claim:
-        parts.append(f'<p class="meta muted">claim checked: {esc(paper.claim)}</p>')
+        parts.append(f'<p class="meta muted">headline claim: {esc(paper.claim)}</p>')
     if paper.problem:
         parts.append(f'<p class="meta"><span class="badge failed">problem</span> {esc(paper.problem)}</p>')
     report = paper.report

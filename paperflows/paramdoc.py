@@ -380,8 +380,20 @@ def params_text(slug: str, overrides: list[str], settings: Settings, as_json: bo
               f"KEY=VALUE`. `--set scale=paper` switches every value still at its default to the paper column.")]
     if model.PAPER_SOURCE:
         intro.append(f"Paper values: {model.PAPER_SOURCE}")
+    if model.EVIDENCE_SCALE:
+        shown = ", ".join(f"{k}={show_value(v)}" for k, v in model.EVIDENCE_SCALE.items())
+        intro.append(f"`--set scale=evidence` (the smallest budget that decides the headline claim on 2 CPU cores) "
+                     f"sets {shown}. {model.EVIDENCE_SOURCE}".rstrip())
+    costs = scale_costs(model)
+    if costs:
+        intro.append("Measured cost per scale: " + "; ".join(f"{k}: {v}" for k, v in costs.items()) + ".")
     labels = {d.key: _labeller(props.get(d.key, {}), d.type.startswith("path")) for d in docs}
     return render(intro, docs, labels, dict(sections(model)), overridden=bool(overrides))
+
+
+def scale_costs(model: type[PipelineParams]) -> dict[str, str]:
+    """Each scale's measured cost as the model states it, in the order cpu, evidence, paper."""
+    return {scale: model.SCALE_COST[scale] for scale in ("cpu", "evidence", "paper") if scale in model.SCALE_COST}
 
 
 def _labeller(prop: dict[str, Any], path: bool) -> Any:
@@ -402,12 +414,16 @@ def show_run(resolved: dict[str, PipelineParams], settings: Settings, force: boo
         out.append(yaml.dump({slug: params.model_dump(mode="json")}, Dumper=_FlowListDumper, sort_keys=False,
                              width=WIDTH, allow_unicode=True).rstrip())
         plan = paper_scale_plan(type(params), given_values(params))
+        scale = params.scale
         if plan.changed:
-            out.append(f"scale=paper changed {len(plan.changed)} key(s) to the paper's value:")
+            out.append(f"scale={scale} changed {len(plan.changed)} key(s) to the {scale} preset's value:")
             out += [f"  {c.key}: {show_value(c.value)} -> {show_value(c.paper)}" for c in plan.changed]
         if plan.kept:
-            out.append(f"scale=paper kept {len(plan.kept)} key(s) that were set explicitly:")
-            out += [f"  {c.key}: {show_value(c.value)} (paper: {show_value(c.paper)})" for c in plan.kept]
+            out.append(f"scale={scale} kept {len(plan.kept)} key(s) that were set explicitly:")
+            out += [f"  {c.key}: {show_value(c.value)} ({scale}: {show_value(c.paper)})" for c in plan.kept]
+        cost = type(params).SCALE_COST.get(scale)
+        if cost:
+            out.append(f"measured cost at scale={scale}: {cost}")
         on_file = file_values(type(params), slug, settings.params_file)
         differ = _differences(on_file, params) if on_file is not None else {}
         if differ:

@@ -1,16 +1,16 @@
-"""Paper-shaped result tables, and claims decided from measured numbers with their uncertainty.
+"""Paper-shaped result tables, claims and checks: what a pipeline's report stage writes.
 
 A pipeline's last stage builds a :class:`Report`: a table shaped like the paper's (method rows, metric
 columns, the paper's numbers beside ours where the brief gives them), the paper's **claims** and the
 pipeline's **checks**.
 
-* A :class:`Claim` is an empirical statement. It carries an id, the statistic it is decided on, the
-  effect with a confidence interval over seeds (paired where the runs are paired), the number of values
-  ``n``, and one of three verdicts: *holds*, *does not hold*, or *not resolved* when the interval
-  contains the decision boundary, or when a named precondition (e.g. "the full-resolution model reaches
-  a useful accuracy") is not met. Build one with :func:`decide`.
-* A :class:`Check` is a fact true by construction or by mathematics (KnOTS-TA equals TA, states stay on
-  SO(3)): it passes or fails, and is reported apart from the claims.
+* A :class:`~paperflows.claims.Claim` is an empirical statement decided by the platform rule
+  (:func:`paperflows.claims.decide`): an effect with its 95 % interval over independent units, a boundary and a
+  smallest effect of interest with their source, learning gates, and one of *holds*, *does not hold* or *not
+  resolved*. One or two claims per paper are its **headline** (the paper's main empirical contribution); the
+  others are secondary and also get a Holm-adjusted verdict.
+* A :class:`Check` is a fact true by construction, by mathematics or by the structure of the method (KnOTS-TA
+  equals TA, states stay on SO(3)): it passes or fails, and is reported apart from the claims.
 
 Claims are a pure function of loaded tables, so a pipeline's ``report.py`` can be unit-tested on
 constructed numbers. The report is saved as ``report.json`` + ``report.md`` (with the run's PNG figures
@@ -20,62 +20,16 @@ inline) and published to MLflow and as a Prefect table artifact.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
 from components.io import save_json, save_text
-from components.metrics.stats import Interval, mean_ci, paired_ci
-
-Verdict = Literal["holds", "does not hold", "not resolved"]
-VERDICTS: tuple[Verdict, ...] = ("holds", "does not hold", "not resolved")
-Direction = Literal["greater", "less"]
-
-
-@dataclass(frozen=True)
-class Precondition:
-    """What must be true of the experiment for its claim to be decidable (e.g. a baseline that learned)."""
-
-    description: str
-    met: bool
-    value: float | None = None
-
-
-@dataclass
-class Claim:
-    """A claim from the paper index, decided from measured numbers."""
-
-    id: str
-    claim: str
-    statistic: str
-    effect: float
-    ci: tuple[float, float]
-    n: int
-    verdict: Verdict
-    evidence: str
-    threshold: float = 0.0
-    direction: Direction = "greater"
-    numbers: dict[str, float] = field(default_factory=dict)
-    precondition: Precondition | None = None
-
-    def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}")
-        if not self.id.replace("_", "").isalnum():
-            raise ValueError(f"claim id must be a snake_case name, got {self.id!r}")
-
-    @property
-    def holds(self) -> bool:
-        return self.verdict == "holds"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ci"] = [_json_float(v) for v in self.ci]
-        out["effect"] = _json_float(self.effect)
-        return out
-
+from components.metrics.stats import Interval
+from paperflows.claims import Claim, holm
+from paperflows.rows import by_unit, mean, pm, rows_where, values  # noqa: F401 - re-exported for reports
 
 @dataclass
 class Check:
@@ -88,38 +42,7 @@ class Check:
     numbers: dict[str, float] = field(default_factory=dict)
 
 
-def verdict_for(interval: Interval, threshold: float = 0.0, direction: Direction = "greater",
-                precondition: Precondition | None = None) -> Verdict:
-    """*holds* when the whole interval is on the claimed side of ``threshold``, *does not hold* when it is
-    wholly on the other side, *not resolved* when it contains the threshold or a precondition is unmet."""
-    if precondition is not None and not precondition.met:
-        return "not resolved"
-    low, high = interval.low, interval.high
-    if direction == "greater":
-        return "holds" if low > threshold else "does not hold" if high < threshold else "not resolved"
-    return "holds" if high < threshold else "does not hold" if low > threshold else "not resolved"
-
-
-def decide(id: str, claim: str, statistic: str, interval: Interval, *, threshold: float = 0.0,
-           direction: Direction = "greater", evidence: str = "", numbers: dict[str, float] | None = None,
-           precondition: Precondition | None = None) -> Claim:
-    """A :class:`Claim` whose verdict follows from ``interval`` against ``threshold``."""
-    verdict = verdict_for(interval, threshold, direction, precondition)
-    side = ">" if direction == "greater" else "<"
-    text = (f"{statistic} = {fmt_interval(interval)}; claimed {side} {threshold:g}")
-    if precondition is not None and not precondition.met:
-        text += f"; precondition not met: {precondition.description}"
-    return Claim(id=id, claim=claim, statistic=statistic, effect=interval.estimate,
-                 ci=(interval.low, interval.high), n=interval.n, verdict=verdict,
-                 evidence=f"{text}. {evidence}".strip().rstrip(".") + "." if evidence else text + ".",
-                 threshold=threshold, direction=direction, numbers=dict(numbers or {}),
-                 precondition=precondition)
-
-
-def decide_paired(id: str, claim: str, statistic: str, a: Sequence[float], b: Sequence[float], **kw: Any
-                  ) -> Claim:
-    """A claim "a > b" (or ``direction="less"``) on paired runs: the interval of the mean difference."""
-    return decide(id, claim, statistic, paired_ci(a, b), **kw)
+MAX_HEADLINE = 2
 
 
 @dataclass
@@ -139,6 +62,16 @@ class Report:
         ids = [c.id for c in self.claims] + [c.id for c in self.checks]
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.slug}: claim/check ids repeat: {ids}")
+        if any(not isinstance(c, Claim) for c in self.claims):
+            raise TypeError(f"{self.slug}: claims must be decided by paperflows.claims.decide")
+        headline = [c.id for c in self.claims if c.headline]
+        if self.claims and not 1 <= len(headline) <= MAX_HEADLINE:
+            raise ValueError(f"{self.slug}: a report names one or two headline claims, got {headline or 'none'}")
+        holm(self.claims)
+
+    @property
+    def headline(self) -> list[Claim]:
+        return [c for c in self.claims if c.headline]
 
     def to_dict(self) -> dict[str, Any]:
         return {"slug": self.slug, "title": self.title, "columns": self.columns, "rows": self.rows,
@@ -152,9 +85,10 @@ class Report:
         for name, rows in self.extra_tables.items():
             if rows:
                 parts += [f"## {name}", "", markdown_table(list(rows[0]), rows), ""]
-        parts += ["## Claims", "", markdown_table(["id", "verdict", "effect [95% CI]", "n", "claim"],
-                                                  [claim_row(c.to_dict()) for c in self.claims]), ""]
-        parts += [f"- **{c.id}** ({c.verdict}): {c.evidence}" for c in self.claims]
+        rows = [claim_row(c.to_dict()) for c in self.claims]
+        parts += ["## Claims", "", markdown_table(CLAIM_TABLE_COLUMNS, rows), ""]
+        parts += [f"- **{c.id}** ({c.verdict}{', headline' if c.headline else ''}): {c.evidence}"
+                  for c in self.claims]
         if self.checks:
             parts += ["", "## Checks", ""]
             parts += [f"- **{c.id}** ({'passed' if c.passed else 'FAILED'}): {c.check} — {c.evidence}"
@@ -197,41 +131,32 @@ def figure_caption(rel: str) -> str:
     return PurePosixPath(rel).stem.replace("_", " ")
 
 
+CLAIM_TABLE_COLUMNS = ["id", "role", "verdict", "Holm", "effect [95% CI]", "n", "boundary / smallest effect",
+                       "claim"]
+
+
 def claim_row(claim: dict[str, Any]) -> dict[str, Any]:
     """One line of a claims table from a claim as saved in report.json."""
     low, high = claim["ci"]  # an unbounded side (one seed) is saved as null
     low, high = -math.inf if low is None else low, math.inf if high is None else high
-    return {"id": claim["id"], "verdict": claim["verdict"],
-            "effect [95% CI]": f"{fmt(claim['effect'], 3)} [{fmt(low, 3)}, {fmt(high, 3)}]",
-            "n": claim["n"], "claim": claim["claim"]}
+    effect = claim.get("effect")
+    effect = math.nan if effect is None else effect
+    boundary, smallest = claim.get("boundary", claim.get("threshold")), claim.get("smallest_effect")
+    if smallest is None:
+        rule = "–"
+    else:
+        unit = " %" if claim.get("scale") == "log-ratio" else ""
+        smallest_shown = f"{100 * smallest:.3g}{unit}" if unit else f"{smallest:.3g}"
+        rule = f"{fmt(boundary, 3)} / {smallest_shown}"
+    return {"id": claim["id"], "role": "headline" if claim.get("headline") else "secondary",
+            "verdict": claim["verdict"], "Holm": claim.get("holm_verdict", claim["verdict"]),
+            "effect [95% CI]": f"{fmt(effect, 3)} [{fmt(low, 3)}, {fmt(high, 3)}]",
+            "n": claim["n"], "boundary / smallest effect": rule, "claim": claim["claim"]}
 
 
 # --------------------------------------------------------------------------------------------------
 # helpers every report uses
 # --------------------------------------------------------------------------------------------------
-def rows_where(rows: Iterable[dict[str, Any]], **equal: Any) -> list[dict[str, Any]]:
-    """The rows whose columns equal the given values: ``rows_where(rows, method="ties", seed=0)``."""
-    return [r for r in rows if all(r.get(k) == v for k, v in equal.items())]
-
-
-def values(rows: Iterable[dict[str, Any]], key: str, order_by: str = "seed", **equal: Any) -> list[float]:
-    """``key`` of the matching rows, ordered by ``order_by`` (seed), so two series pair up by seed."""
-    chosen = sorted(rows_where(rows, **equal), key=lambda r: r.get(order_by, 0))
-    return [float("nan") if r[key] is None else float(r[key]) for r in chosen]  # Parquet keeps NaN as null
-
-
-def pm(xs: Sequence[float], digits: int = 2) -> str:
-    """``mean ± half-width of the 95% interval`` (``mean`` alone for one value)."""
-    interval = mean_ci(xs)
-    if interval.n < 2:
-        return f"{interval.estimate:.{digits}f}"
-    return f"{interval.estimate:.{digits}f} ± {interval.high - interval.estimate:.{digits}f}"
-
-
-def mean(xs: Sequence[float]) -> float:
-    return mean_ci(xs).estimate
-
-
 def fmt_interval(interval: Interval, digits: int = 3) -> str:
     return f"{fmt(interval.estimate, digits)} [{fmt(interval.low, digits)}, {fmt(interval.high, digits)}], " \
            f"n={interval.n}"

@@ -26,7 +26,7 @@ def latest_report(settings: Settings, slug: str) -> tuple[Path, dict[str, Any]] 
     return newest, load_json(newest)
 
 
-CLAIM_COLUMNS = ["slug", "id", "verdict", "effect [95% CI]", "n", "source"]
+CLAIM_COLUMNS = ["slug", "id", "role", "verdict", "Holm", "effect [95% CI]", "n", "source"]
 
 
 def claims_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], root: Path) -> list[dict[str, Any]]:
@@ -34,8 +34,8 @@ def claims_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], root: P
     rows = []
     for slug, found in reports.items():
         if found is None:
-            rows.append({"slug": slug, "id": "(no run yet)", "verdict": None, "effect [95% CI]": "", "n": None,
-                         "source": ""})
+            rows.append({"slug": slug, "id": "(no run yet)", "role": "", "verdict": None, "Holm": None,
+                         "effect [95% CI]": "", "n": None, "source": ""})
             continue
         path, report = found
         try:
@@ -44,15 +44,16 @@ def claims_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], root: P
             source = str(path.parent)
         for claim in report.get("claims", []):
             if "verdict" not in claim:  # a report written before verdicts had intervals
-                rows.append({"slug": slug, "id": "(old report: rerun)", "verdict": None, "effect [95% CI]": "",
-                             "n": None, "source": source})
+                rows.append({"slug": slug, "id": "(old report: rerun)", "role": "", "verdict": None, "Holm": None,
+                             "effect [95% CI]": "", "n": None, "source": source})
                 break
             row = claim_row(claim)
-            rows.append({"slug": slug, **{k: row[k] for k in ("id", "verdict", "effect [95% CI]", "n")},
+            rows.append({"slug": slug, **{k: row[k] for k in ("id", "role", "verdict", "Holm", "effect [95% CI]", "n")},
                          "source": source})
         for check in report.get("checks", []):
-            rows.append({"slug": slug, "id": check["id"], "verdict": "check passed" if check["passed"]
-                         else "CHECK FAILED", "effect [95% CI]": "", "n": None, "source": source})
+            rows.append({"slug": slug, "id": check["id"], "role": "check", "verdict": "check passed"
+                         if check["passed"] else "CHECK FAILED", "Holm": None, "effect [95% CI]": "", "n": None,
+                         "source": source})
     return rows
 
 
@@ -68,6 +69,7 @@ class RunSource:
     params: str                # "params.yaml values", or what differs from params.yaml
     started: str | None = None
     entry: str | None = None   # prefect, dvc, deployment, ...
+    scale: str = "cpu"         # the run's params.scale (cpu, evidence, paper)
 
 
 def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
@@ -100,7 +102,8 @@ def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
             f"params.yaml changed since this run: {'; '.join(differing)}"
     else:
         params = f"edited: {'; '.join(differing)}" if differing else "edited (keys params.yaml does not set)"
-    return RunSource(shown, workspace, params, started=run.get("started"), entry=run.get("entry"))
+    return RunSource(shown, workspace, params, started=run.get("started"), entry=run.get("entry"),
+                     scale=str(ran.get("scale", "cpu")))
 
 
 def _file_section(params_file: Path, slug: str) -> dict[str, Any]:
@@ -123,5 +126,144 @@ def params_differences(ran: dict[str, Any], section: dict[str, Any]) -> list[str
             if values.get(key, missing) != filed]
 
 
-__all__ = ["CLAIM_COLUMNS", "RunSource", "claims_table", "fmt", "latest_report", "params_differences",
-           "run_source"]
+# --------------------------------------------------------------------------------------------------
+# the headline table (first thing `paperflows report` prints) and the results record (RESULTS.md)
+# --------------------------------------------------------------------------------------------------
+HEADLINE_COLUMNS = ["slug", "headline claim", "verdict", "effect [95% CI]", "n", "scale", "run"]
+
+
+def headline_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], settings: Settings
+                   ) -> list[dict[str, Any]]:
+    """One row per headline claim of every paper (one or two per paper): verdict, effect [CI], n, the scale
+    and the run folder it comes from."""
+    rows = []
+    for slug, found in reports.items():
+        if found is None:
+            rows.append({"slug": slug, "headline claim": "(no run yet)", "verdict": None, "effect [95% CI]": "",
+                         "n": None, "scale": "", "run": ""})
+            continue
+        path, report = found
+        source = run_source(settings, slug, path)
+        heads = [c for c in report.get("claims", []) if c.get("headline")]
+        if not heads:
+            rows.append({"slug": slug, "headline claim": "(report without a headline claim: rerun)",
+                         "verdict": None, "effect [95% CI]": "", "n": None, "scale": source.scale,
+                         "run": source.folder})
+        for claim in heads:
+            row = claim_row(claim)
+            rows.append({"slug": slug, "headline claim": claim["id"], "verdict": claim["verdict"],
+                         "effect [95% CI]": row["effect [95% CI]"], "n": claim.get("n"), "scale": source.scale,
+                         "run": source.folder})
+    return rows
+
+
+RESULTS_FILE = "RESULTS.md"
+RECORD_COLUMNS = ["paper", "scale", "headline claim", "verdict", "effect [95% CI]", "n", "wall time", "commit",
+                  "params"]
+_RECORD_HEAD = """# Results
+
+Generated by `paperflows report --markdown` from the run folders of complete runs (`outputs/<slug>/` and
+`runs/<slug>/*/`, each with its `report.json` and `run.json`); never edited by hand. One row per paper, scale and
+headline claim: the newest complete run at that scale. `cpu` is what `make main` runs, `evidence` the smallest budget
+that decides the headline claim on 2 CPU cores (`make evidence`), `paper` the official settings. Wall time is the
+whole run on 2 cores; `commit` the checkout it ran (`-dirty`: with uncommitted changes); `params` a digest of the
+resolved parameters (`run.json`). A row of a (paper, scale) that has no run folder here is kept from the record it
+was generated into before.
+
+"""
+
+
+@dataclass(frozen=True)
+class CompleteRun:
+    """A finished run folder: its report and the record the engine wrote beside it."""
+
+    slug: str
+    folder: Path
+    report: dict[str, Any]
+    run: dict[str, Any]
+
+    @property
+    def scale(self) -> str:
+        return str(self.run.get("scale") or (self.run.get("params") or {}).get("scale", "cpu"))
+
+    @property
+    def finished(self) -> str:
+        return str(self.run.get("finished", ""))
+
+
+def complete_runs(settings: Settings, slug: str) -> list[CompleteRun]:
+    """Every run folder of ``slug`` whose run finished (``run.json`` with ``seconds``) and wrote a report
+    with claims, oldest first."""
+    folders = [settings.workspace(slug)]
+    if settings.runs(slug).is_dir():
+        folders += sorted(p for p in settings.runs(slug).iterdir() if p.is_dir())
+    found = []
+    for folder in folders:
+        report_file, run_file = folder / REPORT_FILE, folder / RUN_FILE
+        if not (report_file.is_file() and run_file.is_file()):
+            continue
+        try:
+            report, run = load_json(report_file), load_json(run_file)
+        except ValueError:
+            continue
+        if isinstance(run, dict) and "seconds" in run and isinstance(report, dict) and report.get("claims"):
+            found.append(CompleteRun(slug, folder, report, run))
+    return sorted(found, key=lambda r: r.finished)
+
+
+def record_rows(runs: list[CompleteRun]) -> list[dict[str, Any]]:
+    """The RESULTS.md rows of the newest complete run per scale."""
+    newest: dict[str, CompleteRun] = {}
+    for run in runs:
+        newest[run.scale] = run
+    rows = []
+    for scale in sorted(newest, key=lambda s: ("cpu", "evidence", "paper").index(s) if s in
+                        ("cpu", "evidence", "paper") else 9):
+        run = newest[scale]
+        for claim in (c for c in run.report.get("claims", []) if c.get("headline")):
+            row = claim_row(claim)
+            commit = str(run.run.get("commit", "unknown"))
+            short = commit[:10] + ("-dirty" if commit.endswith("-dirty") else "")
+            rows.append({"paper": run.slug, "scale": scale, "headline claim": claim["id"],
+                         "verdict": claim["verdict"], "effect [95% CI]": row["effect [95% CI]"],
+                         "n": claim.get("n"), "wall time": _duration(float(run.run["seconds"])),
+                         "commit": short, "params": str(run.run.get("params_digest", ""))})
+    return rows
+
+
+def read_record(path: Path) -> list[dict[str, Any]]:
+    """The rows of an existing RESULTS.md (its one table), as text cells."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("| ") or line.startswith("| paper |"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) == len(RECORD_COLUMNS):
+            rows.append(dict(zip(RECORD_COLUMNS, cells)))
+    return rows
+
+
+def results_markdown(settings: Settings, slugs: list[str], previous: list[dict[str, Any]]) -> str:
+    """RESULTS.md: the record of every paper and scale, from the run folders, keeping the rows of ``previous``
+    for a (paper, scale) without a run folder here."""
+    from paperflows.report import markdown_table
+
+    measured = {slug: record_rows(complete_runs(settings, slug)) for slug in slugs}
+    rows = []
+    for slug in slugs:
+        have = {r["scale"] for r in measured[slug]}
+        kept = [r for r in previous if r["paper"] == slug and r["scale"] not in have]
+        rows += sorted(measured[slug] + kept, key=lambda r: (("cpu", "evidence", "paper").index(r["scale"])
+                                                               if r["scale"] in ("cpu", "evidence", "paper") else 9))
+    return _RECORD_HEAD + markdown_table(RECORD_COLUMNS, rows) + "\n"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+__all__ = ["CLAIM_COLUMNS", "HEADLINE_COLUMNS", "RECORD_COLUMNS", "RESULTS_FILE", "RunSource", "claims_table",
+           "complete_runs", "fmt", "headline_table", "latest_report", "params_differences", "read_record",
+           "record_rows", "results_markdown", "run_source"]

@@ -15,7 +15,7 @@ from string import Template
 
 from components.io import save_text
 
-README_TABLE_HEAD = "| slug | paper | stages | claim checked |"
+README_TABLE_HEAD = "| slug | paper | stages | headline claim |"
 
 
 class ScaffoldError(ValueError):
@@ -112,14 +112,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from paperflows.report import Claim, Report, decide_paired, pm, values
+from components.metrics.stats import Estimate
+from paperflows.claims import Claim, ClaimSpec, decide, gate, superiority
+from paperflows.report import Report, by_unit, pm, values
 from pipelines.$slug.params import METHODS
+
+CHANCE = 0.0  # the trivial reference every compared arm must beat (chance, popularity, the training mean, ...)
+
+METHOD_BEATS_BASELINE = ClaimSpec(
+    "method_beats_baseline", "the method scores above the baseline", "method − baseline score, paired by seed",
+    superiority(0.1, "replace with the paper's gap (table, row) or the brief's margin"), headline=True)
+HEADLINE = (METHOD_BEATS_BASELINE,)
 
 
 def method_beats_baseline(rows: list[dict[str, Any]]) -> Claim:
-    method, baseline = values(rows, "score", method="method"), values(rows, "score", method="baseline")
-    return decide_paired("method_beats_baseline", "the method scores above the baseline",
-                         "mean over seeds of (method − baseline) score", method, baseline)
+    method, baseline = by_unit(rows, "score", method="method"), by_unit(rows, "score", method="baseline")
+    gates = [gate(arm, "chance", Estimate.of({k: v - CHANCE for k, v in arm_rows.items()}),
+                  statistic="score − chance") for arm, arm_rows in (("method", method), ("baseline", baseline))]
+    return decide(METHOD_BEATS_BASELINE, Estimate.paired(method, baseline), gates=gates)
 
 
 def build_report(rows: list[dict[str, Any]]) -> Report:
@@ -145,7 +155,12 @@ def _rows(method: list[float], baseline: list[float]) -> list[dict]:
 def test_each_verdict_is_reachable() -> None:
     assert method_beats_baseline(_rows([2.0, 2.1, 2.2], [1.0, 1.0, 1.1])).verdict == "holds"
     assert method_beats_baseline(_rows([1.0, 1.0, 1.1], [2.0, 2.1, 2.2])).verdict == "does not hold"
-    assert method_beats_baseline(_rows([2.0, 0.0, 2.0], [1.0, 1.0, 1.0])).verdict == "not resolved"
+    assert method_beats_baseline(_rows([3.0, 1.0, 3.0], [2.0, 2.0, 2.0])).verdict == "not resolved"
+
+
+def test_an_arm_that_did_not_learn_decides_nothing() -> None:
+    claim = method_beats_baseline(_rows([0.5, 0.6, 0.4], [-0.1, 0.1, 0.0]))
+    assert claim.verdict == "not resolved" and "gate failed" in claim.reason
 ''',
     "tests/pipelines/$slug/test_pipeline.py": '''"""$slug: one tiny Prefect run end to end."""
 

@@ -79,7 +79,7 @@ def tracking_client(settings: Settings) -> Any:
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f".{path.name}.*.creating*"):   # left by a build that was killed
             pid = stale.name.split(".")[-2]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.creating")
         try:
@@ -247,6 +247,8 @@ def run_tags(settings: Settings, entry: str, source: str = "", **extra: str) -> 
         "git.dirty": "true" if dirty else "false",
         "mlflow.source.type": "LOCAL",
         "mlflow.source.name": source or f"paperflows ({entry})",
+        # CPU kernels reduce in a thread-count dependent order: a result-changing setting, recorded with the run
+        "torch.threads": str(settings.torch_threads),
     }
     if commit != "unknown":
         tags["mlflow.source.git.commit"] = commit
@@ -319,12 +321,25 @@ def claim_metrics(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, s
         metrics["claims/held_fraction"] = held / len(claims)
         tags["claims.held"] = f"{held}/{len(claims)}"
         tags["claims.summary"] = ", ".join(f"{sum(c['verdict'] == v for c in claims)} {v}" for v in VERDICT_CODE)
+    headline = [c for c in claims if c.get("headline")]
+    for claim in headline:
+        metrics[f"headline/{claim['id']}/verdict"] = VERDICT_CODE[claim["verdict"]]
+    if headline:
+        tags["headline"] = "; ".join(headline_text(c) for c in headline)
+        tags["headline.verdict"] = ", ".join(c["verdict"] for c in headline)
     checks = report.get("checks", [])
     if checks:
         passed = sum(bool(c.get("passed")) for c in checks)
         metrics["checks/passed"] = float(passed)
         tags["checks.passed"] = f"{passed}/{len(checks)}"
     return metrics, tags
+
+
+def headline_text(claim: dict[str, Any]) -> str:
+    """``<id>: <verdict>, effect [low, high], n=<n>``: a headline claim in one line (the parent run's tag)."""
+    low, high = (claim.get("ci") or [None, None])[:2]
+    return (f"{claim['id']}: {claim['verdict']}, {_num(claim.get('effect'))} [{_num(low)}, {_num(high)}], "
+            f"n={claim.get('n', 0)}")
 
 
 def run_description(report: dict[str, Any], changed: dict[str, Any] | None, started_by: str) -> str:
@@ -334,10 +349,12 @@ def run_description(report: dict[str, Any], changed: dict[str, Any] | None, star
         lines += ["", "Parameters changed from params.yaml: " + ", ".join(f"`{k}={v}`" for k, v in changed.items())]
     claims = [c for c in report.get("claims", []) if "verdict" in c]
     if claims:
-        lines += ["", "| claim | verdict | effect | 95% CI |", "|---|---|---|---|"]
-        for c in claims:
+        lines += ["", "| claim | role | verdict | Holm | effect | 95% CI | n |", "|---|---|---|---|---|---|---|"]
+        for c in sorted(claims, key=lambda c: not c.get("headline")):
             low, high = (c.get("ci") or [None, None])[:2]
-            lines.append(f"| {c['id']} | {c['verdict']} | {_num(c.get('effect'))} | [{_num(low)}, {_num(high)}] |")
+            lines.append(f"| {c['id']} | {'headline' if c.get('headline') else 'secondary'} | {c['verdict']} | "
+                         f"{c.get('holm_verdict', c['verdict'])} | {_num(c.get('effect'))} | "
+                         f"[{_num(low)}, {_num(high)}] | {c.get('n', '')} |")
     return "\n".join(lines)
 
 
@@ -365,7 +382,7 @@ def mlflow_artifact_url(settings: Settings, run_id: str, path: str) -> str:
     return f"{mlflow_ui(settings)}/get-artifact?path={quote(path)}&run_uuid={run_id}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -394,7 +411,7 @@ def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[s
         pid = int(tags.get("host.pid", "0") or 0)
         if tags.get("host.name") != host or not pid:
             continue
-        if (pids is not None and pid in pids) or not _alive(pid):
+        if (pids is not None and pid in pids) or not process_alive(pid):
             client.set_tag(run.info.run_id, "paperflows.ended_by", "reaper: its process was gone")
             client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED))
             ended.append(run.info.run_id)
@@ -422,10 +439,13 @@ def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Pat
     for name in ("report.json", "report.md"):
         tracker.log_artifact(run_id, root / name, "tables")
     with tempfile.TemporaryDirectory(prefix="paperflows-tables-") as tmp:
-        claims = [{"id": c["id"], "verdict": c.get("verdict"), "effect": c.get("effect"),
+        claims = [{"id": c["id"], "headline": bool(c.get("headline")), "verdict": c.get("verdict"),
+                   "holm_verdict": c.get("holm_verdict"), "effect": c.get("effect"),
                    "ci_low": (c.get("ci") or [None, None])[0], "ci_high": (c.get("ci") or [None, None])[1],
-                   "n": c.get("n"), "statistic": c.get("statistic"), "threshold": c.get("threshold"),
-                   "direction": c.get("direction"), "claim": c.get("claim"), "evidence": c.get("evidence")}
+                   "n": c.get("n"), "statistic": c.get("statistic"), "kind": c.get("kind"),
+                   "boundary": c.get("threshold"), "smallest_effect": c.get("smallest_effect"),
+                   "source": c.get("source"), "direction": c.get("direction"), "claim": c.get("claim"),
+                   "evidence": c.get("evidence")}
                   for c in report.get("claims", [])]
         tables = {"results": report.get("rows", []), **report.get("extra_tables", {}), "claims": claims}
         for index, (name, rows) in enumerate(tables.items()):

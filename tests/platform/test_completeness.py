@@ -38,7 +38,7 @@ def test_a_registered_paper_has_its_files_tests_params_row_and_deployment(slug: 
 def test_the_scaffold_refuses_to_overwrite(tmp_path: Path) -> None:
     (tmp_path / "pipelines" / "knots").mkdir(parents=True)
     (tmp_path / "params.yaml").write_text("knots: {}\n")
-    (tmp_path / "README.md").write_text("| slug | paper | stages | claim checked |\n|---|---|---|---|\n")
+    (tmp_path / "README.md").write_text("| slug | paper | stages | headline claim |\n|---|---|---|---|\n")
     with pytest.raises(ScaffoldError, match="already exists"):
         scaffold(tmp_path, "knots", "T", "1", "c")
     with pytest.raises(ScaffoldError, match="slug 'Bad-Slug'"):

@@ -387,7 +387,7 @@ def test_edited_parameters_are_validated_before_a_run_exists(served: dict[str, A
         ({"params": edited(train__steps=10**9)},
          "Validation failed for field 'params.train.steps'. Failure reason: 1000000000 is greater than the maximum"),
         ({"params": edited(train__steps="ten")}, "params.train.steps"),
-        ({"params": edited(scale="gpu")}, "'gpu' is not one of ['cpu', 'paper']"),
+        ({"params": edited(scale="gpu")}, "'gpu' is not one of ['cpu', 'evidence', 'paper']"),
         ({"params": edited(train__stepz=3)}, "Additional properties are not allowed ('stepz' was unexpected)"),
         ({"params": good, "parms": {}}, "Additional properties are not allowed ('parms' was unexpected)"),
     ]

@@ -365,7 +365,7 @@ def test_bash_completes_set_keys_and_enumerated_values() -> None:
     # bash splits key=value at "=": the candidates are what follows it
     assert _complete_bash("paperflows", "run", "knots", "--set", "base.encoder", "=") == ["tiny", "vit_s14"]
     assert _complete_bash("paperflows", "run", "knots", "--set", "base.encoder", "=", "v") == ["vit_s14"]
-    assert _complete_bash("paperflows", "run", "knots", "--set", "scale", "=", "") == ["cpu", "paper"]
+    assert _complete_bash("paperflows", "run", "knots", "--set", "scale", "=", "") == ["cpu", "evidence", "paper"]
     assert _complete_bash("paperflows", "run", "knots", "--jobs", "") == []
 
 

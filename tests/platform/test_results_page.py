@@ -17,11 +17,12 @@ import pytest
 from markdown_it import MarkdownIt
 
 from components.io import save_json
-from components.metrics.stats import Interval
+from components.metrics.stats import Estimate
 from paperflows.__main__ import main
 from paperflows import registry
 from paperflows.params import read_params_file
-from paperflows.report import Check, Report, decide, figures, markdown_table
+from paperflows.claims import ClaimSpec, decide, superiority
+from paperflows.report import Check, Report, figures, markdown_table
 from tests.conftest import REPO
 
 SO3_CHECK = "states stay on SO(3) (||R^T R - I|| and |det R - 1| < 1e-05)"
@@ -84,9 +85,10 @@ def png(path: Path, width: int = 60, height: int = 40, colour: tuple[int, int, i
 def constructed_report(slug: str, claim_text: str = "method beats the baseline on accuracy",
                        title: str | None = None) -> Report:
     """A report with one claim of each verdict but one, a check with pipes in its text, an extra table."""
-    held = decide("beats_baseline", claim_text, "accuracy difference", Interval(0.12, 0.05, 0.19, 3),
-                  evidence="paired over seeds")
-    unresolved = decide("gap_grows", "the gap grows with length", "slope", Interval(0.01, -0.02, 0.04, 3))
+    held = decide(ClaimSpec("beats_baseline", claim_text, "accuracy difference", superiority(0.05, "constructed"),
+                            headline=True), Estimate.of({0: 0.10, 1: 0.12, 2: 0.14}), evidence="paired over seeds")
+    unresolved = decide(ClaimSpec("gap_grows", "the gap grows with length", "slope", superiority(0.05, "constructed")),
+                        Estimate.of({0: 0.04, 1: -0.02, 2: 0.01}))
     return Report(slug=slug, title=title or f"{slug}: a constructed report",
                   columns=["method", "accuracy", "n"],
                   rows=[{"method": "ours", "accuracy": 0.91234, "n": 3},
@@ -168,8 +170,10 @@ def test_report_md_shows_the_run_figures_inline_in_sorted_order(tmp_path: Path) 
     assert images == [("plots/a_first.png", "a first"), ("plots/z_last.png", "z last"), ("summary.png", "summary")]
     assert all((tmp_path / src).is_file() for src, _ in images)
     claims = cells(text[text.index("## Claims"):])
-    assert claims[0] == ["id", "verdict", "effect [95% CI]", "n", "claim"]
-    assert [r[:2] for r in claims[1:]] == [["beats_baseline", "holds"], ["gap_grows", "not resolved"]]
+    assert claims[0] == ["id", "role", "verdict", "Holm", "effect [95% CI]", "n", "boundary / smallest effect",
+                         "claim"]
+    assert [r[:3] for r in claims[1:]] == [["beats_baseline", "headline", "holds"],
+                                           ["gap_grows", "secondary", "not resolved"]]
 
 
 def test_html_page_escapes_every_text_and_links_nothing_outside(site: Path, capsys: pytest.CaptureFixture[str]

@@ -12,9 +12,10 @@ from pydantic import Field
 from components.io import load_json, save_json
 from paperflows import dvcgen
 from paperflows.params import ParamsError, PipelineParams, Section, load_section, validate
-from components.metrics.stats import mean_ci
 from paperflows.paper import Paper
-from paperflows.report import Report, decide
+from components.metrics.stats import Estimate
+from paperflows.claims import ClaimSpec, decide, superiority
+from paperflows.report import Report
 from paperflows.runtime import (Pipeline, Plot, Stage, StageContext, StageInputError, StageOutputError,
                                execute, run_stage)
 from paperflows.settings import Settings
@@ -44,7 +45,8 @@ def _score(ctx: StageContext) -> None:
     save_json({"total": total}, ctx.path("metrics.json"))
     (ctx.path("curve.csv")).write_text("step,value\n" + "\n".join(f"{i},{v}" for i, v in enumerate(values)))
     Report(slug="toy", title="Toy", columns=["method", "total"], rows=[{"method": "toy", "total": total}],
-           claims=[decide("total_positive", "total positive", "total", mean_ci([total, total]),
+           claims=[decide(ClaimSpec("total_positive", "total positive", "total", superiority(1.0, "toy"),
+                                    headline=True, deterministic=True), Estimate.exact(total),
                           numbers={"total": total})]
            ).save(ctx.path("report.json"))
 

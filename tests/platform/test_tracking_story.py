@@ -17,11 +17,12 @@ from mlflow import MlflowClient
 from pydantic import Field
 
 from components.io import load_json, safetensors_metadata, save_model, save_table
-from components.metrics.stats import mean_ci
 from paperflows import spool
 from paperflows.paper import Paper
 from paperflows.params import PipelineParams, Section
-from paperflows.report import Report, decide
+from components.metrics.stats import Estimate
+from paperflows.claims import ClaimSpec, decide, superiority
+from paperflows.report import Report
 from paperflows.runtime import Pipeline, Plot, StageContext, execute, run_stage, stage
 from paperflows.settings import Settings
 from paperflows.tracking import (Tracker, changed_params, claim_metrics, git_state, mlflow_run_url, run_name,
@@ -74,8 +75,10 @@ def story_report(ctx: StageContext) -> None:
     """Decide the claims."""
     values = [ctx.params.rate + 0.01 * s for s in ctx.params.seeds]
     Report(slug="story", title="Story | a toy", columns=["method", "rate"], rows=[{"method": "toy", "rate": values[0]}],
-           claims=[decide("rate_positive", "rate is positive", "rate", mean_ci(values)),
-                   decide("rate_large", "rate above 10", "rate", mean_ci(values), threshold=10.0)],
+           claims=[decide(ClaimSpec("rate_positive", "rate is positive", "rate", superiority(0.01, "toy"),
+                                    headline=True), Estimate.of(dict(zip(ctx.params.seeds, values)))),
+                   decide(ClaimSpec("rate_large", "rate above 10", "rate", superiority(1.0, "toy", boundary=10.0)),
+                          Estimate.of(dict(zip(ctx.params.seeds, values))))],
            extra_tables={"per seed": [{"seed": s, "rate": v} for s, v in zip(ctx.params.seeds, values)]}
            ).save(ctx.path("report.json"))
 
@@ -161,7 +164,8 @@ def test_the_parent_run_tells_the_story(settings: Settings) -> None:
     assert {"tables/report.json", "tables/report.md", "tables/00-results.csv", "tables/01-per_seed.csv",
             "tables/02-claims.csv"} <= tables
     csv = Path(client.download_artifacts(parent.info.run_id, "tables/02-claims.csv", str(settings.root / "dl")))
-    assert csv.read_text().splitlines()[0].split(",")[:3] == ["id", "verdict", "effect"]
+    assert csv.read_text().splitlines()[0].split(",")[:4] == ["id", "headline", "verdict", "holm_verdict"]
+    assert data.tags["headline.verdict"] == "holds" and data.tags["headline"].startswith("rate_positive: holds")
     assert [a.path for a in client.list_artifacts(parent.info.run_id, "plots")] == ["plots/curve.png"]
     # the trained model: a registered model <slug>-<role>, its version holds the weights and config.json
     [version] = client.search_model_versions("name = 'story-linear'")
