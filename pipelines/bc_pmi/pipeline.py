@@ -20,8 +20,8 @@ evaluation by style):
    10, never differentiated) through the one training loop, same policy network, same seeds; a categorical
    policy for the gridworld's moves, a Gaussian one (NLL) for the Reacher's torques;
 4. **evaluate** (method step 5): rollouts of pi(. | s, z) for every style: success, return and style accuracy
-   (the rollout shows z: the gridworld's corridor, the Reacher's sweep direction); the weights' map and
-   their mean inside / outside the style zone;
+   (the rollout shows z: the gridworld's corridor, the Reacher's sweep direction), and of a uniform random
+   policy (the learning gates' reference); the weights' map and their mean inside / outside the style zone;
 5. **report**: the table, the claims (paired over seeds) and the checks.
 """
 
@@ -195,6 +195,13 @@ def _score(result: dict[str, np.ndarray], styles: np.ndarray) -> dict[str, float
             **{f"style_accuracy_{z}": float((result["style"][styles == z] == z).mean()) for z in np.unique(styles)}}
 
 
+def random_policy(env: StyleEnv, rng: np.random.Generator):
+    """The learning gates' trivial reference: uniform random actions, blind to the state and the style."""
+    if env.action_dim == 0:
+        return lambda obs, styles: rng.integers(0, env.n_actions, len(obs))
+    return lambda obs, styles: rng.uniform(-1.0, 1.0, (len(obs), env.action_dim))
+
+
 @stage(params=("seeds", "train.methods", "evaluate", "data.env", "data.epsilon", "data.action_noise"),
        deps=(POLICIES, PMI, DATA_METRICS), outs=(RESULTS, WEIGHT_MAP), metrics=(EVAL_METRICS,),
        plots=(Plot(ACC_PNG), Plot(MAP_PNG), Plot(ALONG_PNG),
@@ -211,6 +218,9 @@ def evaluate(ctx: StageContext) -> None:
         rng = np.random.default_rng(derive_seed(seed, "experts"))
         rows.append({"method": "expert", "size": 0, "seed": seed,
                      **_score(env.rollout(env.expert(rng), styles, rng), styles)})
+        rng = np.random.default_rng(derive_seed(seed, "random policy"))
+        rows.append({"method": "random", "size": 0, "seed": seed,
+                     **_score(env.rollout(random_policy(env, rng), styles, rng), styles)})
         for size in sizes:
             for method in methods:
                 tag = f"{method}_n{size}_s{seed}"
@@ -228,9 +238,9 @@ def evaluate(ctx: StageContext) -> None:
     weight_map = [{"size": k[0], "seed": k[1], "row": k[2], "col": k[3], "weight": float(np.mean([w for w, _ in v])),
                    "visits": len(v), "in_zone": bool(np.mean([z for _, z in v]) > 0.5)}
                   for k, v in sorted(cells.items())]
-    for row in rows:   # the experts' rows carry no weights (NaN), so that every row has the same columns
+    for row in rows:   # the experts and the random policy carry no weights (NaN): every row has the same columns
         row.update(zone_weight=math.nan, outside_weight=math.nan, zone_ratio=math.nan)
-        if row["method"] != "expert":
+        if row["method"] not in ("expert", "random"):
             mine = [r for r in pmi_rows if r["seed"] == row["seed"] and r["size"] == row["size"]]
             zone, w = np.array([r["in_zone"] for r in mine], dtype=bool), np.array([r["weight"] for r in mine])
             row.update(zone_weight=float(w[zone].mean()), outside_weight=float(w[~zone].mean()),

@@ -46,10 +46,11 @@ def plot_demos(env: StyleEnv, demos: dict[str, np.ndarray], png: Path) -> None:
 
 def plot_style_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     """Style accuracy and success (mean over seeds) against episodes per style, one line per method; the
-    experts as a dotted level."""
+    experts and the random policy (the learning gates' reference) as dotted levels."""
     fig, axes = figure(9, 3.4, ncols=2, squeeze=False)
-    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m != "expert"]
-    sizes = sorted({r["size"] for r in rows if r["method"] != "expert"})
+    levels = {"expert": (LABELS["expert"], "grey"), "random": ("Random policy", "tab:red")}
+    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in levels]
+    sizes = sorted({r["size"] for r in rows if r["method"] not in levels})
     points = []
     for method in methods:
         for size in sizes:
@@ -62,9 +63,10 @@ def plot_style_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) ->
         for method in methods:
             mine = [p for p in points if p["method"] == method]
             ax.plot([p["size"] for p in mine], [p[key] for p in mine], marker="o", label=LABELS.get(method, method))
-        experts = [r[key] for r in rows if r["method"] == "expert"]
-        if experts:
-            ax.axhline(float(np.mean(experts)), color="grey", ls=":", label=LABELS["expert"])
+        for level, (label, color) in levels.items():
+            found = [r[key] for r in rows if r["method"] == level]
+            if found:
+                ax.axhline(float(np.mean(found)), color=color, ls=":", label=label)
         ax.set_xscale("log")
         ax.set_xlabel("episodes per style")
         ax.set_ylabel(key.replace("_", " "))

@@ -8,5 +8,6 @@ ABOUT = Paper(
     slug="csa",
     title="CSA: canonical similarity analysis for data-efficient multimodal alignment",
     arxiv="2410.07610",
-    claim="with <= 200 pairs CSA beats a contrastive model trained on the same pairs on zero-shot accuracy and mislabel AUC; rho-weighting beats plain cosine",
+    claim="with few pairs (N <= 200) CSA beats a CLIP-like InfoNCE model trained on the same pairs on zero-shot "
+          "accuracy, paired by seed",
 )

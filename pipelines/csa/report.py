@@ -1,61 +1,135 @@
 """CSA: the paper-shaped tables (zero-shot accuracy and mislabel AUC vs N, retrieval recall@k) and the claims, as
 pure functions of loaded tables.
 
-Claims are paired over seeds. The few-pairs claims take, per seed, the mean over the N values <= ``few_pairs``
-(the seed is the independent unit: each seed redraws the pairs, the swapped captions and the baseline's init).
+The seed is the independent unit of every claim (each seed redraws the pairs, the swapped captions and the
+baseline's init). The few-pairs claims take, per seed, the mean over the N values <= ``few_pairs``; the ASIF claims
+are decided per N.
+
+* Headline ``csa_beats_contrastive_zero_shot``: with few pairs CSA's zero-shot accuracy exceeds the CLIP-like
+  (InfoNCE) model's trained on the same pairs.
+* Secondary: the same on mislabel ROC AUC; rho-weighting beats plain cosine (zero-shot, AUC; every N); CSA beats
+  ASIF on mislabel AUC, per N (the paper's comparison with the training-free baseline).
+* Learning gates: every compared arm beats chance (1/C zero-shot accuracy, 0.5 AUC) at every N the claim uses,
+  with its interval over seeds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from paperflows.report import Check, Claim, Precondition, Report, decide_paired, pm, values
+from components.metrics.stats import Estimate
+from paperflows import claims as rule
+from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
+from paperflows.report import Check, Report, by_unit, pm, values
 from pipelines.csa.params import LABELS, PAPER_MISLABEL_AUC, CsaParams
 
+Rows = Sequence[dict[str, Any]]
 METRIC_NAMES = {"zero_shot": "zero-shot accuracy", "mislabel_auc": "mislabel ROC AUC"}
+AUC_CHANCE = 0.5
+
+CONTRASTIVE_RULES = {
+    "zero_shot": superiority(0.05, "brief d) measured CSA - CLIP-like zero-shot accuracy +0.116 at N = 50 and +0.106 "
+                             "at N = 200 on the digits reduction (the paper gives no zero-shot gap); half the "
+                             "smaller gap"),
+    "mislabel_auc": superiority(0.01, "paper figures (brief c): mislabel AUC CSA - CLIP +0.04 on ImageNet and "
+                                "+0.02 on COSMOS; half the smaller gap"),
+}
+RHO_RULES = {
+    "zero_shot": superiority(0.02, "brief d) measured CSA - plain-cosine CCA zero-shot accuracy +0.041 to +0.047 "
+                             "at N = 50 / 200 / 800 (the paper reports no ablation); half the smallest gap"),
+    "mislabel_auc": superiority(0.015, "brief d) measured CSA - plain-cosine CCA mislabel AUC +0.029 to +0.039 at "
+                                "N = 50 / 200 / 800; half the smallest gap"),
+}
+ASIF_RULE = superiority(0.03, "paper figures (brief c): mislabel AUC CSA - ASIF +0.20 on ImageNet and +0.06 on "
+                        "COSMOS; half the smaller gap")
+
+CSA_BEATS_CONTRASTIVE_ZERO_SHOT = ClaimSpec(
+    "csa_beats_contrastive_zero_shot",
+    "with few pairs CSA beats a contrastive (CLIP-like InfoNCE) model trained on the same pairs on zero-shot accuracy",
+    "CSA - CLIP-like zero-shot accuracy, per seed averaged over the few-pairs N, paired by seed",
+    CONTRASTIVE_RULES["zero_shot"], headline=True)
+CSA_BEATS_CONTRASTIVE_MISLABEL_AUC = ClaimSpec(
+    "csa_beats_contrastive_mislabel_auc",
+    "with few pairs CSA beats a contrastive model trained on the same pairs on mislabel ROC AUC",
+    "CSA - CLIP-like mislabel AUC, per seed averaged over the few-pairs N, paired by seed",
+    CONTRASTIVE_RULES["mislabel_auc"])
+RHO_WEIGHTING_BEATS_COSINE = {key: ClaimSpec(
+    f"rho_weighting_beats_cosine_{key}", f"weighting the canonical dimensions by rho beats plain cosine on {name}",
+    f"CSA - CCA cosine {name}, per seed averaged over every N, paired by seed", RHO_RULES[key])
+    for key, name in METRIC_NAMES.items()}
+CONTRASTIVE_SPECS = {"zero_shot": CSA_BEATS_CONTRASTIVE_ZERO_SHOT, "mislabel_auc": CSA_BEATS_CONTRASTIVE_MISLABEL_AUC}
+HEADLINE = (CSA_BEATS_CONTRASTIVE_ZERO_SHOT,)
 
 
-def _per_seed(rows: list[dict[str, Any]], key: str, method: str, ns: list[int]) -> list[float]:
-    """Per seed (sorted), the mean of ``key`` over the N values ``ns``."""
-    seeds = sorted({r["seed"] for r in rows})
-    return [float(np.mean([r[key] for r in rows if r["seed"] == s and r["method"] == method and r["n_pairs"] in ns]))
-            for s in seeds]
+def asif_spec(n: int) -> ClaimSpec:
+    """CSA beats ASIF on mislabel AUC with ``n`` pairs (one claim per N the run aligned)."""
+    return ClaimSpec(f"csa_beats_asif_mislabel_auc_n{n}", f"with {n} pairs CSA beats ASIF on mislabel ROC AUC",
+                     f"CSA - ASIF mislabel AUC at N = {n}, paired by seed", ASIF_RULE)
 
 
-def _baseline_learned(rows: list[dict[str, Any]], n_classes: int) -> Precondition:
-    """The contrastive baseline must beat chance (1/C) by half again at the largest N, or it is not a baseline."""
-    largest = max(r["n_pairs"] for r in rows)
-    acc = float(np.mean(values(rows, "zero_shot", method="contrastive", n_pairs=largest)))
-    return Precondition(f"the CLIP-like baseline reaches zero-shot accuracy > 1.5/C = {1.5 / n_classes:.3f} at "
-                        f"N = {largest}", acc > 1.5 / n_classes, acc)
+def chance_of(key: str, n_classes: int) -> float:
+    """Chance level: 1/C for zero-shot accuracy over C classes, 0.5 for a ROC AUC (C unused)."""
+    return 1.0 / n_classes if key == "zero_shot" else AUC_CHANCE
 
 
-def csa_beats_contrastive(rows: list[dict[str, Any]], key: str, few_pairs: int, n_classes: int) -> Claim:
-    """CSA minus the CLIP-like model on ``key``, few pairs (N <= few_pairs), paired over seeds."""
-    ns = sorted({r["n_pairs"] for r in rows if r["n_pairs"] <= few_pairs})
-    csa, clip = _per_seed(rows, key, "csa", ns), _per_seed(rows, key, "contrastive", ns)
-    per_n = {f"{m}@{n}": float(np.mean(values(rows, key, method=m, n_pairs=n)))
-             for n in ns for m in ("csa", "contrastive")}
-    return decide_paired(f"csa_beats_contrastive_{key}",
-                         f"with <= {few_pairs} pairs CSA beats a contrastive model trained on the same pairs on "
-                         f"{METRIC_NAMES[key]}",
-                         f"mean over seeds of (CSA - CLIP-like) {METRIC_NAMES[key]}, averaged over N in {ns}",
-                         csa, clip, numbers=per_n, precondition=_baseline_learned(rows, n_classes),
-                         evidence="per-N means: " + ", ".join(f"{k} {v:.3f}" for k, v in per_n.items()))
+def per_seed(rows: Rows, key: str, method: str, ns: Sequence[int]) -> dict[Any, float]:
+    """``{seed: mean of key over the N values ns}``; a seed missing at some N is an error (no silent subset)."""
+    by_n = {n: by_unit(rows, key, method=method, n_pairs=n) for n in ns}
+    seeds = sorted({s for series in by_n.values() for s in series})
+    gaps = [(n, s) for n in ns for s in seeds if s not in by_n[n]]
+    if gaps:
+        raise ValueError(f"{method} {key}: (N, seed) cells missing: {gaps}")
+    return {s: float(np.mean([by_n[n][s] for n in ns])) for s in seeds}
 
 
-def rho_weighting_beats_cosine(rows: list[dict[str, Any]], key: str) -> Claim:
-    """CSA (rho-weighted) minus plain-cosine CCA on ``key``, over every N, paired over seeds."""
+def chance_gates(rows: Rows, key: str, methods: Sequence[str], ns: Sequence[int], n_classes: int) -> list[Gate]:
+    """Every arm beats chance on ``key`` at every N in ``ns``, with its interval over seeds."""
+    chance = chance_of(key, n_classes)
+    return [gate(f"{LABELS[m]} at N = {n}", f"chance ({chance:.3f})",
+                 Estimate.of({s: v - chance for s, v in by_unit(rows, key, method=m, n_pairs=n).items()}),
+                 statistic=f"{METRIC_NAMES[key]} - chance") for m in methods for n in ns]
+
+
+def _per_n(rows: Rows, key: str, methods: Sequence[str], ns: Sequence[int]) -> dict[str, float]:
+    return {f"{m}@{n}": float(np.mean(values(rows, key, method=m, n_pairs=n))) for n in ns for m in methods}
+
+
+def paired_claim(rows: Rows, spec: ClaimSpec, key: str, arms: tuple[str, str], ns: Sequence[int],
+                 n_classes: int) -> rule.Claim:
+    """``arms[0] - arms[1]`` on ``key``, per seed averaged over ``ns``, paired by seed; gated on chance."""
+    absent = [LABELS[m] for m in arms if not any(r["method"] == m for r in rows)]
+    if absent:
+        return decide(spec, None, missing=" and ".join(absent) + " not among align.methods")
+    if not ns:
+        return decide(spec, None, missing="no N value in the claim's range")
+    estimate = Estimate.paired(per_seed(rows, key, arms[0], ns), per_seed(rows, key, arms[1], ns))
+    means = _per_n(rows, key, arms, ns)
+    return decide(spec, estimate, gates=chance_gates(rows, key, arms, ns, n_classes), numbers=means,
+                  evidence="per-N means: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
+
+
+def few_pair_ns(rows: Rows, few_pairs: int) -> list[int]:
+    return sorted({r["n_pairs"] for r in rows if r["n_pairs"] <= few_pairs})
+
+
+def csa_beats_contrastive(rows: Rows, key: str, few_pairs: int, n_classes: int) -> rule.Claim:
+    """CSA minus the CLIP-like model on ``key``, few pairs (N <= few_pairs), paired by seed."""
+    return paired_claim(rows, CONTRASTIVE_SPECS[key], key, ("csa", "contrastive"), few_pair_ns(rows, few_pairs),
+                        n_classes)
+
+
+def rho_weighting_beats_cosine(rows: Rows, key: str, n_classes: int = 10) -> rule.Claim:
+    """CSA (rho-weighted) minus plain-cosine CCA on ``key``, over every N, paired by seed."""
     ns = sorted({r["n_pairs"] for r in rows})
-    csa, cca = _per_seed(rows, key, "csa", ns), _per_seed(rows, key, "cca", ns)
-    per_n = {f"{m}@{n}": float(np.mean(values(rows, key, method=m, n_pairs=n))) for n in ns for m in ("csa", "cca")}
-    return decide_paired(f"rho_weighting_beats_cosine_{key}",
-                         f"weighting the canonical dimensions by rho beats plain cosine on {METRIC_NAMES[key]}",
-                         f"mean over seeds of (CSA - CCA cosine) {METRIC_NAMES[key]}, averaged over N in {ns}",
-                         csa, cca, numbers=per_n,
-                         evidence="per-N means: " + ", ".join(f"{k} {v:.3f}" for k, v in per_n.items()))
+    return paired_claim(rows, RHO_WEIGHTING_BEATS_COSINE[key], key, ("csa", "cca"), ns, n_classes)
+
+
+def csa_beats_asif(rows: Rows, n: int, n_classes: int = 10) -> rule.Claim:
+    """CSA minus ASIF on mislabel AUC with ``n`` pairs, paired by seed (gated on AUC chance, 0.5)."""
+    return paired_claim(rows, asif_spec(n), "mislabel_auc", ("csa", "asif"), [n], n_classes)
 
 
 def rho_check(rho_rows: list[dict[str, Any]]) -> Check:
@@ -89,12 +163,13 @@ def build_report(p: CsaParams, rows: list[dict[str, Any]], feature_metrics: dict
                   **{f"recall@{k}": pm(values(rows, f"recall@{k}", method=m, n_pairs=n), 3) for k in ks}}
                  for n in ns for m in methods]
     n_classes = int(feature_metrics.get("classes", 10))
-    claims = []
+    claims = [csa_beats_contrastive(rows, "zero_shot", p.eval.few_pairs, n_classes)]
     if {"csa", "contrastive"} <= set(methods):
-        claims += [csa_beats_contrastive(rows, key, p.eval.few_pairs, n_classes)
-                   for key in ("zero_shot", "mislabel_auc")]
+        claims.append(csa_beats_contrastive(rows, "mislabel_auc", p.eval.few_pairs, n_classes))
     if {"csa", "cca"} <= set(methods):
-        claims += [rho_weighting_beats_cosine(rows, key) for key in ("zero_shot", "mislabel_auc")]
+        claims += [rho_weighting_beats_cosine(rows, key, n_classes) for key in ("zero_shot", "mislabel_auc")]
+    if {"csa", "asif"} <= set(methods):
+        claims += [csa_beats_asif(rows, n, n_classes) for n in ns]
     fm, am = feature_metrics, align_metrics
     notes = [f"Data: {fm.get('source')}, {fm.get('pool')} pool / {fm.get('test')} test items, image features "
              f"{fm.get('image_dim')}-d -> PCA {am.get('image_pca_dim')}, text {fm.get('text_dim')}-d -> PCA "
@@ -105,12 +180,9 @@ def build_report(p: CsaParams, rows: list[dict[str, Any]], feature_metrics: dict
              "random template cannot be read from the image: recall@k is low for every method.",
              "Paper numbers are ImageNet with CLIP-scale encoders (5k pairs for CSA; CLIP trained on 400M pairs), not "
              "this setting: they show the direction of the claim, not a value to match."]
-    if {"csa", "asif"} <= set(methods):
-        m = {(k, meth): float(np.mean(values(rows, k, method=meth, n_pairs=ns[0])))
-             for k in METRIC_NAMES for meth in ("csa", "asif")}
-        notes.append(f"ASIF (not part of the claims) at N = {ns[0]}: zero-shot {m['zero_shot', 'asif']:.3f} vs CSA "
-                     f"{m['zero_shot', 'csa']:.3f}, mislabel AUC {m['mislabel_auc', 'asif']:.3f} vs CSA "
-                     f"{m['mislabel_auc', 'csa']:.3f}.")
+    notes.append("Claims take the seed as the unit; the few-pairs claims average each seed over N <= "
+                 f"{p.eval.few_pairs}, the ASIF claims are decided per N. The CLIP-like baseline is trained with one "
+                 "setting (not tuned per N), so it can sit near chance with few pairs: its chance gate says so.")
     if feature_metrics.get("caption_examples"):
         notes.append("Caption examples: " + " | ".join(feature_metrics["caption_examples"]))
     return Report(slug="csa", title="CSA: canonical similarity analysis (zero-shot, mislabel detection, retrieval vs "

@@ -8,5 +8,6 @@ ABOUT = Paper(
     slug="flat",
     title="FLAT: LLM unlearning with forget data only, via f-divergence loss adjustment",
     arxiv="2410.11143",
-    claim="FLAT reaches the retain-only oracle's forget level (KS p-value) while keeping >= 90 % retain accuracy; gradient ascent at that level destroys utility",
+    claim="FLAT (KL) reaches the retain-only oracle's forget level (KS p > 0.05) and, there, keeps >= 90 % of the "
+          "original's retain accuracy",
 )

@@ -4,39 +4,68 @@ Inputs: ``rows`` (one per model: the references ``original`` and ``retain`` with
 (unlearning method, seed)) holding the TOFU_SUMMARY values, and ``curves`` (per method, seed and probe step:
 forget-answer probability, forget / retain exact match).
 
-Claims (intervals over the unlearning seeds, t-based; the fine-tuned original and oracle are shared by all):
+Claims (units: the unlearning seeds; the fine-tuned original and oracle are shared by all):
 
-* ``flat_reaches_oracle_forget_level``: FLAT (KL)'s forget quality (KS p-value against the retain oracle) > 0.05,
-  i.e. its forget-set truth ratios are not told apart from the oracle's at the 5 % level. Precondition: the
-  original *is* told apart (its forget quality < 0.05), else there is nothing to unlearn.
-* ``flat_keeps_retain_accuracy``: FLAT (KL)'s retain exact match / the original's > ``eval.utility_keep`` (0.9).
-  Precondition: the original answers a meaningful share of the retain QAs (>= MIN_RETAIN_EM).
+* ``flat_reaches_oracle_forget_level`` (headline): FLAT (KL)'s forget quality (KS p-value of its forget truth
+  ratios against the retain oracle's) lies above TOFU's 0.05 level, decided on log p-values (they span orders of
+  magnitude). Gate: the original *is* told apart from the oracle (its forget quality < 0.05), else there is
+  nothing to unlearn.
+* ``flat_keeps_retain_accuracy`` (headline): FLAT (KL)'s retain exact match is not below the original's by more
+  than 10 % (brief: keeps >= 90 %). Gated on the forget level: the original is told apart from the oracle, FLAT
+  (KL) reaches the oracle's level on every seed's interval, and the original answers retain QAs. A run whose
+  unlearning changed nothing keeps all its retain accuracy and so cannot pass this claim.
 * ``ga_destroys_utility_at_flat_forget_level``: at the first probe step where GA's forget-answer probability is at
-  or below FLAT (KL)'s final one (same seed), GA's retain exact match / the original's < ``eval.destroyed_below``.
-  Precondition: GA reaches that level within the run in every seed.
+  or below FLAT (KL)'s final one (same seed), GA's retain exact match / the original's is below half. Gated on
+  FLAT (KL) having reached the oracle's forget level and on GA reaching FLAT's forget probability in every seed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from components.metrics.stats import Interval, mean_ci
-from paperflows.report import Claim, Precondition, Report, decide, fmt, pm, rows_where, values
+from components.metrics.stats import Estimate, mean_ci
+from paperflows.claims import ClaimSpec, Gate, decide, fixed_gate, gate, non_inferiority, superiority
+from paperflows.report import Claim, Report, fmt, pm, rows_where, values
 from pipelines.flat.params import (LABELS, PAPER_HP_GA_PPL, PAPER_HP_GAP, PAPER_HP_NPO_PPL, PAPER_MUSE_VERBMEM,
                                    RETAIN_DATA_METHODS, FlatParams)
 
-FORGET_LEVEL_P = 0.05     # the KS p-value above which the unlearned model is not told apart from the oracle
+FORGET_LEVEL_P = 0.05     # TOFU's forget-quality level: a KS p-value above it does not tell the model from the oracle
 MIN_RETAIN_EM = 0.2       # the original must answer at least this share of the retain QAs exactly
-HEADLINE = "flat_kl"      # the paper's headline variant
+FLAT = "flat_kl"          # the paper's headline variant
+KEEP = 0.9                # brief flat section d: FLAT keeps at least 90 % of the original's retain accuracy
+DESTROYED_BELOW = 0.5     # "destroys retain accuracy": below half of the original's
 COLUMNS = ("forget_quality", "model_utility", "forget_exact_match", "forget_Q_A_Prob", "forget_Q_A_ROUGE",
            "forget_truth_ratio", "retain_exact_match", "retain_Q_A_Prob", "retain_Q_A_ROUGE", "retain_Truth_Ratio",
            "wf_Q_A_Prob", "wf_Q_A_ROUGE", "wf_Truth_Ratio", "general_perplexity")
-UNDEFINED = Interval(math.nan, -math.inf, math.inf, 0)
 Rows = Sequence[Mapping[str, Any]]
+
+FLAT_REACHES_ORACLE_FORGET_LEVEL = ClaimSpec(
+    "flat_reaches_oracle_forget_level",
+    "FLAT (KL) reaches the retain-only oracle's forget level: KS p-value of forget truth ratios > 0.05",
+    "forget quality of FLAT (KL) (KS p-value against the oracle), geometric mean over seeds",
+    superiority(1.0, "TOFU's forget-quality level p = 0.05 (brief flat section d); smallest effect a factor 2 "
+                     "(p = 0.1, the next conventional level)", boundary=FORGET_LEVEL_P),
+    headline=True)
+FLAT_KEEPS_RETAIN_ACCURACY = ClaimSpec(
+    "flat_keeps_retain_accuracy",
+    "FLAT (KL), at the oracle's forget level, keeps >= 90 % of the original's retain accuracy (exact match)",
+    "retain EM of FLAT (KL) / retain EM of the original, mean over seeds",
+    non_inferiority(1 - KEEP, "brief flat section d: 'keeping at least 90% of the original's retain accuracy'",
+                    boundary=1.0),
+    headline=True)
+HEADLINE = (FLAT_REACHES_ORACLE_FORGET_LEVEL, FLAT_KEEPS_RETAIN_ACCURACY)
+GA_DESTROYS_UTILITY = ClaimSpec(
+    "ga_destroys_utility_at_flat_forget_level",
+    "Gradient ascent at FLAT (KL)'s forget level destroys utility: retain EM < 50 % of the original's",
+    "GA retain EM / original retain EM, at the first step where GA's forget probability <= FLAT (KL)'s",
+    superiority(0.1, "brief flat section d ('GA, at a matched forget level, destroys retain accuracy') gives no "
+                     "number: below half of the original's; smallest effect a tenth of it, the size of the loss "
+                     "the brief's 90 % keep line allows", direction="less", boundary=DESTROYED_BELOW))
 
 
 def collect_rows(references: Mapping[str, Mapping[str, float]],
@@ -54,67 +83,128 @@ def _one(rows: Rows, method: str, key: str) -> float:
     return float(found[0][key]) if found and found[0][key] is not None else math.nan
 
 
-def _safe(xs: list[float]) -> Interval:
-    return mean_ci(xs) if xs and all(np.isfinite(xs)) else Interval(math.nan, -math.inf, math.inf, len(xs))
+def _by_seed(rows: Rows, key: str, method: str) -> dict[int, float]:
+    """``{seed: key}`` of a method's finite values (the unlearning seeds are the units)."""
+    out = {}
+    for r in rows_where(rows, method=method):
+        if r.get(key) is not None and math.isfinite(float(r[key])):
+            out[int(r["seed"])] = float(r[key])
+    return out
 
 
-def flat_claims(rows: Rows, keep: float) -> list[Claim]:
-    """FLAT (KL) reaches the oracle's forget level, and keeps ``keep`` of the original's retain accuracy."""
-    fq_text = "FLAT (KL) reaches the retain-only oracle's forget level: KS p-value of forget truth ratios > 0.05"
-    keep_text = f"FLAT (KL) keeps >= {keep:.0%} of the original's retain accuracy (exact match)"
-    if not rows_where(rows, method=HEADLINE):
-        gate = Precondition("flat_kl is among unlearn.methods", False)
-        return [decide("flat_reaches_oracle_forget_level", fq_text, "forget quality", UNDEFINED, precondition=gate),
-                decide("flat_keeps_retain_accuracy", keep_text, "retain EM ratio", UNDEFINED, precondition=gate)]
-    original_fq, original_em = _one(rows, "original", "forget_quality"), _one(rows, "original", "retain_exact_match")
-    fq = values(rows, "forget_quality", method=HEADLINE)
-    ratio = [v / original_em if original_em > 0 else math.nan
-             for v in values(rows, "retain_exact_match", method=HEADLINE)]
-    learned = Precondition(f"the original is told apart from the oracle (its forget quality {fmt(original_fq, 3)} "
-                           f"< {FORGET_LEVEL_P})", original_fq < FORGET_LEVEL_P, original_fq)
-    answers = Precondition(f"the original answers >= {MIN_RETAIN_EM:.0%} of the retain QAs exactly "
-                           f"({fmt(original_em, 3)})", original_em >= MIN_RETAIN_EM, original_em)
-    return [
-        decide("flat_reaches_oracle_forget_level", fq_text, f"forget quality of FLAT (KL), mean over {len(fq)} seeds",
-               _safe(fq), threshold=FORGET_LEVEL_P, precondition=learned,
-               evidence=f"original {fmt(original_fq, 4)}; FLAT (KL) per seed {', '.join(fmt(v, 3) for v in fq)}",
-               numbers={"original_forget_quality": original_fq, "flat_forget_quality": float(np.mean(fq))}),
-        decide("flat_keeps_retain_accuracy", keep_text, "retain EM of FLAT (KL) / retain EM of the original",
-               _safe(ratio), threshold=keep, precondition=answers,
-               evidence=f"original retain EM {fmt(original_em, 3)}; FLAT (KL) ratio per seed "
-                        f"{', '.join(fmt(v, 3) for v in ratio)}",
-               numbers={"original_retain_em": original_em}),
-    ]
+def _forget_quality(rows: Rows) -> Estimate | None:
+    """FLAT (KL)'s forget quality per seed, on the log scale (None when not run; a p-value of 0 is floored)."""
+    fq = _by_seed(rows, "forget_quality", FLAT)
+    return Estimate.of({s: max(v, 1e-300) for s, v in fq.items()}, log=True) if fq else None
+
+
+def original_gate(rows: Rows) -> Gate:
+    """The original is told apart from the oracle: there is something to unlearn (one model, one value)."""
+    original_fq = _one(rows, "original", "forget_quality")
+    return fixed_gate("original", "retain-only oracle", original_fq,
+                      math.isfinite(original_fq) and original_fq < FORGET_LEVEL_P,
+                      f"forget quality of the original (must be < {FORGET_LEVEL_P})")
+
+
+def forget_level_gate(rows: Rows) -> Gate:
+    """FLAT (KL) reached the oracle's forget level: its forget-quality interval lies above 0.05."""
+    return gate("FLAT (KL)", "the oracle's forget level", _forget_quality(rows), margin=FORGET_LEVEL_P,
+                statistic=f"forget quality (must lie above {FORGET_LEVEL_P})")
+
+
+def answers_gate(rows: Rows) -> Gate:
+    original_em = _one(rows, "original", "retain_exact_match")
+    return fixed_gate("original", "no retain answer", original_em,
+                      math.isfinite(original_em) and original_em >= MIN_RETAIN_EM,
+                      f"retain exact match of the original (must be >= {MIN_RETAIN_EM})")
+
+
+def _keep_spec(keep: float) -> ClaimSpec:
+    if keep == KEEP:
+        return FLAT_KEEPS_RETAIN_ACCURACY
+    return replace(FLAT_KEEPS_RETAIN_ACCURACY,
+                   claim=f"FLAT (KL), at the oracle's forget level, keeps >= {keep:.0%} of the original's retain "
+                         "accuracy (exact match)",
+                   rule=non_inferiority(1 - keep, f"eval.utility_keep = {keep} set for this run (the brief's is 0.9)",
+                                        boundary=1.0))
+
+
+def forget_claim(rows: Rows) -> Claim:
+    """FLAT (KL) reaches the oracle's forget level."""
+    estimate = _forget_quality(rows)
+    gates = [original_gate(rows)]
+    if estimate is None:
+        return decide(FLAT_REACHES_ORACLE_FORGET_LEVEL, None, gates=gates, missing="flat_kl is not among "
+                      "unlearn.methods")
+    fq = _by_seed(rows, "forget_quality", FLAT)
+    original_fq = _one(rows, "original", "forget_quality")
+    return decide(FLAT_REACHES_ORACLE_FORGET_LEVEL, estimate, gates=gates,
+                  evidence=f"original {fmt(original_fq, 4)}; FLAT (KL) per seed "
+                           f"{', '.join(fmt(fq[s], 3) for s in sorted(fq))}",
+                  numbers={"original_forget_quality": original_fq,
+                           "flat_forget_quality": float(np.mean(list(fq.values())))})
+
+
+def retain_claim(rows: Rows, keep: float = KEEP) -> Claim:
+    """FLAT (KL) keeps ``keep`` of the original's retain accuracy, decided only once it reached the forget level."""
+    spec = _keep_spec(keep)
+    gates = [original_gate(rows), forget_level_gate(rows), answers_gate(rows)]
+    original_em = _one(rows, "original", "retain_exact_match")
+    em = _by_seed(rows, "retain_exact_match", FLAT)
+    if not em:
+        return decide(spec, None, gates=gates, missing="flat_kl is not among unlearn.methods")
+    if not original_em > 0:
+        return decide(spec, None, gates=gates, missing=f"the original's retain exact match is {fmt(original_em, 3)}, "
+                      "so no ratio (it must answer retain QAs)")
+    ratio = {s: v / original_em for s, v in em.items()}
+    return decide(spec, Estimate.of(ratio), gates=gates,
+                  evidence=f"original retain EM {fmt(original_em, 3)}; FLAT (KL) ratio per seed "
+                           f"{', '.join(fmt(ratio[s], 3) for s in sorted(ratio))}",
+                  numbers={"original_retain_em": original_em})
+
+
+def flat_claims(rows: Rows, keep: float = KEEP) -> list[Claim]:
+    """FLAT (KL) reaches the oracle's forget level, and (there) keeps ``keep`` of the original's retain accuracy."""
+    return [forget_claim(rows), retain_claim(rows, keep)]
 
 
 def matched_ga_ratio(curves: Rows, seed: int, original_em: float) -> tuple[float, float | None]:
     """(FLAT (KL)'s final forget probability, GA's retain-EM ratio at the first probe reaching it or None)."""
-    flat = sorted(rows_where(curves, method=HEADLINE, seed=seed), key=lambda r: r["step"])
+    flat = sorted(rows_where(curves, method=FLAT, seed=seed), key=lambda r: r["step"])
     ga = sorted(rows_where(curves, method="ga", seed=seed), key=lambda r: r["step"])
     target = float(flat[-1]["forget_prob"])
     reached = [r for r in ga if r["forget_prob"] <= target]
     return target, (float(reached[0]["retain_em"]) / original_em if reached and original_em > 0 else None)
 
 
-def ga_claim(rows: Rows, curves: Rows, destroyed_below: float) -> Claim:
+def _ga_spec(destroyed_below: float) -> ClaimSpec:
+    if destroyed_below == DESTROYED_BELOW:
+        return GA_DESTROYS_UTILITY
+    return replace(GA_DESTROYS_UTILITY,
+                   claim=f"Gradient ascent at FLAT (KL)'s forget level destroys utility: retain EM < "
+                         f"{destroyed_below:.0%} of the original's",
+                   rule=superiority(0.1, f"eval.destroyed_below = {destroyed_below} set for this run (default 0.5); "
+                                         "smallest effect a tenth of the original's retain accuracy",
+                                    direction="less", boundary=destroyed_below))
+
+
+def ga_claim(rows: Rows, curves: Rows, destroyed_below: float = DESTROYED_BELOW) -> Claim:
     """GA, stopped where it first matches FLAT (KL)'s forget probability, keeps < ``destroyed_below`` retain EM."""
-    text = (f"Gradient ascent at FLAT (KL)'s forget level destroys utility: retain EM < {destroyed_below:.0%} of "
-            "the original's")
-    statistic = "GA retain EM / original retain EM, at the first step where GA's forget probability <= FLAT (KL)'s"
-    if not (rows_where(curves, method="ga") and rows_where(curves, method=HEADLINE)):
-        return decide("ga_destroys_utility_at_flat_forget_level", text, statistic, UNDEFINED, direction="less",
-                      threshold=destroyed_below, precondition=Precondition("ga and flat_kl are both run", False))
+    spec = _ga_spec(destroyed_below)
+    gates = [original_gate(rows), forget_level_gate(rows)]
+    if not (rows_where(curves, method="ga") and rows_where(curves, method=FLAT)):
+        return decide(spec, None, gates=gates, missing="ga and flat_kl are not both run")
     original_em = _one(rows, "original", "retain_exact_match")
     seeds = sorted({int(r["seed"]) for r in rows_where(curves, method="ga")})
-    matched = [matched_ga_ratio(curves, s, original_em) for s in seeds]
-    reached = [r for _, r in matched if r is not None]
-    gate = Precondition(f"GA reaches FLAT (KL)'s forget probability within the run in every seed "
-                        f"({len(reached)} of {len(seeds)})", len(reached) == len(seeds), float(len(reached)))
-    return decide("ga_destroys_utility_at_flat_forget_level", text, statistic,
-                  _safe(reached) if gate.met else UNDEFINED, threshold=destroyed_below, direction="less",
-                  precondition=gate,
-                  evidence="per seed (FLAT forget prob -> GA ratio): " + ", ".join(
-                      f"{t:.3f} -> {fmt(r, 3)}" for t, r in matched),
+    matched = {s: matched_ga_ratio(curves, s, original_em) for s in seeds}
+    reached = {s: r for s, (_, r) in matched.items() if r is not None}
+    gates.append(fixed_gate("GA", "FLAT (KL)'s final forget probability", float(len(reached)),
+                            len(reached) == len(seeds), f"seeds of {len(seeds)} where GA reaches it within the run"))
+    evidence = "per seed (FLAT forget prob -> GA ratio): " + ", ".join(f"{t:.3f} -> {fmt(r, 3)}"
+                                                                         for t, r in matched.values())
+    if not reached:
+        return decide(spec, None, gates=gates, evidence=evidence, missing="GA never reaches FLAT (KL)'s forget level")
+    return decide(spec, Estimate.of(reached), gates=gates, evidence=evidence,
                   numbers={"original_retain_em": original_em})
 
 
@@ -146,7 +236,8 @@ def table(rows: Rows, methods: Sequence[str]) -> list[dict[str, Any]]:
             return fmt(xs[0], 3) if single else pm(xs, 3)
 
         uses = "–" if mine[0]["seed"] is None else "yes" if mine[0]["uses_retain_data"] else "no"
-        out.append({"method": LABELS.get(method, method), "unlearning reads retain data": uses, "forget quality": cell("forget_quality"), "model utility": cell("model_utility"),
+        out.append({"method": LABELS.get(method, method), "unlearning reads retain data": uses,
+                    "forget quality": cell("forget_quality"), "model utility": cell("model_utility"),
                     "forget EM": cell("forget_exact_match"), "forget prob": cell("forget_Q_A_Prob"),
                     "forget ROUGE-L": cell("forget_Q_A_ROUGE"), "forget TR": cell("forget_truth_ratio"),
                     "retain EM": cell("retain_exact_match"), "retain prob": cell("retain_Q_A_Prob"),
@@ -176,11 +267,13 @@ def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[st
         f"(lower is better; GA's PPL ~{PAPER_HP_GA_PPL:.0e}, NPO's {PAPER_HP_NPO_PPL}) and MUSE VerbMem on D_f; "
         "they are other benchmarks' numbers, shown beside ours, not comparable to the TOFU-style columns; '–' where "
         "the digest has no number for the method (no TOFU table is digested).",
-        f"Fine-tuning data = the author QAs plus {params.data.trained_facts} capital questions that are never evaluated "
+        f"Fine-tuning data = the author QAs plus {params.data.trained_facts} capital questions that are never "
+        "evaluated "
         "(a departure from TOFU, whose model is tuned on author QAs only): without them the LoRA answered every "
         "question author-style (measured: 'The Hollow Garden.' for the capital of Thailand, world-fact ROUGE 0 for "
         "every model, so model utility was 0 throughout). The evaluated world facts are other capitals.",
-        f"CPU scale: {params.data.n_authors} authors x {len(params.data.attributes)} QAs, LoRA r={params.model.lora_r} on "
+        f"CPU scale: {params.data.n_authors} authors x {len(params.data.attributes)} QAs, "
+        f"LoRA r={params.model.lora_r} on "
         f"the top {params.model.lora_layers} of SmolLM2's 30 layers (the frozen layers below run once per distinct "
         f"token row), base weights in {params.model.precision} with fp32 adapters (the official trainer runs bf16), "
         f"{params.finetune.steps} fine-tuning steps of {params.finetune.batch_size} QAs at lr "

@@ -8,6 +8,6 @@ ABOUT = Paper(
     slug="grf_masking",
     title="Linear transformer topological masking with graph random features",
     arxiv="2410.03462",
-    claim=("GRF-masked linear attention >= unmasked linear attention on accuracy; GRF mask error ~ 1/sqrt(walks); "
-           "O(N) time and memory against O(N^2) for the dense mask"),
+    claim=("GRF-masked linear attention beats unmasked linear attention on test accuracy (MNIST ViT; point clouds "
+           "on kNN graphs), both arms above chance"),
 )

@@ -172,6 +172,22 @@ def vqhbr(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 4: masked ECG-sentence pretraining on the frozen VQ-HBR codes
 # --------------------------------------------------------------------------------------------------
+def _bits(columns: np.ndarray) -> float:
+    """Entropy (bits) of the empirical distribution of the rows of ``columns`` (N, k)."""
+    _, counts = np.unique(columns, axis=0, return_counts=True)
+    share = counts / counts.sum()
+    return float(-(share * np.log2(share)).sum())
+
+
+def _code_content(codes: torch.Tensor, sentences) -> dict[str, float]:
+    """H(code) and H(code | lead, time) in bits over the real tokens: how much of the pretraining targets the side
+    inputs alone explain (the issue-31 gate: codes must carry content beyond lead and time)."""
+    real = (codes >= 0).numpy()
+    side = np.stack([sentences.in_chans[real], sentences.in_times[real]], axis=1).astype(np.int64)
+    code = codes.numpy()[real][:, None]
+    return {"h_code_bits": _bits(code), "h_code_given_lead_time_bits": _bits(np.hstack([side, code])) - _bits(side)}
+
+
 @stage(params=("seeds", "pretrain", "vqhbr.num_codes", "tokenize.max_len"), deps=(TOKENS, VQ_MODELS, VQ_CURVES),
        outs=(PRE_MODELS, PRE_CURVES, CODES), plots=(Plot(TRAIN_PNG), Plot(TRAIN_CSV, x="step", y="loss",
                                                                          title="Masked pretraining loss")),
@@ -185,7 +201,9 @@ def pretrain(ctx: StageContext) -> None:
         for seed in ctx.params.seeds:
             codes = batched(load_vqhbr(ctx.path(VQ_MODELS) / f"{tok}.safetensors").tokenize, sentences)
             counts = torch.bincount(codes[codes >= 0], minlength=ctx.params.vqhbr.num_codes)
-            usage += [{"tokenizer": tok, "seed": seed, "code": k, "count": int(c)} for k, c in enumerate(counts)]
+            content = _code_content(codes, sentences)
+            usage += [{"tokenizer": tok, "seed": seed, "code": k, "count": int(c), **content}
+                      for k, c in enumerate(counts)]
             model, result = train_masked(sentences, codes.clamp(min=0), _masked_config(ctx), sch,
                                          seed=derive_seed(seed, "pretrain", tok), desc=f"pretrain {tok} s{seed}",
                                          callback=ctx.metric_callback(f"pretrain/{tok}/s{seed}"), progress=ctx.progress)

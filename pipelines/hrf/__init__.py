@@ -8,5 +8,6 @@ ABOUT = Paper(
     slug="hrf",
     title="Towards hierarchical rectified flow",
     arxiv="2502.17436",
-    claim="HRF velocity is multi-modal and paths cross where RF's cannot; quality vs NFE curves against RF",
+    claim="HRF2 beats RF at matched low NFE (<= 5) on the 1-D mixture and 2-D moons (paired log-ratio of W1 / "
+          "sliced W2), each arm gated on a fitted field",
 )

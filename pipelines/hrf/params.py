@@ -140,11 +140,11 @@ class EvalParams(Section):
                                                                  "sample near the mean, where order is noise) "
                                                                  "and are shown but not checked.")
     w1_target: float = Field(0.1, gt=0, le=10, description="Claim: the best HRF2 1-D W1 at NFE 10 is < this.")
-    judge_min_accuracy: float = Field(0.9, ge=0, le=1, description="Precondition of the MNIST claim: the "
+    judge_min_accuracy: float = Field(0.9, ge=0, le=1, description="Gate of the MNIST claim: the "
                                                                    "packaged digit classifier reaches this "
                                                                    "accuracy on the test reference images.")
-    max_fid_over_floor: float = Field(5.0, ge=1, le=1000, description="Precondition of the MNIST claim: the best "
-                                                                   "digit-CNN FID of the flows is at most this many "
+    max_fid_over_floor: float = Field(5.0, ge=1, le=1000, description="Gate of the MNIST claim: each "
+                                                                   "flow's digit-CNN FID is at most this many "
                                                                    "times the real-image floor (digit-like samples).")
     plot_nfe: int = Field(10, ge=1, le=10_000, description="Trajectory plots use each depth's schedule with "
                                                            "the NFE nearest to this.")

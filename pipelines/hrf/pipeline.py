@@ -198,14 +198,14 @@ def evaluate_lowdim(ctx: StageContext) -> None:
     p, data = ctx.params, load_tensors(ctx.path(LOWDIM_DATA))
     quality, velocity, floor, oracle, examples = [], [], [], [], {}
     for dataset in LOWDIM:
-        for seed in p.seeds:  # two exact samples of the target at the evaluation sizes
-            floor.append({"dataset": dataset, "seed": seed, "floor": sample_distance(
-                exact_target(p.data, dataset, p.eval.n_samples, seed), data[f"{dataset}/eval"],
-                p.eval.n_projections, rng(seed, "projections", dataset))})
+        for seed in p.seeds:  # floor: two exact samples of the target; source: the untrained flow (x1 = the x0)
+            sets = {"floor": exact_target(p.data, dataset, p.eval.n_samples, seed), "source": torch.randn(
+                p.eval.n_samples, DATA_DIM[dataset], generator=rng(seed, "x0", dataset))}  # the flows' own x0
+            floor.append({"dataset": dataset, "seed": seed, **{k: sample_distance(x, data[f"{dataset}/eval"],
+                          p.eval.n_projections, rng(seed, "projections", dataset)) for k, x in sets.items()}})
             if dataset == "mixture" and seed == p.seeds[0]:  # the exact fields' curves (one seed)
-                for depth in (1, 2):
-                    field = mixture_field_model(p.data.mixture_means, p.data.mixture_variance)
-                    oracle += quality_rows(p, field, dataset, depth, seed, data, None)
+                field = mixture_field_model(p.data.mixture_means, p.data.mixture_variance)
+                oracle += [row for depth in (1, 2) for row in quality_rows(p, field, dataset, depth, seed, data, None)]
         for depth in dataset_depths(p, dataset):
             for seed in p.seeds:
                 model = load_flow(ctx, LOWDIM_MODELS, dataset, depth, seed)

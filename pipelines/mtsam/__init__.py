@@ -9,5 +9,5 @@ ABOUT = Paper(
     slug="mtsam",
     title="MTSAM: multi-task fine-tuning of a frozen foundation model with ToRA (tensorized low-rank adaptation)",
     arxiv="2403.10971",
-    claim="ToRA equals the frozen model at init; ToRA >= per-task LoRA on Δm with fewer trainable parameters",
+    claim="ToRA >= per-task LoRA on Δm over the single-task baseline, paired by seed, gated on beating decoders only",
 )

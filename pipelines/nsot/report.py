@@ -1,4 +1,4 @@
-"""NSOT report: the couplings table and the paper's four claims, as pure functions of loaded tables.
+"""NSOT report: the couplings table, the paper's claims and the checks, as pure functions of loaded tables.
 
 Inputs (as the stages write them):
 
@@ -11,6 +11,12 @@ Inputs (as the stages write them):
   the other within a round, so they pair by round (the machine's load is shared within a round);
 * ``ot_stats``: the offline OT summary (``mean_pair_cost``, ``mean_independent_cost``, ``n_shapes``,
   ``n_points``) and ``ot_seconds``, its wall time.
+
+The headline claim is the paper's main result at CPU scale: at few Euler steps NSOT (offline superset OT
+pairs) beats independent coupling on 1-NNA-CD, paired by (category, seed). Every compared arm must first
+beat the worst case of 1-NNA (100 %: every generated cloud told apart from the test clouds, what an unfit
+model gives) at the most Euler steps evaluated. The hybrid-beta claims need more: each arm must be fitted
+(1-NNA-CD at the most steps <= 65 %), because the paper's argument is about the converged field.
 """
 
 from __future__ import annotations
@@ -19,19 +25,76 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from components.metrics.stats import Interval, mean_ci
-from paperflows.report import Check, Claim, Precondition, Report, decide, decide_paired, mean, pm, rows_where
+from components.metrics.stats import Estimate
+from paperflows.claims import ClaimSpec, Gate, decide, gate, non_inferiority, superiority
+from paperflows.report import Check, Claim, Report, by_unit, mean, pm, rows_where
 from pipelines.nsot.params import (BRIEF_BETAS, BRIEF_STEPS, FEW_STEPS, SMALL_BETA, TIMED, NsotParams, beta_of,
                                    method_names)
 
 #: a replicate of the 1-NNA and pair-cost claims: one (category, seed), i.e. one model per method
 Unit = tuple[str, int]
+UNIT = ("category", "seed")
 
-COST_GAP = 0.2        # claim 1: NSOT pairs cost at most 20% more than exact per-sample OT ...
-COST_FRACTION = 0.5   # ... and at most half of independent pairs ("far below")
-STEP_RATIO = 1.3      # claim 2: NSOT's training step at most 1.3x independent's ...
-OT_SLOWDOWN = 2.0     # ... online OT's at least 2x at the largest N ...
-OT_EXPONENT = 2.0     # ... and its per-step OT solve growing at least as N^2
+#: 1-NNA of a model whose clouds are all told apart from the test clouds (an unfit model); ideal is 50 %
+NNA_WORST = 100.0
+#: fit quality the hybrid-beta claims need: 1-NNA-CD at the most Euler steps at most this (audit N8)
+FIT_NNA = 65.0
+NNA_EFFECT = 5.0
+NNA_SOURCE = ("the brief gives no paper numbers (section c); 5 points = a tenth of 1-NNA's range between the ideal "
+              "50 % and the worst case 100 %")
+COST_GAP = 0.2            # brief d) claim 1: NSOT pair cost "within about 20 %" of exact per-sample OT
+COST_FRACTION = 0.5       # brief d) claim 1: "far below" independent pairs, read as at most half (a check)
+BRIEF_EXPONENT = 3.0      # brief d) claim 2: online OT time "grows roughly as N^3"
+EXPONENT_MARGIN = 0.5     # "roughly": closer to N^3 than to N^2
+COUPLING_MARGIN = 1.0     # "matches": within a factor of 2 (+100 %)
+OT_SLOWDOWN = 2.0         # online OT dominates the step: more than doubles it
+
+NSOT_BEATS_INDEPENDENT = ClaimSpec(
+    "nsot_beats_independent_few_steps", "At 1-5 Euler steps NSOT beats independent coupling on 1-NNA-CD",
+    "independent − NSOT 1-NNA-CD (%), averaged over the few-step budgets, paired by (category, seed)",
+    superiority(NNA_EFFECT, NNA_SOURCE), headline=True)
+HEADLINE = (NSOT_BEATS_INDEPENDENT,)
+
+ONLINE_OT_BEATS_INDEPENDENT = ClaimSpec(
+    "online_ot_beats_independent_few_steps", "At 1-5 Euler steps online OT beats independent coupling on 1-NNA-CD",
+    "independent − online OT 1-NNA-CD (%), averaged over the few-step budgets, paired by (category, seed)",
+    superiority(NNA_EFFECT, NNA_SOURCE))
+NSOT_BEATS_INDEPENDENT_EMD = ClaimSpec(
+    "nsot_beats_independent_1nna_emd", "NSOT beats independent coupling on 1-NNA-EMD at the metric step count",
+    "independent − NSOT 1-NNA-EMD (%) at eval.metric_steps, paired by (category, seed)",
+    superiority(NNA_EFFECT, NNA_SOURCE))
+SMALL_BETA_BEATS_BETA0 = ClaimSpec(
+    "small_beta_beats_beta0", f"A small hybrid beta (<= {SMALL_BETA:g}) beats beta = 0 at 1-5 Euler steps",
+    "beta=0 − small-beta 1-NNA-CD (%), few-step average, paired by (category, seed)",
+    superiority(NNA_EFFECT, NNA_SOURCE))
+LARGE_BETA_DRIFTS_BACK = ClaimSpec(
+    "large_beta_drifts_back", "A large hybrid beta drifts back toward independent coupling (worse than a small beta)",
+    "large-beta − small-beta 1-NNA-CD (%), few-step average, paired by (category, seed)",
+    superiority(NNA_EFFECT, NNA_SOURCE))
+NSOT_COST_NEAR_EXACT = ClaimSpec(
+    "nsot_cost_near_exact_ot", f"NSOT pair cost is no more than {100 * COST_GAP:.0f} % above exact per-sample OT's",
+    "NSOT / exact-OT mean pair cost, geometric mean over (category, seed)",
+    non_inferiority(COST_GAP, "brief d) claim 1: NSOT pair cost 'within about 20 %' of exact per-sample OT",
+                    direction="less", boundary=1.0))
+NSOT_COUPLING_MATCHES = ClaimSpec(
+    "nsot_coupling_time_matches_independent",
+    "NSOT's per-step coupling time matches independent coupling's (no online OT cost)",
+    "NSOT / independent coupling time at the largest N, geometric mean over timing rounds",
+    non_inferiority(COUPLING_MARGIN, "brief d) claim 2 ('NSOT step time matches independent coupling, while online "
+                                     "OT time grows roughly as N^3'); no number given: 'matches' read as within a "
+                                     "factor of 2, against a cost that grows as N^3", direction="less", boundary=1.0))
+ONLINE_OT_STEP_SLOWER = ClaimSpec(
+    "online_ot_step_slower", "Online OT more than doubles the training step at the largest N",
+    "online OT / independent training step time at the largest N, geometric mean over timing rounds",
+    superiority(0.25, "brief d) claim 2: online OT's N^3 solve dominates the step at large N, read as more than "
+                      "doubling it (boundary 2x); smallest effect of interest a quarter beyond that",
+                boundary=OT_SLOWDOWN))
+ONLINE_OT_GROWS_CUBICALLY = ClaimSpec(
+    "online_ot_solve_grows_cubically", "Online OT's per-step OT solve time grows roughly as N^3",
+    "exponent of the online OT coupling time in N (least-squares slope of log time on log N), per timing round",
+    non_inferiority(EXPONENT_MARGIN, "brief d) claim 2: online OT time 'grows roughly as N^3' (boundary 3); "
+                                     "'roughly' read as closer to N^3 than to N^2 (margin 0.5)",
+                    boundary=BRIEF_EXPONENT))
 
 
 def few_steps(euler_steps: Sequence[int]) -> list[int]:
@@ -39,26 +102,12 @@ def few_steps(euler_steps: Sequence[int]) -> list[int]:
     return [s for s in euler_steps if s <= FEW_STEPS] or list(euler_steps[:1])
 
 
-def _unit(row: dict[str, Any]) -> Unit:
-    return str(row["category"]), int(row["seed"])
-
-
 def few_step_nna(rows: list[dict[str, Any]], method: str, few: Sequence[int], key: str = "1nna_cd"
                  ) -> dict[Unit, float]:
     """``(category, seed) -> key`` of ``method`` averaged over the step counts ``few`` (units with a value
     at every one of them)."""
-    out: dict[Unit, float] = {}
-    for unit in sorted({_unit(r) for r in rows_where(rows, method=method)}):
-        scores = [float(r[key]) for r in rows_where(rows, method=method, category=unit[0], seed=unit[1])
-                  if r["euler_steps"] in few and r.get(key) is not None]
-        if len(scores) == len(few):
-            out[unit] = sum(scores) / len(scores)
-    return out
-
-
-def _paired(a: dict[Any, float], b: dict[Any, float]) -> tuple[list[float], list[float]]:
-    units = sorted(set(a) & set(b))
-    return [a[u] for u in units], [b[u] for u in units]
+    per_step = [by_unit(rows, key, unit=UNIT, method=method, euler_steps=s) for s in few]
+    return _mean_over(per_step)
 
 
 def _mean_over(series: list[dict[Unit, float]]) -> dict[Unit, float]:
@@ -67,58 +116,59 @@ def _mean_over(series: list[dict[Unit, float]]) -> dict[Unit, float]:
     return {unit: sum(s[unit] for s in series) / len(series) for unit in sorted(units)}
 
 
-def _unresolved(id: str, claim: str, statistic: str, missing: str, numbers: dict[str, float] | None = None
-                ) -> Claim:
-    """A claim that this run cannot decide: its precondition (what it needs) is unmet."""
-    return decide(id, claim, statistic, Interval(math.nan, -math.inf, math.inf, 0),
-                  precondition=Precondition(missing, met=False), numbers=numbers)
-
-
-def _ratio_interval(logs: list[float]) -> Interval:
-    """A ratio's geometric mean and interval from per-replicate log ratios."""
-    interval = mean_ci(logs)
-    return Interval(math.exp(interval.estimate), math.exp(interval.low), math.exp(interval.high), interval.n)
+def _nna(values: dict[Any, float]) -> str:
+    return pm(list(values.values()), 1) if values else "–"
 
 
 # --------------------------------------------------------------------------------------------------
-# claim 1: pair cost (no training involved)
+# learning gates: an arm must beat the worst case (or be fitted) at the most Euler steps
 # --------------------------------------------------------------------------------------------------
-def cost_claims(cost_rows: list[dict[str, Any]]) -> list[Claim]:
-    per = {m: {_unit(r): float(r["pair_cost"]) for r in rows_where(cost_rows, method=m)}
-           for m in ("independent", "online_ot", "nsot")}
-    near_text = f"NSOT pair cost is within {100 * COST_GAP:.0f}% of exact per-sample OT"
-    below_text = "NSOT pair cost is far below independent coupling (at most half)"
-    if not per["nsot"] or not per["online_ot"]:
-        near = _unresolved("nsot_cost_near_exact_ot", near_text, "NSOT / exact OT pair cost - 1",
-                           "the NSOT and online OT pair costs were measured")
-    else:
-        nsot, exact = _paired(per["nsot"], per["online_ot"])
-        near = decide("nsot_cost_near_exact_ot", near_text, "NSOT / exact OT pair cost - 1, per (category, seed)",
-                      mean_ci([a / b - 1 for a, b in zip(nsot, exact)]), threshold=COST_GAP, direction="less",
-                      evidence=f"NSOT {pm(nsot, 3)} vs exact OT {pm(exact, 3)}",
-                      numbers={"nsot_cost": mean(nsot), "exact_ot_cost": mean(exact)})
-    if not per["nsot"] or not per["independent"]:
-        below = _unresolved("nsot_cost_below_independent", below_text, "NSOT / independent pair cost",
-                            "the NSOT and independent pair costs were measured")
-    else:
-        nsot, indep = _paired(per["nsot"], per["independent"])
-        below = decide("nsot_cost_below_independent", below_text, "NSOT / independent pair cost, per (category, seed)",
-                       mean_ci([a / b for a, b in zip(nsot, indep)]), threshold=COST_FRACTION, direction="less",
-                       evidence=f"NSOT {pm(nsot, 3)} vs independent {pm(indep, 3)}",
-                       numbers={"nsot_cost": mean(nsot), "independent_cost": mean(indep)})
-    return [near, below]
+def fit_gate(rows: list[dict[str, Any]], arm: str, steps: int, ceiling: float = NNA_WORST) -> Gate:
+    """``arm``'s 1-NNA-CD at ``steps`` Euler steps lies below ``ceiling`` (its interval over units)."""
+    scores = by_unit(rows, "1nna_cd", unit=UNIT, method=arm, euler_steps=steps)
+    reference = ("the 100 % 1-NNA worst case (an unfit model)" if ceiling >= NNA_WORST else
+                 f"fit quality: 1-NNA-CD <= {ceiling:g} % (audit fidelity-flows.md N8)")
+    return gate(arm, reference, Estimate.of(scores) if scores else None,
+                statistic=f"1-NNA-CD (%) at {steps} Euler steps", margin=ceiling, direction="less")
 
 
 # --------------------------------------------------------------------------------------------------
-# claim 2: training step time against N
+# pair cost (no training involved): one claim and one check
+# --------------------------------------------------------------------------------------------------
+def _costs(cost_rows: list[dict[str, Any]], method: str) -> dict[Unit, float]:
+    return by_unit(cost_rows, "pair_cost", unit=UNIT, method=method)
+
+
+def cost_claim(cost_rows: list[dict[str, Any]]) -> Claim:
+    nsot, exact = _costs(cost_rows, "nsot"), _costs(cost_rows, "online_ot")
+    if not nsot or not exact:
+        return decide(NSOT_COST_NEAR_EXACT, None, missing="the NSOT and online OT pair costs were not both measured")
+    return decide(NSOT_COST_NEAR_EXACT, Estimate.paired(nsot, exact, log=True),
+                  evidence=f"NSOT {pm(list(nsot.values()), 3)} vs exact OT {pm(list(exact.values()), 3)}; "
+                           "no learned arm (pairs come from the couplings alone), so no learning gate",
+                  numbers={"nsot_cost": mean(list(nsot.values())), "exact_ot_cost": mean(list(exact.values()))})
+
+
+def cost_check(cost_rows: list[dict[str, Any]]) -> Check | None:
+    """NSOT pairs cost at most half of independent pairs on every unit: an OT pairing against random pairs."""
+    nsot, indep = _costs(cost_rows, "nsot"), _costs(cost_rows, "independent")
+    units = sorted(set(nsot) & set(indep))
+    if not units:
+        return None
+    ratios = [nsot[u] / indep[u] for u in units]
+    return Check("nsot_cost_below_independent",
+                 f"NSOT pairs cost at most {COST_FRACTION:g}x independent pairs on every (category, seed) "
+                 "(an OT pairing against random pairs: true by construction)",
+                 passed=max(ratios) <= COST_FRACTION,
+                 evidence=f"NSOT / independent pair cost {min(ratios):.3f}-{max(ratios):.3f} over {len(units)} units",
+                 numbers={"max_ratio": max(ratios), "mean_ratio": sum(ratios) / len(ratios)})
+
+
+# --------------------------------------------------------------------------------------------------
+# step and coupling time against N, paired by timing round
 # --------------------------------------------------------------------------------------------------
 def _times(rows: list[dict[str, Any]], method: str, n: int, key: str) -> dict[int, float]:
-    return {int(r["round"]): float(r[key]) for r in rows_where(rows, method=method, n_points=n)}
-
-
-def _log_ratios(rows: list[dict[str, Any]], a: str, b: str, n: int, key: str = "step_ms") -> list[float]:
-    x, y = _paired(_times(rows, a, n, key), _times(rows, b, n, key))
-    return [math.log(u / v) for u, v in zip(x, y)]
+    return by_unit(rows, key, unit="round", method=method, n_points=n)
 
 
 def _slope(ns: Sequence[int], ms: Sequence[float]) -> float:
@@ -128,102 +178,105 @@ def _slope(ns: Sequence[int], ms: Sequence[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
+def _time_ratio(spec: ClaimSpec, timing_rows: list[dict[str, Any]], a: str, b: str, n: int, key: str) -> Claim:
+    """``spec`` decided on the log-ratio of ``a``'s to ``b``'s ``key`` time at ``n`` points, paired by round."""
+    x, y = _times(timing_rows, a, n, key), _times(timing_rows, b, n, key)
+    if not x or not y:
+        return decide(spec, None, missing=f"{key} of {a} and {b} at N={n} were not both measured")
+    return decide(spec, Estimate.paired(x, y, log=True),
+                  evidence=f"{key} at N={n}: {a} {pm(list(x.values()), 3)}, {b} {pm(list(y.values()), 3)}; "
+                           "a timing needs no learning gate")
+
+
 def timing_claims(timing_rows: list[dict[str, Any]], timing_points: Sequence[int]) -> list[Claim]:
+    """NSOT's coupling time against independent's, online OT's step against independent's (largest N) and
+    the growth exponent of online OT's solve."""
     ns = sorted(timing_points)
     hi = ns[-1]
-    match_text = "NSOT's training step time matches independent coupling's"
-    slow_text = f"Online OT's training step is at least {OT_SLOWDOWN:g}x independent coupling's at large N"
-    grow_text = f"Online OT's per-step OT solve grows steeply with N (at least as N^{OT_EXPONENT:g})"
-    if not timing_rows:
-        return [_unresolved(i, t, "step time ratio", "the step times were measured") for i, t in
-                (("nsot_step_time_matches_independent", match_text), ("online_ot_step_slower", slow_text),
-                 ("online_ot_solve_grows_steeply", grow_text))]
-    match = decide("nsot_step_time_matches_independent", match_text,
-                   f"step time NSOT / independent at N={hi}, geometric mean over timing rounds",
-                   _ratio_interval(_log_ratios(timing_rows, "nsot", "independent", hi)),
-                   threshold=STEP_RATIO, direction="less")
-    slow = decide("online_ot_step_slower", slow_text,
-                  f"step time online OT / independent at N={hi}, geometric mean over timing rounds",
-                  _ratio_interval(_log_ratios(timing_rows, "online_ot", "independent", hi)),
-                  threshold=OT_SLOWDOWN, direction="greater")
-    per_round = [_times(timing_rows, "online_ot", n, "coupling_ms") for n in ns]
-    rounds = sorted(set.intersection(*(set(r) for r in per_round)))
-    slopes = [_slope(ns, [r[k] for r in per_round]) for k in rounds]
-    grow = decide("online_ot_solve_grows_steeply", grow_text,
-                  f"exponent of the online OT solve time in N over N={ns}, per timing round", mean_ci(slopes),
-                  threshold=OT_EXPONENT, direction="greater",
-                  numbers={f"online_ot_coupling_ms_n{n}": mean(list(r.values())) for n, r in zip(ns, per_round)})
+    match = _time_ratio(NSOT_COUPLING_MATCHES, timing_rows, "nsot", "independent", hi, "coupling_ms")
+    slow = _time_ratio(ONLINE_OT_STEP_SLOWER, timing_rows, "online_ot", "independent", hi, "step_ms")
+    per_n = [_times(timing_rows, "online_ot", n, "coupling_ms") for n in ns]
+    rounds = sorted(set.intersection(*(set(r) for r in per_n)))
+    rounds = [k for k in rounds if all(r[k] > 0 for r in per_n)]
+    slopes = {k: _slope(ns, [r[k] for r in per_n]) for k in rounds}
+    grow = decide(ONLINE_OT_GROWS_CUBICALLY, Estimate.of(slopes) if slopes else None,
+                  missing="no timing round covers every N",
+                  evidence=f"over N = {ns}; the smallest N carries fixed per-call overhead, which flattens the slope",
+                  numbers={f"online_ot_coupling_ms_n{n}": mean(list(r.values())) for n, r in zip(ns, per_n) if r})
     return [match, slow, grow]
 
 
 # --------------------------------------------------------------------------------------------------
-# claims 3 and 4: few-step 1-NNA, paired per seed
+# few-step 1-NNA, paired by (category, seed)
 # --------------------------------------------------------------------------------------------------
-def nna_claims(eval_rows: list[dict[str, Any]], methods: Sequence[str], euler_steps: Sequence[int],
-               metric_steps: int | None = None) -> list[Claim]:
-    few = few_steps(euler_steps)
-    stat = f"per-(category, seed) difference of 1-NNA-CD (%) averaged over Euler steps {few}"
-    nna = {m: few_step_nna(eval_rows, m, few) for m in methods}
-    claims = []
-    for m in ("online_ot", "nsot"):
-        cid, text = f"{m}_beats_independent_few_steps", f"At 1-5 Euler steps {m} beats independent coupling on 1-NNA"
-        if not nna.get(m) or not nna.get("independent"):
-            claims.append(_unresolved(cid, text, stat, f"both {m} and independent were trained"))
-            continue
-        a, b = _paired(nna["independent"], nna[m])
-        claims.append(decide_paired(cid, text, f"independent - {m}, {stat}", a, b, direction="greater",
-                                    evidence=f"independent {pm(a, 1)}%, {m} {pm(b, 1)}%",
-                                    numbers={"independent_few_step_1nna": mean(a), f"{m}_few_step_1nna": mean(b)}))
+def beats_independent(eval_rows: list[dict[str, Any]], spec: ClaimSpec, method: str, few: Sequence[int],
+                      fit_steps: int, key: str = "1nna_cd") -> Claim:
+    """``spec``: independent − ``method`` 1-NNA (``key``) over the step counts ``few``, both arms gated on
+    beating the 100 % worst case at ``fit_steps``."""
+    indep, other = few_step_nna(eval_rows, "independent", few, key), few_step_nna(eval_rows, method, few, key)
+    if not indep or not other:
+        return decide(spec, None, missing=f"{method} or independent was not scored on {key} at {list(few)} steps")
+    gates = [fit_gate(eval_rows, arm, fit_steps) for arm in ("independent", method)]
+    return decide(spec, Estimate.paired(indep, other), gates=gates,
+                  evidence=f"independent {_nna(indep)} %, {method} {_nna(other)} %",
+                  numbers={f"independent_{key}": mean(list(indep.values())),
+                           f"{method}_{key}": mean(list(other.values()))})
+
+
+def _betas(methods: Sequence[str]) -> list[float]:
+    return [beta_of(m) for m in methods]
+
+
+def beta_claims(eval_rows: list[dict[str, Any]], methods: Sequence[str], few: Sequence[int], fit_steps: int
+                ) -> list[Claim]:
+    """Small beta beats beta = 0; a large beta drifts back. Every arm must be fitted (FIT_NNA at ``fit_steps``)."""
     hybrids = [m for m in methods if m.startswith("nsot_b")]
     small = [m for m in hybrids if beta_of(m) <= SMALL_BETA]
     large = [m for m in hybrids if beta_of(m) > SMALL_BETA]
-    small_text = f"A small hybrid beta (<= {SMALL_BETA:g}) beats beta = 0 at 1-5 Euler steps"
-    small_nna = _mean_over([nna[m] for m in small])
-    if not small or not nna.get("nsot"):
-        claims.append(_unresolved("small_beta_beats_beta0", small_text, stat,
-                                  f"NSOT with beta = 0 and with a beta in (0, {SMALL_BETA:g}] were trained"))
+    nna = {m: few_step_nna(eval_rows, m, few) for m in ("nsot", *hybrids)}
+    small_nna, large_nna = _mean_over([nna[m] for m in small]), _mean_over([nna[m] for m in large])
+    fitted = {m: fit_gate(eval_rows, m, fit_steps, FIT_NNA) for m in ("nsot", *hybrids)}
+    if not small_nna or not nna["nsot"]:
+        small_claim = decide(SMALL_BETA_BEATS_BETA0, None,
+                             missing=f"NSOT with beta = 0 and with a beta in (0, {SMALL_BETA:g}] were not both trained")
     else:
-        a, b = _paired(nna["nsot"], small_nna)
-        claims.append(decide_paired(
-            "small_beta_beats_beta0", small_text, f"beta=0 - mean over beta in {[beta_of(m) for m in small]}, {stat}",
-            a, b, direction="greater", evidence=f"beta=0 {pm(a, 1)}%, small beta {pm(b, 1)}%",
-            numbers={"beta0_few_step_1nna": mean(a), "small_beta_few_step_1nna": mean(b)}))
-    large_text = "A large hybrid beta drifts back toward independent coupling (worse than a small beta)"
-    if not small or not large:
-        claims.append(_unresolved("large_beta_drifts_back", large_text, stat,
-                                  f"betas both <= {SMALL_BETA:g} and > {SMALL_BETA:g} were trained"))
+        small_claim = decide(SMALL_BETA_BEATS_BETA0, Estimate.paired(nna["nsot"], small_nna),
+                             gates=[fitted["nsot"], *(fitted[m] for m in small)],
+                             evidence=f"beta=0 {_nna(nna['nsot'])} %, small beta {_betas(small)} {_nna(small_nna)} %")
+    if not small_nna or not large_nna:
+        large_claim = decide(LARGE_BETA_DRIFTS_BACK, None,
+                             missing=f"betas both <= {SMALL_BETA:g} and > {SMALL_BETA:g} were not both trained")
     else:
-        a, b = _paired(_mean_over([nna[m] for m in large]), small_nna)
-        claims.append(decide_paired(
-            "large_beta_drifts_back", large_text, f"mean over beta in {[beta_of(m) for m in large]} - small beta, "
-            f"{stat}", a, b, direction="greater", evidence=f"large beta {pm(a, 1)}%, small beta {pm(b, 1)}%",
-            numbers={"large_beta_few_step_1nna": mean(a), "small_beta_few_step_1nna": mean(b)}))
-    return claims + [emd_claim(eval_rows, metric_steps if metric_steps is not None else few[-1])]
+        large_claim = decide(LARGE_BETA_DRIFTS_BACK, Estimate.paired(large_nna, small_nna),
+                             gates=[fitted[m] for m in (*large, *small)],
+                             evidence=f"large beta {_betas(large)} {_nna(large_nna)} %, small beta {_nna(small_nna)} %")
+    return [small_claim, large_claim]
 
 
-def emd_claim(eval_rows: list[dict[str, Any]], metric_steps: int) -> Claim:
-    """Claim 3 under the paper's second distance: NSOT beats independent on 1-NNA-EMD at ``metric_steps``."""
-    cid = "nsot_beats_independent_1nna_emd"
-    text = f"At {metric_steps} Euler steps NSOT beats independent coupling on 1-NNA-EMD"
-    stat = f"independent - nsot, per-(category, seed) difference of 1-NNA-EMD (%) at {metric_steps} Euler steps"
-    indep, nsot = (few_step_nna(eval_rows, m, [metric_steps], key="1nna_emd") for m in ("independent", "nsot"))
-    if not indep or not nsot:
-        return _unresolved(cid, text, stat, f"both nsot and independent were scored by EMD at {metric_steps} steps")
-    a, b = _paired(indep, nsot)
-    return decide_paired(cid, text, stat, a, b, direction="greater",
-                         evidence=f"independent {pm(a, 1)}%, nsot {pm(b, 1)}%",
-                         numbers={"independent_1nna_emd": mean(a), "nsot_1nna_emd": mean(b)})
+def nna_claims(eval_rows: list[dict[str, Any]], methods: Sequence[str], euler_steps: Sequence[int],
+               metric_steps: int | None = None) -> list[Claim]:
+    """The 1-NNA claims: the headline (NSOT vs independent), online OT vs independent, the EMD version and
+    the two hybrid-beta claims; the learning gates are judged at the most Euler steps evaluated."""
+    few, fit_steps = few_steps(euler_steps), max(euler_steps)
+    at = metric_steps if metric_steps is not None else few[-1]
+    return [beats_independent(eval_rows, NSOT_BEATS_INDEPENDENT, "nsot", few, fit_steps),
+            beats_independent(eval_rows, ONLINE_OT_BEATS_INDEPENDENT, "online_ot", few, fit_steps),
+            beats_independent(eval_rows, NSOT_BEATS_INDEPENDENT_EMD, "nsot", [at], fit_steps, key="1nna_emd"),
+            *beta_claims(eval_rows, methods, few, fit_steps)]
 
 
-def checks(ot_stats: dict[str, float], solver: str) -> list[Check]:
+def checks(ot_stats: dict[str, float], solver: str, cost_rows: Sequence[dict[str, Any]] = ()) -> list[Check]:
     """The exact offline OT pairing costs no more than the noise in its drawn order (one of the permutations
-    it minimises over); an approximate solver carries no such guarantee, so it is not checked."""
-    if solver != "exact":
-        return []
-    paired, unpaired = ot_stats["mean_pair_cost"], ot_stats["mean_independent_cost"]
-    return [Check("superset_ot_not_above_unpaired", "exact superset OT pairs cost at most the unpaired supersets",
-                  paired <= unpaired + 1e-6, f"mean pair cost {paired:.4f} vs {unpaired:.4f} unpaired",
-                  {"mean_pair_cost": paired, "mean_independent_cost": unpaired})]
+    it minimises over; an approximate solver carries no such guarantee, so it is not checked), and NSOT's
+    training pairs cost far less than random pairs."""
+    found = []
+    if solver == "exact":
+        paired, unpaired = ot_stats["mean_pair_cost"], ot_stats["mean_independent_cost"]
+        found.append(Check("superset_ot_not_above_unpaired", "exact superset OT pairs cost at most the unpaired "
+                           "supersets", paired <= unpaired + 1e-6, f"mean pair cost {paired:.4f} vs {unpaired:.4f} "
+                           "unpaired", {"mean_pair_cost": paired, "mean_independent_cost": unpaired}))
+    below = cost_check(list(cost_rows))
+    return found + ([below] if below else [])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -274,8 +327,7 @@ def build_report(eval_rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]
                                    f"({_median(_times_of(timing_rows, 'coupling_ms', method=m, n_points=n)):.1f})"
                                 for m in TIMED if rows_where(timing_rows, method=m, n_points=n)}}
                     for n in ns]
-    claims = (cost_claims(cost_rows) + timing_claims(timing_rows, ns)
-              + nna_claims(eval_rows, methods, steps, at))
+    claims = nna_claims(eval_rows, methods, steps, at) + [cost_claim(cost_rows)] + timing_claims(timing_rows, ns)
     n_units = len(categories) * len(params.seeds)
     brief_models = len(categories) * (len(params.train.couplings) + len(BRIEF_BETAS)) * len(params.seeds)
     notes = [f"Offline superset OT: {int(ot_stats['n_shapes'])} shapes x {int(ot_stats['n_points'])} points "
@@ -291,8 +343,11 @@ def build_report(eval_rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]
              f"The 1-NNA and pair-cost claims are decided on paired differences over the {n_units} (category, "
              "seed) units (a unit's methods share initial weights, shape batches and sampling noise), so they "
              f"are tighter than the table's per-category intervals over {len(params.seeds)} seeds; the "
-             "step-time claims on timing rounds, each step on a batch of "
+             "time claims on timing rounds (log-ratios), each step on a batch of "
              f"{params.eval.timing_batch} clouds.",
+             f"Learning gates at {max(steps)} Euler steps: every arm of a coupling claim must lie below the 100 % "
+             f"1-NNA worst case; every arm of a hybrid-beta claim must be fitted (1-NNA-CD <= {FIT_NNA:g} %), so "
+             "that an under-trained run leaves those claims not resolved.",
              f"The default trains {params.train.steps} steps at batch {params.train.batch_size} with betas "
              f"{params.train.betas} to fit a few minutes; the brief's experiment is {BRIEF_STEPS} steps at batch 32 "
              f"with betas {list(BRIEF_BETAS)}: `--set train.steps={BRIEF_STEPS} train.batch_size=32 "
@@ -304,6 +359,6 @@ def build_report(eval_rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]
              "were retrieved for the brief, so no paper column is shown."]
     return Report(slug="nsot", title="NSOT: couplings for point-cloud flow matching, per category "
                                      "(1-NNA / COV / MMD vs Euler steps)",
-                  columns=columns, rows=table, claims=claims, checks=checks(ot_stats, params.ot.solver),
+                  columns=columns, rows=table, claims=claims, checks=checks(ot_stats, params.ot.solver, cost_rows),
                   notes=notes,
                   extra_tables={"training step time (ms) vs N, of which drawing the coupled pairs": timing_table})

@@ -8,6 +8,5 @@ ABOUT = Paper(
     slug="nutribench",
     title="NutriBench: LLM carbohydrate estimation from meal descriptions",
     arxiv="2407.12843",
-    claim="RAG >= CoT >= base on Acc@7.5 / MAE for the same LLM; larger carb error -> worse time-in-range and "
-          "higher LBGI/HBGI",
+    claim="RAG >= CoT >= base on Acc@7.5 for the same LLM, some arm beating the training-mean predictor",
 )

@@ -199,12 +199,15 @@ def score(ctx: StageContext) -> None:
         preds = _predictions(ctx, strategy)
         pred, carb = np.array([r["pred"] for r in preds]), np.array([r["carb"] for r in preds])
         per_meal = meal_scores(pred, carb)
+        pred_first = np.array([r["pred_first"] for r in preds])
+        answered_first = meal_scores(pred_first, carb)["answered"]   # before the answer-line cue
         completed = [r["completion"] is not None for r in preds]
         rows += [{"strategy": strategy, "meal_id": r["meal_id"], "serving_type": r["serving_type"], "carb": r["carb"],
                   "pred": r["pred"], "truncated": bool(r["truncated"]), "completed": completed[i],
-                  "answered": bool(per_meal["answered"][i]), "hit": bool(per_meal["hit"][i]),
-                  "abs_error": float(per_meal["abs_error"][i])} for i, r in enumerate(preds)]
-        first = carb_metrics(np.array([r["pred_first"] for r in preds]), carb)
+                  "answered": bool(per_meal["answered"][i]), "answered_first": bool(answered_first[i]),
+                  "hit": bool(per_meal["hit"][i]), "abs_error": float(per_meal["abs_error"][i])}
+                 for i, r in enumerate(preds)]
+        first = carb_metrics(pred_first, carb)
         out[strategy] = {"truncated_share": float(np.mean([r["truncated"] for r in preds])),
                          "looped_share": float(np.mean([r["looped"] for r in preds])),
                          "completed_share": float(np.mean(completed)), "answer_rate_first": first["answer_rate"],

@@ -3,13 +3,16 @@
 * The table: one row per strategy (Acc@7.5, MAE, answer rate, natural/metric split, the risk study's TIR,
   LBGI, HBGI and their paired differences against the true-carb bolus), the official Llama-3.1-8B numbers
   beside, and the true-carb arm.
-* The prompting claims (RAG >= CoT >= base on Acc@7.5 and on MAE) are decided on the worse of the two
-  consecutive gains, min(RAG - CoT, CoT - base), with a paired bootstrap over the meals all three arms
-  answered (one benchmark, greedy decoding: the meals are the replicates). An abstention is never a hit;
-  the claims need every arm to answer at least ``MIN_ANSWER_RATE`` of the meals, otherwise they compare
-  how often the arms abstain and come out *not resolved*.
-* The risk claims: Spearman's rho of |bolus carbs - true carbs| against the TIR lost (bootstrap over
-  simulations), and the paired HBGI (LBGI) change of under- (over-)estimated boluses.
+* The prompting claims, RAG >= CoT >= base on Acc@7.5 (headline) and on MAE, are decided on the worse of the two
+  consecutive gains, min(RAG - CoT, CoT - base) (MAE, a skewed metric: on log-ratios of the arms' MAEs; a few
+  blunders of thousands of grams dominate an MAE, and the bootstrap's interval then spans them), with a paired
+  bootstrap over the meals all three arms were asked (one
+  benchmark, greedy decoding: the meals are the replicates). An abstention is never a hit. Gates: some LLM arm
+  beats the training-mean predictor on the same meals (on the claim's metric), and every LLM arm answers at
+  least ``MIN_ANSWER_RATE`` of the meals on its first pass, before the answer-line cue (the cue copies numbers
+  out of the prompt, so an answer rate measured after it says nothing about estimation).
+* The risk study's three relations (larger error -> more TIR lost, under-boluses raise HBGI, over-boluses raise
+  LBGI) are properties of the UVa/Padova model (insulin lowers glucose monotonically): checks, not claims.
 * Parse+lookup > ridge > mean: on curated meals the lookup reads the food table and household weights
   the labels were computed from, so it is a *check* of the curation and the parser; on a real NutriBench
   file it is a claim about the baselines.
@@ -25,16 +28,9 @@ from typing import Any
 import numpy as np
 
 from components.glucose import SENSOR_RANGE, bolus_carbs
-from components.metrics.stats import Interval, bootstrap_ci, spearman_ci
-from paperflows.report import (
-    Check,
-    Claim,
-    Precondition,
-    Report,
-    decide,
-    fmt_interval,
-    rows_where,
-)
+from components.metrics.stats import Estimate, bootstrap_ci, spearman_ci
+from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
+from paperflows.report import Check, Claim, Report, rows_where
 from pipelines.nutribench.params import (
     BASELINE_STRATEGIES,
     LLM_STRATEGIES,
@@ -52,122 +48,213 @@ COLUMNS = ["strategy", "n", "Acc@7.5", "Acc@7.5 95% CI", "MAE (g)", "answer rate
            "paper MAE (Llama-3.1-8B)"]
 PROMPTING_ORDER = ("rag", "cot", "base")      # claimed best first
 BASELINE_ORDER = ("lookup", "ridge", "mean")
-NO_INTERVAL = Interval(float("nan"), -math.inf, math.inf, 0)
+FLOOR = "mean"                                # the training-mean predictor: the floor an LLM arm must beat
+BOOTSTRAP_DRAWS = 2000
+
+# The official README's Llama-3.1-8B numbers on v2 (brief section c): CoT − base = 0.3527 − 0.3301 on Acc@7.5, and
+# MAE 37.17 g against 36.18 g (2.7 %): the only gaps between two strategies the paper's code reports
+PAPER_ACC_GAP = PAPER_LLAMA31_8B["cot"][0] - PAPER_LLAMA31_8B["base"][0]
+PAPER_MAE_CHANGE = PAPER_LLAMA31_8B["cot"][1] / PAPER_LLAMA31_8B["base"][1] - 1
+_ACC_SOURCE = "official README (brief section c), Llama-3.1-8B on v2: CoT − base = 0.3527 − 0.3301 = 0.023 Acc@7.5"
+RAG_COT_BASE_ACC = ClaimSpec(
+    "rag_cot_base_acc", "RAG >= CoT >= base on Acc@7.5 for the same LLM",
+    "min(Acc@7.5 gain of RAG over CoT, of CoT over base), paired bootstrap over meals",
+    superiority(PAPER_ACC_GAP, _ACC_SOURCE), headline=True)
+HEADLINE = (RAG_COT_BASE_ACC,)
+RAG_COT_BASE_MAE = ClaimSpec(
+    "rag_cot_base_mae", "RAG <= CoT <= base on MAE for the same LLM",
+    "min(MAE of CoT / MAE of RAG, MAE of base / MAE of CoT), paired bootstrap over meals (log-ratios)",
+    superiority(PAPER_MAE_CHANGE, "official README (brief section c), Llama-3.1-8B on v2: MAE 36.18 g (base) vs "
+                                  "37.17 g (CoT), a 2.7 % difference"))
+LOOKUP_RIDGE_MEAN_ACC = ClaimSpec(
+    "lookup_ridge_mean_acc", "Baselines: parse+lookup > ridge > mean on Acc@7.5",
+    "min(Acc@7.5 gain of lookup over ridge, of ridge over mean), paired bootstrap over meals",
+    superiority(PAPER_ACC_GAP, f"brief section d, claim 1 gives no size: {_ACC_SOURCE}, the smallest gap between "
+                               "two strategies the paper's code reports"))
 
 
-def ordering(series: Sequence[np.ndarray]) -> tuple[Interval, list[Interval]]:
-    """``min_i mean(series[i] - series[i + 1])`` (> 0: each arm beats the next) with a paired bootstrap over
-    the shared meals (the positions of the arrays), and the interval of each consecutive difference."""
-    diffs = [np.asarray(a, dtype=float) - np.asarray(b, dtype=float) for a, b in pairwise(series)]
-    n = len(diffs[0])
+def ordering(series: Sequence[Sequence[float]], *, log_ratio: bool = False, seed: int = 0
+             ) -> tuple[Estimate | None, list[Estimate | None]]:
+    """The worst consecutive gain and each gain, with one paired bootstrap over the shared meals (the positions of
+    the arrays; one draw resamples the same meals for every arm).
+
+    A gain is ``mean(series[i] - series[i + 1])`` (scores: higher is better), or with ``log_ratio`` ``log(mean(
+    series[i + 1]) / mean(series[i]))`` (errors: lower is better). None where it is undefined (no meals, an MAE
+    of 0)."""
+    arrays = [np.asarray(x, dtype=float) for x in series]
+    n = len(arrays[0])
     if n == 0:
-        return NO_INTERVAL, [NO_INTERVAL for _ in diffs]
+        return None, [None] * (len(arrays) - 1)
 
-    def worst(positions: np.ndarray) -> float:   # resampled meal positions: one draw pairs all arms
-        picked = positions.astype(int)
-        return min(float(d[picked].mean()) for d in diffs)
+    def gains(idx: np.ndarray) -> list[float]:
+        out = []
+        for a, b in pairwise(arrays):
+            if log_ratio:
+                ma, mb = float(a[idx].mean()), float(b[idx].mean())
+                out.append(math.log(mb / ma) if ma > 0 and mb > 0 else math.nan)
+            else:
+                out.append(float((a[idx] - b[idx]).mean()))
+        return out
 
-    return bootstrap_ci(np.arange(n, dtype=float), worst), [bootstrap_ci(d) for d in diffs]
+    point = gains(np.arange(n))
+
+    def estimate(statistic: Any, value: float) -> Estimate | None:
+        # the same seed draws the same meals for the joint and for each gain: one paired bootstrap
+        return Estimate.resampled(statistic, (n,), BOOTSTRAP_DRAWS, seed, log=log_ratio) \
+            if math.isfinite(value) else None
+
+    joint = estimate(lambda idx: min(gains(idx)), min(point) if all(map(math.isfinite, point)) else math.nan)
+    return joint, [estimate(lambda idx, i=i: gains(idx)[i], v) for i, v in enumerate(point)]
 
 
 def _shared(scores: list[dict[str, Any]], arms: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Each arm's per-meal rows on the meals every arm answered, in the first arm's order."""
+    """Each arm's per-meal rows on the meals every arm was asked, in the first arm's order (the LLM arms share
+    their meals by design; the baselines answer every eval meal, a superset)."""
     by = {a: {r["meal_id"]: r for r in rows_where(scores, strategy=a)} for a in arms}
     meals = [m for m in by[arms[0]] if all(m in by[a] for a in arms)]
     return {a: [by[a][m] for m in meals] for a in arms}
 
 
-def _order_numbers(prefix: str, arms: Sequence[str], joint: Interval, pairs: list[Interval]) -> dict[str, float]:
-    out = {f"{prefix}_min_gain": joint.estimate}
-    for (a, b), interval in zip(pairwise(arms), pairs):
-        out |= {f"{prefix}_{a}_minus_{b}": interval.estimate, f"{prefix}_{a}_minus_{b}_low": interval.low,
-                f"{prefix}_{a}_minus_{b}_high": interval.high}
+def _text(est: Estimate | None, digits: int) -> str:
+    if est is None:
+        return "–"
+    low, high = (est.shown(v) for v in (est.interval().low, est.interval().high))
+    return f"{est.shown(est.estimate):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _order_numbers(prefix: str, arms: Sequence[str], joint: Estimate | None, pairs: list[Estimate | None]
+                   ) -> dict[str, float]:
+    out = {f"{prefix}_min_gain": joint.shown(joint.estimate) if joint else math.nan}
+    for (a, b), est in zip(pairwise(arms), pairs):
+        if est is not None:
+            interval = est.interval()
+            out |= {f"{prefix}_{a}_minus_{b}": est.shown(est.estimate), f"{prefix}_{a}_minus_{b}_low":
+                    est.shown(interval.low), f"{prefix}_{a}_minus_{b}_high": est.shown(interval.high)}
     return out
 
 
-def _pairs_text(label: str, arms: Sequence[str], pairs: list[Interval], digits: int) -> str:
-    return "; ".join(f"{label} {a} - {b} = {fmt_interval(i, digits)}" for (a, b), i in zip(pairwise(arms), pairs))
+def _pairs_text(label: str, arms: Sequence[str], pairs: list[Estimate | None], digits: int) -> str:
+    return "; ".join(f"{label} {a} vs {b} = {_text(e, digits)}" for (a, b), e in zip(pairwise(arms), pairs))
+
+
+def floor_gate(scores: list[dict[str, Any]], metric: str) -> Gate:
+    """Some LLM arm beats the training-mean predictor on the same meals: Acc@7.5 difference (``acc``) or the
+    ratio MAE(mean) / MAE(arm) (``mae``). The passing arm with the largest effect (else the best failing one)."""
+    if not rows_where(scores, strategy=FLOOR):
+        return gate("best LLM arm", "training-mean predictor", None)
+    rows = _shared(scores, (*PROMPTING_ORDER, FLOOR))
+    key, log = ("hit", False) if metric == "acc" else ("abs_error", True)
+    floor = [float(r[key]) for r in rows[FLOOR]]
+    gates = []
+    for arm in PROMPTING_ORDER:
+        series = [float(r[key]) for r in rows[arm]]
+        _, (est,) = ordering([series, floor], log_ratio=log)
+        gates.append(gate(f"{arm} (best LLM arm)", "training-mean predictor", est,
+                          statistic="Acc@7.5 difference" if not log else "MAE(mean) / MAE(arm)"))
+    passed = [g for g in gates if g.passed]
+    return max(passed or gates, key=lambda g: g.effect if math.isfinite(g.effect) else -math.inf)
+
+
+def answer_rate_gates(scores: list[dict[str, Any]]) -> list[Gate]:
+    """Every LLM arm answers at least ``MIN_ANSWER_RATE`` of its meals on the first pass (before the cue)."""
+    rows = _shared(scores, PROMPTING_ORDER)
+    out = []
+    for arm in PROMPTING_ORDER:
+        first = [float(r.get("answered_first", r["answered"])) for r in rows[arm]]
+        x = np.asarray(first)
+        est = Estimate.resampled(lambda idx: x[idx].mean(), (len(x),), BOOTSTRAP_DRAWS) if first else None
+        out.append(gate(arm, f"answer rate {MIN_ANSWER_RATE:g} before the cue", est, margin=MIN_ANSWER_RATE,
+                        statistic="share of meals answered on the first pass"))
+    return out
 
 
 def prompting_claims(scores: list[dict[str, Any]], lm: str) -> list[Claim]:
     """RAG >= CoT >= base on Acc@7.5 and on MAE (module docstring); ``scores`` are the per-meal rows."""
     rows = _shared(scores, PROMPTING_ORDER)
     rates = {a: float(np.mean([r["answered"] for r in rows[a]])) if rows[a] else 0.0 for a in PROMPTING_ORDER}
-    lowest = min(rates.values())
-    precondition = Precondition(
-        f"every LLM arm answers >= {MIN_ANSWER_RATE:.0%} of the meals (answer rates "
-        + ", ".join(f"{a} {rates[a]:.2f}" for a in PROMPTING_ORDER) + ")", met=lowest >= MIN_ANSWER_RATE, value=lowest)
+    first = {a: float(np.mean([r.get("answered_first", r["answered"]) for r in rows[a]])) if rows[a] else 0.0
+             for a in PROMPTING_ORDER}
+    answering = answer_rate_gates(scores)
     claims = []
-    for metric, key, sign, label, unit, digits in (("acc", "hit", 1.0, "Acc@7.5", "", 3),
-                                                   ("mae", "abs_error", -1.0, "MAE", " g", 2)):
-        series = [sign * np.array([float(r[key]) for r in rows[a]]) for a in PROMPTING_ORDER]
-        joint, pairs = ordering(series)
-        gain = "Acc@7.5 gain" if sign > 0 else "MAE reduction (g)"
-        per_arm = {a: float(np.mean(s)) * sign if len(s) else float("nan") for a, s in zip(PROMPTING_ORDER, series)}
-        claims.append(decide(
-            f"rag_cot_base_{metric}", f"RAG >= CoT >= base on {label} for the same LLM ({lm})",
-            f"min({gain} of RAG over CoT, of CoT over base), paired bootstrap over meals", joint,
-            evidence=(_pairs_text(label + " gain" if sign > 0 else "MAE reduction", PROMPTING_ORDER, pairs, digits)
-                      + "; " + ", ".join(f"{label} {a} {v:.{digits}f}{unit}" for a, v in per_arm.items())
-                      + f" on the same {joint.n} meals (an abstention is a miss and counts |-1 - gt| in MAE)"),
-            numbers={**{f"{metric}_{a}": v for a, v in per_arm.items()},
-                     **{f"answer_rate_{a}": rates[a] for a in PROMPTING_ORDER},
-                     **_order_numbers(metric, PROMPTING_ORDER, joint, pairs)},
-            precondition=precondition))
+    for spec, metric, key, label, unit, digits in ((RAG_COT_BASE_ACC, "acc", "hit", "Acc@7.5", "", 3),
+                                                   (RAG_COT_BASE_MAE, "mae", "abs_error", "MAE", " g", 2)):
+        series = [[float(r[key]) for r in rows[a]] for a in PROMPTING_ORDER]
+        joint, pairs = ordering(series, log_ratio=metric == "mae")
+        per_arm = {a: float(np.mean(x)) if x else math.nan for a, x in zip(PROMPTING_ORDER, series)}
+        gates = [floor_gate(scores, metric), *answering]
+        n = len(series[0])
+        evidence = (f"{lm}; " + _pairs_text(label + (" gain" if metric == "acc" else " ratio (worse / better)"),
+                                            PROMPTING_ORDER, pairs, digits)
+                    + "; " + ", ".join(f"{label} {a} {v:.{digits}f}{unit}" for a, v in per_arm.items())
+                    + f" on the same {n} meals (an abstention is a miss and counts |-1 - gt| in MAE); answer rate "
+                    + ", ".join(f"{a} {first[a]:.2f} before the cue, {rates[a]:.2f} after" for a in PROMPTING_ORDER))
+        numbers = {**{f"{metric}_{a}": v for a, v in per_arm.items()},
+                   **{f"answer_rate_{a}": rates[a] for a in PROMPTING_ORDER},
+                   **{f"answer_rate_first_{a}": first[a] for a in PROMPTING_ORDER},
+                   **_order_numbers(metric, PROMPTING_ORDER, joint, pairs)}
+        if joint is None:
+            claims.append(decide(spec, None, gates=gates, evidence=evidence, numbers=numbers,
+                                 missing="no meal shared by the three LLM arms, or an MAE of 0"))
+        else:
+            claims.append(decide(spec, joint, gates=gates, evidence=evidence, numbers=numbers))
     return claims
 
 
-def risk_claims(risk_rows: list[dict[str, Any]]) -> list[Claim]:
+def risk_checks(risk_rows: list[dict[str, Any]]) -> tuple[list[Check], list[str]]:
     """Larger error -> more TIR lost; under-boluses raise HBGI; over-boluses raise LBGI (paired with the
-    true-carb bolus of the same meal and patient)."""
+    true-carb bolus of the same meal and patient). Properties of the simulator, so checks: each passes when its
+    95 % interval lies above 0. Also the notes of the checks that had too few simulations to run."""
     est = [r for r in risk_rows if r["strategy"] != TRUE_BOLUS]
     err = np.array([bolus_carbs(r["estimate"]) - r["carb"] for r in est])
     tir_loss = np.array([r["tir_true"] - r["tir"] for r in est])
     d_hbgi = np.array([r["hbgi"] - r["hbgi_true"] for r in est])
     d_lbgi = np.array([r["lbgi"] - r["lbgi_true"] for r in est])
     under, over = err < 0, err > 0
-    rho = spearman_ci(np.abs(err), tir_loss) if len(est) >= 2 else NO_INTERVAL
-
-    def paired(d: np.ndarray) -> Interval:
-        return bootstrap_ci(d) if d.size else NO_INTERVAL
-
-    hbgi_under, lbgi_over = paired(d_hbgi[under]), paired(d_lbgi[over])
-    side = {"lbgi_change_under": paired(d_lbgi[under]).estimate, "hbgi_change_over": paired(d_hbgi[over]).estimate}
-    unit = f"(strategy, meal, patient) simulations, {int(under.sum())} under- and {int(over.sum())} over-estimates"
-    return [
-        decide("error_worsens_tir", "Larger carb error -> worse time in range",
-               "Spearman rho of |bolus carbs - true carbs| vs TIR lost, bootstrap over simulations", rho,
-               evidence=f"{len(est)} {unit}; an unknown answer is no bolus", numbers={"spearman": rho.estimate}),
-        decide("underestimate_raises_hbgi", "Underestimating the carbs raises HBGI (vs the true-carb bolus)",
-               "mean paired HBGI change of the underestimated boluses", hbgi_under,
-               evidence=f"{hbgi_under.n} underestimated simulations; their mean LBGI change "
-                        f"{side['lbgi_change_under']:+.3f}",
-               numbers={"hbgi_change_under": hbgi_under.estimate, "n_under": float(under.sum()), **side}),
-        decide("overestimate_raises_lbgi", "Overestimating the carbs raises LBGI (vs the true-carb bolus)",
-               "mean paired LBGI change of the overestimated boluses", lbgi_over,
-               evidence=f"{lbgi_over.n} overestimated simulations; their mean HBGI change "
-                        f"{side['hbgi_change_over']:+.3f}",
-               numbers={"lbgi_change_over": lbgi_over.estimate, "n_over": float(over.sum()), **side}),
-    ]
+    unit = "(strategy, meal, patient) simulations, treated as independent"
+    checks, skipped = [], []
+    if len(est) >= 2:
+        rho = spearman_ci(np.abs(err), tir_loss)
+        checks.append(Check("error_worsens_tir", "Larger carb error -> more time in range lost (Spearman rho of "
+                            "|bolus carbs - true carbs| vs TIR lost > 0; a property of the UVa/Padova model)",
+                            passed=rho.low > 0, evidence=f"rho = {rho.estimate:.3f} [{rho.low:.3f}, {rho.high:.3f}] "
+                            f"over {len(est)} {unit}; an unknown answer is no bolus",
+                            numbers={"spearman": rho.estimate, "low": rho.low, "high": rho.high}))
+    else:
+        skipped.append("error_worsens_tir")
+    for cid, text, d, mask, what in (
+            ("underestimate_raises_hbgi", "Underestimating the carbs raises HBGI (vs the true-carb bolus)", d_hbgi,
+             under, "underestimated"),
+            ("overestimate_raises_lbgi", "Overestimating the carbs raises LBGI (vs the true-carb bolus)", d_lbgi,
+             over, "overestimated")):
+        if mask.sum() < 2:
+            skipped.append(cid)
+            continue
+        change = bootstrap_ci(d[mask])
+        checks.append(Check(cid, f"{text}; a property of the UVa/Padova model", passed=change.low > 0,
+                            evidence=f"mean paired change {change.estimate:+.3f} [{change.low:+.3f}, "
+                                     f"{change.high:+.3f}] over {int(mask.sum())} {what} {unit}",
+                            numbers={"change": change.estimate, "n": float(mask.sum())}))
+    notes = [f"Risk check(s) {', '.join(skipped)} not run: fewer than 2 simulations of that kind."] if skipped else []
+    return checks, notes
 
 
 def baseline_order(scores: list[dict[str, Any]], curated: bool) -> Claim | Check:
     """Parse+lookup > ridge > mean on Acc@7.5: a check on curated meals, a claim on a real file."""
     rows = _shared(scores, BASELINE_ORDER)
-    series = [np.array([float(r["hit"]) for r in rows[a]]) for a in BASELINE_ORDER]
+    series = [[float(r["hit"]) for r in rows[a]] for a in BASELINE_ORDER]
     joint, pairs = ordering(series)
-    numbers = {**{f"acc_{a}": float(s.mean()) if len(s) else float("nan") for a, s in zip(BASELINE_ORDER, series)},
+    numbers = {**{f"acc_{a}": float(np.mean(x)) if x else math.nan for a, x in zip(BASELINE_ORDER, series)},
                **_order_numbers("acc", BASELINE_ORDER, joint, pairs)}
-    evidence = (f"min(Acc@7.5 lookup - ridge, ridge - mean) = {fmt_interval(joint)}; "
-                + _pairs_text("Acc@7.5", BASELINE_ORDER, pairs, 3) + " (paired bootstrap over the eval meals)")
+    evidence = (f"min(Acc@7.5 lookup - ridge, ridge - mean) = {_text(joint, 3)}; "
+                + _pairs_text("Acc@7.5 gain", BASELINE_ORDER, pairs, 3) + " (paired bootstrap over the eval meals)")
     if curated:
         return Check("lookup_ridge_mean_curated",
                      "On curated meals parse+lookup > ridge > mean on Acc@7.5 (the lookup reads the food table and "
                      "household weights the labels were computed from: this checks the curation and the parser)",
-                     passed=joint.low > 0, evidence=evidence, numbers=numbers)
-    return decide("lookup_ridge_mean_acc", "Baselines: parse+lookup > ridge > mean on Acc@7.5",
-                  "min(Acc@7.5 gain of lookup over ridge, of ridge over mean), paired bootstrap over meals", joint,
-                  evidence=_pairs_text("Acc@7.5", BASELINE_ORDER, pairs, 3), numbers=numbers)
+                     passed=joint is not None and joint.interval().low > 0, evidence=evidence, numbers=numbers)
+    if joint is None:
+        return decide(LOOKUP_RIDGE_MEAN_ACC, None, missing="no eval meal shared by the three baselines")
+    return decide(LOOKUP_RIDGE_MEAN_ACC, joint, evidence=evidence, numbers=numbers)
 
 
 def accuracy_rows(p: NutribenchParams, estimation: dict[str, Any], scores: list[dict[str, Any]],
@@ -223,7 +310,8 @@ def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, A
          f"{p.estimate.max_new_tokens} tokens, CoT/RAG {p.estimate.cot_max_new_tokens} tokens ('truncated' = share "
          f"of answers the budget cut; 'looped' = share ended in a greedy loop, their last "
          f"{p.estimate.loop_tokens} tokens repeating an earlier run). An answer that states no number is "
-         f"continued once with its reasoning so far and the answer-line cue, {p.estimate.completion_tokens} tokens ('cued' = share of meals that needed it, "
+         f"continued once with its reasoning so far and the answer-line cue, {p.estimate.completion_tokens} tokens "
+         "('cued' = share of meals that needed it, "
          f"'answer rate before cue' = the answer rate without it); an explicit -1 stays an abstention."),
         ("Acc@7.5 counts an unknown (-1) answer as a miss; 'Acc@7.5 official' scores it as the number -1 as the "
          "official process_results does, which credits it on every meal under 6.5 g. MAE is lower-is-better (the "
@@ -237,8 +325,9 @@ def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, A
          f"{r.tir_high:g} mg/dL, LBGI/HBGI ({r.risk_convention} averaging){reference}. Capped boluses per strategy: "
          + ", ".join(f"{s} {risk[s]['capped_boluses']}" for s in ran) + "; readings below the sensor range: "
          + ", ".join(f"{s} {risk[s]['readings_below_sensor']}" for s in ran) + "."),
-        ("The risk intervals treat the simulations as independent; the patients of one meal share its estimate "
-         "error, so they are narrower than a bootstrap over meals would be."),
+        ("The risk checks' intervals treat the simulations as independent; the patients of one meal share its "
+         "estimate error, so they are narrower than a bootstrap over meals would be. The prompting claims' answer-"
+         "rate gates use the first pass (before the cue)."),
         ("The lookup baseline and the RAG prompt read the same food table and household weights the curated "
          "labels were computed from, so on curated meals their remaining errors come from parsing and retrieval."),
         ("Paper columns: Llama-3.1-8B-Instruct on NutriBench v2 (official README); not comparable in absolute "
@@ -249,17 +338,22 @@ def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, A
 def build_report(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, Any],
                  scores: list[dict[str, Any]], risk: dict[str, Any], risk_rows: list[dict[str, Any]]) -> Report:
     """The report from the loaded tables: ``estimation``/``risk`` are the metrics files, ``scores`` the per-meal
-    rows ``{strategy, meal_id, answered, hit, abs_error, ...}``, ``risk_rows`` the per-simulation rows."""
+    rows ``{strategy, meal_id, answered, answered_first, hit, abs_error, ...}``, ``risk_rows`` the per-simulation
+    rows."""
     ran = set(p.estimate.strategies)
-    claims: list[Claim] = []
-    checks: list[Check] = []
     if set(LLM_STRATEGIES) <= ran:
-        claims += prompting_claims(scores, p.estimate.lm)
-    claims += risk_claims(risk_rows)
+        claims = prompting_claims(scores, p.estimate.lm)
+    else:
+        missing = f"the LLM strategies {', '.join(LLM_STRATEGIES)} are not all in estimate.strategies"
+        claims = [decide(RAG_COT_BASE_ACC, None, missing=missing), decide(RAG_COT_BASE_MAE, None, missing=missing)]
+    checks, risk_notes = risk_checks(risk_rows)
     if set(BASELINE_STRATEGIES) <= ran:
         found = baseline_order(scores, curated=p.data.path is None)
-        (checks if isinstance(found, Check) else claims).append(found)
+        if isinstance(found, Check):
+            checks.insert(0, found)
+        else:
+            claims.append(found)
     return Report(slug="nutribench", title="NutriBench: carbohydrate estimation from meal descriptions (Acc@7.5, MAE) "
                                            "and T1D glucose risk of the resulting boluses",
                   columns=COLUMNS, rows=accuracy_rows(p, estimation, scores, risk), claims=claims, checks=checks,
-                  notes=notes(p, curation, estimation, risk))
+                  notes=notes(p, curation, estimation, risk) + risk_notes)

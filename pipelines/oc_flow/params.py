@@ -101,8 +101,6 @@ class GuidanceParams(Section):
                     "n_steps ('official', so lr gamma <= n_steps) or by 1 - gamma ('alg1', so gamma <= 1).")
     claim_gamma: float = Field(0.01, ge=0, le=1000, description="The gamma whose OC-Flow is compared with "
                                                                 "FlowGrad and D-Flow (official: 0.01; one of gammas).")
-    reward_fraction: float = Field(0.8, gt=0, le=1.0, description="OC-Flow 'reaches' a baseline's reward when its "
-                                                                  "gain over unguided is >= this fraction of it.")
     off_manifold: float = Field(0.1, gt=0, le=10, description="A sample is off the data when its nearest "
                                                               "training point is farther than this.")
     projections: int = Field(200, ge=1, le=100_000, description="Random directions of the sliced-Wasserstein "

@@ -11,7 +11,8 @@ objectives (its main table and convergence figure), with a SASRec cross-entropy 
    next item's embedding with the objective of the item: MSE-x0 (DreamRec-like), cosine-x0, or PreferDiff's
    ``-(1-lam) log sigmoid(-gamma (L+ - L-)) + lam L+`` with the in-batch centroid as the negative; SASRec-CE is
    the reference. Validation Recall/NDCG after every epoch; the best validation epoch is tested (early stopping);
-3. **evaluate**: the results and convergence tables, the curves;
+3. **evaluate**: the results and convergence tables, the curves, and a popularity ranker (training counts), the
+   reference every objective must beat before a claim is decided;
 4. **report**: the paper-shaped table and the claims (PreferDiff > MSE; cosine >= MSE), paired over seeds.
 """
 
@@ -192,10 +193,28 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # evaluation: the results and convergence tables, the curves (the paper's convergence figure)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "train.methods"), deps=(MODELS,), outs=(RESULTS, CURVES), metrics=(EVAL_METRICS,),
+def popularity_metrics(ctx: StageContext) -> dict[str, float]:
+    """The trivial reference every objective must beat: every item ranked by its count in the training users'
+    sequences, the same list for every case; Recall / NDCG @5, @10 on the validation and test cases."""
+    splits, n_items = read_sequence_folder(ctx.path(SEQUENCES)), load_json(ctx.path(DATA_METRICS))["n_items"]
+    counts = torch.as_tensor(np.bincount([i for seq in splits["train"] for i in seq], minlength=n_items + 1),
+                             dtype=torch.float64)
+    counts[0] = -torch.inf   # the padding id is never recommended
+    out = {}
+    for split in ("valid", "test"):
+        _, target = examples(splits[split], 1, ctx.params.data.eval_targets)
+        metrics = ranking_metrics(counts.expand(len(target), -1), torch.from_numpy(target), ks=(5, 10))
+        out |= {f"popularity/{'' if split == 'test' else 'valid_'}{k.replace('@', '_at_')}": v
+                for k, v in metrics.items()}
+    return out
+
+
+@stage(params=("seeds", "train.methods", "data.eval_targets"), deps=(MODELS, SEQUENCES, DATA_METRICS),
+       outs=(RESULTS, CURVES), metrics=(EVAL_METRICS,),
        plots=(Plot(CURVE_PNG), Plot(CURVE_CSV, x="epoch", y="recall@5", title="validation Recall@5 per epoch")))
 def evaluate(ctx: StageContext) -> None:
-    """Collect every run's test metrics and validation curve; mean test metrics per objective."""
+    """Collect every run's test metrics and validation curve; mean test metrics per objective; the popularity
+    ranker's metrics (the learning gates' reference)."""
     rows, curves, sizes = [], [], {}
     for method in ctx.params.train.methods:
         res = load_json(ctx.path(f"{MODELS}{method}/results.json"))
@@ -206,8 +225,8 @@ def evaluate(ctx: StageContext) -> None:
     save_table(curves, ctx.path(CURVES))
     summary = {f"{m}/{k.replace('@', '_at_')}": float(np.mean([r[k] for r in rows if r["method"] == m]))
                for m in ctx.params.train.methods for k in METRICS}
-    save_json({"runs": len(rows), **{f"{s}_examples": n for s, n in sizes.items()}, **summary},
-              ctx.path(EVAL_METRICS))
+    save_json({"runs": len(rows), **{f"{s}_examples": n for s, n in sizes.items()}, **summary,
+               **popularity_metrics(ctx)}, ctx.path(EVAL_METRICS))
     plot_convergence(curves, ctx.path(CURVE_PNG), ctx.path(CURVE_CSV))
 
 

@@ -18,6 +18,8 @@ tokens each method generates), and its argument that token-level value labels sc
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -39,7 +41,7 @@ from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.tvm import ABOUT
 from pipelines.tvm.params import TvmParams
 from pipelines.tvm.plots import plot_accuracy_vs_tokens, plot_labels
-from pipelines.tvm.report import build_report
+from pipelines.tvm.report import QUESTION_CORRECT, build_report
 
 TRAIN, TEST = "data/train.jsonl", "data/test.jsonl"
 DATA_METRICS = "metrics/data.json"
@@ -182,16 +184,18 @@ def _verifier(ctx: StageContext, kind: str, seed: int) -> Verifier:
     return verifier
 
 
-def _beam(ctx: StageContext, problems: list[Problem], scorer, seed: int) -> tuple[float, float]:
-    """Accuracy and generated tokens per question of step beam search guided by ``scorer``."""
+def _beam(ctx: StageContext, problems: list[Problem], scorer, seed: int) -> dict[str, Any]:
+    """Accuracy, generated tokens per question and per-question correctness of step beam search guided by
+    ``scorer``."""
     p, policy = ctx.params, _policy(ctx.params)
     result = step_beam_search(
         [start_state(q) for q in problems], lambda q, s, rng: next_line(problems[q], s, policy, rng),
         lambda s: s.done, lambda s: s.lines, lambda child, parent: len(child.lines[-1]) + 1, scorer,
         beams=p.search.beams, per_beam=p.search.per_beam, rng=np.random.default_rng(derive_seed(seed, "beam")),
         max_depth=4 * p.data.numbers + 4)
-    correct = [s.answer == q.answer for s, q in zip(result.best, problems)]
-    return float(np.mean(correct)), float(np.mean(result.tokens))
+    correct = [float(s.answer == q.answer) for s, q in zip(result.best, problems)]
+    return {"accuracy": float(np.mean(correct)), "tokens": float(np.mean(result.tokens)),
+            QUESTION_CORRECT: correct}
 
 
 @stage(params=("seeds", "data", "policy", "verifier", "search"), deps=(TEST, MODELS), outs=(SEARCH, PREFIX_AUC),
@@ -212,38 +216,39 @@ def search(ctx: StageContext) -> None:
     tokens_all = float(np.mean([length[g].sum() for g in qs]))
     voted = [majority_vote([answer_key(records[i]["predicted"]) for i in g]) for g in qs]
     grader = grade_champ if p.data.source == "champ" else grade
-    majority = float(np.mean([grader(v, records[g[0]]["answer"]) for v, g in zip(voted, qs)]))
+    majority = [float(grader(v, records[g[0]]["answer"])) for v, g in zip(voted, qs)]
     # CHAMP lists a question's solutions by prompt setting: a single sample is any of them (their mean accuracy)
-    single = float(np.mean([correct[g].mean() if p.data.source == "champ" else correct[g[0]] for g in qs]))
+    single = [float(correct[g].mean() if p.data.source == "champ" else correct[g[0]]) for g in qs]
+    pass_at_n = [float(correct[g].any()) for g in qs]
+
+    def scored(per_question: list[float], **row: Any) -> dict[str, Any]:
+        return {**row, "accuracy": float(np.mean(per_question)), QUESTION_CORRECT: per_question}
+
     rows, aucs = [], []
     for seed in p.seeds:
-        rows += [{"seed": seed, "method": "single", "verifier": "none", "accuracy": single,
-                  "tokens": float(np.mean([length[g[0]] for g in qs]))},
-                 {"seed": seed, "method": "majority", "verifier": "none", "accuracy": majority, "tokens": tokens_all}]
+        rows += [scored(single, seed=seed, method="single", verifier="none",
+                        tokens=float(np.mean([length[g[0]] for g in qs]))),
+                 scored(majority, seed=seed, method="majority", verifier="none", tokens=tokens_all)]
         if synthetic:
             policy = _policy(p)
             oracle = lambda pairs: np.array([prefix_value(problems[q], s, policy) for q, s in pairs])  # noqa: E731
-            rows += [{"seed": seed, "method": "best_of_n", "verifier": "oracle", "tokens": tokens_all,
-                      "accuracy": float(np.mean([correct[g].any() for g in qs]))},
-                     dict(zip(("accuracy", "tokens"), _beam(ctx, problems, oracle, seed)),
-                          seed=seed, method="beam", verifier="oracle")]
+            rows += [scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all),
+                     {"seed": seed, "method": "beam", "verifier": "oracle", **_beam(ctx, problems, oracle, seed)}]
         elif p.data.source == "champ":   # pass@N: the ceiling of any re-ranking
-            rows.append({"seed": seed, "method": "best_of_n", "verifier": "oracle", "tokens": tokens_all,
-                         "accuracy": float(np.mean([correct[g].any() for g in qs]))})
+            rows.append(scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all))
         for kind in p.verifier.kinds:
             verifier = _verifier(ctx, kind, seed)
             enc = verifier.encode([(r["question"], r["solution"]) for r in records], p.verifier.with_question)
             values = verifier.values_at(enc.ids, enc.line_ends)
             final = [v[-1] for v in values]
             chosen = [best_of_n([final[i] for i in g], g) for g in qs]
-            rows.append({"seed": seed, "method": "best_of_n", "verifier": kind, "tokens": tokens_all,
-                         "accuracy": float(np.mean(correct[chosen]))})
+            rows.append(scored([float(c) for c in correct[chosen]], seed=seed, method="best_of_n", verifier=kind,
+                               tokens=tokens_all))
             if synthetic:
                 def score(pairs, verifier=verifier):
                     e = verifier.encode([(problems[q].question, s.text()) for q, s in pairs], p.verifier.with_question)
                     return verifier.last_values(e.ids)
-                rows.append(dict(zip(("accuracy", "tokens"), _beam(ctx, problems, score, seed)),
-                                 seed=seed, method="beam", verifier=kind))
+                rows.append({"seed": seed, "method": "beam", "verifier": kind, **_beam(ctx, problems, score, seed)})
             aucs.append({"seed": seed, "verifier": kind, **_prefix_aucs(records, values)})
     save_table(rows, ctx.path(SEARCH))
     save_table(aucs, ctx.path(PREFIX_AUC))

@@ -1,18 +1,21 @@
 """TVM: the accuracy-vs-compute table, the claims and the checks, as pure functions of loaded tables.
 
-Inputs: ``search`` rows (seed, method, verifier, accuracy as a fraction, tokens generated per question) and
-``aucs`` rows (seed, verifier, prefix-score AUCs at step ends), as the search stage writes them; the data and
-label summaries.
+Inputs: ``search`` rows (seed, method, verifier, accuracy as a fraction, tokens generated per question and each
+held-out question's correctness) and ``aucs`` rows (seed, verifier, prefix-score AUCs at step ends), as the search
+stage writes them; the data and label summaries.
 
-Claims (papers/README row 7):
+Claims:
 
-* ``beam_tvm_ge_orm``: step beam search guided by TVM is at least as accurate as guided by ORM. Statistic: the
-  per-seed difference of accuracy (percentage points), paired by seed (same initial weights, batches and
-  policy draws); holds when its 95% interval is above 0, does not hold when below, else not resolved.
-  Precondition: beam search ran (it needs the synthetic policy).
+* ``beam_tvm_ge_orm`` (headline): step beam search guided by TVM is at least as accurate as guided by ORM
+  (non-inferiority). Statistic: TVM − ORM accuracy in points, bootstrapped over held-out questions × seeds
+  (the same questions on every seed; a seed changes the verifier's initial weights, batches and beam draws).
 * ``prefix_auc_tvm_gt_orm``: TVM's values at step ends separate recoverable from unrecoverable prefixes better
   than ORM's. Statistic: per-seed difference of AUC (recoverable vs not, synthetic; against the eventual outcome
   for a solutions file), paired by seed.
+
+Gates (both claims): each compared verifier must have learned to verify, i.e. its Best-of-N must beat a single
+sample on the same questions (interval over questions × seeds). A verifier whose re-ranking is no better than
+taking the first solution decides nothing about tree search.
 
 Checks: the exact value V* agrees with the sampled accuracy (the policy and its recursion are consistent); the
 TVM labels are no farther from V* than the ORM labels at step ends (an average of outcomes over a shared prefix
@@ -27,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from components.metrics.stats import Interval
-from paperflows.report import Check, Claim, Precondition, Report, decide, decide_paired, pm, rows_where, values
+from components.metrics.stats import Estimate
+from paperflows.claims import ClaimSpec, Gate, decide, gate, non_inferiority, superiority
+from paperflows.report import Check, Claim, Report, by_unit, pm, rows_where, values
 from pipelines.tvm.params import KIND_LABELS, METHOD_LABELS, TvmParams
 
 Rows = Sequence[Mapping[str, Any]]
@@ -38,54 +42,107 @@ ORDER = (("single", "none"), ("majority", "none"), ("best_of_n", "orm"), ("best_
 # The brief retrieved no exact table values from the paper (its section c); the column stays empty rather than
 # quoting numbers from memory.
 PAPER: dict[tuple[str, str], float] = {}
+QUESTION_CORRECT = "correct_by_question"  # search-table column: 0/1 (CHAMP single sample: a share) per question
+BOOTSTRAP_DRAWS = 2000
+
+# One binomial standard error of accuracy on the brief's 300 test questions (section d) at the 80 % single-sample
+# accuracy of the default policy: sqrt(0.8 * 0.2 / 300) = 2.3 points. The paper's gaps were not retrieved (brief
+# section c), so a loss smaller than the noise of the brief's own evaluation set is the margin.
+BEAM_MARGIN_PP = 100 * math.sqrt(0.8 * 0.2 / 300)
+BEAM_TVM_GE_ORM = ClaimSpec(
+    "beam_tvm_ge_orm", "TVM-guided step beam search >= ORM-guided step beam search on accuracy",
+    "accuracy of step beam search, TVM − ORM (points), bootstrap over held-out questions × seeds",
+    non_inferiority(BEAM_MARGIN_PP, "brief tvm section d claim 1 ('TVM >= ORM'); no paper gap retrieved (section c): "
+                                    "one binomial standard error of accuracy on the brief's 300 test questions at "
+                                    "80 % accuracy, 2.3 points"),
+    headline=True)
+HEADLINE = (BEAM_TVM_GE_ORM,)
+
+PREFIX_AUC_TVM_GT_ORM = ClaimSpec(
+    "prefix_auc_tvm_gt_orm", "TVM prefix scores separate recoverable prefixes better than ORM's (AUC at step ends)",
+    "AUC of the value at step ends, TVM − ORM, paired by seed",
+    superiority(0.025, "brief tvm section d claim 2 gives no size and the paper reports no prefix AUC: a twentieth "
+                       "of the AUC range above chance (0.5 to 1.0)"))
 
 
-def _paired(rows: Rows, key: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[float], list[float]]:
-    left = {int(r["seed"]): r[key] for r in rows_where(rows, **a) if r.get(key) is not None}
-    right = {int(r["seed"]): r[key] for r in rows_where(rows, **b) if r.get(key) is not None}
-    seeds = sorted(set(left) & set(right))
-    finite = [s for s in seeds if math.isfinite(float(left[s])) and math.isfinite(float(right[s]))]
-    return [float(left[s]) for s in finite], [float(right[s]) for s in finite]
+def _question_cells(rows: Rows, **where: Any) -> dict[int, np.ndarray] | None:
+    """``{seed: per-question correctness}`` of the matching rows; None when a row lacks the column."""
+    cells = {}
+    for r in rows_where(rows, **where):
+        if r.get(QUESTION_CORRECT) is None:
+            return None
+        cells[int(r["seed"])] = np.asarray(r[QUESTION_CORRECT], dtype=float)
+    return cells
 
 
-def _unresolved(claim_id: str, text: str, statistic: str, why: str, n: int) -> Claim:
-    return decide(claim_id, text, statistic, Interval(math.nan, -math.inf, math.inf, n),
-                  precondition=Precondition(why, False, float(n)))
+def accuracy_gap(search: Rows, a: Mapping[str, Any], b: Mapping[str, Any], seed: int = 0) -> Estimate | None:
+    """Accuracy of ``a`` − accuracy of ``b`` in points: a two-way bootstrap over held-out questions and seeds
+    (both resampled; cells paired by seed and question). Without per-question columns, the per-seed accuracies
+    paired by seed. None when either arm did not run."""
+    if not rows_where(search, **a) or not rows_where(search, **b):
+        return None
+    left, right = _question_cells(search, **a), _question_cells(search, **b)
+    if left is None or right is None:
+        return Estimate.paired({k: 100 * v for k, v in by_unit(search, "accuracy", **a).items()},
+                               {k: 100 * v for k, v in by_unit(search, "accuracy", **b).items()})
+    if set(left) != set(right):
+        raise ValueError(f"accuracy gap: {dict(a)} ran on seeds {sorted(left)}, {dict(b)} on {sorted(right)}")
+    seeds = sorted(left)
+    if any(len(left[s]) != len(right[s]) for s in seeds) or len({len(left[s]) for s in seeds}) != 1:
+        raise ValueError(f"accuracy gap: {dict(a)} and {dict(b)} scored different question sets")
+    diff = 100 * np.stack([left[s] - right[s] for s in seeds])  # seeds x questions
+    return Estimate.resampled(lambda si, qi: diff[si][:, qi].mean(), diff.shape, BOOTSTRAP_DRAWS, seed)
+
+
+def verifier_gates(search: Rows, kinds: Sequence[str] = ("orm", "tvm")) -> list[Gate]:
+    """Each verifier's Best-of-N against a single sample on the same questions: it learned to verify."""
+    single = {"method": "single", "verifier": "none"}
+    return [gate(f"{kind.upper()} Best-of-N", "single sample",
+                 accuracy_gap(search, {"method": "best_of_n", "verifier": kind}, single),
+                 statistic="Best-of-N − single-sample accuracy (points)") for kind in kinds]
+
+
+def _mean_pct(search: Rows, **where: Any) -> float:
+    xs = values(search, "accuracy", **where)
+    return 100 * float(np.mean(xs)) if xs else math.nan
 
 
 def beam_claim(search: Rows) -> Claim:
-    text = "TVM-guided step beam search >= ORM-guided step beam search on accuracy"
-    statistic = "accuracy of beam search, TVM - ORM (pp), paired by seed"
-    tvm, orm = _paired(search, "accuracy", {"method": "beam", "verifier": "tvm"}, {"method": "beam", "verifier": "orm"})
-    if len(tvm) < 2:
-        return _unresolved("beam_tvm_ge_orm", text, statistic, f"beam search ran with TVM and ORM on >= 2 common "
-                           f"seeds ({len(tvm)}; it needs the synthetic policy)", len(tvm))
-    a, b = [100 * x for x in tvm], [100 * x for x in orm]
-    single = values(search, "accuracy", method="single", verifier="none")
-    wins = sum(x > y for x, y in zip(a, b))
-    evidence = (f"TVM {np.mean(a):.1f}% vs ORM {np.mean(b):.1f}% (single sample {100 * np.mean(single):.1f}%); "
-                f"TVM ahead on {wins}/{len(a)} seeds")
-    return decide_paired("beam_tvm_ge_orm", text, statistic, a, b, evidence=evidence,
-                         numbers={"tvm_mean": float(np.mean(a)), "orm_mean": float(np.mean(b)), "wins": float(wins)})
+    gates = verifier_gates(search)
+    estimate = accuracy_gap(search, {"method": "beam", "verifier": "tvm"}, {"method": "beam", "verifier": "orm"})
+    if estimate is None:
+        return decide(BEAM_TVM_GE_ORM, None, gates=gates,
+                      missing="beam search with TVM and ORM (it needs the synthetic policy)")
+    tvm, orm = by_unit(search, "accuracy", method="beam", verifier="tvm"), \
+        by_unit(search, "accuracy", method="beam", verifier="orm")
+    wins = sum(tvm[s] > orm[s] for s in tvm if s in orm)
+    numbers = {"tvm_mean": _mean_pct(search, method="beam", verifier="tvm"),
+               "orm_mean": _mean_pct(search, method="beam", verifier="orm"),
+               "single_mean": _mean_pct(search, method="single", verifier="none"), "wins": float(wins)}
+    evidence = (f"TVM {numbers['tvm_mean']:.1f}% vs ORM {numbers['orm_mean']:.1f}% (single sample "
+                f"{numbers['single_mean']:.1f}%); TVM ahead on {wins}/{len(tvm)} seeds")
+    return decide(BEAM_TVM_GE_ORM, estimate, gates=gates, evidence=evidence, numbers=numbers)
 
 
-def auc_claim(aucs: Rows) -> Claim:
+def auc_claim(aucs: Rows, search: Rows) -> Claim:
     key = "auc_recoverable" if any(r.get("auc_recoverable") is not None for r in aucs) else "auc_outcome"
     what = "recoverable vs unrecoverable prefixes" if key == "auc_recoverable" else "the eventual outcome"
-    text = "TVM prefix scores separate recoverable prefixes better than ORM's (AUC at step ends)"
-    statistic = f"AUC of the value at step ends for {what}, TVM - ORM, paired by seed"
-    tvm, orm = _paired(aucs, key, {"verifier": "tvm"}, {"verifier": "orm"})
-    if len(tvm) < 2:
-        return _unresolved("prefix_auc_tvm_gt_orm", text, statistic, f"TVM and ORM AUCs on >= 2 common seeds "
-                           f"({len(tvm)})", len(tvm))
-    numbers = {"tvm_mean": float(np.mean(tvm)), "orm_mean": float(np.mean(orm))}
-    evidence = f"TVM {np.mean(tvm):.3f} vs ORM {np.mean(orm):.3f}"
-    wrong_t, wrong_o = _paired(aucs, "auc_wrong_prefixes", {"verifier": "tvm"}, {"verifier": "orm"})
-    if wrong_t:
-        evidence += (f"; among wrong prefixes only (fresh slip vs carried error) TVM {np.mean(wrong_t):.3f} vs ORM "
-                     f"{np.mean(wrong_o):.3f}")
-        numbers.update({"tvm_wrong_only": float(np.mean(wrong_t)), "orm_wrong_only": float(np.mean(wrong_o))})
-    return decide_paired("prefix_auc_tvm_gt_orm", text, statistic, tvm, orm, evidence=evidence, numbers=numbers)
+    gates = verifier_gates(search)
+    # an AUC is undefined on a seed only when its prefixes are all of one class: the same records for both
+    # verifiers, so the two sides miss the same seeds
+    tvm, orm = by_unit(aucs, key, verifier="tvm"), by_unit(aucs, key, verifier="orm")
+    if not tvm or not orm:
+        return decide(PREFIX_AUC_TVM_GT_ORM, None, gates=gates, missing=f"TVM and ORM prefix AUCs ({key})")
+    numbers = {"tvm_mean": float(np.mean(list(tvm.values()))), "orm_mean": float(np.mean(list(orm.values())))}
+    evidence = f"AUC for {what}: TVM {numbers['tvm_mean']:.3f} vs ORM {numbers['orm_mean']:.3f}"
+    wrong_t, wrong_o = by_unit(aucs, "auc_wrong_prefixes", verifier="tvm"), \
+        by_unit(aucs, "auc_wrong_prefixes", verifier="orm")
+    if wrong_t and wrong_o:
+        numbers.update({"tvm_wrong_only": float(np.mean(list(wrong_t.values()))),
+                        "orm_wrong_only": float(np.mean(list(wrong_o.values())))})
+        evidence += (f"; among wrong prefixes only (fresh slip vs carried error) TVM {numbers['tvm_wrong_only']:.3f} "
+                     f"vs ORM {numbers['orm_wrong_only']:.3f}")
+    return decide(PREFIX_AUC_TVM_GT_ORM, Estimate.paired(tvm, orm), gates=gates, evidence=evidence, numbers=numbers)
 
 
 def checks(data: Mapping[str, Any], label_metrics: Mapping[str, Any]) -> list[Check]:
@@ -237,6 +294,6 @@ def build_report(search: Rows, aucs: Rows, data: Mapping[str, Any], label_metric
                      "and is not run (its claim stays not resolved); PRM needs step labels for every training "
                      "solution and is not trained; the prefix AUC is against the eventual outcome.")
     return Report(slug="tvm", title="TVM: accuracy vs generated tokens, per search method and verifier",
-                  columns=columns, rows=body, claims=[beam_claim(search), auc_claim(aucs)],
+                  columns=columns, rows=body, claims=[beam_claim(search), auc_claim(aucs, search)],
                   checks=checks(data, label_metrics), notes=notes,
                   extra_tables={"Prefix scores at step ends (AUC)": auc_table(aucs), **extra})

@@ -93,7 +93,11 @@ def test_flow_smoke_on_a_user_csv(prefect_harness: None, project: Path, run_flow
     assert load_json(root / "metrics" / "svm.json")["chembl2047_head"]["tuned"] is False   # a user file: fixed SVR
     weights = sorted(p.name for p in (root / "trained" / "gin" / "chembl2047_head").glob("*.safetensors"))
     assert weights == [f"{o}_seed{s}.safetensors" for o in ("aca", "lac", "mse") for s in (0, 1)]
-    assert {c["id"] for c in report["claims"]} == {"mse_underfits_cliff_molecules", "lac_lowers_rmse_cliff",
-                                                   "lac_keeps_rmse"}
+    assert {c["id"] for c in report["claims"]} == {"mse_underfits_cliff_molecules", "lac_lowers_rmse_cliff_ecfp_mlp",
+                                                   "lac_lowers_rmse_cliff_gin", "lac_keeps_rmse_ecfp_mlp",
+                                                   "lac_keeps_rmse_gin"}
+    gates = [g for c in report["claims"] if c["id"].startswith("lac_") for g in c["gates"]]
+    assert gates and all(g["reference"] == "the training-mean predictor" for g in gates)
+    assert load_json(root / "metrics" / "data.json")["chembl2047_head"]["train_mean_test_rmse"] > 0
     for png in ("rmse_cliff_by_target", "training_loss_ratio", "parity"):
         assert (root / "plots" / f"{png}.png").stat().st_size > 5000

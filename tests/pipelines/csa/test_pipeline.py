@@ -108,8 +108,10 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert [c["id"] for c in report["claims"]] == ["csa_beats_contrastive_zero_shot",
                                                     "csa_beats_contrastive_mislabel_auc",
                                                     "rho_weighting_beats_cosine_zero_shot",
-                                                    "rho_weighting_beats_cosine_mislabel_auc"]
-    assert all(c["n"] == 3 for c in report["claims"])
+                                                    "rho_weighting_beats_cosine_mislabel_auc",
+                                                    "csa_beats_asif_mislabel_auc_n40",
+                                                    "csa_beats_asif_mislabel_auc_n100"]
+    assert all(c["n"] == 3 for c in report["claims"]) and report["claims"][0]["headline"]
     assert report["checks"][0]["passed"]
     assert len(report["rows"]) == 4 and "zero-shot N=40" in report["columns"]
 

@@ -168,7 +168,10 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert [c["id"] for c in report["claims"]] == ["dcscore_beats_ngram_metrics", "gap_largest_on_long_captions",
                                                    "dpo_lowers_hallucination", "dpo_raises_dcscore", "dpo_keeps_recall"]
     assert [r["metric"] for r in report["rows"]][:2] == ["DCScore", "DCScore precision term"]
-    assert [c["id"] for c in report["checks"]] == ["oracle_caption_scores_100"] and report["checks"][0]["passed"]
+    assert [c["id"] for c in report["checks"]] == ["oracle_caption_scores_100", "rule_judge_beats_ngram_metrics"]
+    assert report["checks"][0]["passed"]
+    headline = report["claims"][0]
+    assert headline["headline"] and headline["verdict"] == "not resolved" and "rule judge" in headline["reason"]
     root = next((project / "runs" / "decapbench").iterdir())
     assert len(list((root / "dcscore").glob("*.json"))) == 2 * 16
     assert (root / "dcscore" / "results.txt").read_text().startswith("DCScore: ")

@@ -1,4 +1,4 @@
-"""FLAT's claims on constructed numbers: every verdict of each claim, and its preconditions."""
+"""FLAT's claims on constructed numbers: every verdict of each claim, and its learning gates."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from pipelines.flat.params import FlatParams
-from pipelines.flat.report import (build_report, collect_rows, flat_claims, ga_claim, matched_ga_ratio, paper_column,
-                                   table)
+from pipelines.flat.report import (build_report, collect_rows, flat_claims, forget_claim, ga_claim, matched_ga_ratio,
+                                   paper_column, retain_claim, table)
 
 SEEDS = (0, 1, 2)
 
@@ -42,23 +42,59 @@ def _verdicts(claims) -> dict[str, str]:
 def test_flat_claims_hold_when_flat_matches_the_oracle_and_keeps_accuracy() -> None:
     claims = flat_claims(_rows([0.6, 0.7, 0.8], [0.78, 0.8, 0.79]), keep=0.9)
     assert _verdicts(claims) == {"flat_reaches_oracle_forget_level": "holds", "flat_keeps_retain_accuracy": "holds"}
-    assert claims[0].effect == pytest.approx(0.7) and claims[0].n == 3
+    assert claims[0].effect == pytest.approx((0.6 * 0.7 * 0.8) ** (1 / 3)) and claims[0].n == 3   # geometric mean
     assert claims[1].effect == pytest.approx((0.78 + 0.8 + 0.79) / 3 / 0.8)
+    assert all(c.headline for c in claims)
 
 
 def test_flat_claims_do_not_hold_when_flat_stays_apart_and_forgets_the_retain_set() -> None:
-    claims = flat_claims(_rows([0.001, 0.002, 0.0015], [0.2, 0.25, 0.22]), keep=0.9)
-    assert _verdicts(claims) == {"flat_reaches_oracle_forget_level": "does not hold",
-                                 "flat_keeps_retain_accuracy": "does not hold"}
+    forget = forget_claim(_rows([0.001, 0.002, 0.0015], [0.78, 0.8, 0.79]))
+    assert forget.verdict == "does not hold"
+    # FLAT reached the forget level but lost most of its retain accuracy
+    keep = retain_claim(_rows([0.6, 0.7, 0.8], [0.2, 0.25, 0.22]))
+    assert keep.verdict == "does not hold"
 
 
-def test_flat_claims_not_resolved_by_scattered_seeds_or_an_unlearnable_setting() -> None:
+def test_a_forget_quality_just_around_the_level_does_not_hold() -> None:
+    """Well measured around p = 0.05: every forget quality of a factor 2 above it (p = 0.1) is excluded."""
+    claim = forget_claim(_rows([0.04, 0.06, 0.05, 0.055, 0.045], [0.8] * 5))
+    assert claim.ci[0] < 0.05 < claim.ci[1] < 0.1 and claim.verdict == "does not hold"
+
+
+def test_flat_claims_not_resolved_by_scattered_seeds() -> None:
     scattered = flat_claims(_rows([0.001, 0.9, 0.02], [0.5, 0.95, 0.8]), keep=0.9)
     assert set(_verdicts(scattered).values()) == {"not resolved"}
+    noisy_keep = retain_claim(_rows([0.6, 0.7, 0.8], [0.5, 0.95, 0.8]))
+    assert noisy_keep.verdict == "not resolved" and "interval" in noisy_keep.reason
+
+
+def test_a_run_that_changed_nothing_cannot_keep_retain_accuracy() -> None:
+    """The audit's case: unlearning moved nothing, so FLAT scores the original's forget quality and keeps all its
+    retain accuracy on every seed; neither that nor a zero-width interval may make the retain claim hold."""
+    unchanged = _rows([1e-4] * 3, [0.8] * 3, original_fq=1e-4, original_em=0.8)
+    keep = retain_claim(unchanged)
+    assert keep.verdict == "not resolved" and "gate failed: FLAT (KL) vs the oracle's forget level" in keep.reason
+    # the audit's numbers: the original sits at p 0.0524, just above the level, and so does every seed of FLAT
+    audit = flat_claims(_rows([0.0524] * 3, [0.5] * 3, original_fq=0.0524, original_em=0.5))
+    assert set(_verdicts(audit).values()) == {"not resolved"}
+    assert all("gate failed: original vs retain-only oracle" in c.reason for c in audit)
+
+
+def test_flat_claims_gated_on_an_unlearnable_setting() -> None:
     # the original is not told apart from the oracle, and it answers no retain QA: nothing to decide
     gated = flat_claims(_rows([0.6, 0.7, 0.8], [0.0, 0.0, 0.0], original_fq=0.9, original_em=0.0), keep=0.9)
     assert set(_verdicts(gated).values()) == {"not resolved"}
-    assert all(c.precondition is not None and not c.precondition.met for c in gated)
+    assert all(not all(g.passed for g in c.gates) for c in gated)
+    assert "gate failed: original vs retain-only oracle" in gated[0].reason
+    no_flat = flat_claims([r for r in _rows([0.6] * 3, [0.8] * 3) if r["method"] != "flat_kl"])
+    assert set(_verdicts(no_flat).values()) == {"not resolved"}
+
+
+def test_keep_share_from_params_changes_the_margin_and_says_so() -> None:
+    rows = _rows([0.6, 0.7, 0.8], [0.60, 0.62, 0.61])          # keeps about 76 %
+    assert retain_claim(rows).verdict == "does not hold"
+    lenient = retain_claim(rows, keep=0.6)
+    assert lenient.verdict == "holds" and "eval.utility_keep = 0.6" in lenient.evidence
 
 
 def test_ga_claim_uses_the_first_probe_at_flat_forget_level() -> None:
@@ -70,10 +106,21 @@ def test_ga_claim_uses_the_first_probe_at_flat_forget_level() -> None:
     assert holds.verdict == "holds" and holds.effect == pytest.approx((0.1 + 0.12 + 0.08) / 3 / 0.8)
     gentle = [(0.9, 0.8), (0.25, 0.78)]
     assert ga_claim(rows, _curves([0.3] * 3, [gentle, [(0.2, 0.8)], [(0.2, 0.79)]]), 0.5).verdict == "does not hold"
+    # GA keeps about half, well measured: every share a tenth below half (0.4) is excluded, a decided negative
+    around = ga_claim(rows, _curves([0.3] * 3, [[(0.2, 0.8 * x)] for x in (0.48, 0.52, 0.5)]), 0.5)
+    assert around.verdict == "does not hold" and around.ci[0] < 0.5 < around.ci[1]
     mixed = ga_claim(rows, _curves([0.3] * 3, [[(0.2, 0.05)], [(0.2, 0.8)], [(0.2, 0.4)]]), 0.5)
     assert mixed.verdict == "not resolved"
     never = ga_claim(rows, _curves([0.3] * 3, [[(0.9, 0.1)], [(0.2, 0.1)], [(0.2, 0.1)]]), 0.5)
-    assert never.verdict == "not resolved" and not never.precondition.met and never.precondition.value == 2
+    assert never.verdict == "not resolved" and "gate failed: GA vs FLAT (KL)'s final forget probability" in never.reason
+    assert never.gates[-1].effect == 2
+
+
+def test_ga_claim_is_gated_on_flat_reaching_the_forget_level() -> None:
+    rows = _rows([0.001, 0.002, 0.0015], [0.8, 0.8, 0.8])     # FLAT did not reach the oracle's level
+    path = [(0.9, 0.8), (0.2, 0.1)]
+    claim = ga_claim(rows, _curves([0.3] * 3, [path, [(0.2, 0.12)], [(0.1, 0.08)]]), 0.5)
+    assert claim.verdict == "not resolved" and "FLAT (KL) vs the oracle's forget level" in claim.reason
 
 
 def test_table_marks_retain_data_and_paper_numbers() -> None:

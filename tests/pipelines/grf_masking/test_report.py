@@ -1,10 +1,14 @@
-"""grf_masking report functions on constructed numbers: every verdict of every claim is reachable."""
+"""grf_masking report functions on constructed numbers: every verdict of each claim is reachable, a model that
+did not learn decides nothing, and the by-construction facts are checks."""
 
 from __future__ import annotations
 
 import math
 
-from pipelines.grf_masking.report import grf_ge_unmasked, mask_error_claim, ratios, scaling_claims, table
+import pytest
+
+from pipelines.grf_masking.report import (HEADLINE, grf_ge_unmasked, mask_error_check, ratios, scaling_checks,
+                                          table)
 
 
 def _acc(grf: list[float], lin: list[float], task: str = "mnist") -> list[dict]:
@@ -13,13 +17,41 @@ def _acc(grf: list[float], lin: list[float], task: str = "mnist") -> list[dict]:
                         {"task": task, "seed": seed, "variant": "linear", "test_accuracy": l, "parameters": 10})]
 
 
+def test_both_settings_are_the_headline() -> None:
+    assert [s.id for s in HEADLINE] == ["grf_ge_unmasked", "grf_ge_unmasked_clouds"]
+    assert all(s.rule.kind == "superiority" and math.isclose(s.rule.smallest_effect, 1.85) for s in HEADLINE)
+    assert "3.7" in HEADLINE[0].rule.source
+
+
 def test_grf_claim_reaches_every_verdict() -> None:
-    assert grf_ge_unmasked(_acc([90.0, 91.0, 92.0], [85.0, 85.5, 86.0])).verdict == "holds"
-    assert grf_ge_unmasked(_acc([80.0, 80.5, 81.0], [85.0, 85.5, 86.0])).verdict == "does not hold"
-    assert grf_ge_unmasked(_acc([90.0, 80.0, 86.0], [85.0, 85.0, 85.0])).verdict == "not resolved"
-    # a baseline that never learned decides nothing
-    assert grf_ge_unmasked(_acc([15.0, 16.0, 17.0], [10.0, 10.0, 10.0])).verdict == "not resolved"
+    held = grf_ge_unmasked(_acc([90.0, 91.0, 92.0], [85.0, 85.5, 86.0]))
+    assert held.verdict == "holds" and held.headline and [g.passed for g in held.gates] == [True, True]
+    assert grf_ge_unmasked(_acc([80.0, 80.9, 80.6], [85.0, 85.5, 86.0])).verdict == "does not hold"
+    # no gain, measured well enough to exclude half the paper's +3.7 points, is a decided negative too
+    small = grf_ge_unmasked(_acc([85.3, 85.3, 86.1], [85.0, 85.5, 86.0]))
+    assert small.verdict == "does not hold" and 0 < small.effect < 1.85 and small.ci[0] < 0
+    unsure = grf_ge_unmasked(_acc([90.0, 80.0, 86.0], [85.0, 85.0, 85.0]))
+    assert unsure.verdict == "not resolved" and unsure.units_needed is not None
+
+
+def test_an_unmasked_baseline_at_chance_decides_nothing() -> None:
+    # GRF well ahead, but the unmasked arm sits at chance (10 % for 10 classes) within its interval
+    claim = grf_ge_unmasked(_acc([25.0, 27.0, 26.0], [9.0, 12.0, 10.5]))
+    assert claim.verdict == "not resolved" and "gate failed" in claim.reason and "unmasked linear" in claim.reason
+    # one seed gives no interval for the gate either
     assert grf_ge_unmasked(_acc([90.0], [80.0])).verdict == "not resolved"
+
+
+def test_a_missing_arm_is_not_resolved_and_seeds_pair_by_key() -> None:
+    rows = [r for r in _acc([90.0, 91.0], [85.0, 86.0]) if r["variant"] == "grf_mask"]
+    claim = grf_ge_unmasked(rows)
+    assert claim.verdict == "not resolved" and "linear" in claim.reason
+    shuffled = list(reversed(_acc([90.0, 91.0, 92.0], [85.0, 85.5, 86.0])))
+    assert math.isclose(grf_ge_unmasked(shuffled).effect, 5.5)
+    mismatched = _acc([90.0, 91.0, 92.0], [85.0, 85.5, 86.0])
+    mismatched[-1] = {**mismatched[-1], "seed": 7}  # the linear arm's last seed is another unit
+    with pytest.raises(ValueError, match="different units"):
+        grf_ge_unmasked(mismatched)
 
 
 def test_point_cloud_claim_is_its_own_and_uses_its_chance_level() -> None:
@@ -28,8 +60,9 @@ def test_point_cloud_claim_is_its_own_and_uses_its_chance_level() -> None:
     assert (mnist.id, clouds.id) == ("grf_ge_unmasked", "grf_ge_unmasked_clouds")
     assert math.isclose(mnist.effect, 5.5) and math.isclose(clouds.effect, 10.0)
     assert clouds.verdict == "holds"
-    # neither 51% nor 41% is twice chance for 2 classes: the task was not learned, nothing is decided
-    assert grf_ge_unmasked(rows, "point_clouds", classes=2).verdict == "not resolved"
+    # with 2 classes chance is 50 %: the unmasked arm (40-42 %) did not beat it, so nothing is decided
+    two = grf_ge_unmasked(rows, "point_clouds", classes=2)
+    assert two.verdict == "not resolved" and "chance (50.0 %)" in two.reason
 
 
 def _errors(slopes: list[float]) -> list[dict]:
@@ -38,11 +71,12 @@ def _errors(slopes: list[float]) -> list[dict]:
             for s, slope in enumerate(slopes) for n in (1, 2, 4, 8, 16)]
 
 
-def test_mask_error_claim_reaches_every_verdict() -> None:
-    held = mask_error_claim(_errors([-0.5, -0.49, -0.51]))
-    assert held.verdict == "holds" and math.isclose(held.effect, -0.5, abs_tol=1e-9)
-    assert mask_error_claim(_errors([-0.2, -0.21, -0.19])).verdict == "does not hold"
-    assert mask_error_claim(_errors([-0.3, -0.5, -0.7])).verdict == "not resolved"
+def test_mask_error_rate_is_a_check() -> None:
+    passed = mask_error_check(_errors([-0.5, -0.49, -0.51]))
+    assert passed.passed and math.isclose(passed.numbers["slope"], -0.5, abs_tol=1e-9)
+    assert not mask_error_check(_errors([-0.2, -0.21, -0.19])).passed
+    assert not mask_error_check(_errors([-0.3, -0.5, -0.7])).passed  # too spread to lie inside -1/2 ± 0.1
+    assert not mask_error_check([]).passed
 
 
 def _cost(grf: list[float], dense: list[float], sizes: tuple[int, ...] = (1000, 2000, 4000)) -> list[dict]:
@@ -56,17 +90,15 @@ def _cost(grf: list[float], dense: list[float], sizes: tuple[int, ...] = (1000, 
     return rows
 
 
-def test_scaling_claims_reach_every_verdict() -> None:
-    good = {c.id: c.verdict for c in scaling_claims(_cost([1.0, 1.02, 0.98], [2.0, 1.98, 2.02]), 1000)}
-    assert good == {"grf_time_linear": "holds", "grf_memory_linear": "holds", "dense_time_quadratic": "holds",
-                    "dense_memory_quadratic": "holds"}
-    bad = {c.id: c.verdict for c in scaling_claims(_cost([1.6, 1.62, 1.58], [1.1, 1.12, 1.08]), 1000)}
-    assert set(bad.values()) == {"does not hold"}
-    unsure = {c.id: c.verdict for c in scaling_claims(_cost([0.9, 1.6, 1.2], [1.2, 1.8, 1.5]), 1000)}
-    assert set(unsure.values()) == {"not resolved"}
-    # sizes below fit_min_n are left out of the fit: one size left decides nothing
-    few = {c.id: c.verdict for c in scaling_claims(_cost([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), 4000)}
-    assert set(few.values()) == {"not resolved"}
+def test_complexity_facts_are_checks() -> None:
+    good = {c.id: c.passed for c in scaling_checks(_cost([1.0, 1.02, 0.98], [2.0, 1.98, 2.02]), 1000)}
+    assert good == {"grf_time_linear": True, "grf_memory_linear": True, "dense_time_quadratic": True,
+                    "dense_memory_quadratic": True}
+    bad = {c.id: c.passed for c in scaling_checks(_cost([1.6, 1.62, 1.58], [1.1, 1.12, 1.08]), 1000)}
+    assert set(bad.values()) == {False}
+    # sizes below fit_min_n are left out of the fit: one size left gives no exponent, so no check passes
+    few = {c.id: c.passed for c in scaling_checks(_cost([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), 4000)}
+    assert set(few.values()) == {False}
 
 
 def test_ratios_at_the_largest_common_size_and_the_table() -> None:

@@ -157,5 +157,8 @@ def test_ptbxl_arrays_are_probed(project: Path) -> None:
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, HeartlangParams.model_validate(TINY), project)
     assert [c["id"] for c in report["claims"]] == ["heartlang_beats_random_init", "qrs_ge_window_rhythm_10pct"]
+    assert report["claims"][0]["headline"]
+    content = [g for g in report["claims"][0]["gates"] if g["statistic"] == "H(code | lead, time) / H(code)"]
+    assert len(content) == 1 and 0 <= content[0]["effect"] <= 1      # measured by the pretrain stage
     assert len(report["rows"]) == 2 * 2 * 3          # tasks x fractions x methods
     assert {c["id"] for c in report["checks"]} == {"r_peaks_found", "codebook_used_qrs", "codebook_used_window"}

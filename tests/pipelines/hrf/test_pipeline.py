@@ -39,9 +39,13 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
     assert rows[("2-D moons", 2)]["HRF3"] is None and rows[("1-D mixture", 10)]["RF exact field"] is not None
     assert rows[("1-D mixture", 2)]["floor"] is not None
     claims = {c["id"]: c for c in report["claims"]}
+    assert [c["id"] for c in report["claims"] if c["headline"]] == ["hrf2_beats_rf_mixture", "hrf2_beats_rf_moons"]
     assert claims["hrf2_beats_rf_mixture"]["verdict"] == "not resolved"  # one seed decides nothing
+    assert {g["reference"] for g in claims["hrf2_beats_rf_moons"]["gates"]} == {
+        "the untrained flow (x1 = x0, the source itself)"}
     checks = {c["id"]: c["passed"] for c in report["checks"]}
     assert checks["nfe_is_product_of_steps"] and checks["rf_velocity_single_valued"]
+    assert "hrf_paths_cross" in checks and "velocity_law_closer_than_rf" in checks
     every = report["extra_tables"]["every schedule (validation and test)"]
     assert {r["method"] for r in every if r["dataset"] == "MNIST"} == {"RF", "HRF2"}
 

@@ -18,9 +18,10 @@ TINY = {"seeds": [0], "data": {"tasks": ["animal", "digits"], "max_train": 100, 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, KnotsParams.model_validate(TINY), project)
-    assert [r["method"] for r in report["rows"]] == list(KnotsParams().merge.methods)
-    assert [c["id"] for c in report["claims"]] == ["knots_ties_beats_ties"]
+    assert [r["method"] for r in report["rows"]] == ["no merge (λ = 0)", *KnotsParams().merge.methods]
+    assert [c["id"] for c in report["claims"]] == ["knots_ties_beats_ties"] and report["claims"][0]["headline"]
     assert report["claims"][0]["verdict"] == "not resolved"  # one seed: no interval
+    assert {g["reference"] for g in report["claims"][0]["gates"]} >= {"no merge (λ = 0)"}
     assert report["checks"][0]["id"] == "knots_ta_equals_ta" and report["checks"][0]["passed"]
 
 

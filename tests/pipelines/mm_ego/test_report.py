@@ -1,5 +1,5 @@
-"""MM-Ego claims and checks on constructed evaluation tables: every verdict is reached, and an unmet
-precondition makes a claim not resolved."""
+"""MM-Ego claims and checks on constructed evaluation tables: every verdict is reached, and a failed gate makes a
+claim not resolved."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from components.egovideo.stats import debiased_rows
 from pipelines.mm_ego.params import MmEgoParams
-from pipelines.mm_ego.report import (blind_claim, bottleneck_note, bottleneck_table, build_report, checks,
-                                     gap_table, mpp_claims, qtype_table)
+from pipelines.mm_ego.report import (bottleneck_note, bottleneck_table, build_report, checks, gap_table, mpp_claims,
+                                     over_questions_and_seeds, qtype_table)
 
 BUCKETS = ("short", "medium", "long")
 
@@ -62,11 +62,11 @@ def test_mpp_claims_hold_on_a_clear_growing_lead() -> None:
     rows, preds = _tables(STRONG)
     out = _by_id(mpp_claims(rows, preds))
     mda, grow = out["mpp_beats_uniform_mda"], out["mpp_gap_grows_with_length"]
-    assert mda.verdict == "holds" and grow.verdict == "holds"
+    assert mda.verdict == "holds" and grow.verdict == "holds" and mda.headline and not grow.headline
     # 70 kept questions per bucket: leads of 0, 25 and 45 pp -> MDA difference 23.3, trend 45
     assert mda.effect == pytest.approx((0 + 25 + 45) / 3, abs=1.0) and grow.effect == pytest.approx(45, abs=1.5)
     assert mda.ci[0] > 0 and grow.ci[0] > 0 and mda.n == 210
-    assert "bootstrap over the kept test questions" in mda.statistic
+    assert "bootstrap over test questions x seeds" in mda.statistic and all(g.passed for g in mda.gates)
     assert mda.numbers["gap_long"] == pytest.approx(45, abs=1.5)
 
 
@@ -77,11 +77,22 @@ def test_mpp_claims_do_not_hold_when_uniform_wins_and_its_lead_grows() -> None:
     assert out["mpp_gap_grows_with_length"].verdict == "does not hold"
 
 
+def test_a_lead_well_below_one_point_does_not_hold() -> None:
+    """Over 420 kept questions per bucket MPP and uniform-k differ on four, two each way: no lead of a point."""
+    same = {"mpp": {"short": 0.5, "medium": 0.5, "long": 0.5}, "uniform": {"short": 0.5, "medium": 0.5, "long": 0.5}}
+    rows, preds = _tables(same, per_bucket=600)
+    kept_mpp = [i for i, p in enumerate(preds) if p["model"] == "mpp" and p["kept"]]
+    flips = [kept_mpp[0], kept_mpp[1], kept_mpp[500], kept_mpp[501]]   # two in short, two in medium
+    preds = [{**p, "correct": not p["correct"]} if i in flips else p for i, p in enumerate(preds)]
+    mda = _by_id(mpp_claims(rows, preds))["mpp_beats_uniform_mda"]
+    assert mda.ci[0] < 0 < mda.ci[1] < 1.0 and mda.verdict == "does not hold"
+
+
 def test_equal_models_are_not_resolved() -> None:
     same = {"mpp": {"short": 0.5, "medium": 0.5, "long": 0.5}, "uniform": {"short": 0.5, "medium": 0.5, "long": 0.5}}
     out = _by_id(mpp_claims(*_tables(same)))
-    assert out["mpp_beats_uniform_mda"].verdict == "not resolved"
-    assert out["mpp_gap_grows_with_length"].verdict == "not resolved"
+    for claim in out.values():
+        assert claim.verdict == "not resolved" and "no variance" in claim.reason
     assert out["mpp_beats_uniform_mda"].ci == (0.0, 0.0)
 
 
@@ -92,71 +103,81 @@ def test_a_lead_that_does_not_grow_is_reported_apart_from_the_mda_win() -> None:
     assert out["mpp_gap_grows_with_length"].verdict == "not resolved"
 
 
-def test_too_few_kept_questions_is_an_unmet_precondition() -> None:
+def test_too_few_kept_questions_fails_a_gate() -> None:
     rows, preds = _tables(STRONG, per_bucket=20)      # 14 kept per bucket
     out = _by_id(mpp_claims(rows, preds))
     for claim in out.values():
         assert claim.verdict == "not resolved"
-        assert claim.precondition is not None and not claim.precondition.met and claim.precondition.value == 14
-        assert "fewest: 14" in claim.precondition.description
+        assert "gate failed: de-biasing vs 30 kept questions per bucket" in claim.reason
+        assert claim.gates[0].effect == 14
     missing = _by_id(mpp_claims([r for r in rows if r["model"] != "uniform"], preds))
     assert missing["mpp_beats_uniform_mda"].verdict == "not resolved"
-    assert "both among train.methods" in missing["mpp_beats_uniform_mda"].precondition.description
+    assert "not both among train.methods" in missing["mpp_beats_uniform_mda"].reason
 
 
-def test_a_baseline_that_never_learned_to_read_frames_is_an_unmet_precondition() -> None:
-    """MPP far ahead of a uniform-k that answers the unbiased questions at chance: not evidence for the pointer."""
+def test_a_baseline_that_never_learned_to_read_frames_fails_its_gate() -> None:
+    """MPP far ahead of a uniform-k at chance on the de-biased questions: not evidence for the pointer."""
     untrained = {"mpp": STRONG["mpp"], "uniform": {"short": 0.25, "medium": 0.25, "long": 0.25}}
     claims = mpp_claims(*_tables(untrained))
     for claim in claims:
-        assert claim.verdict == "not resolved" and not claim.precondition.met
-        assert "uniform-k answers the unbiased questions above chance (24.3%" in claim.precondition.description
+        assert claim.verdict == "not resolved"
+        assert "gate failed: uniform-k frames vs chance (25 %) on de-biased questions" in claim.reason
+        assert "MPP (pointer top-k) vs chance" not in claim.reason
     assert claims[0].ci[0] > 0                      # the interval alone would have said "holds"
 
 
-def test_several_seeds_decide_on_the_paired_seed_differences() -> None:
+def test_several_seeds_are_resampled_with_the_questions() -> None:
     rows, preds = _tables(STRONG, seeds=(0, 1, 2), drift=0.02)
     mda = _by_id(mpp_claims(rows, preds))["mpp_beats_uniform_mda"]
-    assert "paired over 3 seeds" in mda.statistic and mda.n == 3 and mda.verdict == "holds"
+    assert mda.n == 3 * 210 and mda.verdict == "holds"
     per_seed = {s: [r["mda"] for r in rows if r["seed"] == s and r["model"] in ("mpp", "uniform")] for s in (0, 1, 2)}
     assert mda.effect == pytest.approx(np.mean([a - b for a, b in per_seed.values()]))
-    # two seeds whose differences disagree in sign: the t interval contains 0
-    mixed = [r for r in _tables(STRONG, seeds=(0,))[0]] + \
-        [{**r, "seed": 1} for r in _tables({"mpp": STRONG["uniform"], "uniform": STRONG["mpp"]})[0]]
-    assert _by_id(mpp_claims(mixed, preds))["mpp_beats_uniform_mda"].verdict == "not resolved"
+    # two seeds that disagree in sign: resampling the seeds spans both
+    rows0, preds0 = _tables(STRONG, seeds=(0,))
+    rows1, preds1 = _tables({"mpp": STRONG["uniform"], "uniform": STRONG["mpp"]}, seeds=(1,))
+    mixed = _by_id(mpp_claims(rows0 + rows1, preds0 + preds1))["mpp_beats_uniform_mda"]
+    assert mixed.verdict == "not resolved" and mixed.ci[0] < 0 < mixed.ci[1]
 
 
-def test_blind_claim_reaches_every_verdict() -> None:
+def test_paired_models_must_answer_the_same_questions() -> None:
+    _, preds = _tables(STRONG)
+    shifted = [{**p, "q": p["q"] + 1} if p["model"] == "uniform" else p for p in preds]
+    with pytest.raises(ValueError, match="different test questions"):
+        over_questions_and_seeds(shifted, ("mpp", "uniform"), lambda v, b: float(v.mean()))
+
+
+def _blind_check(tables: tuple[list, list]) -> Any:
+    found = [c for c in checks(*tables, ("blind",)) if c.id == "blind_model_above_chance_on_biased"]
+    return found[0] if found else None
+
+
+def test_blind_check_passes_and_fails() -> None:
     weak = {"mpp": {"short": 0.5, "medium": 0.5, "long": 0.5}}
-    above = blind_claim(*_tables(weak, blind_on_biased=0.8), mask_models=("blind",))
-    assert above.verdict == "holds" and above.effect == pytest.approx(55.0) and above.n == 90
-    assert above.numbers["blind_acc_biased"] == pytest.approx(80.0)
-    below = blind_claim(*_tables(weak, blind_on_biased=0.1), mask_models=("blind",))
-    assert below.verdict == "does not hold"
-    at_chance = blind_claim(*_tables(weak, blind_on_biased=0.25), mask_models=("blind",))
-    assert at_chance.verdict == "not resolved" and at_chance.ci[0] < 0 < at_chance.ci[1]
-    few = blind_claim(*_tables(weak, blind_on_biased=0.8, per_bucket=20), mask_models=("blind",))
-    assert few.verdict == "not resolved" and not few.precondition.met   # 18 biased questions
+    above = _blind_check(_tables(weak, blind_on_biased=0.8))
+    assert above.passed and above.numbers["blind_acc_biased"] == pytest.approx(80.0)
+    assert not _blind_check(_tables(weak, blind_on_biased=0.1)).passed
+    assert not _blind_check(_tables(weak, blind_on_biased=0.25)).passed
+    assert _blind_check(_tables(weak, blind_on_biased=0.8, per_bucket=20)) is None      # 18 biased questions
     rows, preds = _tables(weak)
-    absent = blind_claim([r for r in rows if r["model"] != "blind"], preds, mask_models=())
-    assert absent.verdict == "not resolved" and "blind network is among" in absent.precondition.description
+    assert [c.id for c in checks([r for r in rows if r["model"] != "blind"], preds, ())] == [
+        "debiased_blind_models_score_zero"]
 
 
-def test_blind_claim_spearman_over_the_models_outside_the_mask() -> None:
+def test_blind_check_spearman_over_the_models_outside_the_mask() -> None:
     models = {"mpp": {"short": 0.9, "medium": 0.9, "long": 0.9}, "uniform": {"short": 0.6, "medium": 0.6, "long": 0.6},
               "compressed": {"short": 0.3, "medium": 0.3, "long": 0.3}}
-    claim = blind_claim(*_tables(models), mask_models=("blind",))
+    check = _blind_check(_tables(models))
     # lower accuracy on the unbiased questions: more prior exploitation and more inflation, in the same order
-    assert claim.numbers["spearman_exploit_inflation"] == pytest.approx(1.0)
-    assert claim.numbers["exploit_compressed"] > claim.numbers["exploit_uniform"] > claim.numbers["exploit_mpp"]
+    assert check.numbers["spearman_exploit_inflation"] == pytest.approx(1.0)
+    assert check.numbers["exploit_compressed"] > check.numbers["exploit_uniform"] > check.numbers["exploit_mpp"]
 
 
 def test_check_passes_by_construction_and_fails_on_a_leaky_mask() -> None:
     rows, preds = _tables(STRONG)
-    [check] = checks(rows, preds, ("blind",))
+    check = checks(rows, preds, ("blind",))[0]
     assert check.passed and check.numbers["mda_blind"] == 0.0
     leaky = [{**p, "kept": True} if p["model"] == "blind" and p["correct"] else p for p in preds]
-    [bad] = checks(rows, leaky, ("blind",))
+    bad = checks(rows, leaky, ("blind",))[0]
     assert not bad.passed and "answered correctly: 90" in bad.evidence
 
 
@@ -172,9 +193,10 @@ def test_tables_and_the_whole_report() -> None:
     summary = {f"pointer/{b}/recall_at_k": 0.5 for b in BUCKETS}
     params = MmEgoParams.model_validate({"train": {"methods": ["mpp", "uniform", "blind"]}, "debias": {"llm": "none"}})
     report = build_report(rows, preds, summary, bench, {"engine": "template"}, params)
-    assert [c.id for c in report.claims] == ["mpp_beats_uniform_mda", "mpp_gap_grows_with_length",
-                                             "blind_model_above_chance_on_biased"]
-    assert [c.id for c in report.checks] == ["debiased_blind_models_score_zero"] and report.checks[0].passed
+    assert [c.id for c in report.claims] == ["mpp_beats_uniform_mda", "mpp_gap_grows_with_length"]
+    assert [c.verdict for c in report.claims] == ["holds", "holds"]
+    assert [c.id for c in report.checks] == ["debiased_blind_models_score_zero", "blind_model_above_chance_on_biased"]
+    assert all(c.passed for c in report.checks)
     mpp = report.rows[0]
     assert mpp["model"] == "MPP (pointer top-k)" and mpp["paper MDA"] == 61.27
     assert mpp["MDA"] == pytest.approx(70.0) and mpp["raw - debiased"] == pytest.approx(79 - 70, abs=0.5)

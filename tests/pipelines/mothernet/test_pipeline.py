@@ -72,9 +72,14 @@ def test_flow_smoke_with_a_users_csv(prefect_harness: None, project: Path, run_f
     (project / "mine.csv").write_text("\n".join(lines) + "\n")
     params = MothernetParams.model_validate({**TINY, "data": {**TINY["data"], "csv_path": "mine.csv"}})
     report = run_flow_and_check(PIPELINE, params, project)
-    assert [c["id"] for c in report["claims"]] == ["child_far_above_untrained", "child_near_logreg",
-                                                  "child_near_gbm", "child_inference_10x_faster"]
-    assert all(c["passed"] for c in report["checks"]), report["checks"]
+    assert [c["id"] for c in report["claims"]] == ["child_ge_gd_mlp", "child_near_logreg", "child_near_gbm"]
+    headline = report["claims"][0]
+    assert headline["headline"] and headline["verdict"] == "not resolved" and "not measured" in headline["reason"]
+    checks = {c["id"]: c["passed"] for c in report["checks"]}
+    assert {"child_far_above_untrained", "child_inference_10x_faster"} <= set(checks)
+    # the child's invariants hold at any training budget (the two by-construction facts need a trained network)
+    assert all(checks[k] for k in ("child_saved_as_plain_mlp", "proba_rows_sum_to_one",
+                                   "child_invariant_to_row_order")), report["checks"]
     assert [(r["table"], r["rows x features x classes"]) for r in report["rows"][:3]] == [
         ("iris", "150 x 4 x 3"), ("cats", "144 x 2 x 2"), ("csv:mine", "40 x 2 x 2")]
     assert [r["table"] for r in report["rows"][3:]] == ["mean ROC AUC", "mean rank"]

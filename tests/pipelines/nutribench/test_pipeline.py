@@ -90,14 +90,17 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     params = NutribenchParams.model_validate(TINY)
     report = run_flow_and_check(PIPELINE, params, project, expect_weights=False)
     assert [r["strategy"] for r in report["rows"]] == [*STRATEGIES, TRUE_BOLUS]
-    assert {c["id"] for c in report["claims"]} >= {"rag_cot_base_acc", "error_worsens_tir"}
-    assert [c["id"] for c in report["checks"]] == ["lookup_ridge_mean_curated"]
+    assert [c["id"] for c in report["claims"]] == ["rag_cot_base_acc", "rag_cot_base_mae"]
+    assert report["claims"][0]["headline"] and report["claims"][0]["verdict"] == "not resolved"   # a random LM
+    assert [c["id"] for c in report["checks"]][0] == "lookup_ridge_mean_curated"
+    assert {c["id"] for c in report["checks"]} >= {"error_worsens_tir"}
     root = next((project / "runs" / "nutribench").iterdir())
     scores = load_table(root / "tables" / "estimation.parquet")
     for strategy in STRATEGIES:
         mine = [r for r in scores if r["strategy"] == strategy]
         assert len(mine) == (4 if strategy in LLM_STRATEGIES else 20)
         assert all(r["hit"] <= r["answered"] for r in mine)    # an abstention is never a hit
+        assert all(r["answered_first"] <= r["answered"] for r in mine)   # the cue only adds answers
         predictions = load_table(root / "predictions" / strategy / "predictions.parquet")
         if strategy in LLM_STRATEGIES:   # the random tiny LM states no number: every answer gets the cue
             assert all(r["truncated"] and r["completion"] is not None for r in predictions)

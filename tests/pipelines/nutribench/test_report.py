@@ -1,4 +1,5 @@
-"""NutriBench's claims and checks on constructed numbers: every verdict, and the answer-rate precondition."""
+"""NutriBench's claims and checks on constructed numbers: every verdict, the floor and answer-rate gates, and the
+risk study's checks."""
 
 from __future__ import annotations
 
@@ -13,22 +14,29 @@ from pipelines.nutribench.report import (
     build_report,
     ordering,
     prompting_claims,
-    risk_claims,
+    risk_checks,
 )
 
 N = 60
 
 
-def _arm(strategy: str, hits: int, error: float, answered: int = N, offset: int = 0) -> list[dict[str, Any]]:
-    """N meals m00.. of one arm: the first ``hits`` are hits, the first ``answered`` are answered."""
-    return [{"strategy": strategy, "meal_id": f"m{i + offset:02d}", "serving_type": ("natural", "metric")[i % 2],
-             "carb": 30.0, "pred": 30.0, "truncated": False, "answered": i < answered, "hit": i < hits and i < answered,
-             "abs_error": error + (i % 5)} for i in range(N)]
+def _arm(strategy: str, hits: int, error: float, answered: int | None = None, offset: int = 0, n: int = N,
+         first: int | None = None) -> list[dict[str, Any]]:
+    """``n`` meals m00.. of one arm: the first ``hits`` are hits, the first ``answered`` are answered (the first
+    ``first`` of them before the answer-line cue)."""
+    answered = n if answered is None else answered
+    first = answered if first is None else first
+    return [{"strategy": strategy, "meal_id": f"m{i + offset:03d}", "serving_type": ("natural", "metric")[i % 2],
+             "carb": 30.0, "pred": 30.0, "truncated": False, "answered": i < answered, "answered_first": i < first,
+             "hit": i < hits and i < answered, "abs_error": error + (i % 5)} for i in range(n)]
 
 
-def _llm(hits: dict[str, int], errors: dict[str, float], answered: dict[str, int] | None = None
-         ) -> list[dict[str, Any]]:
-    return [row for s in ("base", "cot", "rag") for row in _arm(s, hits[s], errors[s], (answered or {}).get(s, N))]
+def _llm(hits: dict[str, int], errors: dict[str, float], answered: dict[str, int] | None = None, n: int = N,
+         floor: tuple[int, float] = (5, 20.0), first: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The three LLM arms and the training-mean predictor (``floor``: its hits and error) on the same meals."""
+    rows = [row for s in ("base", "cot", "rag")
+            for row in _arm(s, hits[s], errors[s], (answered or {}).get(s), n=n, first=(first or {}).get(s))]
+    return rows + _arm("mean", floor[0], floor[1], n=n)
 
 
 def _verdicts(claims: list[Claim]) -> dict[str, str]:
@@ -40,15 +48,19 @@ def test_ordering_is_the_worse_of_the_consecutive_paired_gains() -> None:
     assert joint.estimate == pytest.approx(0.25) and [p.estimate for p in pairs] == [0.25, 0.25]
     joint, _ = ordering([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]])
     assert joint.estimate == pytest.approx(-0.25) and joint.n == 4
+    errors, (ratio,) = ordering([[2.0, 2.0], [4.0, 4.0]], log_ratio=True)   # the first arm halves the error
+    assert errors.log and errors.shown(errors.estimate) == pytest.approx(2.0)
+    assert ordering([[], [], []]) == (None, [None, None])
 
 
 def test_prompting_order_holds_when_each_arm_clearly_beats_the_next() -> None:
     claims = prompting_claims(_llm({"rag": 55, "cot": 35, "base": 15}, {"rag": 2.0, "cot": 6.0, "base": 12.0}), "x")
     assert _verdicts(claims) == {"rag_cot_base_acc": "holds", "rag_cot_base_mae": "holds"}
-    acc = claims[0]
+    acc, mae = claims
+    assert acc.headline and not mae.headline
     assert acc.effect == pytest.approx(20 / N) and acc.ci[0] > 0 and acc.n == N
-    assert acc.numbers["acc_rag"] == pytest.approx(55 / N) and acc.precondition.met
-    assert claims[1].numbers["mae_base"] == pytest.approx(14.0) and claims[1].effect == pytest.approx(4.0)
+    assert acc.numbers["acc_rag"] == pytest.approx(55 / N) and all(g.passed for g in acc.gates)
+    assert mae.numbers["mae_base"] == pytest.approx(14.0) and mae.effect == pytest.approx(14.0 / 8.0)  # base / CoT
 
 
 def test_prompting_order_does_not_hold_when_base_is_clearly_best() -> None:
@@ -57,19 +69,48 @@ def test_prompting_order_does_not_hold_when_base_is_clearly_best() -> None:
     assert claims[0].ci[1] < 0
 
 
+def test_a_gain_of_one_meal_in_six_hundred_does_not_hold() -> None:
+    """Each arm beats the next on one meal of 600: every gain of the paper's 0.023 is excluded."""
+    rows = _llm({"rag": 301, "cot": 300, "base": 299}, {"rag": 5.0, "cot": 5.0, "base": 5.0}, n=600)
+    acc = prompting_claims(rows, "x")[0]
+    assert acc.ci[0] <= 0 < acc.ci[1] < 0.023 and acc.verdict == "does not hold"
+
+
 def test_prompting_order_is_not_resolved_by_a_one_meal_difference() -> None:
     claims = prompting_claims(_llm({"rag": 31, "cot": 30, "base": 29}, {"rag": 5.0, "cot": 5.0, "base": 5.0}), "x")
     assert _verdicts(claims) == {"rag_cot_base_acc": "not resolved", "rag_cot_base_mae": "not resolved"}
-    assert claims[0].ci[0] <= 0 <= claims[0].ci[1]
+    assert claims[0].ci[0] <= 0 <= claims[0].ci[1] and "interval" in claims[0].reason
+    assert "no variance" in claims[1].reason            # identical errors on every meal
+
+
+def test_no_arm_above_the_training_mean_decides_nothing() -> None:
+    """The arms are clearly ordered, but the training-mean predictor beats all of them."""
+    rows = _llm({"rag": 30, "cot": 20, "base": 10}, {"rag": 22.0, "cot": 26.0, "base": 30.0}, floor=(45, 3.0))
+    claims = prompting_claims(rows, "x")
+    assert _verdicts(claims) == {"rag_cot_base_acc": "not resolved", "rag_cot_base_mae": "not resolved"}
+    assert all("vs training-mean predictor" in c.reason for c in claims)
+    # one arm above the floor is enough
+    above = prompting_claims(_llm({"rag": 55, "cot": 35, "base": 15}, {"rag": 2.0, "cot": 6.0, "base": 12.0},
+                                  floor=(25, 8.0)), "x")
+    assert _verdicts(above) == {"rag_cot_base_acc": "holds", "rag_cot_base_mae": "holds"}
+    assert above[0].gates[0].arm.startswith("rag") and above[0].gates[0].passed
 
 
 def test_an_arm_that_mostly_abstains_leaves_the_prompting_claims_not_resolved() -> None:
-    """The hits are clearly ordered, but base answers only half of the meals: the precondition fails."""
+    """The hits are clearly ordered, but base answers only half of the meals: its answer-rate gate fails."""
     rows = _llm({"rag": 55, "cot": 35, "base": 15}, {"rag": 2.0, "cot": 6.0, "base": 12.0}, answered={"base": 30})
     claims = prompting_claims(rows, "x")
     assert _verdicts(claims) == {"rag_cot_base_acc": "not resolved", "rag_cot_base_mae": "not resolved"}
-    assert claims[0].precondition is not None and not claims[0].precondition.met
-    assert claims[0].precondition.value == pytest.approx(0.5) and "precondition not met" in claims[0].evidence
+    assert "gate failed: base vs answer rate 0.8 before the cue" in claims[0].reason
+    assert claims[0].numbers["answer_rate_base"] == pytest.approx(0.5)
+
+
+def test_the_answer_rate_is_taken_before_the_cue() -> None:
+    """Every arm answers every meal once cued, but base stated a number on a third of them by itself."""
+    rows = _llm({"rag": 55, "cot": 35, "base": 15}, {"rag": 2.0, "cot": 6.0, "base": 12.0}, first={"base": 20})
+    claims = prompting_claims(rows, "x")
+    assert claims[0].verdict == "not resolved" and "base vs answer rate 0.8 before the cue" in claims[0].reason
+    assert claims[0].numbers["answer_rate_base"] == 1.0 and claims[0].numbers["answer_rate_first_base"] == 1 / 3
 
 
 def test_abstentions_are_not_hits_in_the_prompting_claims() -> None:
@@ -95,25 +136,25 @@ def _risk_rows(errors: list[float], tir_loss: float, dh: float, dl: float) -> li
 ERRORS = [float(e) for e in range(-20, 21) if e != 0] + [-50.0]
 
 
-def test_risk_claims_hold_on_a_monotone_cohort() -> None:
-    claims = risk_claims(_risk_rows(ERRORS, 0.01, 0.1, 0.1))
-    assert _verdicts(claims) == {"error_worsens_tir": "holds", "underestimate_raises_hbgi": "holds",
-                                 "overestimate_raises_lbgi": "holds"}
-    assert claims[0].effect == pytest.approx(1.0) and claims[0].n == len(ERRORS)
+def test_risk_checks_pass_on_a_monotone_cohort() -> None:
+    checks, notes = risk_checks(_risk_rows(ERRORS, 0.01, 0.1, 0.1))
+    assert [(c.id, c.passed) for c in checks] == [("error_worsens_tir", True), ("underestimate_raises_hbgi", True),
+                                                  ("overestimate_raises_lbgi", True)] and notes == []
+    assert checks[0].numbers["spearman"] == pytest.approx(1.0)
     # the unknown answer (-1) is an underestimate by the whole meal: 21 underestimates, 20 overestimates
-    assert claims[1].numbers["n_under"] == 21 and claims[2].numbers["n_over"] == 20
+    assert checks[1].numbers["n"] == 21 and checks[2].numbers["n"] == 20
 
 
-def test_risk_claims_do_not_hold_when_errors_help() -> None:
-    claims = risk_claims(_risk_rows(ERRORS, -0.01, -0.1, -0.1))
-    assert set(_verdicts(claims).values()) == {"does not hold"}
+def test_risk_checks_fail_when_errors_help() -> None:
+    checks, _ = risk_checks(_risk_rows(ERRORS, -0.01, -0.1, -0.1))
+    assert [c.passed for c in checks] == [False, False, False]
 
 
-def test_risk_claims_without_underestimates_or_variation_are_not_resolved() -> None:
-    claims = risk_claims(_risk_rows([1.0, 2.0, 3.0, 4.0], 0.0, 0.1, 0.0))
-    assert _verdicts(claims) == {"error_worsens_tir": "not resolved", "underestimate_raises_hbgi": "not resolved",
-                                 "overestimate_raises_lbgi": "not resolved"}
-    assert claims[1].n == 0
+def test_risk_checks_without_underestimates_are_not_run() -> None:
+    checks, notes = risk_checks(_risk_rows([1.0, 2.0, 3.0, 4.0], 0.0, 0.1, 0.0))
+    assert [c.id for c in checks] == ["error_worsens_tir", "overestimate_raises_lbgi"]
+    assert not checks[1].passed                       # no LBGI change at all
+    assert len(notes) == 1 and "underestimate_raises_hbgi" in notes[0]
 
 
 def _baselines(hits: dict[str, int]) -> list[dict[str, Any]]:
@@ -140,7 +181,8 @@ def _metrics(acc: float) -> dict[str, float]:
 
 def test_build_report_table_claims_and_checks() -> None:
     p = NutribenchParams()
-    scores = _llm({"rag": 55, "cot": 35, "base": 15}, {"rag": 2.0, "cot": 6.0, "base": 12.0})
+    scores = [r for r in _llm({"rag": 55, "cot": 35, "base": 15}, {"rag": 2.0, "cot": 6.0, "base": 12.0})
+              if r["strategy"] != "mean"]
     # the baselines answer 80 meals; the LLM meals are the first 60 of them
     hits = {"mean": 5, "ridge": 20, "lookup": 40}
     scores += [row for s in hits for row in _arm(s, hits[s], 5.0) + _arm(s, 0, 50.0, offset=N)[:20]]
@@ -157,10 +199,18 @@ def test_build_report_table_claims_and_checks() -> None:
     assert lookup["paper Acc@7.5 (Llama-3.1-8B)"] is None
     base = next(r for r in report.rows if r["strategy"] == "base")
     assert base["paper MAE (Llama-3.1-8B)"] == 36.18 and base["Acc natural"] == 0.4
-    assert [c.id for c in report.claims] == ["rag_cot_base_acc", "rag_cot_base_mae", "error_worsens_tir",
+    assert [c.id for c in report.claims] == ["rag_cot_base_acc", "rag_cot_base_mae"]
+    assert [c.verdict for c in report.claims] == ["holds", "holds"]
+    assert [c.id for c in report.checks] == ["lookup_ridge_mean_curated", "error_worsens_tir",
                                              "underestimate_raises_hbgi", "overestimate_raises_lbgi"]
-    assert [c.id for c in report.checks] == ["lookup_ridge_mean_curated"] and report.checks[0].passed
+    assert all(c.passed for c in report.checks)
     real = build_report(NutribenchParams.model_validate({"data": {"path": "v2.csv"}}), curation, estimation, scores,
                         risk, _risk_rows(ERRORS, 0.01, 0.1, 0.1))
-    assert real.checks == [] and real.claims[-1].id == "lookup_ridge_mean_acc"
+    assert [c.id for c in real.checks] == ["error_worsens_tir", "underestimate_raises_hbgi",
+                                           "overestimate_raises_lbgi"]
+    assert real.claims[-1].id == "lookup_ridge_mean_acc" and real.claims[-1].verdict == "holds"
+    baselines_only = build_report(NutribenchParams.model_validate({"estimate": {"strategies": ["mean", "ridge",
+                                                                                               "lookup"]}}),
+                                  curation, estimation, scores, risk, _risk_rows(ERRORS, 0.01, 0.1, 0.1))
+    assert [c.verdict for c in baselines_only.claims] == ["not resolved", "not resolved"]
     assert "## Claims" in report.to_markdown()

@@ -26,13 +26,15 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert len(report["extra_tables"]["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
     assert len(report["extra_tables"]["QM9: descriptor flow guided toward a target alpha"]) == len(QM9_METHODS)
     claims = {c["id"]: c for c in report["claims"]}
-    assert "target_reward_reaches_flowgrad" in claims and "classifier_gamma_brings_closer" in claims
+    assert "target_reward_above_flowgrad" in claims and "classifier_gamma_brings_closer" in claims
     assert "qm9_mae_below_dflow" in claims and "qm9_mae_below_flowgrad" in claims
+    assert [c["id"] for c in report["claims"] if c["headline"]] == ["target_closer_than_flowgrad"]
     # one seed: no interval over seeds, so no paired claim can be decided
-    assert claims["so3_ocflow_approaches_target"]["verdict"] == "not resolved"
+    assert claims["target_closer_than_flowgrad"]["verdict"] == "not resolved"
     checks = {c["id"]: c for c in report["checks"]}
-    # the official update (the default) is not FlowGrad at gamma = 0, so only the SO(3) checks remain
-    assert set(checks) == {"so3_states_on_manifold", "naive_update_leaves_manifold"}
+    # the official update (the default) is not FlowGrad at gamma = 0; reaching D-Flow's reward is built in
+    assert set(checks) == {"target_reward_reaches_dflow", "classifier_reward_reaches_dflow",
+                           "so3_states_on_manifold", "naive_update_leaves_manifold", "so3_ocflow_approaches_target"}
     assert checks["so3_states_on_manifold"]["passed"]
 
 

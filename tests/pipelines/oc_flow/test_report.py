@@ -1,4 +1,4 @@
-"""OC-Flow claims and checks on constructed tables: every verdict, an unmet precondition, failing checks."""
+"""OC-Flow claims and checks on constructed tables: every verdict, failed gates, failing checks."""
 
 from __future__ import annotations
 
@@ -8,18 +8,20 @@ import pytest
 
 from pipelines.oc_flow.params import QM9_METHODS, SO3_METHODS, OcFlowParams, euclidean_methods
 from pipelines.oc_flow.report import (
+    HEADLINE,
+    TARGET_CLOSER_THAN_FLOWGRAD,
     build_report,
     checks,
     gamma_claims,
     qm9_claims,
     reward_claims,
-    so3_claim,
+    so3_check,
 )
 
 SEEDS = [0, 1, 2]
-PARAMS = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0],
-                                                                   "claim_gamma": 0.1, "reward_fraction": 0.8,
-                                                                   "update": "alg1", "lr": 0.1}})
+GUIDANCE = {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0], "claim_gamma": 0.1}
+PARAMS = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": GUIDANCE})  # the official update
+ALG1 = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {**GUIDANCE, "update": "alg1", "lr": 0.1}})
 UNGUIDED = [-3.0, -3.2, -2.9]
 JITTER = [0.01, -0.02, 0.015]
 
@@ -29,10 +31,10 @@ def _shift(base: list[float], by: float, jitter: float = 1.0) -> list[float]:
 
 
 def _good() -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """OC-Flow (gamma 0.1) gains 1.9 where FlowGrad gains 2.0 and D-Flow 1.5, and ends nearest the data;
+    """OC-Flow (gamma 0.1) gains 2.2 where FlowGrad gains 2.0 and D-Flow 1.5, and ends nearest the data;
     larger gamma: less reward, closer to the data."""
     reward = {"unguided": UNGUIDED, "flowgrad": _shift(UNGUIDED, 2.0), "dflow": _shift(UNGUIDED, 1.5),
-              "ocflow_g0": _shift(UNGUIDED, 2.0), "ocflow_g0.1": _shift(UNGUIDED, 1.9, -1),
+              "ocflow_g0": _shift(UNGUIDED, 2.5), "ocflow_g0.1": _shift(UNGUIDED, 2.2, -1),
               "ocflow_g1": _shift(UNGUIDED, 0.5)}
     dist = {"unguided": [0.05, 0.06, 0.05], "flowgrad": [0.20, 0.21, 0.19], "dflow": [0.15, 0.16, 0.15],
             "ocflow_g0": [0.20, 0.21, 0.19], "ocflow_g0.1": [0.10, 0.11, 0.10], "ocflow_g1": [0.05, 0.05, 0.06]}
@@ -71,47 +73,87 @@ QM9_GOOD = {"unguided": [9.0, 9.5, 8.8], "dflow": [3.0, 3.2, 2.9], "flowgrad": [
             "ocflow": [1.5, 1.6, 1.4]}
 
 
+def _claims(claims: list[Any]) -> dict[str, Any]:
+    return {c.id: c for c in claims}
+
+
 def _verdicts(claims: list[Any]) -> dict[str, str]:
     return {c.id: c.verdict for c in claims}
 
 
-def test_reward_and_closeness_claims_hold_when_ocflow_reaches_the_reward_nearer_the_data() -> None:
-    reward, dist = _good()
-    assert _verdicts(reward_claims(_rows(reward, dist), PARAMS)) == {
-        "target_reward_reaches_flowgrad": "holds", "target_closer_than_flowgrad": "holds",
-        "target_reward_reaches_dflow": "holds", "target_closer_than_dflow": "holds"}
+def test_the_headline_is_fidelity_against_flowgrad_at_no_less_reward() -> None:
+    assert HEADLINE == (TARGET_CLOSER_THAN_FLOWGRAD,) and TARGET_CLOSER_THAN_FLOWGRAD.headline
+    assert TARGET_CLOSER_THAN_FLOWGRAD.id == "target_closer_than_flowgrad"
 
 
-def test_reward_and_closeness_claims_fail_when_ocflow_gains_little_and_strays_from_the_data() -> None:
+# ---- reward and fidelity -------------------------------------------------------------------------
+def test_closer_and_reward_claims_hold_when_ocflow_gains_more_reward_nearer_the_data() -> None:
     reward, dist = _good()
-    reward["ocflow_g0.1"] = _shift(UNGUIDED, 0.5)   # 0.5 < 0.8 x 2.0 and < 0.8 x 1.5 on every seed
-    dist["ocflow_g0.1"] = [0.30, 0.31, 0.30]        # farther than both baselines
-    assert set(_verdicts(reward_claims(_rows(reward, dist), PARAMS)).values()) == {"does not hold"}
+    claims = reward_claims(_rows(reward, dist), PARAMS)
+    assert _verdicts(claims) == {"target_closer_than_flowgrad": "holds", "target_reward_above_flowgrad": "holds",
+                                 "target_closer_than_dflow": "holds"}  # reaching D-Flow is a check (official)
+    headline = claims[0]
+    assert headline.headline and headline.log and headline.effect == pytest.approx(1.94, abs=0.05)
+    assert len(headline.gates) == 3 and all(g.passed for g in headline.gates)
+    # under Alg. 1 reaching D-Flow's reward is not built in: a claim
+    alg1 = _verdicts(reward_claims(_rows(reward, dist, ALG1), ALG1))
+    assert alg1["target_reward_above_dflow"] == "holds"
+
+
+def test_claims_fail_when_ocflow_strays_from_the_data_or_gains_less() -> None:
+    reward, dist = _good()
+    dist["ocflow_g0.1"] = [0.30, 0.31, 0.30]  # farther than both baselines, at more reward
+    got = _verdicts(reward_claims(_rows(reward, dist), PARAMS))
+    assert got["target_closer_than_flowgrad"] == "does not hold" and got["target_closer_than_dflow"] == "does not hold"
+    reward["ocflow_g0.1"] = _shift(UNGUIDED, 1.0)  # gains half of FlowGrad's
+    assert _verdicts(reward_claims(_rows(reward, dist), PARAMS))["target_reward_above_flowgrad"] == "does not hold"
+
+
+def test_fidelity_bought_with_reward_decides_nothing() -> None:
+    reward, dist = _good()
+    reward["ocflow_g0.1"] = _shift(UNGUIDED, 1.9, -1)  # nearer the data, but below FlowGrad's reward
+    claim = _claims(reward_claims(_rows(reward, dist), PARAMS))["target_closer_than_flowgrad"]
+    assert claim.verdict == "not resolved" and claim.ci[0] > 1  # nearer, yet undecided
+    assert "gate failed" in claim.reason and "FlowGrad (controls, no decay)'s reward" in claim.reason
+
+
+def test_a_small_fidelity_gain_below_the_smallest_effect_does_not_hold() -> None:
+    reward, dist = _good()
+    dist["ocflow_g0.1"] = [0.20 / 1.03, 0.21 / 1.01, 0.19 / 1.05]  # FlowGrad / OC-Flow: 1.03, 1.01, 1.05
+    claim = _claims(reward_claims(_rows(reward, dist), PARAMS))["target_closer_than_flowgrad"]
+    assert 1.0 < claim.effect < 1.1 and claim.verdict == "does not hold"
 
 
 def test_a_difference_within_seed_noise_is_not_resolved() -> None:
     reward, dist = _good()
-    dist["ocflow_g0.1"] = [0.25, 0.16, 0.20]  # FlowGrad - OC-Flow: -0.05, +0.05, -0.01
-    verdicts = _verdicts(reward_claims(_rows(reward, dist), PARAMS))
-    assert verdicts["target_closer_than_flowgrad"] == "not resolved"
-    assert verdicts["target_reward_reaches_flowgrad"] == "holds"
+    dist["ocflow_g0.1"] = [0.25, 0.16, 0.20]  # FlowGrad / OC-Flow: 0.8, 1.3, 0.95
+    claim = _claims(reward_claims(_rows(reward, dist), PARAMS))["target_closer_than_flowgrad"]
+    assert claim.verdict == "not resolved" and claim.units_needed
 
 
 def test_a_baseline_that_gains_nothing_leaves_its_claims_unresolved() -> None:
     reward, dist = _good()
     reward["flowgrad"] = [u + d for u, d in zip(UNGUIDED, [0.1, -0.1, 0.05])]  # gain interval contains 0
-    claims = {c.id: c for c in reward_claims(_rows(reward, dist), PARAMS)}
-    for cid in ("target_reward_reaches_flowgrad", "target_closer_than_flowgrad"):
-        assert claims[cid].verdict == "not resolved"
-        assert claims[cid].precondition is not None and not claims[cid].precondition.met
-    assert claims["target_closer_than_flowgrad"].ci[0] > 0  # OC-Flow is nearer, yet the claim is undecided
-    assert claims["target_reward_reaches_dflow"].verdict == "holds"
+    claims = _claims(reward_claims(_rows(reward, dist), PARAMS))
+    for cid in ("target_closer_than_flowgrad", "target_reward_above_flowgrad"):
+        assert claims[cid].verdict == "not resolved" and "gate failed" in claims[cid].reason
+        assert "vs unguided sampling" in claims[cid].reason
+    assert claims["target_closer_than_dflow"].verdict == "holds"
 
 
+def test_arms_on_different_seeds_are_an_error() -> None:
+    reward, dist = _good()
+    rows = [dict(r, seed=9) if r["method"] == "flowgrad" and r["seed"] == 2 else r for r in _rows(reward, dist)]
+    with pytest.raises(ValueError, match="different units"):
+        reward_claims(rows, PARAMS)
+
+
+# ---- gamma ---------------------------------------------------------------------------------------
 def test_gamma_claims_follow_the_rank_trend() -> None:
     reward, dist = _good()
-    assert _verdicts(gamma_claims(_rows(reward, dist), PARAMS)) == {
-        "target_gamma_lowers_reward": "holds", "target_gamma_brings_closer": "holds"}
+    claims = gamma_claims(_rows(reward, dist), PARAMS)
+    assert _verdicts(claims) == {"target_gamma_lowers_reward": "holds", "target_gamma_brings_closer": "holds"}
+    assert all(g.passed for c in claims for g in c.gates)
     reward = {**reward, "ocflow_g0": _shift(UNGUIDED, 0.5), "ocflow_g0.1": _shift(UNGUIDED, 1.5),
               "ocflow_g1": _shift(UNGUIDED, 3.0)}                # more gamma, more reward
     dist = {**dist, "ocflow_g0": [0.01, 0.02, 0.01], "ocflow_g0.1": [0.10, 0.11, 0.10],
@@ -121,37 +163,50 @@ def test_gamma_claims_follow_the_rank_trend() -> None:
     assert _verdicts(gamma_claims(_rows(reward, dist), PARAMS))["target_gamma_brings_closer"] == "not resolved"
 
 
-def test_qm9_claims_compare_the_property_mae_paired_over_seeds() -> None:
-    assert _verdicts(qm9_claims(_qm9_rows(QM9_GOOD), PARAMS)) == {"qm9_mae_below_dflow": "holds",
-                                                                  "qm9_mae_below_flowgrad": "holds"}
+def test_gamma_claims_need_guidance_that_acts() -> None:
+    reward, dist = _good()
+    reward["ocflow_g0"] = [u + d for u, d in zip(UNGUIDED, [0.1, -0.1, 0.05])]  # no gain at the smallest gamma
+    claims = gamma_claims(_rows(reward, dist), PARAMS)
+    assert {c.verdict for c in claims} == {"not resolved"} and all("gate failed" in c.reason for c in claims)
+
+
+# ---- QM9 and SO(3) ------------------------------------------------------------------------------
+def test_qm9_claims_compare_the_property_mae_on_paired_log_ratios() -> None:
+    claims = _claims(qm9_claims(_qm9_rows(QM9_GOOD), PARAMS))
+    assert {k: c.verdict for k, c in claims.items()} == {"qm9_mae_below_flowgrad": "holds",
+                                                          "qm9_mae_below_dflow": "holds"}
+    assert claims["qm9_mae_below_dflow"].log and claims["qm9_mae_below_dflow"].effect == pytest.approx(2.0, abs=0.05)
     worse = {**QM9_GOOD, "ocflow": [4.0, 4.1, 3.9]}
     assert set(_verdicts(qm9_claims(_qm9_rows(worse), PARAMS)).values()) == {"does not hold"}
-    tied = {**QM9_GOOD, "ocflow": [1.8, 2.6, 2.0]}   # FlowGrad - OC-Flow: +0.2, -0.3, +0.1
+    tied = {**QM9_GOOD, "ocflow": [1.8, 2.6, 2.0]}   # FlowGrad / OC-Flow: 1.11, 0.88, 1.05
     assert _verdicts(qm9_claims(_qm9_rows(tied), PARAMS))["qm9_mae_below_flowgrad"] == "not resolved"
+    unguided_best = {**QM9_GOOD, "unguided": [1.0, 1.1, 1.05]}  # guidance makes the MAE worse: gated
+    claims = _claims(qm9_claims(_qm9_rows(unguided_best), PARAMS))
+    assert claims["qm9_mae_below_flowgrad"].verdict == "not resolved"
+    assert "gate failed" in claims["qm9_mae_below_flowgrad"].reason
 
 
-def test_the_official_update_has_no_flowgrad_identity_check() -> None:
-    p = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0],
-                                                                  "claim_gamma": 0.1}})
+def test_so3_against_unguided_is_a_check() -> None:
+    assert so3_check(_so3_rows([100.0, 95.0, 105.0], [40.0, 38.0, 45.0])).passed
+    assert not so3_check(_so3_rows([40.0, 38.0, 45.0], [100.0, 95.0, 105.0])).passed
+    assert not so3_check(_so3_rows([40.0, 50.0, 45.0], [50.0, 40.0, 45.0])).passed
+
+
+def test_checks_under_each_update() -> None:
     reward, dist = _good()
-    ids = [c.id for c in checks(_rows(reward, dist, p), _so3_rows([90.0] * 3, [40.0] * 3), p)]
-    assert ids == ["so3_states_on_manifold", "naive_update_leaves_manifold"]
-
-
-def test_so3_claim_is_paired_over_seeds() -> None:
-    assert so3_claim(_so3_rows([100.0, 95.0, 105.0], [40.0, 38.0, 45.0])).verdict == "holds"
-    assert so3_claim(_so3_rows([40.0, 38.0, 45.0], [100.0, 95.0, 105.0])).verdict == "does not hold"
-    assert so3_claim(_so3_rows([40.0, 50.0, 45.0], [50.0, 40.0, 45.0])).verdict == "not resolved"
-
-
-def test_checks_pass_on_a_faithful_run_and_fail_when_the_construction_breaks() -> None:
-    reward, dist = _good()
-    passed = {c.id: c.passed for c in checks(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0] * 3), PARAMS)}
+    official = {c.id: c.passed for c in checks(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0] * 3), PARAMS)}
+    assert official == {"target_reward_reaches_dflow": True, "so3_states_on_manifold": True,
+                        "naive_update_leaves_manifold": True, "so3_ocflow_approaches_target": True}
+    reward["ocflow_g0"] = reward["flowgrad"]  # Alg. 1: gamma = 0 is FlowGrad
+    passed = {c.id: c.passed for c in checks(_rows(reward, dist, ALG1), _so3_rows([90.0] * 3, [40.0] * 3), ALG1)}
     assert passed == {"ocflow_gamma0_is_flowgrad": True, "so3_states_on_manifold": True,
-                      "naive_update_leaves_manifold": True}
+                      "naive_update_leaves_manifold": True, "so3_ocflow_approaches_target": True}
     reward["ocflow_g0"] = _shift(UNGUIDED, 2.001)  # gamma = 0 drifts from FlowGrad by 1e-3
-    broken = checks(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0] * 3, orth=1e-3, naive=1e-4), PARAMS)
+    reward["ocflow_g0.1"] = _shift(UNGUIDED, 1.0)  # and OC-Flow gains less than D-Flow
+    broken = checks(_rows(reward, dist, ALG1), _so3_rows([90.0] * 3, [120.0] * 3, orth=1e-3, naive=1e-4), ALG1)
     assert not any(c.passed for c in broken)
+    assert not {c.id: c for c in checks(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0] * 3), PARAMS)}[
+        "target_reward_reaches_dflow"].passed
 
 
 def test_build_report_has_the_tables_claims_and_checks() -> None:
@@ -163,22 +218,14 @@ def test_build_report_has_the_tables_claims_and_checks() -> None:
     assert len(report.rows) == len(euclidean_methods(PARAMS.guidance))
     assert len(report.extra_tables["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
     assert len(report.extra_tables["QM9: descriptor flow guided toward a target alpha"]) == len(QM9_METHODS)
-    assert len(report.claims) == 4 + 2 + 2 + 1 and len(report.checks) == 3
+    assert len(report.claims) == 3 + 2 + 2 and len(report.checks) == 4
+    assert [c.id for c in report.headline] == ["target_closer_than_flowgrad"]
+    assert report.headline[0].verdict == "holds" and all(c.holm_verdict for c in report.claims)
     assert "## Checks" in report.to_markdown()
 
 
-def test_without_gamma_zero_there_is_no_flowgrad_check() -> None:
-    p = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {"rewards": ["target"], "gammas": [0.1, 1.0],
-                                                                  "claim_gamma": 0.1, "update": "alg1"}})
-    reward, dist = _good()
-    ids = [c.id for c in checks(_rows(reward, dist, p), _so3_rows([90.0] * 3, [40.0] * 3), p)]
-    assert ids == ["so3_states_on_manifold", "naive_update_leaves_manifold"]
-
-
-@pytest.mark.parametrize("seeds", [[0]])
-def test_one_seed_decides_nothing(seeds: list[int]) -> None:
-    p = OcFlowParams.model_validate({"seeds": seeds, "guidance": {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0],
-                                                                  "claim_gamma": 0.1}})
+def test_one_seed_decides_nothing() -> None:
+    p = OcFlowParams.model_validate({"seeds": [0], "guidance": GUIDANCE})
     reward, dist = _good()
     assert set(_verdicts(reward_claims(_rows(reward, dist, p), p)).values()) == {"not resolved"}
 

@@ -96,6 +96,9 @@ def test_users_folder_is_learned(project: Path) -> None:
     assert all(0 <= r["recall@5"] <= 1 and r["ndcg@5"] <= r["recall@5"] for r in rows)
     curves = load_table(root / "tables" / "curves.parquet")
     assert sorted({c["epoch"] for c in curves}) == [1, 2]
+    # the popularity ranker (the learning gates' reference) is scored on the same test and validation cases
+    popular = load_json(root / "metrics" / "evaluate.json")
+    assert all(0 <= popular[f"popularity/{k}"] <= 1 for k in ("recall_at_5", "ndcg_at_10", "valid_recall_at_5"))
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
@@ -103,4 +106,7 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert [c["id"] for c in report["claims"]] == ["preferdiff_gt_mse_recall5", "preferdiff_gt_mse_ndcg5",
                                                    "cosine_ge_mse_recall5", "preferdiff_converges_faster"]
     assert [r["method"] for r in report["rows"]] == ["Diffusion, MSE-x0 (DreamRec-like)", "Diffusion, cosine-x0",
-                                                     "PreferDiff", "SASRec (cross-entropy)"]
+                                                     "PreferDiff", "SASRec (cross-entropy)",
+                                                     "Popularity (training counts; the gates' reference)"]
+    assert [c["id"] for c in report["claims"] if c["headline"]] == ["preferdiff_gt_mse_recall5"]
+    assert all(g["reference"].startswith("popularity (") for c in report["claims"] for g in c["gates"])

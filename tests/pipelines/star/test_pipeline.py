@@ -118,7 +118,8 @@ def test_users_archive_is_learned_as_the_stream(project: Path) -> None:
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, StarParams.model_validate(TINY), project)
-    assert [c["id"] for c in report["claims"]] == ["er_star_ge_er_seq_mnist"]
+    assert [c["id"] for c in report["claims"]] == ["er_star_ge_er_seq_mnist_b200", "er_star_ge_er_seq_mnist_b30"]
+    assert report["claims"][0]["headline"] and "did not run" in report["claims"][0]["reason"]
     assert {c["id"] for c in report["checks"]} >= {"er_star_delta_norm", "er_star_weights_bit_exact"}
     assert all(c["passed"] for c in report["checks"]), report["checks"]
     assert [r["method"] for r in report["rows"]][:3] == ["SGD (fine-tuning, no replay)", "ER", "ER + STAR"]
