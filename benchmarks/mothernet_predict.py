@@ -18,7 +18,6 @@ import statistics
 import time
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from sklearn.ensemble import HistGradientBoostingClassifier
 from threadpoolctl import threadpool_limits

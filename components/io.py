@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -220,7 +221,7 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not p.is_file():
         raise FileNotFoundError(f"expected a JSON Lines file at {p}")
     rows = []
-    for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(json_lines_of(p.read_text(encoding="utf-8")), start=1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
@@ -229,14 +230,79 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
+# ---- a user's JSON, read within limits ----------------------------------------------------------------
+#: the deepest nesting of arrays and objects a user's JSON may have: every format read here needs a handful of
+#: levels, and a hostile file of 100,000 brackets must be refused before the decoder recurses into it
+MAX_JSON_DEPTH = 64
+_JSON_SKELETON_DELETE = bytes(b for b in range(256) if b not in b'"[]{}')
+_ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
+_JSON_QUOTED = re.compile(rb'"[^"]*"')
+_FLOAT_DIGITS = len(str(int(sys.float_info.max)))          # 309: integers longer than this are beyond a float64
+
+
+class JsonLimitError(ValueError):
+    """A user's JSON text goes beyond what is read: nesting deeper than :data:`MAX_JSON_DEPTH`, or an integer
+    outside the range of a 64-bit float (RFC 8259's interoperable numbers)."""
+
+
+def json_nests_deeper(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the arrays and objects of JSON ``text`` nest more than ``limit`` levels deep (or, in malformed
+    text, would make a decoder descend that far), found without decoding: the brackets outside strings are
+    kept (byte operations at C speed, about a fifth of ``json.loads``'s time), then innermost pairs are removed
+    ``limit`` times."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    # escaped backslashes and quotes first, so that every remaining quote opens or closes a string; then only
+    # quotes and brackets (of one kind) are kept, and empty strings dropped (parity of the quotes unchanged)
+    skeleton = (data.replace(b"\\\\", b"").replace(b'\\"', b"")
+                .translate(_ONE_BRACKET_KIND, _JSON_SKELETON_DELETE).replace(b'""', b""))
+    brackets = _JSON_QUOTED.sub(b"", skeleton).replace(b'"', b"") if b'"' in skeleton else skeleton
+    for _ in range(limit):
+        inner_removed = brackets.replace(b"[]", b"")
+        if len(inner_removed) == len(brackets):
+            break
+        brackets = inner_removed
+    return b"[]" in brackets or brackets.count(b"[") > limit
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) <= _FLOAT_DIGITS:
+        value = int(digits)
+        if abs(value) <= sys.float_info.max:
+            return value
+    raise JsonLimitError(f"holds an integer of {len(digits.lstrip('-'))} digits, beyond the range of a 64-bit "
+                         "float (give such a value as a string)")
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)`` for a user's file, within limits checked before the decoder builds anything: at most
+    :data:`MAX_JSON_DEPTH` levels of nesting, integers within the float64 range. Raises
+    ``json.JSONDecodeError`` for malformed text and :class:`JsonLimitError` (both ``ValueError``) beyond a
+    limit; the message never quotes the text."""
+    if json_nests_deeper(text):
+        raise JsonLimitError(f"nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except RecursionError:   # a safety net: the scan above already refuses what would recurse this far
+        raise JsonLimitError(f"nests arrays or objects more than {MAX_JSON_DEPTH} levels deep") from None
+
+
+def json_lines_of(text: str) -> list[str]:
+    """The lines of a JSON Lines text, split on ``\\n`` only (a trailing ``\\r`` is JSON whitespace): unlike
+    ``str.splitlines``, which also splits on U+2028, U+2029 and U+0085, legal raw inside JSON strings (and on
+    ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``), a line is what the JSON Lines format calls one."""
+    return text.split("\n")
+
+
 def read_json_lines(path: str | os.PathLike[str], error: Callable[[str], Exception]
                     ) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) of every non-blank line of a user's JSON Lines file, for its format's reader.
 
-    The text must be UTF-8 (a leading byte-order mark is accepted) and every non-blank line one JSON object.
+    The text must be UTF-8 (a leading byte-order mark is accepted) and every non-blank line one JSON object;
+    lines end at ``\\n`` only (:func:`json_lines_of`) and are parsed within the limits of :func:`parse_json`.
     The first problem raises ``error(problem)``, the problem naming the 1-based line: "line 3 is not a JSON
     object (column 2: ...)", "line 4 holds a JSON list, expected an object", "line 2 is not UTF-8 text (byte
-    offset 40)"; nothing of the line itself is quoted. A missing file is a ``FileNotFoundError``.
+    offset 40)", "line 5 nests arrays or objects more than 64 levels deep"; nothing of the line itself is
+    quoted. A missing file is a ``FileNotFoundError``.
     """
     p = Path(path)
     if not p.is_file():
@@ -248,13 +314,15 @@ def read_json_lines(path: str | os.PathLike[str], error: Callable[[str], Excepti
         line = data.count(b"\n", 0, err.start) + 1
         raise error(f"line {line} is not UTF-8 text (byte offset {err.start}); save the file as UTF-8") from None
     out = []
-    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+    for number, line in enumerate(json_lines_of(text.removeprefix("\ufeff")), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = parse_json(line)
         except json.JSONDecodeError as err:
             raise error(f"line {number} is not a JSON object (column {err.colno}: {err.msg})") from None
+        except JsonLimitError as err:
+            raise error(f"line {number} {err}") from None
         if not isinstance(record, dict):
             raise error(f"line {number} holds a JSON {type(record).__name__}, expected an object")
         out.append((number, record))

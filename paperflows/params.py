@@ -10,9 +10,11 @@ Overrides merge: ``--set train={steps: 5}`` changes ``train.steps`` and keeps th
 ``params.yaml`` values, and :func:`merge_given` gives a deployment run started with a partial parameter
 the same result.
 
-Paper scale is one switch: ``scale: paper`` replaces every value that is still at its CPU default by
-the value the paper (or its official code) uses, as listed in the model's ``PAPER_SCALE`` with its
-source in ``PAPER_SOURCE``. Values the user changed explicitly are kept.
+Scales are one switch. ``scale: paper`` replaces every value that is still at its CPU default by the value
+the paper (or its official code) uses, as listed in the model's ``PAPER_SCALE`` with its source in
+``PAPER_SOURCE``; ``scale: evidence`` does the same with ``EVIDENCE_SCALE``, the smallest budget that decides
+the paper's headline claim on 2 CPU cores (its reasoning in ``EVIDENCE_SOURCE``). Values the user changed
+explicitly are kept. ``SCALE_COST`` states each scale's measured cost.
 
 Types are strict, so what is refused is refused the same way from ``params.yaml``, ``--set`` and a
 deployment's form: no ``true`` for a number, no ``4.0`` or ``"4"`` for a whole number, no ``nan`` or
@@ -188,10 +190,12 @@ class AttentionSection(Section):
 class PipelineParams(Section):
     """Base of every pipeline's parameter model."""
 
-    scale: Literal["cpu", "paper"] = Field(
+    scale: Literal["cpu", "evidence", "paper"] = Field(
         "cpu",
-        description="'cpu' runs the laptop-sized defaults; 'paper' switches every value still at its "
-        "CPU default to the paper's setting (see PAPER_SCALE in the pipeline module).",
+        description="'cpu' runs the laptop-sized defaults (minutes); 'evidence' switches every value still at "
+        "its CPU default to the smallest budget that decides the paper's headline claim on 2 CPU cores (at most "
+        "15 minutes; EVIDENCE_SCALE in the pipeline's params module); 'paper' to the paper's setting (PAPER_SCALE, "
+        "GPU-sized).",
     )
     seeds: list[Seed] = Field(
         default_factory=lambda: [0, 1, 2],
@@ -203,6 +207,11 @@ class PipelineParams(Section):
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {}
     PAPER_SOURCE: ClassVar[str] = ""
+    #: the smallest budget that decides the headline claim on 2 CPU cores (empty: no evidence preset yet)
+    EVIDENCE_SCALE: ClassVar[dict[str, Any]] = {}
+    EVIDENCE_SOURCE: ClassVar[str] = ""
+    #: each scale's measured cost: ``{"cpu": "115 s on 2 cores (one torch thread)", "evidence": ..., "paper": ...}``
+    SCALE_COST: ClassVar[dict[str, str]] = {}
 
     # the values as given to the validation (before the paper preset), see :func:`given_values`
     _given: dict[str, Any] | None = PrivateAttr(default=None)
@@ -220,6 +229,17 @@ class PipelineParams(Section):
         Nothing by default."""
         return []
 
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """What is wrong with the data files and these parameters together (a file's rows against a count
+        asked for, its classes against a model's width, one file against another), checked after every
+        file's own check and before any work; each problem starts with the dotted key it concerns.
+
+        ``files`` maps the dotted key of every data-path parameter that was checked (only those a stage reads,
+        for a stage) to its :class:`CheckedData`, whose ``path`` is None when the parameter names no file (the
+        pipeline's offline data); a rule whose key is absent is not checked. A stage that would refuse the
+        same input later calls the same function as the rule. Nothing by default."""
+        return []
+
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, value: list[int]) -> list[int]:
@@ -234,6 +254,9 @@ class PipelineParams(Section):
         if not isinstance(data, dict):
             return handler(data)
         given = _plain(data)
+        if given.get("scale") == "evidence" and not cls.EVIDENCE_SCALE:
+            raise ValueError("scale 'evidence': this pipeline has no evidence preset yet (EVIDENCE_SCALE is empty); "
+                             "use 'cpu' or 'paper'")
         plan = paper_scale_plan(cls, given)
         if plan.changed:
             data = copy.deepcopy(data)
@@ -249,7 +272,8 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class PresetChange:
-    """One key of ``PAPER_SCALE``: its value before the preset, and the paper's value."""
+    """One key of a preset (``PAPER_SCALE``, ``EVIDENCE_SCALE``): its value before the preset, and the
+    preset's value (``paper``)."""
 
     key: str
     value: Any
@@ -265,15 +289,25 @@ class PaperScalePlan:
     kept: list[PresetChange]
 
 
+SCALES = ("cpu", "evidence", "paper")
+
+
+def preset(model: type[PipelineParams], scale: str) -> dict[str, Any]:
+    """The values a scale switches to (``{}`` for ``cpu``)."""
+    return {"paper": model.PAPER_SCALE, "evidence": model.EVIDENCE_SCALE}.get(scale, {})
+
+
 def paper_scale_plan(model: type[PipelineParams], data: dict[str, Any]) -> PaperScalePlan:
-    """The paper preset's effect on ``data`` (a section as given, before validation); nothing when its
-    ``scale`` is not ``paper``. Keys whose CPU value already is the paper's are in neither list."""
+    """The scale preset's effect on ``data`` (a section as given, before validation): ``scale: paper`` or
+    ``scale: evidence``; nothing for ``cpu``. Keys whose CPU value already is the preset's are in neither
+    list."""
     changed: list[PresetChange] = []
     kept: list[PresetChange] = []
-    if data.get("scale") != "paper" or not model.PAPER_SCALE:
+    values = preset(model, str(data.get("scale", "cpu")))
+    if not values:
         return PaperScalePlan(changed, kept)
     defaults = _cpu_defaults(model)
-    for dotted, paper_value in model.PAPER_SCALE.items():
+    for dotted, paper_value in values.items():
         default = _get(defaults, dotted, _MISSING)
         current = _get(data, dotted, _MISSING)
         if current is _MISSING or current == default:
@@ -513,11 +547,14 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 class DataFile:
     """Marks a path parameter and names the check that reads it: ``Annotated[str | None, DataFile(check)]``.
 
-    ``check(path)`` reads enough of the file (or folder, ``folder=True``) to know it is in the expected
-    format and raises ``ValueError`` (or ``OSError``) naming what is wrong: the row, the column, the key.
-    Messages must not quote the file's contents beyond the offending field. The CLI (``run`` and
-    ``stage``, hence ``dvc repro``) and the Prefect flow run every check of the parameters they are
-    given before any work starts; relative paths are taken from the project root.
+    ``check(path)`` reads the file (or folder, ``folder=True``) as the stage will, with its size limits applied
+    before anything is allocated (array headers, JSON nesting and integer size, label values), and raises
+    ``ValueError`` (or ``OSError``) naming what is wrong: the row, the column, the key. Messages must not quote
+    the file's contents beyond the offending field. Whatever else escapes a check is still a refusal (exit 2),
+    marked as the reader's defect (:data:`UNEXPECTED_READ_ERROR`). What ``check`` returns (a row count, the
+    classes, a size) is handed to :meth:`PipelineParams.data_problems`, the rules over the files and the params
+    together. The CLI (``run`` and ``stage``, hence ``dvc repro``) and the Prefect flow run every check of the
+    parameters they are given before any work starts; relative paths are taken from the project root.
     """
 
     check: Callable[[Path], object]
@@ -552,19 +589,46 @@ def resolve_data_path(value: str, root: Path) -> Path:
     return path if path.is_absolute() else root / path
 
 
-def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
-                     ) -> None:
-    """Run the declared check of every data file the params name (only under ``groups`` when given: a
-    group such as ``data`` or a dotted key such as ``data.path``, as a stage declares them), then ask the
-    params what the run needs from its environment (:meth:`PipelineParams.environment_problems`).
+@dataclass(frozen=True)
+class CheckedData:
+    """A data-path parameter after its check: the resolved ``path`` (None: the parameter names no file, so the
+    pipeline reads its offline data) and what the check returned (``summary``: a row count, the classes, ...)."""
 
-    Raises :class:`ParamsError` naming the parameter, the path and the problem (or the missing setting).
+    path: Path | None
+    summary: Any = None
+
+
+# what a data file's check raises for a malformed file; anything else escaping a check is a reader's defect,
+# still refused (exit 2, the key and the file named) but marked as such
+_EXPECTED_READ_ERRORS = (ValueError, OSError, KeyError)
+UNEXPECTED_READ_ERROR = "the reader failed unexpectedly"
+
+
+def _read_problem(err: Exception) -> str:
+    if isinstance(err, _EXPECTED_READ_ERRORS):
+        return _first_line(err)
+    return f"{UNEXPECTED_READ_ERROR} ({type(err).__name__}: {_first_line(err)})"
+
+
+def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
+                     ) -> dict[str, CheckedData]:
+    """Run the declared check of every data file the params name (only under ``groups`` when given: a
+    group such as ``data`` or a dotted key such as ``data.path``, as a stage declares them), then the rules
+    that need the files and the params together (:meth:`PipelineParams.data_problems`), then ask the params
+    what the run needs from its environment (:meth:`PipelineParams.environment_problems`).
+
+    One contract for every data file: whatever a check raises (a reader's own ``ValueError``, a decoder's
+    ``RecursionError``, a ``MemoryError``, a damaged archive's error) becomes a :class:`ParamsError`, so the
+    CLI exits 2 with one line naming the parameter, the path and the problem (or the missing setting).
+    Returns what was checked, by dotted key.
     """
+    files: dict[str, CheckedData] = {}
     for dotted, spec in data_file_fields(type(params)):
         if groups is not None and not any(dotted == g or dotted.startswith(f"{g}.") for g in groups):
             continue
         value = _get(params, dotted, None)
         if value in (None, ""):
+            files[dotted] = CheckedData(None)
             continue
         path = resolve_data_path(str(value), root)
         key = f"{slug}.{dotted}"
@@ -573,12 +637,21 @@ def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tupl
         if not spec.folder and not path.is_file():
             raise ParamsError(f"{key}: no file at {path} (expected a {spec.description})")
         try:
-            spec.check(path)
-        except (ValueError, OSError, KeyError) as err:
-            detail = _first_line(err).removeprefix(f"{path}: ")  # readers often name the file themselves
+            summary = spec.check(path)
+        except Exception as err:  # noqa: BLE001 (the contract: any failure of a check is a refusal, exit 2)
+            detail = _read_problem(err).removeprefix(f"{path}: ")  # readers often name the file themselves
             raise ParamsError(f"{key}: {path} is not a valid {spec.description}: {detail}") from None
+        files[dotted] = CheckedData(path, summary)
+    try:
+        problems = params.data_problems(files)
+    except Exception as err:  # noqa: BLE001 (a rule that cannot read what it compares is a refusal too)
+        raise ParamsError(f"{slug}: the data files cannot be checked against the parameters: "
+                          f"{_read_problem(err)}") from None
+    for problem in problems:
+        raise ParamsError(f"{slug}.{problem}")
     for problem in params.environment_problems(groups):
         raise ParamsError(f"{slug}: {problem}")
+    return files
 
 
 def _first_line(err: BaseException) -> str:

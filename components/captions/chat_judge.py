@@ -119,6 +119,18 @@ class ChatEndpointError(RuntimeError):
     would not help."""
 
 
+def endpoint_problems(base_url: str, model: str) -> list[str]:
+    """What makes ``base_url`` / ``model`` unusable as a chat-completions endpoint (a URL without an http(s)
+    scheme, no model name); checked by :class:`ChatEndpoint` and, before any work, by the run's parameters."""
+    problems = []
+    if not re.match(r"^https?://[^/\s]", base_url):
+        problems.append("base_url must start with http:// or https:// followed by a host, got "
+                        + (f"{base_url!r}" if len(base_url) <= 80 else f"a text of {len(base_url)} characters"))
+    if not model.strip():
+        problems.append("model must be a model name")
+    return problems
+
+
 @dataclass(frozen=True)
 class ChatEndpoint:
     """Where the judge lives. The key is never shown (``repr``) nor written anywhere."""
@@ -129,10 +141,8 @@ class ChatEndpoint:
     timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
-        if not re.match(r"^https?://", self.base_url):
-            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
-        if not self.model.strip():
-            raise ValueError("model must be a model name")
+        for problem in endpoint_problems(self.base_url, self.model):
+            raise ValueError(problem)
 
 
 class ChatClient:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from components.data.stream_arrays import task_count
+
 __all__ = ["Task", "TaskStream", "class_il_logits", "evaluate_stream", "split_by_class", "stream_from_indices",
            "task_il_logits", "task_indices"]
 
@@ -62,7 +64,9 @@ def task_indices(y_train: Tensor, y_test: Tensor, *, classes_per_task: int = 2, 
     Args:
         y_train, y_test: labels [N] in ``0..K-1``.
         classes_per_task: classes per task (2 for seq-MNIST).
-        n_tasks: number of tasks; default ``K // classes_per_task``.
+        n_tasks: number of tasks (the first ``n_tasks * classes_per_task`` classes); default: every class,
+            ``K / classes_per_task`` tasks, which :func:`~components.data.stream_arrays.task_count` checks (at
+            least 2 tasks, no class left over).
         train_per_task, test_per_task: keep at most this many images of a task (a random subset drawn with
             ``seed``; a task's classes keep their shares in expectation); ``None`` keeps all.
         seed: seed of those subsets.
@@ -77,9 +81,9 @@ def task_indices(y_train: Tensor, y_test: Tensor, *, classes_per_task: int = 2, 
     if int(min(int(y_train.min()), int(y_test.min()))) < 0:
         raise ValueError(f"{name}: labels must be >= 0")
     n_classes = int(max(int(y_train.max()), int(y_test.max()))) + 1
-    tasks_possible = n_classes // classes_per_task if classes_per_task >= 1 else 0
-    n_tasks = tasks_possible if n_tasks is None else n_tasks
-    if classes_per_task < 1 or n_tasks < 1 or n_tasks > tasks_possible:
+    if n_tasks is None:     # every class, in tasks of classes_per_task: the rule the params are checked with
+        n_tasks = task_count(n_classes, classes_per_task, name)
+    elif classes_per_task < 1 or n_tasks < 1 or n_tasks > n_classes // classes_per_task:
         raise ValueError(f"{name}: {n_classes} classes cannot make {n_tasks} tasks of {classes_per_task} classes")
     generator = torch.Generator().manual_seed(seed)
     out = []

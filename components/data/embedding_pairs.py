@@ -4,7 +4,10 @@ Layout (the format CSA's experiment scripts load after ``get_embeddings``: two f
 
 - ``image.npy``: float [N, d1], the first modality's embeddings (e.g. image features);
 - ``text.npy``: float [N, d2], the second modality's embeddings, row i paired with row i of image.npy;
-- ``labels.npy``: integer [N], class labels 0..C-1 (every class present at least twice).
+- ``labels.npy``: integer [N], class labels >= 0 (any values: they are re-indexed; every class present at least
+  twice).
+
+Embedding values must be finite and at most 1e30 in magnitude (they are stored and partly computed on in float32).
 
 :func:`check_embedding_pairs` reads the headers, then the values, and raises ``ValueError`` naming the file and
 the field (shape, dtype, row count, the first bad row) without quoting any content; nothing is unpickled.
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data.npy_files import npy_header
+from components.data.npy_files import first_unusable_row, npy_header
 
 EMBEDDING_FILES = ("image.npy", "text.npy", "labels.npy")
 
@@ -49,22 +52,22 @@ def check_embedding_pairs(folder: str | Path) -> dict[str, int]:
     if n < 8:
         raise ValueError(f"{folder / 'image.npy'}: {n} rows; at least 8 pairs are needed")
     for name in ("image.npy", "text.npy"):
-        values = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-        finite = np.isfinite(values).all(axis=1)
-        if not finite.all():
-            raise ValueError(f"{folder / name}: row {int(np.argmin(finite))} holds NaN or infinite values")
+        bad = first_unusable_row(np.load(folder / name, mmap_mode="r", allow_pickle=False))
+        if bad is not None:
+            raise ValueError(f"{folder / name}: row {bad[0]} holds {bad[1]}")
     labels = np.load(folder / "labels.npy", allow_pickle=False)
     if labels.min() < 0:
         raise ValueError(f"{folder / 'labels.npy'}: row {int(np.argmin(labels))} has a negative label")
-    counts = np.bincount(labels.astype(np.int64))
-    present = np.flatnonzero(counts)
-    if len(present) < 2:
+    # classes by their values (np.unique), never by a table as long as the largest label (np.bincount would
+    # allocate 8 TiB for one label of 2**40)
+    classes, counts = np.unique(labels, return_counts=True)
+    if len(classes) < 2:
         raise ValueError(f"{folder / 'labels.npy'}: only one class; at least 2 are needed")
-    if (counts[present] < 2).any():
-        raise ValueError(f"{folder / 'labels.npy'}: class {int(present[np.argmin(counts[present])])} has a single row; "
+    if (counts < 2).any():
+        raise ValueError(f"{folder / 'labels.npy'}: class {int(classes[np.argmin(counts)])} has a single row; "
                          "every class needs at least 2")
     return {"rows": int(n), "image_dim": int(headers["image.npy"][0][1]), "text_dim": int(headers["text.npy"][0][1]),
-            "classes": int(len(present))}
+            "classes": int(len(classes))}
 
 
 def read_embedding_pairs(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

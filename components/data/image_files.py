@@ -21,8 +21,10 @@ only, so a refused command never pays for torch.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import pickle
+import zlib
 from collections.abc import Callable
 from glob import glob
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from components.data.npy_files import array_bytes_limit, describe_bytes
 from components.io import package_path
 
 __all__ = ["ANIMAL_MNIST_FILES", "MNIST_IDX_FILES", "animal_mnist_arrays", "animal_mnist_dir", "check_mnist_idx",
@@ -47,37 +50,53 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     """Read an IDX file (gzip-compressed or not) into an array of shape dims.
 
     Layout: magic = 0x00 0x00 <type code> <ndim>, then ndim big-endian uint32 sizes, then the data in
-    row-major big-endian order. Raises ValueError naming the file on a bad magic number, an unknown type
-    code, a truncated header or body, or trailing bytes.
+    row-major big-endian order. The header is read first and the data only when it fits in the machine's memory
+    (:func:`~components.data.npy_files.array_bytes_limit`), so neither a header announcing terabytes nor a gzip
+    bomb is decompressed into memory. Raises ValueError naming the file on a bad magic number, an unknown type
+    code, a corrupt gzip stream, a truncated header or body, trailing bytes, or an array beyond memory.
     """
     file = Path(path)
-    raw = file.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError) as err:
-            raise ValueError(f"{file}: corrupt gzip stream ({err})") from err
-    if len(raw) < 4:
-        raise ValueError(f"{file}: truncated IDX header ({len(raw)} bytes, need at least 4)")
-    if raw[0] != 0 or raw[1] != 0:
-        raise ValueError(f"{file}: bad IDX magic {raw[:4].hex()}, expected 0000<type><ndim>")
-    code, ndim = raw[2], raw[3]
+    with open(file, "rb") as raw:
+        compressed = raw.read(2) == b"\x1f\x8b"
+    try:
+        with (gzip.open(file, "rb") if compressed else open(file, "rb")) as stream:
+            return _read_idx_stream(stream, file)
+    except (EOFError, OSError, zlib.error) as err:   # gzip.BadGzipFile is an OSError
+        if not compressed:
+            raise
+        kind = "zlib.error" if isinstance(err, zlib.error) else type(err).__name__
+        raise ValueError(f"{file}: corrupt gzip stream ({kind})") from None
+
+
+def _read_idx_stream(stream: Any, file: Path) -> np.ndarray:
+    head = stream.read(4)
+    if len(head) < 4:
+        raise ValueError(f"{file}: truncated IDX header ({len(head)} bytes, need at least 4)")
+    if head[0] != 0 or head[1] != 0:
+        raise ValueError(f"{file}: bad IDX magic {head.hex()}, expected 0000<type><ndim>")
+    code, ndim = head[2], head[3]
     if code not in _IDX_DTYPES:
         raise ValueError(f"{file}: unknown IDX type code 0x{code:02x}; known: "
                          f"{[hex(c) for c in _IDX_DTYPES]}")
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise ValueError(f"{file}: truncated IDX header, {ndim} dimensions need {header} bytes, "
-                         f"file has {len(raw)}")
-    dims = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    sizes = stream.read(4 * ndim)
+    if len(sizes) < 4 * ndim:
+        raise ValueError(f"{file}: truncated IDX header, {ndim} dimensions need {4 + 4 * ndim} bytes, "
+                         f"file has {4 + len(sizes)}")
+    dims = tuple(int(d) for d in np.frombuffer(sizes, dtype=">u4", count=ndim))
     dtype = _IDX_DTYPES[code]
-    expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    body = len(raw) - header
-    if body < expected:
-        raise ValueError(f"{file}: truncated IDX data, dims {dims} need {expected} bytes, found {body}")
-    if body > expected:
-        raise ValueError(f"{file}: {body - expected} unexpected trailing bytes after IDX data {dims}")
-    data = np.frombuffer(raw, dtype=dtype, count=int(np.prod(dims, dtype=np.int64)), offset=header)
+    count = math.prod(dims)
+    expected = count * dtype.itemsize
+    limit = array_bytes_limit()
+    if expected > limit:
+        raise ValueError(f"{file}: the IDX header announces dims {list(dims)} ({describe_bytes(expected)}), more than "
+                         f"this machine's {describe_bytes(limit)} of memory")
+    body = stream.read(expected)
+    if len(body) < expected:
+        raise ValueError(f"{file}: truncated IDX data, dims {dims} need {expected} bytes, found {len(body)}")
+    trailing = len(stream.read(1 << 16))
+    if trailing:
+        raise ValueError(f"{file}: unexpected trailing bytes after IDX data {dims}")
+    data = np.frombuffer(body, dtype=dtype, count=count)
     return data.reshape(dims).astype(dtype.newbyteorder("="))
 
 
@@ -124,6 +143,9 @@ def mnist_idx_arrays(folder: str | os.PathLike[str], split: str) -> tuple[np.nda
     bad = np.flatnonzero(labels > 9)
     if bad.size:
         raise ValueError(f"{paths[1].name}: label {int(labels[bad[0]])} at row {int(bad[0])} is outside 0..9")
+    if len(np.unique(labels)) < 2:
+        raise ValueError(f"{paths[1].name}: every label is {int(labels[0])}; the {split} split needs at least 2 "
+                         "classes (a classifier trained or scored on one class learns nothing)")
     return images, labels
 
 

@@ -11,14 +11,15 @@ Layout: ``root/{train,val}/{image,label,depth,normal}/{idx}.npy`` with, per inde
 
 :func:`check_nyuv2` checks a folder before any work: both splits with their four sub-folders, the same
 integer indices in each, every file's header (via :func:`~components.data.npy_files.npy_header`: never a
-pickle, never a truncated file), the shapes and dtypes above and one spatial size per index; the first
-index of each split is loaded and its values checked. :func:`read_nyuv2` loads a split and checks every
-value it returns. Errors name the file and the field.
+pickle, never a truncated file), the shapes and dtypes above, one spatial size for every index of both splits,
+and every file's values. :func:`read_nyuv2` loads a split and checks every value it returns the same way;
+:func:`label_grid` / :func:`subsample` read the label maps at a stride. Errors name the file and the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,8 @@ def _check_values(path: Path, kind: str, array: np.ndarray) -> None:
         raise ValueError(f"{path}: depth holds negative values (0 marks a missing measurement)")
 
 
-def _split_layout(root: Path, split: str) -> tuple[list[int], dict[int, tuple[int, int]]]:
+def _split_layout(root: Path, split: str) -> tuple[list[int], tuple[int, int]]:
+    """The indices of one split and their one spatial size ``(H, W)``, from the headers alone."""
     folder = root / split
     if not folder.is_dir():
         raise ValueError(f"{folder}: missing split folder (expected {LAYOUT_HINT})")
@@ -95,32 +97,68 @@ def _split_layout(root: Path, split: str) -> tuple[list[int], dict[int, tuple[in
         if extra:
             raise ValueError(f"{folder / 'image' / f'{extra[0]}.npy'}: missing ({kind}/ has {len(extra)} "
                              f"index(es) without an image)")
-    sizes = {}
+    size = None
     for idx in reference:
         seen = {kind: _check_header(folder / kind / f"{idx}.npy", kind) for kind in NYUV2_KINDS}
         if len(set(seen.values())) != 1:
             raise ValueError(f"{folder}: index {idx} has different spatial sizes per kind: "
                              + ", ".join(f"{k} {h}x{w}" for k, (h, w) in seen.items()))
-        sizes[idx] = seen["image"]
-    return reference, sizes
+        size = size or seen["image"]
+        if seen["image"] != size:   # images are stacked into one batch: one size per split (288x384 in the release)
+            raise ValueError(f"{folder / 'image' / f'{idx}.npy'}: {seen['image'][0]}x{seen['image'][1]}, but index "
+                             f"{reference[0]} is {size[0]}x{size[1]}; every index must have the same size")
+    return reference, size
 
 
-def check_nyuv2(root: str | Path) -> dict[str, int]:
-    """Check a preprocessed NYUv2 folder before any work; returns ``{split: number of images}``.
+def label_grid(height: int, width: int, stride: int) -> tuple[int, int]:
+    """The size of the label, depth and normal maps of ``height`` x ``width`` images read with ``stride`` (rows
+    and columns ``stride // 2``, ``stride // 2 + stride``, ...). ``ValueError`` when no pixel is left: the up-front
+    check of a run and :func:`subsample` both call this."""
+    rows, cols = len(range(stride // 2, height, stride)), len(range(stride // 2, width, stride))
+    if rows < 1 or cols < 1:
+        raise ValueError(f"images of {height}x{width} leave no label pixel at stride {stride} (rows and columns "
+                         f"{stride // 2}, {stride // 2 + stride}, ... are read; the images must be larger than "
+                         f"{stride // 2} pixels each way)")
+    return rows, cols
+
+
+def subsample(array: np.ndarray, stride: int) -> np.ndarray:
+    """``array`` [H, W, ...] at the pixels :func:`label_grid` names (exact values, never interpolated)."""
+    label_grid(array.shape[0], array.shape[1], stride)
+    return array[stride // 2::stride, stride // 2::stride]
+
+
+@dataclass(frozen=True)
+class Nyuv2Summary:
+    """What :func:`check_nyuv2` found: images per split and their one size."""
+
+    counts: dict[str, int]
+    height: int
+    width: int
+
+
+def check_nyuv2(root: str | Path) -> Nyuv2Summary:
+    """Check a preprocessed NYUv2 folder before any work: the layout, every file's header and every file's values
+    (the checks :func:`read_nyuv2` makes on what it reads), and one spatial size for every index of both splits.
 
     Raises ``ValueError`` naming the folder or file and the field (see the module docstring)."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"{root}: not a folder (expected {LAYOUT_HINT})")
-    counts = {}
+    counts, sizes = {}, {}
     for split in NYUV2_SPLITS:
-        indices, _ = _split_layout(root, split)
-        first = indices[0]
-        for kind in NYUV2_KINDS:
-            path = root / split / kind / f"{first}.npy"
-            _check_values(path, kind, np.load(path, allow_pickle=False))
+        indices, sizes[split] = _split_layout(root, split)
+        for idx in indices:
+            for kind in NYUV2_KINDS:
+                path = root / split / kind / f"{idx}.npy"
+                _check_values(path, kind, np.load(path, allow_pickle=False))
         counts[split] = len(indices)
-    return counts
+    (first, size), *rest = sizes.items()
+    for split, other in rest:
+        if other != size:
+            raise ValueError(f"{root / split}: images of {other[0]}x{other[1]}, but {first}/ holds "
+                             f"{size[0]}x{size[1]}; both splits must have the same size")
+    return Nyuv2Summary(counts, size[0], size[1])
 
 
 def read_nyuv2(root: str | Path, split: str, limit: int | None = None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data.npy_files import npy_header
+from components.data.npy_files import first_unusable_row, npy_header
 
 __all__ = ["PC15K_SYNSETS", "check_pc15k", "read_pc15k_arrays"]
 
@@ -63,10 +63,19 @@ def read_pc15k_arrays(root: str | Path, category: str, split: str, n_points: int
     clouds = []
     for path in files:
         _pc15k_header(path, n_points)
-        arr = np.load(path, allow_pickle=False)
+        arr = _pc15k_values(path, np.load(path, allow_pickle=False))
         keep = rng.choice(arr.shape[0], size=n_points, replace=False)
         clouds.append(arr[keep].astype(np.float64))
     return np.stack(clouds)
+
+
+def _pc15k_values(path: Path, cloud: np.ndarray) -> np.ndarray:
+    """``cloud`` after checking its coordinates are finite and within float32's reach (the check before any work
+    reads the first file of each split this way, the reader every file it returns)."""
+    bad = first_unusable_row(cloud)
+    if bad is not None:
+        raise ValueError(f"{path}: point {bad[0]} holds {bad[1]}")
+    return cloud
 
 
 def _pc15k_header(path: Path, n_points: int = 1) -> tuple[int, ...]:
@@ -112,7 +121,6 @@ def check_pc15k(root: str | Path, splits: tuple[str, ...] = ("train", "test")) -
                                  "<synset_id>/<split>/*.npy)")
             for path in files:
                 _pc15k_header(path)
-            if not np.isfinite(np.load(files[0], allow_pickle=False)).all():
-                raise ValueError(f"{files[0]}: non-finite coordinates")
+            _pc15k_values(files[0], np.load(files[0], allow_pickle=False))
             found[synset.name][split] = len(files)
     return found

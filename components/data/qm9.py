@@ -17,7 +17,6 @@ row (1-based, counting data rows) and quote a value only through :func:`componen
 from __future__ import annotations
 
 import csv
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.io import package_path, quote_value
+from components.io import package_path, parse_json, quote_value
 
 __all__ = ["DESCRIPTOR_NAMES", "ELEMENTS", "PROPERTY_COLUMNS", "QM9FormatError", "check_qm9_csv", "descriptor",
            "qm9pack_files", "read_qm9"]
@@ -37,6 +36,7 @@ REQUIRED = ("Stoichiometry", "XYZ_Ang", *PROPERTY_COLUMNS.values())
 DESCRIPTOR_NAMES = tuple(f"n_{e}" for e in ELEMENTS) + ("radius_of_gyration", "mean_pair_distance",
                                                         "max_pair_distance")
 MIN_MOLECULES = 20
+MAX_ATOMS = 500
 
 
 class QM9FormatError(ValueError):
@@ -94,7 +94,7 @@ def _parse(row: list[str], index: dict[str, int], number: int) -> tuple[np.ndarr
     def json_list(column: str) -> list:
         text = cell(column)
         try:
-            value = json.loads(text)
+            value = parse_json(text)      # nesting and integer size bounded: a hostile cell cannot recurse
         except ValueError:
             value = None
         if not isinstance(value, list):
@@ -105,6 +105,9 @@ def _parse(row: list[str], index: dict[str, int], number: int) -> tuple[np.ndarr
     if len(counts) != len(ELEMENTS) or not all(isinstance(c, int) and c >= 0 for c in counts) or sum(counts) < 1:
         raise QM9FormatError(f"column 'Stoichiometry' row {number} must list {len(ELEMENTS)} non-negative atom "
                              f"counts of {', '.join(ELEMENTS)} (at least one atom)")
+    if sum(counts) > MAX_ATOMS:   # the descriptor's pairwise distances grow with the square of the atoms
+        raise QM9FormatError(f"column 'Stoichiometry' row {number} counts {sum(counts)} atoms; QM9 molecules have "
+                             f"at most 29 (at most {MAX_ATOMS} are read)")
     xyz = json_list("XYZ_Ang")
     if len(xyz) != sum(counts) or not all(isinstance(a, list) and len(a) == 3 and
                                           all(isinstance(v, (int, float)) and math.isfinite(v) for v in a)

@@ -115,10 +115,14 @@ def read_sequence_file(path: str | os.PathLike[str]) -> list[list[int]]:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
     sequences = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.removeprefix("\ufeff").split("\n")   # "\n" only (a "\r" before it is whitespace)
+    while lines and not lines[-1].strip():            # blank lines at the end (the release's files end in one)
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
         fields = line.split()
         if not fields:
-            raise ValueError(f"{path}: line {number}: empty line (expected space-separated item ids)")
+            raise ValueError(f"{path}: line {number}: empty line (expected space-separated item ids; only the "
+                             "file's last lines may be blank)")
         seq = []
         for k, field in enumerate(fields, start=1):
             if not (field.isascii() and field.isdigit()):

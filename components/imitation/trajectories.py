@@ -4,7 +4,8 @@ Columns (other columns, e.g. a ``weight``, are ignored):
 
 * ``traj_id``: an int naming the trajectory; ``t``: an int >= 0, the step within it (distinct per trajectory;
   rows may come in any order, they are sorted by ``(traj_id, t)``);
-* ``obs_0 .. obs_{d-1}``: the observation, finite numbers (``d`` = the environment's observation size);
+* ``obs_0 .. obs_{d-1}``: the observation, finite numbers of magnitude at most 1e30 (``d`` = the environment's
+  observation size);
 * ``action_0 .. action_{k-1}``: a continuous action, finite numbers within ``action_bounds``, or one int column
   ``action`` in ``0 .. n_actions-1`` for a discrete one;
 * ``style``: an int in ``0 .. n_styles-1``, the same on every row of a trajectory; every style needs a trajectory.
@@ -22,7 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from components.data.npy_files import MAX_ABS_VALUE
 from components.io import quote_value
+
+INT64_MAX = 2**63 - 1
 
 
 class TrajectoryFormatError(ValueError):
@@ -59,12 +63,29 @@ def _column(path: Path, table, name: str, integer: bool) -> np.ndarray:
     if column.null_count:
         row = next(i for i, v in enumerate(column.is_null().to_pylist()) if v)
         raise TrajectoryFormatError(f"{path}: column {name!r} row {row}: missing value")
-    values = column.to_numpy(zero_copy_only=False).astype(np.float64)
+    raw = column.to_numpy(zero_copy_only=False)
+    if integer and pa.types.is_integer(kind):   # exact: ids beyond 2**53 stay distinct (a float64 would merge them)
+        if pa.types.is_unsigned_integer(kind) and len(raw) and int(raw.max()) > INT64_MAX:
+            row = int(np.argmax(raw))
+            raise TrajectoryFormatError(f"{path}: column {name!r} row {row}: {quote_value(int(raw[row]))} is beyond "
+                                        "a 64-bit integer")
+        return raw.astype(np.int64)
+    values = raw.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(values) | ((values != np.round(values)) if integer else False))
     if len(bad):
         what = "an integer" if integer else "a finite number"
         raise TrajectoryFormatError(f"{path}: column {name!r} row {bad[0]}: expected {what}, got "
                                     f"{quote_value(float(values[bad[0]]))}")
+    if integer:   # whole floats, cast to int64 below: one beyond its range would wrap (and blame another column)
+        big = np.flatnonzero(np.abs(values) >= 2.0**63)
+        if len(big):
+            raise TrajectoryFormatError(f"{path}: column {name!r} row {big[0]}: {quote_value(float(values[big[0]]))} "
+                                        "is beyond a 64-bit integer")
+        return values.astype(np.int64)
+    huge = np.flatnonzero(np.abs(values) > MAX_ABS_VALUE)
+    if len(huge):
+        raise TrajectoryFormatError(f"{path}: column {name!r} row {huge[0]}: {quote_value(float(values[huge[0]]))} is "
+                                    f"above {MAX_ABS_VALUE:.0e} in magnitude (the policies compute in float32)")
     return values
 
 

@@ -147,7 +147,10 @@ def read_moleculeace_csv(path: str | Path, name: str | None = None) -> MoleculeS
     if not text.strip():
         raise MoleculeAceFormatError(path, f"the file is empty; expected a header with columns {list(COLUMNS)}")
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = reader.fieldnames or []
+    try:
+        header = reader.fieldnames or []
+    except csv.Error as err:     # e.g. a field beyond the csv module's size limit in the first line
+        raise MoleculeAceFormatError(path, f"not a readable CSV file (line {reader.line_num}: {err})") from None
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise MoleculeAceFormatError(path, f"missing column(s) {missing}; MoleculeACE's columns are {list(COLUMNS)}")

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from components.io import quote_value
+from components.io import JsonLimitError, json_lines_of, parse_json, quote_value
 
 REQUIRED = ("meal_description", "carb")
 OPTIONAL_NUMBERS = ("protein", "fat", "energy")
@@ -110,18 +110,22 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
         return []
     if suffix == ".json" and text.lstrip().startswith("["):
         try:
-            records = json.loads(text)
+            records = parse_json(text)
         except json.JSONDecodeError as err:
             raise NutribenchFormatError(path, f"not valid JSON ({err})") from None
+        except JsonLimitError as err:
+            raise NutribenchFormatError(path, f"the JSON list {err}") from None
     else:
         records = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(json_lines_of(text), start=1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(parse_json(line))
             except json.JSONDecodeError as err:
                 raise NutribenchFormatError(path, f"line {number} is not valid JSON ({err})") from None
+            except JsonLimitError as err:
+                raise NutribenchFormatError(path, f"line {number} {err}") from None
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
             raise NutribenchFormatError(path, f"record {number} is a {type(record).__name__}, expected an object "

@@ -11,6 +11,7 @@ refused value is described by :func:`components.io.quote_value`, never quoted fr
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,11 @@ class SolutionRow:
     correct: bool
 
 
+def _finite(number: int | float) -> bool:
+    """A finite float, or an int within the float range (the reader of JSON numbers refuses larger ones)."""
+    return math.isfinite(number) if isinstance(number, float) else abs(number) <= sys.float_info.max
+
+
 def read_solutions(path: str | Path) -> list[SolutionRow]:
     """Every row in file order (see the module docstring)."""
     path = Path(path)
@@ -48,15 +54,15 @@ def read_solutions(path: str | Path) -> list[SolutionRow]:
         solution = json_text(record, "solution", number, error)
         answer = json_field(record, "answer", number, error)
         if isinstance(answer, bool) or not (isinstance(answer, str) and answer.strip()
-                                            or isinstance(answer, (int, float)) and math.isfinite(answer)):
+                                            or isinstance(answer, (int, float)) and _finite(answer)):
             raise error(f"line {number} field 'answer' holds {quote_value(answer)}; expected a non-empty string "
                         "or a finite number")
         correct = json_field(record, "correct", number, error)
         if not (isinstance(correct, bool) or (isinstance(correct, int) and correct in (0, 1))):
             raise error(f"line {number} field 'correct' holds {quote_value(correct)}; expected true / false "
                         "(or 1 / 0)")
-        answer_text = answer if isinstance(answer, str) else (str(int(answer)) if float(answer).is_integer()
-                                                              else repr(answer))
+        answer_text = (answer if isinstance(answer, str) else str(answer) if isinstance(answer, int)
+                       else str(int(answer)) if answer.is_integer() else repr(answer))
         rows.append(SolutionRow(number, question, solution, answer_text.strip(), bool(correct)))
     if len({r.question for r in rows}) < 2:
         raise error(f"the file holds {len({r.question for r in rows})} distinct question(s); expected at least 2 "

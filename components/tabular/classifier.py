@@ -21,6 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from components.tabular.mothernet import ChildMLP, MotherNet, MotherNetConfig, write_child
+from components.tabular.tables import check_class_count
 
 
 def preprocessing(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -67,8 +68,7 @@ class MotherNetClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, codes = np.unique(y, return_inverse=True)
         model = self._hypernetwork()
         cfg = model.cfg
-        if len(self.classes_) > cfg.max_classes:
-            raise ValueError(f"MotherNet handles at most {cfg.max_classes} classes, got {len(self.classes_)}")
+        check_class_count(len(self.classes_), cfg.max_classes)      # the rule a run's params are checked with
         center, projection = preprocessing(X, cfg.max_features)
         center_t, projection_t = torch.from_numpy(center).float(), torch.from_numpy(projection).float()
         with torch.no_grad():

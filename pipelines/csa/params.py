@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from components.data.embedding_pairs import EMBEDDING_FILES, check_embedding_pairs
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed
 
 METHODS = ("csa", "cca", "asif", "contrastive")
 LABELS = {"csa": "CSA (rho-weighted)", "cca": "CCA, plain cosine", "asif": "ASIF", "contrastive": "CLIP-like (InfoNCE)"}
@@ -114,8 +115,65 @@ class CsaParams(PipelineParams):
                              "need at least one few-pairs setting")
         return self
 
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """The pairs and the recall@k asked for fit the pool and the test set: the offline subsets' sizes, or
+        the user's rows as stage ``features`` splits them (:func:`user_split`); the same rule as stage
+        ``align`` (:func:`size_problems`)."""
+        if "data.embeddings_path" not in files:
+            return []
+        checked = files["data.embeddings_path"]
+        if checked.path is None:
+            return size_problems(self, self.data.n_pool, self.data.n_test)
+        values, labels = np.unique(np.load(checked.path / "labels.npy", allow_pickle=False), return_inverse=True)
+        is_test = user_test_rows(len(labels), self.data.test_fraction, self.data.seed)
+        problem = pool_problem(labels, is_test, self.data.test_fraction, values)
+        return ([problem] if problem else []) + size_problems(self, int((~is_test).sum()), int(is_test.sum()))
+
     PAPER_SCALE = {"align.n_pairs": [50, 200, 800, 5000], "data.n_pool": 10_000, "data.n_test": 2000,
                    "data.resolution": 224, "seeds": [0, 1, 2, 3, 4]}
     PAPER_SOURCE = ("CSA (ICLR 2025), official mmda config/main.yaml and the brief's scaled protocol: 50 / 200 / 800 / "
                     "5,000 training pairs (the ImageNet mislabel figure uses 5k and 35k), EfficientNet-Lite0 at its "
                     "native 224 px, 5 seeds; train_test_ratio 0.7 for a user's embeddings.")
+
+
+def user_split(rows: int, test_fraction: float) -> tuple[int, int]:
+    """``(pool, test)`` rows of a user's ``rows`` embeddings split by ``data.test_fraction`` (stage ``features``
+    holds out ``max(1, round(test_fraction * rows))`` of them)."""
+    test = max(1, round(test_fraction * rows))
+    return rows - test, test
+
+
+def user_test_rows(rows: int, test_fraction: float, seed: int) -> np.ndarray:
+    """Which of a user's ``rows`` embeddings stage ``features`` holds out as the test set: a draw seeded by
+    ``data.seed``, the same before any work and in the stage."""
+    from paperflows.seeds import derive_seed  # here: it imports torch, which checking the params does not need
+
+    is_test = np.zeros(rows, dtype=bool)
+    is_test[np.random.default_rng(derive_seed(seed, "split")).choice(rows, user_split(rows, test_fraction)[1],
+                                                                     replace=False)] = True
+    return is_test
+
+
+def pool_problem(labels: np.ndarray, is_test: np.ndarray, test_fraction: float,
+                 values: np.ndarray | None = None) -> str | None:
+    """A class (of ``labels``, re-indexed 0..C-1; ``values``: the file's label of each index) whose every row went
+    to the test set: the pool, which the alignment and the class texts are fitted on, lacks it."""
+    missing = sorted(set(labels.tolist()) - set(labels[~is_test].tolist()))
+    if not missing:
+        return None
+    which = f"label {int(values[missing[0]])}" if values is not None else f"class {missing[0]}"
+    return (f"data.embeddings_path: {which} has no row left in the pool after the test split "
+            f"(data.test_fraction = {test_fraction}); add rows of that class")
+
+
+def size_problems(params: CsaParams, pool: int, test: int) -> list[str]:
+    """What the run asks of a pool of ``pool`` images and a test set of ``test`` that they cannot give: more
+    training pairs than the pool holds, or a recall@k whose k reaches the test set's size (1.0 by construction).
+    Called before any work (:meth:`CsaParams.data_problems`) and by stage ``align`` on what it reads."""
+    problems = []
+    if max(params.align.n_pairs) > pool:
+        problems.append(f"align.n_pairs: {max(params.align.n_pairs)} pairs asked for, the pool holds {pool}")
+    if max(params.eval.recall_ks) >= test:
+        problems.append(f"eval.recall_ks: recall@{max(params.eval.recall_ks)} asked for, but the test set holds "
+                        f"{test} items (every k must be below that, or the recall is 1 by construction)")
+    return problems

@@ -32,7 +32,7 @@ from components.data.label_captions import (CLASS_NAMES, TEMPLATES, attribute_co
 from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.csa import ABOUT
-from pipelines.csa.params import CsaParams, DataParams
+from pipelines.csa.params import CsaParams, DataParams, pool_problem, size_problems, user_test_rows
 from pipelines.csa.plots import plot_rho, plot_scaling
 from pipelines.csa.report import build_report
 
@@ -96,14 +96,10 @@ def _user_embeddings(ctx: StageContext) -> tuple[dict[str, np.ndarray], dict[str
     """A user's row-aligned embeddings, split into pool and test; class texts are the pool's per-class means."""
     d = ctx.params.data
     image, text, labels = read_embedding_pairs(ctx.data_path(d.embeddings_path))
-    rng = np.random.default_rng(derive_seed(d.seed, "split"))
-    is_test = np.zeros(len(labels), dtype=bool)
-    is_test[rng.choice(len(labels), max(1, round(d.test_fraction * len(labels))), replace=False)] = True
-    pool_classes = set(labels[~is_test].tolist())
-    missing = sorted(set(labels.tolist()) - pool_classes)
-    if missing:
-        raise StageInputError(f"csa.data.embeddings_path: class {missing[0]} has no row left in the pool after the "
-                              f"test split (data.test_fraction = {d.test_fraction}); add rows of that class")
+    is_test = user_test_rows(len(labels), d.test_fraction, d.seed)
+    problem = pool_problem(labels, is_test, d.test_fraction)   # the rule the params were checked with
+    if problem:
+        raise StageInputError(f"csa.{problem}")
     class_text = np.stack([text[~is_test & (labels == c)].mean(0) for c in range(labels.max() + 1)])
     arrays = {"image": image, "text": text, "labels": labels, "is_test": is_test, "class_text": class_text}
     return arrays, {"source": "embeddings_path"}, {}
@@ -144,9 +140,8 @@ def align(ctx: StageContext) -> None:
     p, cfg = ctx.params, _config(ctx.params)
     f = {k: v.numpy() for k, v in load_tensors(ctx.path(FEATURES)).items()}
     pool, test = ~f["is_test"], f["is_test"]
-    if max(p.align.n_pairs) > pool.sum():
-        raise StageInputError(f"csa.align.n_pairs: {max(p.align.n_pairs)} pairs asked for, the pool holds "
-                              f"{int(pool.sum())}")
+    for problem in size_problems(p, int(pool.sum()), int(test.sum())):   # the rule the params were checked with
+        raise StageInputError(f"csa.{problem}")
     # each modality is reduced on its own (unpaired) pool data, before any pairing
     pca_a, pca_b = fit_pca(f["image"][pool], p.align.image_pca), fit_pca(f["text"][pool], p.align.text_pca)
     a_pool, b_pool = pca_a.apply(f["image"][pool]), pca_b.apply(f["text"][pool])

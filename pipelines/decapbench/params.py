@@ -9,10 +9,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from components.captions.chat_judge import endpoint_problems
 from components.captions.dcscore import DCScoreConfig
-from components.captions.decapbench_files import (SUFFIXES, check_candidate_file, check_image_folder,
-                                                  check_oracle_file)
-from paperflows.params import AttentionSection, DataFile, PipelineParams, Section, Seed
+from components.captions.decapbench_files import (SUFFIXES, DecapbenchFormatError, check_candidate_file,
+                                                  check_image_folder, check_oracle_file, missing_images,
+                                                  read_benchmark)
+from paperflows.params import AttentionSection, CheckedData, DataFile, PipelineParams, Section
 
 # the meta-evaluation: DCScore and the baselines (rows of the paper's correlation table)
 METRICS = ("dcscore", "bleu4", "rouge_l", "tfidf_cosine", "capture")
@@ -224,9 +226,28 @@ class DecapbenchParams(PipelineParams):
             return []
         settings = judge_endpoint_settings()
         missing = [var for key, var in zip(("base_url", "model"), JUDGE_ENV) if settings[key] is None]
-        if not missing:
-            return []
         why = "data.candidates_path names real captions" if self.uses_real_data() else "judge.backend is 'chat'"
-        return [f"{why}, which the chat-completions judge scores; set {' and '.join(missing)} (an "
-                "OpenAI-compatible endpoint such as https://api.openai.com/v1 and a model such as "
-                "gpt-4o-2024-05-13; the key goes in PAPERFLOWS_JUDGE_API_KEY when the endpoint needs one)"]
+        if missing:
+            return [f"{why}, which the chat-completions judge scores; set {' and '.join(missing)} (an "
+                    "OpenAI-compatible endpoint such as https://api.openai.com/v1 and a model such as "
+                    "gpt-4o-2024-05-13; the key goes in PAPERFLOWS_JUDGE_API_KEY when the endpoint needs one)"]
+        # the judge's own rule (ChatEndpoint), applied before any work rather than when the judge stage starts
+        return [f"{why}; the judge endpoint settings ({' / '.join(JUDGE_ENV[:2])}) are unusable: {problem}"
+                for problem in endpoint_problems(settings["base_url"] or "", settings["model"] or "")]
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """Every candidate names an image of the oracle file, and of ``data.images_dir`` when given: the files
+        read together as stage ``world`` reads them (:func:`~components.captions.decapbench_files.read_benchmark`
+        and ``missing_images``)."""
+        oracle, candidates = files.get("data.oracle_path"), files.get("data.candidates_path")
+        if oracle is None or candidates is None or oracle.path is None or candidates.path is None:
+            return []
+        try:
+            _, rows = read_benchmark(oracle.path, candidates.path)
+        except DecapbenchFormatError as err:
+            return [f"data.candidates_path: {err}"]
+        images = files.get("data.images_dir")
+        if images is not None and images.path is not None and (missing := missing_images(rows, images.path)):
+            return [f"data.images_dir: {len(missing)} image(s) named by the candidates are not in {images.path} "
+                    f"(the first at candidate line {missing[0]})"]
+        return []

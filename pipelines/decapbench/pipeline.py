@@ -31,7 +31,7 @@ import numpy as np
 from components.captions.baselines import BASELINES, baseline_scores
 from components.captions.chat_judge import ChatClient, ChatEndpoint, ChatJudge
 from components.captions.dcscore import (CaptionItem, Judge, dcscore as dcscore_of, record_row,
-                                         score_item, score_items, summary_line)
+                                         score_items, summary_line)
 from components.captions.decapbench_files import (DecapbenchFormatError, benchmark_summary, missing_images,
                                                   read_benchmark)
 from components.captions.evaluation import evaluate_captions, summarize

@@ -8,8 +8,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from components.unlearning.authors import ATTRIBUTE_NAMES
-from components.unlearning.tofu_file import SUFFIXES, check_tofu_forget_file, check_tofu_retain_file
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from components.unlearning.tofu_file import (SUFFIXES, check_tofu_forget_file, check_tofu_retain_file, overlap_problem,
+                                             read_tofu_file)
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed
 
 METHODS = ("ga", "graddiff", "npo", "idk", "flat_kl", "flat_tv", "flat_js", "flat_pearson")
 DEFAULT_METHODS = ("ga", "graddiff", "npo", "idk", "flat_kl", "flat_tv", "flat_js")
@@ -155,6 +156,16 @@ class FlatParams(PipelineParams):
         if len(set(self.unlearn.methods)) != len(self.unlearn.methods):
             raise ValueError(f"unlearn.methods repeat: {self.unlearn.methods}")
         return self
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """The TOFU forget and retain files share no QA (the rule of stage ``benchmark``,
+        :func:`~components.unlearning.tofu_file.overlap_problem`)."""
+        forget, retain = files.get("data.tofu_path"), files.get("data.tofu_retain_path")
+        if forget is None or retain is None or forget.path is None or retain.path is None:
+            return []
+        problem = overlap_problem(forget.path, retain.path, read_tofu_file(forget.path, split="forget"),
+                                  read_tofu_file(retain.path, split="retain"))
+        return [] if problem is None else [f"data.tofu_retain_path: {problem}"]
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "data.n_authors": 200, "data.forget_authors": 20, "data.n_perturbed": 5, "data.retain_eval": 400,

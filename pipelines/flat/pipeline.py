@@ -39,6 +39,7 @@ from components.unlearning import IDK_TEMPLATES, AuthorConfig, TofuFormatError, 
 from components.unlearning.evaluate import (EvalConfig, TofuEvaluator, add_forget_quality, qa_continuation,
                                             qa_prompt, summary)
 from components.unlearning.general_text import general_passages, world_fact_rows
+from components.unlearning.tofu_file import overlap_problem
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.flat import ABOUT
 from pipelines.flat.params import FlatParams
@@ -72,6 +73,9 @@ def benchmark(ctx: StageContext) -> None:
             retain = read_tofu_file(ctx.data_path(d.tofu_retain_path), split="retain")
         except (FileNotFoundError, TofuFormatError) as err:
             raise StageInputError(f"flat.data: {err}") from None
+        shared = overlap_problem(d.tofu_path, d.tofu_retain_path, forget, retain)   # as the params were checked
+        if shared is not None:
+            raise StageInputError(f"flat.data.tofu_retain_path: {shared}")
         source = {"source": "tofu", "forget_file": d.tofu_path, "retain_file": d.tofu_retain_path}
     else:
         rows = author_rows(AuthorConfig(n_authors=d.n_authors, forget_authors=d.forget_authors,

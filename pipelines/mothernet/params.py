@@ -12,8 +12,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.tabular.prior import GENERATORS
-from components.tabular.tables import RDATASETS, SKLEARN_SETS, check_table_csv
-from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
+from components.tabular.tables import RDATASETS, SKLEARN_SETS, TABLE_CLASSES, check_class_count, check_table_csv
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed, distinct
 
 RTABLES = tuple(RDATASETS)
 METHODS = ("mothernet", "untrained", "logreg", "gbm")
@@ -133,6 +133,25 @@ class MothernetParams(PipelineParams):
     model: ModelParams = Field(default_factory=ModelParams, description="Hypernetwork and child sizes.")
     train: TrainParams = Field(default_factory=TrainParams, description="Pretraining on the prior.")
     eval: EvalParams = Field(default_factory=EvalParams, description="Baselines and timing.")
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """Every table evaluated has at most ``prior.max_classes`` classes (the rule of the classifier's ``fit``,
+        :func:`~components.tabular.tables.check_class_count`): the offline tables by their known classes, the
+        user's CSV by the classes its check found."""
+        if "data.csv_path" not in files:
+            return []
+        classes = {name: TABLE_CLASSES[name] for name in [*self.data.sklearn_sets, *self.data.rdatasets]
+                   if name in TABLE_CLASSES}      # a table not listed there is checked by the classifier's fit
+        checked = files["data.csv_path"]
+        if checked.path is not None:
+            classes[f"the table {checked.path.name}"] = int(checked.summary)
+        problems = []
+        for table, n_classes in classes.items():
+            try:
+                check_class_count(n_classes, self.prior.max_classes, table)
+            except ValueError as err:
+                problems.append(f"prior.max_classes: {err}")
+        return problems
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "prior.max_features": 100, "prior.max_train": 1024, "prior.min_train": 128, "prior.n_test": 128,

@@ -6,8 +6,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.data.nyuv2 import NYUV2_KINDS, NYUV2_SPLITS, check_nyuv2
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from components.data.nyuv2 import NYUV2_KINDS, NYUV2_SPLITS, check_nyuv2, label_grid
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed
 
 # decoders: frozen encoder, task decoders only; finetune: one single-task model per task, the adapted blocks
 # fully fine-tuned; lora_per_task: one single-task model per task with its own LoRA; lora_shared: one LoRA
@@ -122,6 +122,18 @@ class MtsamParams(PipelineParams):
     train: TrainParams = Field(default_factory=TrainParams, description="Training (the same for every method).")
     tora: ToraParams = Field(default_factory=ToraParams, description="ToRA.")
     lora: LoraParams = Field(default_factory=LoraParams, description="The LoRA baselines.")
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """The NYUv2 images leave label pixels at ``data.nyuv2_label_stride`` (the rule stage ``scenes`` reads the
+        maps with, :func:`~components.data.nyuv2.label_grid`)."""
+        checked = files.get("data.nyuv2_path")
+        if checked is None or checked.path is None:
+            return []
+        try:
+            label_grid(checked.summary.height, checked.summary.width, self.data.nyuv2_label_stride)
+        except ValueError as err:
+            return [f"data.nyuv2_label_stride: {err}"]
+        return []
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "data.n_train": 795, "data.n_test": 654, "data.nyuv2_label_stride": 1, "data.label_size": 256,

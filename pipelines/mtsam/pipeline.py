@@ -23,7 +23,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from components.data.nyuv2 import NYUV2_CLASSES, read_nyuv2
+from components.data.nyuv2 import NYUV2_CLASSES, read_nyuv2, subsample
 from components.data.scenes import SCENE_CLASSES, SceneConfig, render_scenes
 from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
 from components.models.dense_methods import MethodConfig, build_learners, dense_scores, predict_all
@@ -63,8 +63,7 @@ def _nyuv2(ctx: StageContext, split: str, limit: int) -> dict[str, torch.Tensor]
             image = torch.from_numpy(item["image"]).permute(2, 0, 1)[None]
             items["image"].append(F.interpolate(image, size=(size, size), mode="bilinear", align_corners=False)[0])
             for kind in ("label", "depth", "normal"):   # exact values: subsampled, never interpolated
-                items[kind].append(torch.from_numpy(item[kind][d.nyuv2_label_stride // 2::d.nyuv2_label_stride,
-                                                               d.nyuv2_label_stride // 2::d.nyuv2_label_stride]))
+                items[kind].append(torch.from_numpy(subsample(item[kind], d.nyuv2_label_stride)))
     except ValueError as err:
         raise StageInputError(f"mtsam.data.nyuv2_path: {err}") from None
     out = {k: torch.stack(v) for k, v in items.items()}

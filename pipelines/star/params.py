@@ -13,8 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from components.data.stream_arrays import check_stream_npz
-from paperflows.params import DataFile, PipelineParams, Section, Seed
+from components.data.stream_arrays import OFFLINE_CLASSES, check_stream_npz, task_count
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed
 
 DATASETS = ("seq-mnist", "seq-fmnist")
 CUSTOM = "custom"                     # the stream read from data.path
@@ -149,6 +149,23 @@ class StarParams(PipelineParams):
         "image of the 60k/10k split, 1 epoch per task, best arguments per method and buffer from mammoth's "
         "utils/best_args.py (batch 10), 10 runs. STAR's gamma/lambda: the STAR_CL README's seq-cifar10 best "
         "(the paper reports no seq-MNIST setting).")
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """Every stream splits into tasks of ``data.classes_per_task`` classes with none left over (the rule of
+        stage ``prepare``, :func:`~components.data.stream_arrays.task_count`): the user's archive by the classes
+        its check found, the offline streams by their known classes."""
+        if "data.path" not in files:
+            return []
+        checked = files["data.path"]
+        classes = ({CUSTOM: int(checked.summary)} if checked.path is not None
+                   else {name: OFFLINE_CLASSES[name] for name in self.data.datasets})
+        problems = []
+        for name, n_classes in classes.items():
+            try:
+                task_count(n_classes, self.data.classes_per_task, name)
+            except ValueError as err:
+                problems.append(f"data.classes_per_task: {err}")
+        return problems
 
     def run_settings(self, method: str, buffer: int) -> RunSettings:
         """The training values of ``method`` at ``buffer`` (with ``train.best_args``: from :data:`BEST_ARGS`,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from components.io import (atomic_path, json_text, load_json, load_jsonl, load_table, load_tensors, quote_value,
-                           read_json_lines, save_json, save_jsonl, save_table, save_tensors)
+from components.io import (JsonLimitError, atomic_path, json_lines_of, json_nests_deeper, json_text, load_json,
+                           load_jsonl, load_table, load_tensors, parse_json, quote_value, read_json_lines, save_json,
+                           save_jsonl, save_table, save_tensors)
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -116,3 +118,39 @@ def test_read_json_lines_numbers_lines_and_accepts_a_bom(tmp_path: Path) -> None
         json_text(rows[0][1], "b", 1, _RowError)
     with pytest.raises(FileNotFoundError, match="no such file"):
         read_json_lines(tmp_path / "missing.jsonl", _RowError)
+
+
+def test_json_lines_split_on_newline_only(tmp_path: Path) -> None:
+    """U+2028, U+2029 and U+0085 are legal raw inside JSON strings; str.splitlines would cut there."""
+    text = '{"q": "a\u2028b\u2029c\x85d"}\r\n\n{"q": "x"}\n'
+    path = tmp_path / "rows.jsonl"
+    path.write_text(text, encoding="utf-8")
+    assert read_json_lines(path, _RowError) == [(1, {"q": "a\u2028b\u2029c\x85d"}), (3, {"q": "x"})]
+    assert json_lines_of("a\u2028b\nc") == ["a\u2028b", "c"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[" * 100_000, r"nests arrays or objects more than 64 levels deep"),
+    ('{"a": ' * 65 + "1" + "}" * 65, r"more than 64 levels deep"),
+    ('{"a": 1' + "0" * 400 + "}", r"an integer of 401 digits, beyond the range of a 64-bit float"),
+    ('{"a": 1' + "0" * 5000 + "}", r"an integer of 5001 digits"),
+])
+def test_parse_json_refuses_beyond_its_limits_before_decoding(text: str, message: str) -> None:
+    with pytest.raises(JsonLimitError, match=message):
+        parse_json(text)
+
+
+def test_parse_json_reads_what_is_within_its_limits() -> None:
+    deep = "[" * 64 + "]" * 64
+    assert not json_nests_deeper(deep) and json_nests_deeper("[" + deep + "]")
+    assert not json_nests_deeper('{"a": "[[[[[[[[", "b": "\\"]]]]\\\\"}', limit=1)   # brackets in strings
+    assert parse_json('{"a": -1' + "0" * 300 + ', "b": 1e400, "c": NaN}')["a"] == -10 ** 300
+    with pytest.raises(json.JSONDecodeError):
+        parse_json('{"a": [1, 2')
+
+
+def test_read_json_lines_names_the_line_beyond_a_limit(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n{"a": ' + "[" * 1000 + "]" * 1000 + "}\n")
+    with pytest.raises(_RowError, match=r"^line 2 nests arrays or objects more than 64 levels deep$"):
+        read_json_lines(path, _RowError)

@@ -152,3 +152,15 @@ def test_unreadable_answers_and_bad_values_are_judge_errors() -> None:
     assert "sk-secret" not in repr(endpoint)
     with pytest.raises(ValueError, match="must start with http"):
         ChatEndpoint("example.com", "m")
+
+
+def test_endpoint_problems_are_the_rule_of_the_endpoint() -> None:
+    from components.captions.chat_judge import ChatEndpoint, endpoint_problems
+
+    assert endpoint_problems("https://api.example.com/v1", "gpt") == []
+    assert endpoint_problems("127.0.0.1:9/v1", "gpt") == ["base_url must start with http:// or https:// followed by "
+                                                          "a host, got '127.0.0.1:9/v1'"]
+    assert endpoint_problems("http://", " ") == ["base_url must start with http:// or https:// followed by a host, "
+                                                 "got 'http://'", "model must be a model name"]
+    with pytest.raises(ValueError, match="must start with http"):
+        ChatEndpoint("ftp://x", "m")

@@ -58,3 +58,20 @@ def test_embedding_pairs_check(tmp_path) -> None:
     (tmp_path / "labels.npy").unlink()
     with pytest.raises(ValueError, match="labels.npy: missing"):
         check_embedding_pairs(tmp_path)
+
+
+def test_embedding_labels_by_value_and_values_within_float32_reach(tmp_path) -> None:
+    """Review cs03: one label of 2**40 made np.bincount allocate 8 TiB; cs02: 1e300 is inf in float32."""
+    rng = np.random.default_rng(0)
+    _write(tmp_path, rng.standard_normal((12, 5)), rng.standard_normal((12, 3)), np.array([7, 2**40] * 6))
+    assert check_embedding_pairs(tmp_path)["classes"] == 2                 # sparse, huge labels: re-indexed
+    assert read_embedding_pairs(tmp_path)[2].tolist() == [0, 1] * 6
+    np.save(tmp_path / "labels.npy", np.array([7, 2**40] * 5 + [7, 2**41]))
+    with pytest.raises(ValueError, match=r"labels\.npy: class 2199023255552 has a single row"):
+        check_embedding_pairs(tmp_path)
+    np.save(tmp_path / "labels.npy", np.array([7, 9] * 6))
+    image = rng.standard_normal((12, 5))
+    image[4, 2] = 1e300
+    np.save(tmp_path / "image.npy", image)
+    with pytest.raises(ValueError, match=r"image\.npy: row 4 holds a value above 1e\+30 in magnitude"):
+        check_embedding_pairs(tmp_path)

@@ -68,3 +68,15 @@ def test_a_missing_column_or_too_few_molecules_is_refused(tmp_path) -> None:
     empty.write_text("")
     with pytest.raises(QM9FormatError, match="empty"):
         check_qm9_csv(empty)
+
+
+def test_hostile_cells_are_refused_naming_column_and_row(tmp_path) -> None:
+    """A cell nested 100k deep once escaped as RecursionError; a molecule of 10**6 atoms would need a 10**12
+    pairwise-distance matrix."""
+    rows = [_row(i) for i in range(25)]
+    deep = tmp_path / "deep.csv"
+    deep.write_text("\n".join([HEADER, *rows, '99,"' + "[" * 100_000 + '",[],1,1']) + "\n")
+    with pytest.raises(QM9FormatError, match=r"column 'Stoichiometry' row 26 holds .*not a JSON list"):
+        check_qm9_csv(deep)
+    with pytest.raises(QM9FormatError, match=r"column 'Stoichiometry' row 26 counts 1000000 atoms"):
+        check_qm9_csv(_csv(tmp_path, [*rows, _row(26, counts=(10**6, 0, 0, 0, 0), xyz=[])]))

@@ -42,7 +42,7 @@ def test_folder_round_trip(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("1 2\n3 x\n", r"line 2: field 2 is not a positive integer"),
-    ("1 2\n\n", r"line 2: empty line"),
+    ("1 2\n\n3 4\n", r"line 2: empty line"),
     ("1 0 2\n", r"line 1: field 2: item id 0 is the padding"),
     ("5\n", r"line 1: 1 item id\(s\)"),
     ("1 -2\n", r"line 1: field 2 is not a positive integer"),
@@ -54,6 +54,15 @@ def test_malformed_lines_name_file_line_and_field(tmp_path: Path, text: str, mes
     with pytest.raises(ValueError, match=message) as err:
         check_sequence_folder(tmp_path)
     assert "valid_data.txt" in str(err.value)
+
+
+def test_blank_lines_at_the_end_crlf_and_a_bom_are_read(tmp_path: Path) -> None:
+    """The official release's files end in a blank line (review pd82); Windows line ends and a BOM are text."""
+    write_sequence_folder({"train": [[1, 2]], "valid": [[1, 2]], "test": [[1, 2]]}, tmp_path)
+    (tmp_path / SPLIT_FILES["train"]).write_text("1 2 3\n4 5\n\n")
+    (tmp_path / SPLIT_FILES["valid"]).write_bytes(b"\xef\xbb\xbf2 3\r\n3 4\r\n\r\n  \n")
+    assert read_sequence_folder(tmp_path) == {"train": [[1, 2, 3], [4, 5]], "valid": [[2, 3], [3, 4]],
+                                              "test": [[1, 2]]}
 
 
 def test_missing_file_and_binary_bytes(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def test_check_pc15k_names_the_missing_part_of_the_layout(tmp_path):
     nan_folder, _ = _write_fake_pc15k(tmp_path / "other", split="test")
     np.save(nan_folder / "a_first.npy", np.full((20, 3), np.nan, dtype=np.float32))
     _write_fake_pc15k(tmp_path / "other", split="train")
-    with pytest.raises(ValueError, match="a_first.npy: non-finite"):
+    with pytest.raises(ValueError, match="a_first.npy: point 0 holds NaN or infinite values"):
         check_pc15k(tmp_path / "other")
 
 
@@ -166,3 +166,14 @@ def test_shape_classes_label_blocks_and_rotate_rigidly():
     assert not torch.allclose(plain, turned, atol=1e-2)
     with pytest.raises(ValueError, match="unknown rotation"):
         random_rotations(1, "xyz", rng)
+
+
+def test_non_finite_or_huge_coordinates_are_refused_by_the_reader_of_every_file(tmp_path):
+    folder, _ = _write_fake_pc15k(tmp_path, split="train")
+    _write_fake_pc15k(tmp_path, split="test")
+    cloud = np.zeros((50, 3), dtype=np.float32)
+    cloud[7, 1] = np.nan
+    np.save(folder / "zz_last.npy", cloud)                 # not the first file: the check before work loads that one
+    check_pc15k(tmp_path)
+    with pytest.raises(ValueError, match=r"zz_last\.npy: point 7 holds NaN or infinite values"):
+        read_pc15k(tmp_path, "chair", "train", 8, seed=0)

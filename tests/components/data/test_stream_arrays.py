@@ -55,7 +55,7 @@ def test_malformed_arrays_are_named(tmp_path: Path, change: dict, message: str) 
 def test_missing_array_and_wrong_containers(tmp_path: Path) -> None:
     data = arrays()
     del data["y_test"]
-    with pytest.raises(ValueError, match=r"missing array y_test"):
+    with pytest.raises(ValueError, match=r"array 'y_test' is missing"):
         check_stream_npz(write(tmp_path, **data))
     single = tmp_path / "x.npy"
     np.save(single, np.zeros(3))
@@ -79,6 +79,18 @@ def test_pickled_content_is_refused_not_run(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="pickle"):
         check_stream_npz(raw)
     objects = write(tmp_path, **arrays(y_train=np.array([Payload()] * 12, dtype=object)))
-    with pytest.raises(ValueError, match=r"y_train: holds Python objects"):
+    with pytest.raises(ValueError, match=r"array 'y_train': holds Python objects"):
         check_stream_npz(objects)
     assert not ran.exists()
+
+
+def test_task_count_uses_every_class_in_at_least_two_tasks() -> None:
+    from components.data.stream_arrays import task_count
+
+    assert task_count(10, 2) == 5 and task_count(6, 3) == 2
+    with pytest.raises(ValueError, match=r"seq: 10 classes do not split into tasks of 3: the last 1 class\(es\)"):
+        task_count(10, 3, "seq")                           # review st21: class 9 was dropped silently
+    with pytest.raises(ValueError, match=r"3 classes make 1 task\(s\) of 2 classes; .* \(and 1 class\(es\) would be"):
+        task_count(3, 2)                                   # review st20: a 1-task stream, class 2 dropped
+    with pytest.raises(ValueError, match=r"10 classes make 0 task\(s\) of 20 classes"):
+        task_count(10, 20)                                 # review st22

@@ -64,3 +64,20 @@ def test_npz_errors_name_row_and_field(tmp_path: Path) -> None:
     (tmp_path / "h.csv").write_text("a,b\n")
     with pytest.raises(DemoFormatError, match=r"expected a .jsonl or .npz file"):
         read_demonstrations(tmp_path / "h.csv")
+
+
+def test_episode_ids_fit_int64_and_damaged_archives_are_named(tmp_path: Path) -> None:
+    """Review bc03 (episode 10**30), bc05 (a member with a bad CRC) and bc07 (an empty .npz): named, not crashed."""
+    row = {"episode": 10**30, "state": [10, 5], "action": 0, "style": 0}
+    with pytest.raises(DemoFormatError, match=r"line 1: field 'episode': expected an int in 0\.\.2\*\*63-1"):
+        read_demonstrations(_jsonl(tmp_path, [row]))
+    demos = expert_demonstrations(GridConfig(), 1, np.random.default_rng(0))
+    path = write_demonstrations(demos, tmp_path / "d.npz")
+    raw = bytearray(path.read_bytes())
+    raw[raw.index(b"\x93NUMPY") + 130] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DemoFormatError, match=r"d\.npz: field 'state': cannot be read \(BadZipFile\)"):
+        read_demonstrations(path)
+    (tmp_path / "e.npz").write_bytes(b"")
+    with pytest.raises(DemoFormatError, match=r"e\.npz: not a numpy \.npz archive \(the file is empty\)"):
+        read_demonstrations(tmp_path / "e.npz")

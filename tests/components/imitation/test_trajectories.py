@@ -79,3 +79,16 @@ def test_unreadable_or_misnamed_files(tmp_path: Path) -> None:
         read_trajectories(tmp_path / "x.csv", SPEC)
     with pytest.raises(TrajectoryFormatError, match=r"no such file"):
         read_trajectories(tmp_path / "none.parquet", SPEC)
+
+
+def test_integer_columns_keep_exact_ids_and_refuse_values_beyond_int64(tmp_path: Path) -> None:
+    """A float id of 1e20 once wrapped in the int64 cast and the message blamed column 't' (review bc26)."""
+    path = _table(tmp_path, _set("traj_id", 0, 1e20))
+    with pytest.raises(TrajectoryFormatError, match=r"column 'traj_id' row 0: 1e\+20 is beyond a 64-bit integer"):
+        read_trajectories(path, SPEC)
+    big = 2**60                                    # ids beyond 2**53 stay distinct: read as integers, not floats
+    path = _table(tmp_path, lambda c: c.update(traj_id=[big + e for e in c["traj_id"]]))
+    assert read_trajectories(path, SPEC)["episode"].max() == 3
+    path = _table(tmp_path, _set("obs_1", 2, 1e300))
+    with pytest.raises(TrajectoryFormatError, match=r"column 'obs_1' row 2: 1e\+300 is above 1e\+30 in magnitude"):
+        read_trajectories(path, SPEC)

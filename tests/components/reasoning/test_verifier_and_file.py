@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from components.reasoning.labels import token_value_labels
 from components.reasoning.solutions_file import check_solutions_file, read_solutions
@@ -82,3 +81,19 @@ def test_one_question_and_wrong_suffix_are_refused(tmp_path: Path) -> None:
         check_solutions_file(_write(tmp_path / "s.jsonl", GOOD[:2]))
     with pytest.raises(ValueError, match="ending in"):
         check_solutions_file(_write(tmp_path / "s.csv", GOOD))
+
+
+def test_big_numbers_deep_lines_and_line_separators(tmp_path: Path) -> None:
+    """Review tv04-tv06 and tv82: named refusals, and raw U+2028 inside a question is read."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(GOOD[0]) + "\n" + json.dumps(GOOD[2]).replace('"\\\\frac{1}{2}"', "1" + "0" * 400)
+                    + "\n")
+    with pytest.raises(ValueError, match=r"line 2 holds an integer of 401 digits"):
+        check_solutions_file(path)
+    path.write_text(json.dumps(GOOD[0]) + "\n" + "[" * 100_000 + "\n")
+    with pytest.raises(ValueError, match=r"line 2 nests arrays or objects more than 64 levels deep"):
+        check_solutions_file(path)
+    rows = [{**GOOD[0], "question": "two\u2028lines"}, {**GOOD[2], "answer": 10**20}]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    read = read_solutions(path)
+    assert read[0].question == "two\u2028lines" and read[1].answer == "100000000000000000000"

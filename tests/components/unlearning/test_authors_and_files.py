@@ -84,3 +84,26 @@ def test_world_facts_and_passages_from_gensim_files() -> None:
     assert all("Athens." not in r for r in rows[0]["perturbed_answer"]) and len(rows[0]["perturbed_answer"]) == 3
     passages = general_passages(2, 10)
     assert len(passages) == 2 and all(len(p.split()) == 10 for p in passages)
+
+
+def test_reader_splits_json_lines_on_newline_only_and_bounds_nesting(tmp_path: Path) -> None:
+    rows = [{"question": "Where\u2028was\u2029she\x85born?", "answer": "A."}, {"question": "Q?", "answer": "B.",
+                                                                            "paraphrased_answer": "P.",
+                                                                            "perturbed_answer": ["W."]}]
+    path = tmp_path / "retain.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert read_tofu_file(path, split="retain")[0]["question"] == rows[0]["question"]
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TofuFormatError, match=r"deep\.json: the JSON list nests arrays or objects more than 64"):
+        read_tofu_file(tmp_path / "deep.json", split="forget")
+
+
+def test_forget_and_retain_files_share_no_qa(tmp_path: Path) -> None:
+    from components.unlearning.tofu_file import overlap_problem, shared_rows
+
+    forget = [{"question": "Q1?", "answer": "A1."}, {"question": "Q2?", "answer": "A2."}]
+    retain = [{"question": "Q3?", "answer": "A3."}, {"question": " Q2?", "answer": "A2. "}]
+    assert shared_rows(forget, retain) == (2, 2) and shared_rows(forget, retain[:1]) is None
+    message = overlap_problem(tmp_path / "f.json", tmp_path / "f.json", forget, forget)
+    assert message is not None and message.startswith("row 1 of the retain file") and "(the same file)" in message
+    assert overlap_problem(tmp_path / "f.json", tmp_path / "r.json", forget, retain[:1]) is None
