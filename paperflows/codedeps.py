@@ -189,14 +189,17 @@ def _imported_names(module: str) -> dict[str, str]:
 def stage_code_files(func: Callable[..., Any]) -> list[str]:
     """The project source files (relative to the source tree, sorted) that the stage function depends on.
 
-    Modules of the paper's own package count as files only (what of them the stage uses was followed
-    function by function); library modules count with everything they import.
+    The stage's own module and the paper's ``pipeline.py`` (which imports every stage's tools) count as files
+    only: what of them the stage uses was followed function by function. The paper's other modules it uses
+    (``params.py``, ``plots.py``: their constants may be built from what they import) and library modules count
+    with every project module they import.
     """
     package = ".".join(func.__module__.split(".")[:2])  # pipelines.<slug>
     used = referenced_modules(func, package) | set(ENGINE_MODULES)
     own = {m for m in used if m == package or m.startswith(package + ".")}
     own |= {p for m in own for p in _parents(m)}
-    closure = own | module_closure(sorted(used - own))
+    as_files = {func.__module__, f"{package}.pipeline", *_parents(func.__module__)}
+    closure = own | module_closure(sorted((used - own) | (own - as_files)))
     files = {_module_file(m) for m in closure}
     root = SOURCE_ROOT
     return sorted(str(f.relative_to(root)) for f in files if f is not None and f.is_relative_to(root))

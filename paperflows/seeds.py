@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from components.training import seed_everything
+from components.seeding import seed_everything
 
 __all__ = ["derive_seed", "seed_everything", "stage_seed"]
 

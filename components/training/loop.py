@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -49,11 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from components.seeding import seed_everything, torch_threads  # noqa: F401 - part of this module's API
 from components.training._checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 
 LossOutput = torch.Tensor | tuple[torch.Tensor, Mapping[str, float]]
@@ -207,44 +206,6 @@ def select_device(preference: str = "auto") -> torch.device:
     if preference.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device={preference!r} requested but torch.cuda.is_available() is False")
     return torch.device(preference)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """Run a block with ``n`` torch intra-op threads, restoring the previous count afterwards.
-
-    Small models on small batches gain nothing from intra-op threads and, on a busy 2-core machine,
-    can stall on them (a 3,000-step MLP run measured 7 s with one thread, 153 s with two).
-    ``None`` leaves the setting alone.
-    """
-    if n is None:
-        yield
-        return
-    if not _is_int(n) or n < 1:
-        raise ValueError(f"thread count must be an int >= 1, got {n!r}")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def seed_everything(seed: int) -> torch.Generator:
-    """Seed python's ``random``, numpy's global RNG and torch (CPU and all CUDA devices).
-
-    Args:
-        seed: integer in ``[0, 2**32)`` (numpy's limit).
-
-    Returns:
-        A new CPU ``torch.Generator`` seeded with ``seed``, for drawing data explicitly.
-    """
-    if not _is_int(seed) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
