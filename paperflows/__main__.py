@@ -4,9 +4,10 @@
     paperflows run <slug>|all [--set k=v]    run through Prefect (embedded), tracked in MLflow
     paperflows stage <slug> <stage>          one stage, no Prefect start-up (what dvc.yaml calls)
     paperflows dvc-yaml [--check]            regenerate dvc.yaml, or fail if it drifted
-    paperflows report [--json | --html [PATH]]
-                                             one table of every pipeline's claims, or a self-contained
-                                             HTML results page (default outputs/report.html)
+    paperflows report [--json | --html [PATH] | --markdown [PATH]]
+                                             the headline claim of every paper, then every claim; or a
+                                             self-contained HTML results page (default outputs/report.html);
+                                             or the results record from the run folders (RESULTS.md)
     paperflows graph <slug> [--mermaid | --svg PATH]
                                              a pipeline's stages, artifacts and parameter groups, from
                                              dvc.yaml (text; Mermaid source; an SVG file)
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -88,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                        help="write one self-contained HTML page (tables, claims, figures, pipeline graphs) to "
                             "PATH (default: outputs/report.html)")
+    shown.add_argument("--markdown", nargs="?", const="", default=None, metavar="PATH",
+                       help="write the results record (per paper and scale: headline verdict, effect [CI], n, wall "
+                            "time, commit, params digest) from the run folders to PATH (default: RESULTS.md)")
     gra = sub.add_parser("graph", help="a pipeline's stages with their inputs, outputs and parameter groups, "
                                        "drawn from dvc.yaml")
     gra.add_argument("slug")
@@ -137,6 +142,10 @@ def cmd_list(_: argparse.Namespace) -> int:
     return EXIT_FAILED if broken else EXIT_OK
 
 
+#: keys that `--set` gives every pipeline of a run over several pipelines without a slug prefix
+SHARED_KEYS = ("scale",)
+
+
 def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
     """Validate every requested pipeline's parameters and data files before anything runs."""
     from paperflows import registry
@@ -160,14 +169,24 @@ def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
     parsed = [parse_override(o) for o in overrides]
     per_slug: dict[str, list[tuple[str, Any]]] = {s: [] for s in slugs}
     for key, value in parsed:
-        if several:
+        if several and key in SHARED_KEYS:  # `run all --set scale=evidence`: every pipeline
+            for slug in slugs:
+                per_slug[slug].append((key, value))
+        elif several:
             head, _, rest = key.partition(".")
             if head not in per_slug or not rest:
                 raise UsageError(f"--set {key}: with several pipelines, keys start with a pipeline slug "
-                                 f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0]")
+                                 f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0], or are one of "
+                                 f"{', '.join(SHARED_KEYS)}")
             per_slug[head].append((rest, value))
         else:
             per_slug[target].append((key, value))
+    if target == "all" and ("scale", "evidence") in parsed:
+        lacking = [s for s in slugs if not models[s].EVIDENCE_SCALE]
+        for slug in lacking:
+            print(f"paperflows: skipping {slug}: no evidence preset yet", file=sys.stderr)
+        slugs = [s for s in slugs if s not in lacking]
+        per_slug = {s: per_slug[s] for s in slugs}
     resolved = {s: load_section(models[s], s, settings.params_file, per_slug[s]) for s in slugs}
     for slug, params in resolved.items():  # data files named by the params: read before any work
         check_data_files(params, settings.root, slug)
@@ -196,19 +215,27 @@ def cmd_run(args: argparse.Namespace) -> int:
             if watchdog is not None:
                 watchdog.terminate()
     from paperflows.dvcgen import stages_by_slug
-    from paperflows.launcher import run_supervised, up_to_date
+    from paperflows.launcher import FRESH_ENV, fresh_stages, run_supervised
     from paperflows.settings import load_settings
 
     settings = load_settings()
     slugs = list(resolved)
+    fresh: dict[str, set[str]] = {}
     if not args.force and not args.overrides:
-        fresh = up_to_date(settings, {s: names for s, names in stages_by_slug(settings.dvc_file, dvc_names=True).items()
-                                      if s in resolved})
+        # one `dvc status` for every stage: a fresh paper is skipped, a partly fresh one runs its stale stages
+        declared = {s: names for s, names in stages_by_slug(settings.dvc_file, dvc_names=True).items()
+                    if s in resolved}
+        fresh = fresh_stages(settings, declared)
         for slug in slugs:
-            if slug in fresh:
+            names = declared.get(slug, [])
+            if names and fresh.get(slug) == set(names):
                 print(f"== {slug}: up to date at the params.yaml values ({settings.workspace(slug)}); "
                       f"skipped (--force reruns)", flush=True)
-        slugs = [s for s in slugs if s not in fresh]
+            elif fresh.get(slug):
+                stale = [n for n in names if n not in fresh[slug]]
+                print(f"== {slug}: {len(stale)} of {len(names)} stages to run ({', '.join(stale)}); the others are "
+                      f"up to date in dvc.lock", flush=True)
+        slugs = [s for s in slugs if not (declared.get(s) and fresh.get(s) == set(declared[s]))]
     if not slugs:
         return EXIT_OK
     if args.jobs < 1:
@@ -225,8 +252,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # runs at the params.yaml values write the shared DVC workspace: its lock is taken here, before anything
     # starts, and held for the children (a run with edited values writes a new folder of its own)
     workspaces = [settings.workspace(s) for s in slugs if at_file_values(resolved[s], s, settings.params_file)]
+    partial = {s: sorted(fresh[s]) for s in slugs if fresh.get(s)}
     with hold_output_locks(settings, workspaces) as held:
-        return run_supervised(jobs, settings, parallel=args.jobs, extra_env=held)
+        env = {**held, **({FRESH_ENV: json.dumps(partial)} if partial else {})}
+        return run_supervised(jobs, settings, parallel=args.jobs, extra_env=env)
 
 
 def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
@@ -244,6 +273,10 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
     ended = reap_orphan_runs(settings)  # runs of processes killed outright (SIGKILL) never stay RUNNING
     if ended:
         print(f"paperflows: {len(ended)} MLflow run(s) of a killed process were still RUNNING; ended as KILLED")
+    flows.prepare_prefect_database()  # several first runs at once: one creates the database, the others wait
+    crashed = flows.reap_orphan_prefect_runs()
+    if crashed:
+        print(f"paperflows: {crashed} Prefect flow run(s) of a killed process were still RUNNING; ended as Crashed")
 
     failures, locked = [], []
     for slug, params in resolved.items():
@@ -351,7 +384,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Reads the report files only: no paper code, no torch."""
     from paperflows import registry
     from paperflows.report import markdown_table
-    from paperflows.results import CLAIM_COLUMNS, claims_table, latest_report
+    from paperflows.results import CLAIM_COLUMNS, HEADLINE_COLUMNS, claims_table, headline_table, latest_report
     from paperflows.settings import load_settings
 
     settings = load_settings()
@@ -362,11 +395,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         print(f"wrote {htmlpage.write(settings, Path(args.html) if args.html else None)}")
         return EXIT_OK
+    if args.markdown is not None:
+        from pathlib import Path
+
+        from components.io import save_text
+        from paperflows.results import RESULTS_FILE, read_record, results_markdown
+
+        target = Path(args.markdown) if args.markdown else settings.root / RESULTS_FILE
+        text = results_markdown(settings, registry.slugs(), read_record(target))
+        print(f"wrote {save_text(text, target)}")
+        return EXIT_OK
     found = {slug: latest_report(settings, slug) for slug in registry.slugs()}
+    heads = headline_table(found, settings)
     rows = claims_table(found, settings.root)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"headline": heads, "claims": rows}, indent=2))
     else:
+        print("Headline claims (one or two per paper: the paper's main empirical contribution)\n")
+        print(markdown_table(HEADLINE_COLUMNS, heads))
+        print("\nAll claims and checks (Holm: the verdict adjusted over each paper's secondary claims)\n")
         print(markdown_table(CLAIM_COLUMNS, rows))
     return EXIT_OK
 
@@ -509,6 +556,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunTerminated:
         print("paperflows: stopped by SIGTERM", file=sys.stderr)
         return 143
+    except BrokenPipeError:
+        # the reader went away (`paperflows list | head`): stop quietly, as a Unix tool killed by SIGPIPE
+        # does; what is still buffered goes nowhere instead of failing again at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

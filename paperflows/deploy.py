@@ -66,7 +66,7 @@ def deployment_description(pipeline: Pipeline) -> str:
     stages = " -> ".join(s.name for s in pipeline.stages)
     link = f"arXiv {pipeline.arxiv}, https://arxiv.org/abs/{pipeline.arxiv}" if pipeline.arxiv else "no arXiv id"
     return (f"{pipeline.title} ({link}).\n\n"
-            f"Claim checked: {pipeline.claim}\n\nStages: {stages}. The form holds the params.yaml "
+            f"Headline claim: {pipeline.claim}\n\nStages: {stages}. The form holds the params.yaml "
             f"section `{pipeline.slug}`; a run with edited values writes to `runs/{pipeline.slug}/<time>-<run name>/` "
             f"and leaves the DVC-tracked outputs alone (a partial value of a section is merged into its "
             f"params.yaml values).")

@@ -3,9 +3,13 @@
 The flow's single parameter is the paper's pydantic params model, so a deployment renders it as a
 form (field descriptions, bounds, enums) and Prefect validates edited values before the run starts.
 Each stage becomes a task (no result caching: DVC is the cache). A run whose parameters equal the
-``params.yaml`` section writes into the DVC workspace (``outputs/<slug>``) and then records its outputs
-in ``dvc.lock`` (``dvc commit``), so a following ``dvc repro`` has nothing to redo; any other run writes
-into its own ``runs/<slug>/<run>/`` folder and never touches what DVC tracks.
+``params.yaml`` section writes into the DVC workspace (``outputs/<slug>``) and then records the outputs of
+the stages it ran in ``dvc.lock`` (``dvc commit``), so a following ``dvc repro`` has nothing to redo; any
+other run writes into its own ``runs/<slug>/<run>/`` folder and never touches what DVC tracks. Started by
+``paperflows run`` (which asks DVC once which stages are stale), a workspace run runs only the stale
+stages and those whose inputs they changed, as ``dvc repro`` would: a fresh stage's task ends ``Cached``
+and its MLflow child run is tagged ``paperflows.skipped`` with its ``dvc.lock`` hashes; ``--force`` and
+run folders run every stage.
 
 Scale-out is chosen by settings only (:mod:`paperflows.settings`):
 
@@ -45,8 +49,8 @@ import torch
 from paperflows import registry
 from paperflows.params import PipelineParams, at_file_values, check_data_files, file_values, merge_given
 from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, begin_fan_out, execute, gather_items,
-                               new_run_folder, output_lock, run_stage)
-from paperflows.settings import Settings, SettingsError, load_settings, pin_environment
+                               new_run_folder, output_lock, run_stage, skip_stage)
+from paperflows.settings import Settings, SettingsError, first_prefect_start, load_settings, pin_environment
 
 pin_environment()
 
@@ -58,6 +62,7 @@ from prefect.concurrency.sync import concurrency  # noqa: E402
 from prefect.context import FlowRunContext  # noqa: E402
 from prefect.exceptions import ObjectNotFound  # noqa: E402
 from prefect.futures import wait  # noqa: E402
+from prefect.states import Completed  # noqa: E402
 from prefect.runtime import deployment, flow_run  # noqa: E402
 from prefect.settings import get_current_settings  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
@@ -146,6 +151,28 @@ def run_stage_task(ctx: StageContext, parent: str | None, entry_tags: dict[str, 
     return result
 
 
+def skipped_stage_task(label: str) -> Any:
+    """The task run of a stage DVC found up to date: it ends ``Cached`` (a Completed state), without running."""
+    get_run_logger().info("%s: up to date in dvc.lock; not run", label)
+    return Completed(message="up to date in dvc.lock (DVC is the cache)", name="Cached")
+
+
+def run_freshness(pipeline: Pipeline, settings: Settings) -> Any:
+    """The stages of this workspace run that ``paperflows run`` found up to date (its one ``dvc status``,
+    handed over in the environment); None when none was handed over (a deployment run, ``--force``)."""
+    import json
+
+    from paperflows.dvcstate import Freshness
+    from paperflows.launcher import FRESH_ENV
+
+    try:
+        handed = json.loads(os.environ.get(FRESH_ENV) or "{}")
+    except json.JSONDecodeError:
+        return None
+    names = handed.get(pipeline.slug) if isinstance(handed, dict) else None
+    return Freshness(settings.root, set(names)) if names else None
+
+
 SUMMARY_METRICS = 8  # key metrics shown in a stage's log line; every one of them is in MLflow
 
 
@@ -209,6 +236,74 @@ class PortableTracker:
 
 
 # --------------------------------------------------------------------------------------------------
+# the embedded Prefect database: created once, and no run of a killed process left RUNNING
+# --------------------------------------------------------------------------------------------------
+PROCESS_TAG = "paperflows.process"  # flow-run tag prefix: ``paperflows.process:<host>:<pid>`` of the running process
+
+
+def prepare_prefect_database() -> None:
+    """Start this process's embedded Prefect API now when its database is new, under the lock of
+    :func:`~paperflows.settings.first_prefect_start`; later starts pass straight through."""
+    if prefect_api_url():
+        return  # a real server owns its database
+    home = Path(os.environ.get("PREFECT_HOME") or load_settings().prefect_home)
+    with first_prefect_start(home) as first:
+        if first:
+            with get_client(sync_client=True) as client:
+                client.hello()  # starts the embedded server, which creates and migrates the database
+
+
+def _process_tag() -> str:
+    import socket
+
+    return f"{PROCESS_TAG}:{socket.gethostname()}:{os.getpid()}"
+
+
+def tag_flow_run_with_process() -> None:
+    """Mark the running flow run with this host and process, so a later start can tell it was orphaned."""
+    flow_run_id = flow_run.get_id()
+    if not flow_run_id:
+        return
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)
+        client.update_flow_run(flow_run_id, tags=sorted({*(run.tags or []), _process_tag()}))
+
+
+def reap_orphan_prefect_runs() -> int:
+    """End as Crashed the RUNNING or PENDING flow runs (and their task runs) of this host whose process is
+    gone: a SIGKILL of every process leaves them running forever otherwise. Returns how many flow runs."""
+    import socket
+
+    from prefect.client.schemas.filters import (FlowRunFilter, FlowRunFilterId, FlowRunFilterState,
+                                                FlowRunFilterStateType, TaskRunFilter,
+                                                TaskRunFilterState, TaskRunFilterStateType)
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    from paperflows.tracking import process_alive
+
+    active = [StateType.RUNNING, StateType.PENDING]
+    prefix = f"{PROCESS_TAG}:{socket.gethostname()}:"
+    ended = 0
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=active))))
+        for run in runs:
+            pids = [int(t[len(prefix):]) for t in run.tags or [] if t.startswith(prefix) and t[len(prefix):].isdigit()]
+            if not pids or process_alive(pids[0]):
+                continue
+            message = "its process was gone at the next start (killed outright)"
+            tasks = client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])),
+                task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=active))))
+            for task_run in tasks:
+                client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+            client.set_flow_run_state(run.id, Crashed(message=message), force=True)
+            ended += 1
+    return ended
+
+
+# --------------------------------------------------------------------------------------------------
 # one run of a paper
 # --------------------------------------------------------------------------------------------------
 def workspace_params(pipeline: Pipeline, settings: Settings) -> PipelineParams | None:
@@ -223,11 +318,14 @@ def resolve_root(pipeline: Pipeline, params: PipelineParams, settings: Settings,
     return new_run_folder(settings, pipeline.slug, run_name), False
 
 
-def commit_to_dvc(pipeline: Pipeline, settings: Settings) -> str:
-    """Record a workspace run's outputs in dvc.lock and the DVC cache; returns a one-line status."""
+def commit_to_dvc(pipeline: Pipeline, settings: Settings, ran: list[str] | None = None) -> str:
+    """Record the outputs of the stages a workspace run ran (``ran``: stage names; None: all) in dvc.lock and
+    the DVC cache; returns a one-line status."""
     if not (settings.root / ".dvc").is_dir() or not settings.dvc_file.is_file():
         return "no DVC repository here; outputs not committed to DVC"
-    names = [pipeline.dvc_name(s) for s in pipeline.stages]
+    names = [pipeline.dvc_name(s) for s in pipeline.stages if ran is None or s.name in ran]
+    if not names:
+        return "every stage was up to date; dvc.lock unchanged"
     lock_dir = settings.root / ".paperflows" / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / "dvc-commit.lock", "w") as handle:  # pipelines run in parallel commit one at a time
@@ -284,6 +382,7 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
     check_data_files(params, settings.root, pipeline.slug)
     progress = os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0"
     logger = get_run_logger()
+    tag_flow_run_with_process()
     root, workspace = resolve_root(pipeline, params, settings, flow_run.get_name())
     logger.info("%s: writing to %s (%s)", pipeline.slug, root,
                 "DVC workspace" if workspace else "run folder; DVC outputs untouched")
@@ -305,6 +404,17 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
                      cache_policy=NO_CACHE)
         for s in pipeline.stages
     }
+    skip_tasks = {
+        s.name: task(skipped_stage_task, name=f"{pipeline.slug}.{s.name}", task_run_name=f"{pipeline.slug}.{s.name}",
+                     cache_policy=NO_CACHE)
+        for s in pipeline.stages
+    }
+    freshness = run_freshness(pipeline, settings) if workspace else None
+
+    def skipper(ctx: StageContext, parent: str | None, entry_tags: dict[str, str]) -> dict[str, Any]:
+        result = skip_stage(ctx, parent, entry_tags)  # the MLflow child run, tagged with its dvc.lock hashes
+        skip_tasks[ctx.stage.name](f"{pipeline.slug}.{ctx.stage.name}")
+        return result
 
     def runner(ctx: StageContext, parent: str | None, entry_tags: dict[str, str]) -> dict[str, Any]:
         stage_task = stage_tasks[ctx.stage.name]
@@ -326,8 +436,10 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
     # a run folder is new and the run's own; the DVC workspace is shared by every default-parameter run
     with output_lock(settings, root) if workspace else contextlib.nullcontext():
         summary = execute(pipeline, params, settings, root, entry="prefect", tags=tags, tracker=tracker,
-                          stage_runner=runner, progress=progress, workspace=workspace)
-        dvc_status = commit_to_dvc(pipeline, settings) if workspace else "run folder (not DVC-tracked)"
+                          stage_runner=runner, progress=progress, workspace=workspace, freshness=freshness,
+                          skip_runner=skipper)
+        ran = [s["stage"] for s in summary.stages if not s.get("skipped")]
+        dvc_status = commit_to_dvc(pipeline, settings, ran) if workspace else "run folder (not DVC-tracked)"
     logger.info("%s: %s", pipeline.slug, dvc_status)
     experiment = tracker.experiment_id if summary.run_id else None
     publish_report(pipeline, summary, settings, experiment)
@@ -352,7 +464,7 @@ def build_flow(pipeline: Pipeline):
     paper_flow.__annotations__ = {"params": Params, "return": dict[str, Any]}
     paper_flow.__name__ = f"{pipeline.slug}_flow"
     paper_flow.__qualname__ = paper_flow.__name__
-    paper_flow.__doc__ = f"{pipeline.title} ({pipeline.paper.reference}).\n\nClaim checked: {pipeline.claim}"
+    paper_flow.__doc__ = f"{pipeline.title} ({pipeline.paper.reference}).\n\nHeadline claim: {pipeline.claim}"
     runner = make_task_runner(load_settings())
     return flow(paper_flow, name=pipeline.slug, description=paper_flow.__doc__, validate_parameters=True,
                 log_prints=True, **({"task_runner": runner} if runner is not None else {}))

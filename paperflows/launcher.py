@@ -10,7 +10,6 @@ kills the child's whole session, ends as KILLED any MLflow run the child left RU
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,29 +26,24 @@ CHILD_ENV = "PAPERFLOWS_RUN_CHILD"   # set in the child: do the work instead of 
 GRACE_SECONDS = 5.0                  # how long a stopping child may take before its session is killed
 
 
+FRESH_ENV = "PAPERFLOWS_FRESH_STAGES"  # JSON {slug: [DVC stage names up to date]}: what the child may skip
+
+
+def fresh_stages(settings: Settings, stages_by_slug: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Per slug, its DVC stages that are up to date (dvc.lock matches params, code and outputs), from one
+    ``dvc status`` over every stage; nothing is fresh where DVC cannot tell."""
+    from paperflows.dvcstate import stale_stages
+
+    stale = stale_stages(settings.root)
+    if stale is None:
+        return {slug: set() for slug in stages_by_slug}
+    return {slug: {n for n in names if n not in stale} for slug, names in stages_by_slug.items()}
+
+
 def up_to_date(settings: Settings, stages_by_slug: dict[str, list[str]]) -> set[str]:
-    """The slugs whose DVC stages are all up to date (dvc.lock matches params, code and outputs)."""
-    if not (settings.root / ".dvc").is_dir() or not (settings.root / "dvc.lock").is_file():
-        return set()
-    # the status of every stage at once: naming the stages makes DVC collect each one anew (10x slower)
-    proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=settings.root,
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        return set()
-    try:
-        changed = json.loads(proc.stdout.strip() or "{}")
-    except json.JSONDecodeError:
-        return set()
-    locked = _locked_stages(settings)
-    return {slug for slug, names in stages_by_slug.items()
-            if names and not any(n in changed for n in names) and all(n in locked for n in names)}
-
-
-def _locked_stages(settings: Settings) -> set[str]:
-    import yaml
-
-    data = yaml.safe_load((settings.root / "dvc.lock").read_text()) or {}
-    return set((data.get("stages") or {}).keys())
+    """The slugs whose DVC stages are all up to date."""
+    fresh = fresh_stages(settings, stages_by_slug)
+    return {slug for slug, names in stages_by_slug.items() if names and fresh[slug] == set(names)}
 
 
 def _kill_session(pgid: int, grace: float = 2.0) -> None:
@@ -132,7 +126,7 @@ def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1,
         if parallel > 1:
             env["PAPERFLOWS_PROGRESS"] = "0"  # interleaved bars are noise: the stages' log lines say it all
             server = LocalPrefectServer(settings)
-            env.update(server.start())
+            env.update(server.start_once())
             _create_tracking_store(settings)  # before parallel writers: a first-use race corrupts it
         while (pending or running) and not ("signal" in stopping and not running):
             while pending and len(running) < parallel and "signal" not in stopping:
@@ -211,6 +205,13 @@ class LocalPrefectServer:
             except OSError:
                 time.sleep(0.5)
         raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {home / 'server.log'}")
+
+    def start_once(self, timeout: float = 180.0) -> dict[str, str]:
+        """:meth:`start`, holding the first-start lock while the database is new (one migration at a time)."""
+        from paperflows.settings import first_prefect_start
+
+        with first_prefect_start(Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)):
+            return self.start(timeout)
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from components.io import load_json, save_json
-from components.training import torch_threads
+from components.seeding import torch_threads
 from paperflows.errors import (RunLockedError, RunTerminated, StageInputError, StageOutputError,  # noqa: F401 - re-exported
                                missing_input_error)
 from paperflows.paper import Paper
@@ -583,23 +583,44 @@ class RunSummary:
 StageRunner = Callable[[StageContext, str | None, dict[str, str]], dict[str, Any]]
 
 
+def skip_stage(ctx: StageContext, parent_run_id: str | None = None, entry_tags: dict[str, str] | None = None
+               ) -> dict[str, Any]:
+    """A stage that DVC found up to date: not run; its MLflow child run says so and carries the ``dvc.lock``
+    hashes of the results it stands for. Returns the summary a run stage returns, with ``skipped``."""
+    from paperflows.dvcstate import lock_hashes
+
+    pipeline, stage = ctx.pipeline, ctx.stage
+    child = None
+    if ctx.tracker is not None:
+        tags = {"paperflows.stage": stage.name, "dvc.stage": pipeline.dvc_name(stage), **(entry_tags or {}),
+                "paperflows.skipped": "up to date in dvc.lock", **lock_hashes(ctx.project or ctx.root,
+                                                                            pipeline.dvc_name(stage))}
+        child = ctx.tracker.start(f"{pipeline.slug}.{stage.name}", tags, parent_id=parent_run_id)
+        ctx.tracker.end(child, True)
+    return {"stage": stage.name, "item": None, "seconds": 0.0, "metrics": {}, "run_id": child, "final": {},
+            "skipped": True}
+
+
 def execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root: Path, *,
             entry: str, tags: dict[str, str] | None = None, tracker: Any = None,
             stage_runner: StageRunner = run_stage, progress: bool = True,
-            workspace: bool = False) -> RunSummary:
-    """Run every stage of ``pipeline`` into ``root`` under one MLflow parent run.
+            workspace: bool = False, freshness: Any = None, skip_runner: StageRunner = skip_stage) -> RunSummary:
+    """Run the stages of ``pipeline`` into ``root`` under one MLflow parent run.
 
-    SIGTERM (from a terminal, a cancelled deployment run, a stopped worker) ends the run's MLflow runs as
-    KILLED instead of leaving them RUNNING.
+    With ``freshness`` (a :class:`~paperflows.dvcstate.Freshness`: a workspace run whose stages DVC found up
+    to date), a fresh stage is skipped (``skip_runner``) unless a stage before it ran and changed its inputs;
+    the summary lists which stages ran. SIGTERM (from a terminal, a cancelled deployment run, a stopped
+    worker) ends the run's MLflow runs as KILLED instead of leaving them RUNNING.
     """
     with terminate_as_exception():
         return _execute(pipeline, params, settings, root, entry=entry, tags=tags, tracker=tracker,
-                        stage_runner=stage_runner, progress=progress, workspace=workspace)
+                        stage_runner=stage_runner, progress=progress, workspace=workspace, freshness=freshness,
+                        skip_runner=skip_runner)
 
 
 def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, root: Path, *,
              entry: str, tags: dict[str, str] | None, tracker: Any, stage_runner: StageRunner, progress: bool,
-             workspace: bool) -> RunSummary:
+             workspace: bool, freshness: Any, skip_runner: StageRunner) -> RunSummary:
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
     parent = None
@@ -620,16 +641,24 @@ def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, roo
                                           "paperflows.changed": "(no params.yaml section)" if changed is None
                                           else ", ".join(changed) or "(none)"})
             tracker.log_params(parent, flatten(dumped))
-        save_json({"slug": pipeline.slug, "entry": entry, "params": params.model_dump(mode="json"),
-                   "mlflow_run_id": parent, "started": datetime.now(timezone.utc).isoformat()},
-                  root / "run.json")
+        record = run_record(pipeline.slug, entry, params, parent, settings)
+        save_json(record, root / "run.json")
+        ran = False
         for stage in pipeline.stages:
             ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
                                progress=progress, threads=settings.torch_threads, project=settings.root,
                                cache_dir=settings.cache_dir)
+            if freshness is not None and freshness.skips(pipeline.dvc_name(stage), upstream_ran=ran):
+                stages.append(skip_runner(ctx, parent, {**entry_tags, **(tags or {})}))
+                continue
             stages.append(stage_runner(ctx, parent, {**entry_tags, **(tags or {})}))
+            ran = True
+            if freshness is not None:
+                freshness.invalidate()
         report = load_json(root / REPORT_FILE)
         ok = True
+        save_json({**record, "seconds": round(time.perf_counter() - started, 1),
+                   "finished": datetime.now(timezone.utc).isoformat()}, root / "run.json")
     except BaseException as err:
         killed = not isinstance(err, Exception)  # a signal, not a failure of the work
         raise
@@ -645,6 +674,25 @@ def _execute(pipeline: Pipeline, params: PipelineParams, settings: Settings, roo
             tracker.end(parent, ok, killed=killed)
     return RunSummary(slug=pipeline.slug, root=root, run_id=parent, seconds=seconds, stages=stages,
                       report=report, workspace=workspace)
+
+
+def params_digest(params: PipelineParams) -> str:
+    """A short digest of the resolved parameters: two runs with the same digest ran the same values."""
+    text = json.dumps(params.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def run_record(slug: str, entry: str, params: PipelineParams, mlflow_run_id: str | None, settings: Settings
+               ) -> dict[str, Any]:
+    """What ``run.json`` holds from the start of a run: the parameters (and their digest and scale), how it
+    was started, the commit it ran, the torch thread count (a result-changing setting) and the MLflow run;
+    the engine adds ``seconds`` and ``finished`` when the run completes."""
+    from paperflows.tracking import git_commit
+
+    return {"slug": slug, "entry": entry, "params": params.model_dump(mode="json"),
+            "scale": getattr(params, "scale", "cpu"), "params_digest": params_digest(params),
+            "commit": git_commit(settings.root), "torch_threads": settings.torch_threads,
+            "mlflow_run_id": mlflow_run_id, "started": datetime.now(timezone.utc).isoformat()}
 
 
 def _shown_path(root: Path, settings: Settings) -> str:

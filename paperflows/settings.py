@@ -30,6 +30,10 @@ endpoint), written to the git-ignored ``.dvc/config.local``; credentials stay in
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+from collections.abc import Iterator
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,3 +168,26 @@ def pin_environment(settings: Settings | None = None, prefect: bool = True) -> S
     if prefect:
         Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # Prefect does not create it
     return s
+
+
+PREFECT_DATABASE_READY = ".paperflows-database-ready"  # in PREFECT_HOME once the embedded database is migrated
+
+
+@contextlib.contextmanager
+def first_prefect_start(home: Path) -> Iterator[bool]:
+    """Around the start of a Prefect server on the embedded database in ``home``: yields False straight away
+    once the database exists; the first time, holds a file lock (so that several processes started together
+    do not migrate one new ``prefect.db`` at once: a server dies on ``duplicate column``) and yields True,
+    and the caller starts its server inside; the database then counts as created."""
+    home.mkdir(parents=True, exist_ok=True)
+    marker = home / PREFECT_DATABASE_READY
+    if marker.is_file():
+        yield False
+        return
+    with open(home / ".database.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if marker.is_file():
+            yield False
+            return
+        yield True
+        marker.write_text("the embedded Prefect database was created and migrated by paperflows\n")
