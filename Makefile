@@ -6,7 +6,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: main test env evidence results repro report dvc-yaml bench bench-server bench-cli
+.PHONY: main test test-fast lint format env evidence results repro report dvc-yaml bench bench-server bench-cli
 
 env:
 	@scripts/setup-env.sh
@@ -28,9 +28,25 @@ evidence: env
 results: env
 	paperflows report --markdown
 
-## test: the whole test suite
-test: env
+## test: the house rules, then the whole test suite (what CI runs)
+test: env lint
 	python -m pytest -q --durations=15
+
+## test-fast: the inner loop (under 5 minutes): everything but the slow tier (whole-system tests, each paper's
+## end-to-end flow, kills), on both cores
+test-fast: env
+	python -m pytest -q -m "not slow" -n 2 --dist loadfile
+
+## lint: formatter, linter (120 columns) and the import contracts (layers, independent papers, plain components)
+lint: env
+	ruff format --check .
+	ruff check .
+	lint-imports
+
+## format: apply the formatter and the linter's safe fixes
+format: env
+	ruff format .
+	ruff check --fix .
 
 repro: env
 	dvc repro

@@ -33,8 +33,13 @@ import yaml
 from paperflows import registry
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_KNOTS = {"seeds": [0], "data": {"tasks": ["rotate90", "invert"]}, "base": {"steps": 30},
-              "lora": {"steps": 20, "head_steps": 20}, "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]}}
+TINY_KNOTS = {
+    "seeds": [0],
+    "data": {"tasks": ["rotate90", "invert"]},
+    "base": {"steps": 30},
+    "lora": {"steps": 20, "head_steps": 20},
+    "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]},
+}
 REFUSED = "a refused run (--set seeds=abc)"
 
 
@@ -102,8 +107,7 @@ def main() -> int:
         fixed = [t - w for t, w in zip(times[name], work[name])]
         print(f"{name}: fixed cost (wall - stage work) median {statistics.median(fixed):.2f} s, min {min(fixed):.2f} s")
     slowest = max(per_paper, key=lambda slug: statistics.median(per_paper[slug]))
-    print(f"{REFUSED}: slowest paper {slowest}, median {statistics.median(per_paper[slowest]):.2f} s "
-          f"(target <= 1.5 s)")
+    print(f"{REFUSED}: slowest paper {slowest}, median {statistics.median(per_paper[slowest]):.2f} s (target <= 1.5 s)")
     print(f"stage floor (import torch): {statistics.median(times['import torch (stage floor)']):.2f} s")
     return 0
 

@@ -58,14 +58,18 @@ def main() -> int:
     medians = {name: statistics.median(t) for name, t in times.items()}
     speedup = medians["cca_zoo CCA"] / medians["fit_cca (ours)"]
     gap = float(np.abs(ours.rho - zoo_correlations(zoo, a, b)).max())
-    print(f"N = {args.pairs} pairs, d = 1280 / 384, top {args.components} canonical pairs, "
-          f"median of {args.repeats} repeats")
+    print(
+        f"N = {args.pairs} pairs, d = 1280 / 384, top {args.components} canonical pairs, "
+        f"median of {args.repeats} repeats"
+    )
     for name, seconds in medians.items():
         print(f"  {name:<16} {seconds:7.2f} s")
     print(f"  rho: ours {ours.rho[0]:.6f} .. {ours.rho[-1]:.6f}; largest |ours - cca_zoo| = {gap:.2e}")
     ok = speedup >= TARGET_SPEEDUP and gap <= TARGET_RHO
-    print(f"fit_cca is {speedup:.1f}x cca-zoo's CCA (target >= {TARGET_SPEEDUP:g}x), correlations agree to "
-          f"{gap:.1e} (target <= {TARGET_RHO:g}): {'meets' if ok else 'MISSES'} the targets")
+    print(
+        f"fit_cca is {speedup:.1f}x cca-zoo's CCA (target >= {TARGET_SPEEDUP:g}x), correlations agree to "
+        f"{gap:.1e} (target <= {TARGET_RHO:g}): {'meets' if ok else 'MISSES'} the targets"
+    )
     return 0 if ok else 1
 
 

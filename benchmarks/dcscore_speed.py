@@ -33,8 +33,10 @@ def main() -> int:
     scenes = make_scenes(args.captions, 0, 3, 8)
     captions, _ = simulate_captions(scenes, SimulatorConfig(), 1)
     texts, references = [c.caption for c in captions], [oracle_caption(s) for s in scenes]
-    items = [CaptionItem(i, s.name, t, r, tuple(fact_sentence(f) for f in oracle_facts(s)))
-             for i, (s, t, r) in enumerate(zip(scenes, texts, references))]
+    items = [
+        CaptionItem(i, s.name, t, r, tuple(fact_sentence(f) for f in oracle_facts(s)))
+        for i, (s, t, r) in enumerate(zip(scenes, texts, references))
+    ]
     judge = RuleJudge({s.name: s for s in scenes}, RuleJudgeConfig(flip_rate=0.05))
     times: dict[str, list[float]] = {"DCScore (rule judge, 3 x 3 trials)": [], **{name: [] for name in METRICS}}
     value = float("nan")

@@ -52,14 +52,25 @@ def main() -> int:
 
     def peer() -> None:
         for c in costs:
-            ot.sinkhorn(weights, weights, c.numpy(), EPS, method="sinkhorn_stabilized", numItermax=ITERS,
-                        stopThr=1e-9, warn=False)
+            ot.sinkhorn(
+                weights,
+                weights,
+                c.numpy(),
+                EPS,
+                method="sinkhorn_stabilized",
+                numItermax=ITERS,
+                stopThr=1e-9,
+                warn=False,
+            )
 
     def batched_log() -> None:
         sinkhorn_log(costs, eps=EPS, n_iters=ITERS, tol=1e-9)
 
-    runs = {"entropic_assignment (POT + rounding)": ours, "POT ot.sinkhorn loop (peer)": peer,
-            "sinkhorn_log, batched torch": batched_log}
+    runs = {
+        "entropic_assignment (POT + rounding)": ours,
+        "POT ot.sinkhorn loop (peer)": peer,
+        "sinkhorn_log, batched torch": batched_log,
+    }
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.repeats):
         for name, run in runs.items():
@@ -68,8 +79,10 @@ def main() -> int:
             times[name].append(time.perf_counter() - started)
     medians = {name: statistics.median(t) for name, t in times.items()}
     peer_s = medians["POT ot.sinkhorn loop (peer)"]
-    print(f"B = {args.batch} problems of N = {args.points}, eps = {EPS} (relative), {ITERS} iterations, "
-          f"one thread, median of {args.repeats}")
+    print(
+        f"B = {args.batch} problems of N = {args.points}, eps = {EPS} (relative), {ITERS} iterations, "
+        f"one thread, median of {args.repeats}"
+    )
     print("| solver | seconds | peer / solver |\n|---|---|---|")
     for name, seconds in medians.items():
         print(f"| {name} | {seconds:.3f} | {peer_s / seconds:.2f}x |")

@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     lora, trunk = _adapted(args, "fp32")
     total = lora.model.config.num_hidden_layers
-    rows = author_rows(AuthorConfig(n_authors=max(4, args.rows // 5 + 1)))[:args.rows]
+    rows = author_rows(AuthorConfig(n_authors=max(4, args.rows // 5 + 1)))[: args.rows]
     tokens = lora.tokenize_pairs([qa_prompt(r["question"]) for r in rows], [qa_continuation(r["answer"]) for r in rows])
     trunk.prime(tokens)
     times: dict[str, list[float]] = {"full model": [], "frozen trunk": []}
@@ -63,16 +63,22 @@ def main() -> None:
     print(f"  one 2-D product   {flat * 1000:8.1f} ms   ({sliced / flat:.1f}x faster)")
     print("Frozen trunk, forward + backward, by precision of the base weights:")
     print(f"  fp32              {fp32_time * 1000:8.1f} ms")
-    print(f"  bf16              {bf16_time * 1000:8.1f} ms   ({fp32_time / bf16_time:.1f}x faster; max |d logp| "
-          f"{bf16_gap:.3f} over answers of up to {tokens.width} tokens)")
+    print(
+        f"  bf16              {bf16_time * 1000:8.1f} ms   ({fp32_time / bf16_time:.1f}x faster; max |d logp| "
+        f"{bf16_gap:.3f} over answers of up to {tokens.width} tokens)"
+    )
 
 
 def _adapted(args: argparse.Namespace, precision: str) -> tuple[LocalLM, FrozenTrunkLM]:
     """The LM in ``precision`` with LoRA on its top ``args.layers`` layers, and that model over a frozen trunk."""
     lm = load_lm(args.lm, cache_dir=load_settings().cache_dir, precision=precision)
     total = lm.model.config.num_hidden_layers
-    lora = lm.with_lora(r=16, alpha=32, layers=list(range(total - args.layers, total)),
-                        target_modules=("q_proj", "v_proj", "up_proj", "down_proj"))
+    lora = lm.with_lora(
+        r=16,
+        alpha=32,
+        layers=list(range(total - args.layers, total)),
+        target_modules=("q_proj", "v_proj", "up_proj", "down_proj"),
+    )
     return lora, FrozenTrunkLM(lora.model, split=total - args.layers, pad_id=int(lm.tokenizer.pad_token_id))
 
 

@@ -34,13 +34,12 @@ def main() -> int:
     args = parser.parse_args()
     device = select_device(args.device)
     gen = torch.Generator().manual_seed(0)
-    f = torch.tensor([2.0 ** -k for k in range(5)])
+    f = torch.tensor([2.0**-k for k in range(5)])
 
     def run(kind: str, n: int, repeats: int, warmup: bool = True) -> tuple[int, float, float]:
         graph = random_grid_graph(n, 0.1, gen)
         q, k, v = torch.randn(3, 1, 1, graph.n, 16, generator=gen).to(device).unbind(0)
-        seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, 16, 0.3, gen), device, repeats,
-                                warmup)
+        seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, 16, 0.3, gen), device, repeats, warmup)
         return graph.n, seconds, peak
 
     with torch.no_grad(), torch_threads(args.threads):
@@ -50,15 +49,19 @@ def main() -> int:
         n, dense_s, dense_peak = run("exact_mask", args.n, args.dense_repeats, warmup=False)
     grf_s, grf_peak = grf[-1][1], grf[-1][2]
     exponent = loglog_slope([g[0] for g in grf], [g[1] for g in grf])
-    print(f"N = {n} tokens on {device.type}, median of {args.repeats} GRF / {args.dense_repeats} dense forwards, "
-          "mask construction included")
+    print(
+        f"N = {n} tokens on {device.type}, median of {args.repeats} GRF / {args.dense_repeats} dense forwards, "
+        "mask construction included"
+    )
     print(f"  GRF mask    {grf_s * 1000:10.1f} ms   peak {grf_peak / 2**20:9.1f} MiB")
     print(f"  dense mask  {dense_s * 1000:10.1f} ms   peak {dense_peak / 2**20:9.1f} MiB")
     time_ratio, memory_ratio = dense_s / grf_s, dense_peak / max(grf_peak, 1.0)
     print("  GRF time by size: " + ", ".join(f"{g[0]}: {g[1] * 1000:.1f} ms" for g in grf))
-    results = [("dense / GRF time", time_ratio, TIME_RATIO, time_ratio >= TIME_RATIO),
-               ("dense / GRF peak memory", memory_ratio, MEMORY_RATIO, memory_ratio >= MEMORY_RATIO),
-               ("GRF time exponent", exponent, EXPONENT, exponent <= EXPONENT)]
+    results = [
+        ("dense / GRF time", time_ratio, TIME_RATIO, time_ratio >= TIME_RATIO),
+        ("dense / GRF peak memory", memory_ratio, MEMORY_RATIO, memory_ratio >= MEMORY_RATIO),
+        ("GRF time exponent", exponent, EXPONENT, exponent <= EXPONENT),
+    ]
     for name, value, target, ok in results:
         side = "<=" if name.endswith("exponent") else ">="
         print(f"  {name:<24} {value:8.2f}   target {side} {target:g}: {'meets' if ok else 'MISSES'}")

@@ -31,7 +31,7 @@ HYPER_RATIO, GBM_RATIO = 10.0, 1.0
 
 
 def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    fn()                                            # warm-up: first-call allocations are not the method's cost
+    fn()  # warm-up: first-call allocations are not the method's cost
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -47,8 +47,10 @@ def main() -> int:
     args = parser.parse_args()
     ok = True
     print(f"median of {args.repeats} calls, {args.threads} thread(s); times in ms")
-    print(f"{'table':<14}{'rows':>6}{'hypernet fit':>14}{'child fwd':>11}{'child proba':>13}{'GBM proba':>11}"
-          f"{'fit/fwd':>9}{'GBM/proba':>11}")
+    print(
+        f"{'table':<14}{'rows':>6}{'hypernet fit':>14}{'child fwd':>11}{'child proba':>13}{'GBM proba':>11}"
+        f"{'fit/fwd':>9}{'GBM/proba':>11}"
+    )
     with torch_threads(args.threads), threadpool_limits(args.threads), torch.no_grad():
         for name in [n for n in SKLEARN_SETS if n != "iris"]:
             table = sklearn_table(name)
@@ -65,10 +67,14 @@ def main() -> int:
             gbm_s = median_seconds(lambda: gbm.predict_proba(x_test), args.repeats)
             hyper_ratio, gbm_ratio = fit_s / forward_s, gbm_s / proba_s
             ok &= hyper_ratio >= HYPER_RATIO and gbm_ratio >= GBM_RATIO
-            print(f"{name:<14}{len(test):>6}{fit_s * 1e3:>14.2f}{forward_s * 1e3:>11.3f}{proba_s * 1e3:>13.3f}"
-                  f"{gbm_s * 1e3:>11.3f}{hyper_ratio:>8.1f}x{gbm_ratio:>10.1f}x")
-    print(f"targets: hypernetwork fit / child forward >= {HYPER_RATIO:g}x and GBM predict_proba / child predict_proba "
-          f">= {GBM_RATIO:g}x on every table: {'meets' if ok else 'MISSES'}")
+            print(
+                f"{name:<14}{len(test):>6}{fit_s * 1e3:>14.2f}{forward_s * 1e3:>11.3f}{proba_s * 1e3:>13.3f}"
+                f"{gbm_s * 1e3:>11.3f}{hyper_ratio:>8.1f}x{gbm_ratio:>10.1f}x"
+            )
+    print(
+        f"targets: hypernetwork fit / child forward >= {HYPER_RATIO:g}x and GBM predict_proba / child predict_proba "
+        f">= {GBM_RATIO:g}x on every table: {'meets' if ok else 'MISSES'}"
+    )
     return 0 if ok else 1
 
 

@@ -33,10 +33,10 @@ def main() -> int:
     os.environ["PAPERFLOWS_PROGRESS"] = "0"
 
     from paperflows import registry
+    from paperflows.engine import execute
     from paperflows.params import apply_overrides, parse_override, validate
-    from paperflows.runtime import execute
     from paperflows.settings import load_settings, pin_environment
-    from paperflows.tracking import Tracker
+    from paperflows.tracking import MlflowTracker
 
     settings = pin_environment(load_settings())
     pipeline = registry.get(args.slug)
@@ -58,7 +58,7 @@ def main() -> int:
     warm_up()
     server_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    Tracker(settings, pipeline.slug)  # creates the MLflow database and experiment (once per store)
+    MlflowTracker(settings, pipeline.slug)  # creates the MLflow database and experiment (once per store)
     mlflow_setup_seconds = time.perf_counter() - started
 
     times: dict[str, list[float]] = {"bare": [], "mlflow": [], "prefect+mlflow": []}
@@ -68,8 +68,15 @@ def main() -> int:
             if mode == "bare":
                 execute(pipeline, params, settings, workdir / f"bare{i}", entry="bench", progress=False)
             elif mode == "mlflow":
-                execute(pipeline, params, settings, workdir / f"mlflow{i}", entry="bench",
-                        tracker=Tracker(settings, pipeline.slug), progress=False)
+                execute(
+                    pipeline,
+                    params,
+                    settings,
+                    workdir / f"mlflow{i}",
+                    entry="bench",
+                    tracker=MlflowTracker(settings, pipeline.slug),
+                    progress=False,
+                )
             else:
                 flows.FLOWS[pipeline.slug](params=params)
             times[mode].append(time.perf_counter() - started)
@@ -86,8 +93,10 @@ def main() -> int:
     print(f"{'mlflow db':<16}{mlflow_setup_seconds:>10.2f}   (once per tracking store)")
     once = import_seconds + server_seconds
     full = statistics.median(times["prefect+mlflow"]) + once
-    print(f"prefect+mlflow including the once-per-process costs: {full:.2f} s, "
-          f"{100 * (full - bare) / bare:.1f}% over bare")
+    print(
+        f"prefect+mlflow including the once-per-process costs: {full:.2f} s, "
+        f"{100 * (full - bare) / bare:.1f}% over bare"
+    )
     return 0
 
 

@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     x, _, _ = simulate_labelled(args.n, 0)
-    x = np.concatenate([preprocess(x[i:i + 500], 100) for i in range(0, len(x), 500)])
+    x = np.concatenate([preprocess(x[i : i + 500], 100) for i in range(0, len(x), 500)])
     print(f"{args.n} recordings simulated and preprocessed in {time.perf_counter() - started:.1f} s (not timed below)")
 
     started = time.perf_counter()
@@ -46,13 +46,17 @@ def main() -> None:
     detect_pool = time.perf_counter() - started
     assert all(np.array_equal(a, b) for a, b in zip(peaks, pooled))
     beats = np.mean([len(p) for p in peaks])
-    print(f"detection (xqrs, 1 process):          {detect_1:7.2f} s  ({1e3 * detect_1 / args.n:.2f} ms / recording, "
-          f"{beats:.1f} beats on average)")
+    print(
+        f"detection (xqrs, 1 process):          {detect_1:7.2f} s  ({1e3 * detect_1 / args.n:.2f} ms / recording, "
+        f"{beats:.1f} beats on average)"
+    )
     print(f"detection (xqrs, {args.workers} processes):        {detect_pool:7.2f} s")
     print(f"segmentation (12 leads, max_len {args.max_len}):  {segment:7.2f} s  -> {sentences.data.shape}")
     best = min(detect_1, detect_pool) + segment
-    print(f"total: {detect_1 + segment:.2f} s in one process, {best:.2f} s with the faster detection "
-          f"(target <= {TARGET_S:.0f} s: {'met' if best <= TARGET_S else 'NOT met'})")
+    print(
+        f"total: {detect_1 + segment:.2f} s in one process, {best:.2f} s with the faster detection "
+        f"(target <= {TARGET_S:.0f} s: {'met' if best <= TARGET_S else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -67,9 +67,18 @@ def child_tasks(n_tasks: int, start_at: float) -> None:
     started, cpu = time.perf_counter(), time.process_time()
     with_tasks(n_tasks)
     loaded, loaded_cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(json.dumps({"base_s": base, "tasks_s": loaded, "per_task_ms": 1000 * (loaded - base) / n_tasks,
-                      "cpu_per_task_ms": 1000 * (loaded_cpu - base_cpu) / n_tasks,
-                      "late_s": max(0.0, time.time() - start_at - base - loaded)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "base_s": base,
+                "tasks_s": loaded,
+                "per_task_ms": 1000 * (loaded - base) / n_tasks,
+                "cpu_per_task_ms": 1000 * (loaded_cpu - base_cpu) / n_tasks,
+                "late_s": max(0.0, time.time() - start_at - base - loaded),
+            }
+        ),
+        flush=True,
+    )
 
 
 def child_serve(name: str) -> None:
@@ -96,9 +105,12 @@ def free_port() -> int:
 
 
 def call(api_url: str, method: str, path: str, body: Any = None) -> Any:
-    request = urllib.request.Request(f"{api_url}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{api_url}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         raw = response.read()
         return json.loads(raw) if raw else None
@@ -143,18 +155,25 @@ def own_postgres_server(workdir: Path) -> Iterator[str]:
         cur.execute(f'CREATE DATABASE "{dbname}"')
     port = free_port()
     api_url = f"http://127.0.0.1:{port}/api"
-    env = child_env(PREFECT_HOME=str(workdir / "prefect-home"),
-                    PREFECT_SERVER_DATABASE_CONNECTION_URL=f"postgresql+asyncpg://{PG['user']}@{PG['host']}:"
-                                                           f"{PG['port']}/{dbname}")
+    env = child_env(
+        PREFECT_HOME=str(workdir / "prefect-home"),
+        PREFECT_SERVER_DATABASE_CONNECTION_URL=f"postgresql+asyncpg://{PG['user']}@{PG['host']}:{PG['port']}/{dbname}",
+    )
     log = open(workdir / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         started = time.perf_counter()
         wait_until(lambda: call(api_url, "GET", "/health") is True, 240, "the Prefect server")
-        print(f"Prefect server on PostgreSQL ({dbname}) answered /health after "
-              f"{time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"Prefect server on PostgreSQL ({dbname}) answered /health after {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
         yield api_url
     finally:
         stop(proc)
@@ -171,9 +190,13 @@ def trigger_to_completed(api_url: str, poll_s: int, triggers: int, workdir: Path
     name = f"poll-{poll_s}s"
     log = workdir / f"serve-{name}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, __file__, "--child-serve", name],
-                                env=child_env(PREFECT_API_URL=api_url, PREFECT_RUNNER_POLL_FREQUENCY=str(poll_s)),
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--child-serve", name],
+            env=child_env(PREFECT_API_URL=api_url, PREFECT_RUNNER_POLL_FREQUENCY=str(poll_s)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_until(lambda: "being served" in log.read_text(errors="replace"), 240, f"serve ({name})")
         deployment = call(api_url, "GET", f"/deployments/name/bench-small/{name}")
@@ -181,9 +204,16 @@ def trigger_to_completed(api_url: str, poll_s: int, triggers: int, workdir: Path
         for _ in range(triggers):
             started = time.perf_counter()
             run = call(api_url, "POST", f"/deployments/{deployment['id']}/create_flow_run", {"parameters": {}})
-            final = wait_until(lambda: (r := call(api_url, "GET", f"/flow_runs/{run['id']}"))["state"]["type"]
-                               in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"} and r, 300, "the run",
-                               interval=0.2)
+            final = wait_until(
+                lambda: (
+                    (r := call(api_url, "GET", f"/flow_runs/{run['id']}"))["state"]["type"]
+                    in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+                    and r
+                ),
+                300,
+                "the run",
+                interval=0.2,
+            )
             if final["state"]["type"] != "COMPLETED":
                 raise RuntimeError(f"served run ended {final['state']['type']}: {log.read_text()[-2000:]}")
             times.append(time.perf_counter() - started)
@@ -195,10 +225,16 @@ def trigger_to_completed(api_url: str, poll_s: int, triggers: int, workdir: Path
 
 def per_task_overhead(api_url: str, n_tasks: int, processes: int) -> list[dict[str, float]]:
     start_at = time.time() + 15 + 5 * processes  # room for every child's imports on a loaded machine
-    children = [subprocess.Popen([sys.executable, __file__, "--child-tasks", str(n_tasks), "--start-at",
-                                  str(start_at)], env=child_env(PREFECT_API_URL=api_url),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for _ in range(processes)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--child-tasks", str(n_tasks), "--start-at", str(start_at)],
+            env=child_env(PREFECT_API_URL=api_url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
     results = []
     for child in children:
         out, err = child.communicate(timeout=900)
@@ -229,8 +265,7 @@ def main() -> int:
         return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="paperflows-server-bench-"))
-    with (contextlib.nullcontext(args.api_url.rstrip("/")) if args.api_url
-          else own_postgres_server(workdir)) as api_url:
+    with contextlib.nullcontext(args.api_url.rstrip("/")) if args.api_url else own_postgres_server(workdir) as api_url:
         print(f"server: {api_url}; logs in {workdir}", flush=True)
         triggers = {poll: trigger_to_completed(api_url, poll, args.triggers, workdir) for poll in (10, 1)}
         print(f"  per-task overhead, 1 process, server idle ({args.tasks} tasks)...", flush=True)
@@ -243,20 +278,28 @@ def main() -> int:
     print(f"\n{'measure':<52}{'ours':>10}{'target':>10}{'ratio':>8}  verdict")
     for poll, times in triggers.items():
         median = statistics.median(times)
-        print(f"{f'trigger -> Completed, serve poll {poll:>2} s (median of {len(times)})':<52}{median:>9.2f}s"
-              f"{TARGET_TRIGGER_S:>9.1f}s{median / TARGET_TRIGGER_S:>8.2f}  "
-              f"{'meets' if median <= TARGET_TRIGGER_S else 'misses'} (min {min(times):.2f}, max {max(times):.2f})")
-    print(f"{'per-task overhead, idle server (1 process)':<52}{idle:>8.2f}ms{FACTS_IDLE_MS:>8.1f}ms"
-          f"{idle / FACTS_IDLE_MS:>8.2f}  vs the facts-file idle figure")
+        print(
+            f"{f'trigger -> Completed, serve poll {poll:>2} s (median of {len(times)})':<52}{median:>9.2f}s"
+            f"{TARGET_TRIGGER_S:>9.1f}s{median / TARGET_TRIGGER_S:>8.2f}  "
+            f"{'meets' if median <= TARGET_TRIGGER_S else 'misses'} (min {min(times):.2f}, max {max(times):.2f})"
+        )
+    print(
+        f"{'per-task overhead, idle server (1 process)':<52}{idle:>8.2f}ms{FACTS_IDLE_MS:>8.1f}ms"
+        f"{idle / FACTS_IDLE_MS:>8.2f}  vs the facts-file idle figure"
+    )
     per_process = ", ".join(f"{r['per_task_ms']:.1f}" for r in busy_runs)
-    print(f"{f'per-task overhead, {args.concurrent} concurrent runs (median)':<52}{busy:>8.2f}ms"
-          f"{TARGET_CONCURRENT_RATIO * idle:>8.1f}ms{busy / idle:>8.2f}  "
-          f"{'meets' if busy <= TARGET_CONCURRENT_RATIO * idle else 'misses'} 2x idle "
-          f"(per process: {per_process} ms)")
+    print(
+        f"{f'per-task overhead, {args.concurrent} concurrent runs (median)':<52}{busy:>8.2f}ms"
+        f"{TARGET_CONCURRENT_RATIO * idle:>8.1f}ms{busy / idle:>8.2f}  "
+        f"{'meets' if busy <= TARGET_CONCURRENT_RATIO * idle else 'misses'} 2x idle "
+        f"(per process: {per_process} ms)"
+    )
     busy_cpu = statistics.median(r["cpu_per_task_ms"] for r in busy_runs)
-    print(f"{'client CPU per task: idle / concurrent (median)':<52}{idle_run['cpu_per_task_ms']:>8.2f}ms"
-          f"{busy_cpu:>8.2f}ms{busy_cpu / idle_run['cpu_per_task_ms']:>8.2f}  the flow process's own work per "
-          f"task; {args.concurrent} such processes share {os.cpu_count()} CPU(s) with the server")
+    print(
+        f"{'client CPU per task: idle / concurrent (median)':<52}{idle_run['cpu_per_task_ms']:>8.2f}ms"
+        f"{busy_cpu:>8.2f}ms{busy_cpu / idle_run['cpu_per_task_ms']:>8.2f}  the flow process's own work per "
+        f"task; {args.concurrent} such processes share {os.cpu_count()} CPU(s) with the server"
+    )
     print("A process worker adds its poll (PREFECT_WORKER_QUERY_SECONDS, default 10 s) to trigger -> Completed.")
     return 0
 

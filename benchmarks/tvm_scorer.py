@@ -57,9 +57,17 @@ def main() -> int:
 
     def search(scorer):
         return step_beam_search(
-            [start_state(p) for p in problems], lambda q, s, rng: next_line(problems[q], s, policy, rng),
-            lambda s: s.done, lambda s: s.lines, lambda child, parent: len(child.lines[-1]) + 1, scorer,
-            beams=args.beams, per_beam=args.per_beam, rng=np.random.default_rng(3), max_depth=32)
+            [start_state(p) for p in problems],
+            lambda q, s, rng: next_line(problems[q], s, policy, rng),
+            lambda s: s.done,
+            lambda s: s.lines,
+            lambda child, parent: len(child.lines[-1]) + 1,
+            scorer,
+            beams=args.beams,
+            per_beam=args.per_beam,
+            rng=np.random.default_rng(3),
+            max_depth=32,
+        )
 
     seconds: dict[str, list[float]] = {"batched": [], "per beam": []}
     results = {}
@@ -70,16 +78,22 @@ def main() -> int:
             seconds[name].append(time.perf_counter() - started)
     same_paths = [a.lines for a in results["batched"].best] == [b.lines for b in results["per beam"].best]
     gap = float(np.max(np.abs(np.subtract(results["batched"].scores, results["per beam"].scores))))
-    print(f"{args.questions} questions, b = {args.beams}, K = {args.per_beam}, "
-          f"{results['batched'].expansions} scored candidates per search, median of {args.repeats} repeats")
+    print(
+        f"{args.questions} questions, b = {args.beams}, K = {args.per_beam}, "
+        f"{results['batched'].expansions} scored candidates per search, median of {args.repeats} repeats"
+    )
     rates = {}
     for name in seconds:
         median = statistics.median(seconds[name])
         rates[name] = scored_tokens[name] / args.repeats / median
-        print(f"  {name:<9} {median:7.3f} s  {rates[name]:10.0f} verifier tokens/s  "
-              f"{calls[name] // args.repeats} forward calls")
-    print(f"batched / per beam: {rates['batched'] / rates['per beam']:.1f}x tokens/s; same chosen paths: "
-          f"{same_paths}; largest score gap {gap:.1e}")
+        print(
+            f"  {name:<9} {median:7.3f} s  {rates[name]:10.0f} verifier tokens/s  "
+            f"{calls[name] // args.repeats} forward calls"
+        )
+    print(
+        f"batched / per beam: {rates['batched'] / rates['per beam']:.1f}x tokens/s; same chosen paths: "
+        f"{same_paths}; largest score gap {gap:.1e}"
+    )
     return 0 if same_paths and gap < 1e-4 else 1
 
 

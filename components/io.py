@@ -24,9 +24,9 @@ if TYPE_CHECKING:  # heavy libraries load where they are used: JSON/CSV/text nee
     import torch
 
 
-
-def package_path(module: str, relative: str, *, distribution: str, needed_for: str,
-                 required: tuple[str, ...] = ()) -> Path:
+def package_path(
+    module: str, relative: str, *, distribution: str, needed_for: str, required: tuple[str, ...] = ()
+) -> Path:
     """A file or folder shipped inside an installed data package, found without importing the package (many
     such wheels import heavy or absent dependencies at import time): ``<package folder>/<relative>``, whose
     ``required`` entries (for a folder) must exist too. A missing package or file raises FileNotFoundError
@@ -42,8 +42,10 @@ def package_path(module: str, relative: str, *, distribution: str, needed_for: s
         if candidate.exists() and all((candidate / name).is_file() for name in required):
             return candidate
     wanted = f"{relative}/{{{', '.join(required)}}}" if required else relative
-    raise FileNotFoundError(f"the installed `{module}` module has no {wanted} (a different or damaged "
-                            f"{distribution}?); {hint}")
+    raise FileNotFoundError(
+        f"the installed `{module}` module has no {wanted} (a different or damaged {distribution}?); {hint}"
+    )
+
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -133,12 +135,12 @@ def safetensors_bytes(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str
     clean = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     blob = save(clean, metadata=dict(metadata) if metadata else None)
     (size,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + size])
+    header = json.loads(blob[8 : 8 + size])
     ordered = {"__metadata__": dict(sorted(header.pop("__metadata__").items()))} if "__metadata__" in header else {}
     ordered.update(header)  # the tensors' entries in the order safetensors gave them (by offset: stable)
     text = json.dumps(ordered, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + blob[8 + size:]
+    return struct.pack("<Q", len(text)) + text + blob[8 + size :]
 
 
 def safetensors_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -153,8 +155,9 @@ def safetensors_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     return dict(header.get("__metadata__") or {})
 
 
-def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str],
-                 metadata: Mapping[str, str] | None = None) -> Path:
+def save_tensors(
+    tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None
+) -> Path:
     """Write a flat ``name -> tensor`` mapping as safetensors (tensors made contiguous on CPU); the same
     tensors and metadata give the same bytes (:func:`safetensors_bytes`)."""
     blob = safetensors_bytes(tensors, metadata)
@@ -163,8 +166,7 @@ def save_tensors(tensors: Mapping[str, torch.Tensor], path: str | os.PathLike[st
     return Path(path)
 
 
-def save_model(model: torch.nn.Module, path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None
-               ) -> Path:
+def save_model(model: torch.nn.Module, path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None) -> Path:
     """A module's ``state_dict`` as safetensors, with what rebuilds it in the file's metadata: ``model.class``
     (``module:QualName``) and, when the module keeps its config dataclass as ``cfg``, ``model.config`` (JSON)."""
     import dataclasses
@@ -210,8 +212,9 @@ def load_table(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def save_jsonl(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Write rows as JSON Lines atomically (one object per line, keys in the rows' order, UTF-8)."""
     with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(_jsonable(dict(r)), ensure_ascii=False) + "\n" for r in rows),
-                       encoding="utf-8")
+        tmp.write_text(
+            "".join(json.dumps(_jsonable(dict(r)), ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+        )
     return Path(path)
 
 
@@ -237,7 +240,7 @@ MAX_JSON_DEPTH = 64
 _JSON_SKELETON_DELETE = bytes(b for b in range(256) if b not in b'"[]{}')
 _ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
 _JSON_QUOTED = re.compile(rb'"[^"]*"')
-_FLOAT_DIGITS = len(str(int(sys.float_info.max)))          # 309: integers longer than this are beyond a float64
+_FLOAT_DIGITS = len(str(int(sys.float_info.max)))  # 309: integers longer than this are beyond a float64
 
 
 class JsonLimitError(ValueError):
@@ -253,8 +256,12 @@ def json_nests_deeper(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     # escaped backslashes and quotes first, so that every remaining quote opens or closes a string; then only
     # quotes and brackets (of one kind) are kept, and empty strings dropped (parity of the quotes unchanged)
-    skeleton = (data.replace(b"\\\\", b"").replace(b'\\"', b"")
-                .translate(_ONE_BRACKET_KIND, _JSON_SKELETON_DELETE).replace(b'""', b""))
+    skeleton = (
+        data.replace(b"\\\\", b"")
+        .replace(b'\\"', b"")
+        .translate(_ONE_BRACKET_KIND, _JSON_SKELETON_DELETE)
+        .replace(b'""', b"")
+    )
     brackets = _JSON_QUOTED.sub(b"", skeleton).replace(b'"', b"") if b'"' in skeleton else skeleton
     for _ in range(limit):
         inner_removed = brackets.replace(b"[]", b"")
@@ -269,8 +276,10 @@ def _bounded_int(digits: str) -> int:
         value = int(digits)
         if abs(value) <= sys.float_info.max:
             return value
-    raise JsonLimitError(f"holds an integer of {len(digits.lstrip('-'))} digits, beyond the range of a 64-bit "
-                         "float (give such a value as a string)")
+    raise JsonLimitError(
+        f"holds an integer of {len(digits.lstrip('-'))} digits, beyond the range of a 64-bit "
+        "float (give such a value as a string)"
+    )
 
 
 def parse_json(text: str) -> Any:
@@ -282,7 +291,7 @@ def parse_json(text: str) -> Any:
         raise JsonLimitError(f"nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
     try:
         return json.loads(text, parse_int=_bounded_int)
-    except RecursionError:   # a safety net: the scan above already refuses what would recurse this far
+    except RecursionError:  # a safety net: the scan above already refuses what would recurse this far
         raise JsonLimitError(f"nests arrays or objects more than {MAX_JSON_DEPTH} levels deep") from None
 
 
@@ -293,8 +302,9 @@ def json_lines_of(text: str) -> list[str]:
     return text.split("\n")
 
 
-def read_json_lines(path: str | os.PathLike[str], error: Callable[[str], Exception]
-                    ) -> list[tuple[int, dict[str, Any]]]:
+def read_json_lines(
+    path: str | os.PathLike[str], error: Callable[[str], Exception]
+) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) of every non-blank line of a user's JSON Lines file, for its format's reader.
 
     The text must be UTF-8 (a leading byte-order mark is accepted) and every non-blank line one JSON object;
@@ -332,19 +342,23 @@ def read_json_lines(path: str | os.PathLike[str], error: Callable[[str], Excepti
 def json_field(record: Mapping[str, Any], name: str, line: int, error: Callable[[str], Exception]) -> Any:
     """``record[name]``; a missing field raises ``error`` naming the line and the fields that are there."""
     if name not in record:
-        raise error(f"line {line} has no field '{name}' (fields found: "
-                    f"{', '.join(sorted(map(str, record))[:8]) or 'none'})")
+        raise error(
+            f"line {line} has no field '{name}' (fields found: {', '.join(sorted(map(str, record))[:8]) or 'none'})"
+        )
     return record[name]
 
 
-def json_text(record: Mapping[str, Any], name: str, line: int, error: Callable[[str], Exception], *,
-              non_empty: bool = True) -> str:
+def json_text(
+    record: Mapping[str, Any], name: str, line: int, error: Callable[[str], Exception], *, non_empty: bool = True
+) -> str:
     """``record[name]`` as a string (non-blank unless ``non_empty`` is False); anything else raises ``error``
     naming the line and the field, with the refused value described by :func:`quote_value`."""
     value = json_field(record, name, line, error)
     if not isinstance(value, str) or (non_empty and not value.strip()):
-        raise error(f"line {line} field '{name}' holds {quote_value(value)}; expected a "
-                    f"{'non-empty ' if non_empty else ''}string")
+        raise error(
+            f"line {line} field '{name}' holds {quote_value(value)}; expected a "
+            f"{'non-empty ' if non_empty else ''}string"
+        )
     return value
 
 
@@ -354,8 +368,7 @@ def save_text(text: str, path: str | os.PathLike[str]) -> Path:
     return Path(path)
 
 
-def save_csv(rows: list[Mapping[str, Any]], path: str | os.PathLike[str],
-             columns: list[str] | None = None) -> Path:
+def save_csv(rows: list[Mapping[str, Any]], path: str | os.PathLike[str], columns: list[str] | None = None) -> Path:
     """Write rows as CSV atomically (DVC plot data): a header of ``columns`` (default: the first row's keys).
 
     Every row must have exactly those columns; floats are written with full precision, NaN/inf as empty.

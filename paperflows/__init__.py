@@ -13,11 +13,11 @@ from typing import Any
 # name -> module that defines it: the paper-facing API
 _API = {
     "Paper": "paperflows.paper",
-    "Pipeline": "paperflows.runtime",
-    "Stage": "paperflows.runtime",
-    "stage": "paperflows.runtime",
-    "Plot": "paperflows.runtime",
-    "StageContext": "paperflows.runtime",
+    "Pipeline": "paperflows.contract",
+    "Stage": "paperflows.contract",
+    "stage": "paperflows.contract",
+    "Plot": "paperflows.contract",
+    "StageContext": "paperflows.contract",
     "StageInputError": "paperflows.errors",
     "PipelineParams": "paperflows.params",
     "Section": "paperflows.params",

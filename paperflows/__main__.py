@@ -61,23 +61,43 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the registered pipelines")
     run = sub.add_parser("run", help="run pipelines through Prefect (embedded server), tracked in MLflow")
     run.add_argument("target", help="a pipeline slug, several joined by commas, or 'all'")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a parameter (dotted key, YAML value); with 'all', prefix the slug: "
-                          "knots.lora.r=8")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter (dotted key, YAML value); with 'all', prefix the slug: knots.lora.r=8",
+    )
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--force", action="store_true", help="run even when DVC says the outputs are up to date")
-    run.add_argument("--jobs", type=int, default=2, metavar="N",
-                     help="pipelines run at once when several are asked for (default 2: both cores; results are "
-                          "the same as one at a time)")
-    run.add_argument("--show", action="store_true",
-                     help="print the parameters each run would get (YAML), what scale=paper changes, and the "
-                          "folder it would write to; run nothing")
+    run.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        metavar="N",
+        help="pipelines run at once when several are asked for (default 2: both cores; results are "
+        "the same as one at a time)",
+    )
+    run.add_argument(
+        "--show",
+        action="store_true",
+        help="print the parameters each run would get (YAML), what scale=paper changes, and the "
+        "folder it would write to; run nothing",
+    )
     run.add_argument("--only", default=None, help=argparse.SUPPRESS)  # the supervisor tells its child
-    par = sub.add_parser("params", help="every parameter of a pipeline: type, range, params.yaml default, paper "
-                                        "value, description")
+    par = sub.add_parser(
+        "params", help="every parameter of a pipeline: type, range, params.yaml default, paper value, description"
+    )
     par.add_argument("slug")
-    par.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="show the values with this override (as `run --set`)")
+    par.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="show the values with this override (as `run --set`)",
+    )
     par.add_argument("--json", action="store_true", help="print a JSON list of objects instead of a table")
     stage = sub.add_parser("stage", help="run one stage at the params.yaml values (used by dvc.yaml)")
     stage.add_argument("slug")
@@ -87,31 +107,54 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="one table over all pipelines: the claim, holds or not, the numbers")
     shown = rep.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    shown.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
-                       help="write one self-contained HTML page (tables, claims, figures, pipeline graphs) to "
-                            "PATH (default: outputs/report.html)")
-    shown.add_argument("--markdown", nargs="?", const="", default=None, metavar="PATH",
-                       help="write the results record (per paper and scale: headline verdict, effect [CI], n, wall "
-                            "time, commit, params digest) from the run folders to PATH (default: RESULTS.md)")
-    gra = sub.add_parser("graph", help="a pipeline's stages with their inputs, outputs and parameter groups, "
-                                       "drawn from dvc.yaml")
+    shown.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="write one self-contained HTML page (tables, claims, figures, pipeline graphs) to "
+        "PATH (default: outputs/report.html)",
+    )
+    shown.add_argument(
+        "--markdown",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="write the results record (per paper and scale: headline verdict, effect [CI], n, wall "
+        "time, commit, params digest) from the run folders to PATH (default: RESULTS.md)",
+    )
+    gra = sub.add_parser(
+        "graph", help="a pipeline's stages with their inputs, outputs and parameter groups, drawn from dvc.yaml"
+    )
     gra.add_argument("slug")
     view = gra.add_mutually_exclusive_group()
     view.add_argument("--mermaid", action="store_true", help="print Mermaid flowchart source")
     view.add_argument("--svg", default=None, metavar="PATH", help="write the graph as an SVG file")
-    srv = sub.add_parser("serve", help="serve one Prefect deployment per pipeline on the server at "
-                                       "PREFECT_API_URL (runs from the UI or API execute here; SIGTERM stops)")
+    srv = sub.add_parser(
+        "serve",
+        help="serve one Prefect deployment per pipeline on the server at "
+        "PREFECT_API_URL (runs from the UI or API execute here; SIGTERM stops)",
+    )
     srv.add_argument("slugs", nargs="*", metavar="slug", help="pipelines to serve (default: all)")
     srv.add_argument("--limit", type=int, default=None, help="most flow runs executed at once")
-    dep = sub.add_parser("deploy", help="create the prefect.yaml deployments (and work pool) on the server "
-                                        "at PREFECT_API_URL, or regenerate / check prefect.yaml")
+    dep = sub.add_parser(
+        "deploy",
+        help="create the prefect.yaml deployments (and work pool) on the server "
+        "at PREFECT_API_URL, or regenerate / check prefect.yaml",
+    )
     mode = dep.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="regenerate prefect.yaml from the registry")
     mode.add_argument("--check", action="store_true", help="exit 1 if prefect.yaml differs from the registry")
-    dep.add_argument("--pool", default=None, help="work pool name (default: $PAPERFLOWS_WORK_POOL or "
-                                                 "paperflows-process)")
-    new = sub.add_parser("new", help="scaffold a new paper: its package, tests, params section and README row; "
-                                     "regenerates dvc.yaml and prefect.yaml")
+    dep.add_argument(
+        "--pool", default=None, help="work pool name (default: $PAPERFLOWS_WORK_POOL or paperflows-process)"
+    )
+    new = sub.add_parser(
+        "new",
+        help="scaffold a new paper: its package, tests, params section and README row; "
+        "regenerates dvc.yaml and prefect.yaml",
+    )
     new.add_argument("slug", help="the one name of the paper everywhere (lower case, e.g. my_paper)")
     new.add_argument("--title", required=True, help="the paper's title")
     new.add_argument("--arxiv", required=True, help="its arXiv id, e.g. 2410.19735")
@@ -175,9 +218,11 @@ def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
         elif several:
             head, _, rest = key.partition(".")
             if head not in per_slug or not rest:
-                raise UsageError(f"--set {key}: with several pipelines, keys start with a pipeline slug "
-                                 f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0], or are one of "
-                                 f"{', '.join(SHARED_KEYS)}")
+                raise UsageError(
+                    f"--set {key}: with several pipelines, keys start with a pipeline slug "
+                    f"({', '.join(slugs)}), e.g. {slugs[0]}.seeds=[0], or are one of "
+                    f"{', '.join(SHARED_KEYS)}"
+                )
             per_slug[head].append((rest, value))
         else:
             per_slug[target].append((key, value))
@@ -223,18 +268,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     fresh: dict[str, set[str]] = {}
     if not args.force and not args.overrides:
         # one `dvc status` for every stage: a fresh paper is skipped, a partly fresh one runs its stale stages
-        declared = {s: names for s, names in stages_by_slug(settings.dvc_file, dvc_names=True).items()
-                    if s in resolved}
+        declared = {s: names for s, names in stages_by_slug(settings.dvc_file, dvc_names=True).items() if s in resolved}
         fresh = fresh_stages(settings, declared)
         for slug in slugs:
             names = declared.get(slug, [])
             if names and fresh.get(slug) == set(names):
-                print(f"== {slug}: up to date at the params.yaml values ({settings.workspace(slug)}); "
-                      f"skipped (--force reruns)", flush=True)
+                print(
+                    f"== {slug}: up to date at the params.yaml values ({settings.workspace(slug)}); "
+                    f"skipped (--force reruns)",
+                    flush=True,
+                )
             elif fresh.get(slug):
                 stale = [n for n in names if n not in fresh[slug]]
-                print(f"== {slug}: {len(stale)} of {len(names)} stages to run ({', '.join(stale)}); the others are "
-                      f"up to date in dvc.lock", flush=True)
+                print(
+                    f"== {slug}: {len(stale)} of {len(names)} stages to run ({', '.join(stale)}); the others are "
+                    f"up to date in dvc.lock",
+                    flush=True,
+                )
         slugs = [s for s in slugs if not (declared.get(s) and fresh.get(s) == set(declared[s]))]
     if not slugs:
         return EXIT_OK
@@ -244,10 +294,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.jobs == 1 or len(slugs) == 1:
         jobs = [["run", args.target, "--only", ",".join(slugs), *extra]]
     else:  # one child per pipeline, args.jobs at a time, on one local Prefect server
-        jobs = [["run", s, "--only", s, *extra] if "," not in args.target and args.target != "all"
-                else ["run", args.target, "--only", s, *extra] for s in slugs]
+        jobs = [
+            ["run", s, "--only", s, *extra]
+            if "," not in args.target and args.target != "all"
+            else ["run", args.target, "--only", s, *extra]
+            for s in slugs
+        ]
+    from paperflows.engine import hold_output_locks
     from paperflows.params import at_file_values
-    from paperflows.runtime import hold_output_locks
 
     # runs at the params.yaml values write the shared DVC workspace: its lock is taken here, before anything
     # starts, and held for the children (a run with edited values writes a new folder of its own)
@@ -324,7 +378,8 @@ def cmd_stage(args: argparse.Namespace) -> int:
         raise UsageError(f"pipeline '{args.slug}' has no stage '{args.stage}'; stages: {', '.join(names)}")
     stage = pipeline.stage(args.stage)
     check_data_files(params, settings.root, pipeline.slug, groups=stage.params)
-    from paperflows.runtime import StageContext, check_inputs, output_lock, run_stage, terminate_as_exception
+    from paperflows.contract import StageContext
+    from paperflows.engine import check_inputs, output_lock, run_stage, terminate_as_exception
 
     root = settings.workspace(pipeline.slug)
     check_inputs(pipeline, stage, root)
@@ -335,17 +390,33 @@ def cmd_stage(args: argparse.Namespace) -> int:
     # the run is recorded and written to MLflow by the pipeline's last stage (or now, if this one fails):
     # a stage process then never pays for importing MLflow
     tracker = spool.SpoolTracker(settings, pipeline.slug)
-    ctx = StageContext(pipeline=pipeline, stage=stage, params=params, root=root, tracker=tracker,
-                       threads=settings.torch_threads, project=settings.root, cache_dir=settings.cache_dir,
-                       progress=os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0")
+    ctx = StageContext(
+        pipeline=pipeline,
+        stage=stage,
+        params=params,
+        root=root,
+        tracker=tracker,
+        threads=settings.torch_threads,
+        project=settings.root,
+        cache_dir=settings.cache_dir,
+        progress=os.environ.get("PAPERFLOWS_PROGRESS", "1") != "0",
+    )
     from paperflows import lifeline
 
     # `dvc repro` runs this as `sh -c ...`: when DVC is killed, the stage stops instead of writing on
     watchdog = lifeline.watch(2, "the process that started this stage")
     try:
         with output_lock(settings, root), terminate_as_exception():
-            result = run_stage(ctx, None, run_tags(settings, "dvc", source=f"dvc.yaml:{pipeline.dvc_name(stage)}",
-                                                   **{"dvc.exp_name": os.environ.get("DVC_EXP_NAME", "")}))
+            result = run_stage(
+                ctx,
+                None,
+                run_tags(
+                    settings,
+                    "dvc",
+                    source=f"dvc.yaml:{pipeline.dvc_name(stage)}",
+                    **{"dvc.exp_name": os.environ.get("DVC_EXP_NAME", "")},
+                ),
+            )
     except BaseException:
         spool.replay(settings, pipeline.slug, pipeline, params)
         raise
@@ -368,8 +439,9 @@ def cmd_dvc_yaml(args: argparse.Namespace) -> int:
     current = settings.dvc_file.read_text() if settings.dvc_file.is_file() else ""
     if args.check:
         if current != text:
-            print(f"{settings.dvc_file} differs from the stage declarations; run `paperflows dvc-yaml`",
-                  file=sys.stderr)
+            print(
+                f"{settings.dvc_file} differs from the stage declarations; run `paperflows dvc-yaml`", file=sys.stderr
+            )
             return EXIT_FAILED
         print(f"{settings.dvc_file} matches the stage declarations")
         return EXIT_OK
@@ -479,8 +551,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     except deploy.DeployFailed as err:
         print(f"paperflows: {err}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"created {len(ids)} deployment(s) for work pool '{pool}' on {os.environ['PREFECT_API_URL']}; "
-          f"start a worker: prefect worker start --pool {pool}")
+    print(
+        f"created {len(ids)} deployment(s) for work pool '{pool}' on {os.environ['PREFECT_API_URL']}; "
+        f"start a worker: prefect worker start --pool {pool}"
+    )
     return EXIT_OK
 
 
@@ -520,9 +594,19 @@ def cmd_completion(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "stage": cmd_stage, "dvc-yaml": cmd_dvc_yaml, "report": cmd_report,
-            "graph": cmd_graph, "serve": cmd_serve, "deploy": cmd_deploy, "new": cmd_new, "params": cmd_params,
-            "completion": cmd_completion}
+COMMANDS = {
+    "list": cmd_list,
+    "run": cmd_run,
+    "stage": cmd_stage,
+    "dvc-yaml": cmd_dvc_yaml,
+    "report": cmd_report,
+    "graph": cmd_graph,
+    "serve": cmd_serve,
+    "deploy": cmd_deploy,
+    "new": cmd_new,
+    "params": cmd_params,
+    "completion": cmd_completion,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

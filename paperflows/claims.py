@@ -86,26 +86,29 @@ class Rule:
         if self.kind == "superiority":
             return f"effect {side} {b:.4g} (smallest effect of interest {s}; source: {self.source})"
         if self.kind == "non_inferiority":
-            return (f"non-inferior: effect {side} {b:.4g} {'-' if side == '>' else '+'} margin {s} "
-                    f"(source: {self.source})")
+            return (
+                f"non-inferior: effect {side} {b:.4g} {'-' if side == '>' else '+'} margin {s} (source: {self.source})"
+            )
         return f"equivalent: effect within {b:.4g} ± {s} (source: {self.source})"
 
 
-def superiority(smallest_effect: float, source: str, *, direction: Direction = "greater",
-                boundary: float | None = None) -> Rule:
-    """"The effect is above ``boundary``" (``direction="less"``: below); ``smallest_effect`` (> 0) is the
+def superiority(
+    smallest_effect: float, source: str, *, direction: Direction = "greater", boundary: float | None = None
+) -> Rule:
+    """ "The effect is above ``boundary``" (``direction="less"``: below); ``smallest_effect`` (> 0) is the
     smallest difference beyond the boundary that would matter."""
     return Rule("superiority", smallest_effect, source, direction, boundary)
 
 
-def non_inferiority(margin: float, source: str, *, direction: Direction = "greater",
-                    boundary: float | None = None) -> Rule:
-    """"The effect is not worse than ``boundary`` by more than ``margin``" (``direction`` is the good side)."""
+def non_inferiority(
+    margin: float, source: str, *, direction: Direction = "greater", boundary: float | None = None
+) -> Rule:
+    """ "The effect is not worse than ``boundary`` by more than ``margin``" (``direction`` is the good side)."""
     return Rule("non_inferiority", margin, source, direction, boundary)
 
 
 def equivalence(margin: float, source: str, *, boundary: float | None = None) -> Rule:
-    """"The effect lies within ``boundary ± margin``"."""
+    """ "The effect lies within ``boundary ± margin``"."""
     return Rule("equivalence", margin, source, "greater", boundary)
 
 
@@ -119,8 +122,12 @@ class ClaimSpec:
     rule: Rule
     headline: bool = False
     deterministic: bool = False  # an exact quantity: identical units are its answer, not a missing noise estimate
+    # decided from wall-clock measurements of this machine: reported beside the results DVC tracks, never in them
+    timed: bool = False
 
     def __post_init__(self) -> None:
+        if self.timed and self.headline:
+            raise ValueError(f"claim {self.id}: a headline claim is decided from results, not from wall-clock time")
         if not self.id or not self.id.replace("_", "").isalnum() or self.id != self.id.lower():
             raise ValueError(f"claim id must be a snake_case name, got {self.id!r}")
 
@@ -139,16 +146,32 @@ class Gate:
 
     def describe(self) -> str:
         state = "passed" if self.passed else "FAILED"
-        return (f"{self.arm} vs {self.reference}: {self.statistic} = {_num(self.effect)} "
-                f"[{_num(self.ci[0])}, {_num(self.ci[1])}], n={self.n} ({state})")
+        return (
+            f"{self.arm} vs {self.reference}: {self.statistic} = {_num(self.effect)} "
+            f"[{_num(self.ci[0])}, {_num(self.ci[1])}], n={self.n} ({state})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"arm": self.arm, "reference": self.reference, "statistic": self.statistic,
-                "effect": _json(self.effect), "ci": [_json(v) for v in self.ci], "n": self.n, "passed": self.passed}
+        return {
+            "arm": self.arm,
+            "reference": self.reference,
+            "statistic": self.statistic,
+            "effect": _json(self.effect),
+            "ci": [_json(v) for v in self.ci],
+            "n": self.n,
+            "passed": self.passed,
+        }
 
 
-def gate(arm: str, reference: str, estimate: Estimate | None, *, statistic: str = "arm - reference",
-         margin: float = 0.0, direction: Direction = "greater") -> Gate:
+def gate(
+    arm: str,
+    reference: str,
+    estimate: Estimate | None,
+    *,
+    statistic: str = "arm - reference",
+    margin: float = 0.0,
+    direction: Direction = "greater",
+) -> Gate:
     """``arm`` beats ``reference`` (chance, popularity, the training mean, no merge, ...) when the interval of
     ``estimate`` (arm minus reference, or a log-ratio) lies wholly beyond ``margin`` on ``direction``'s side.
     All units beyond it by the same amount (zero spread) also pass: every unit learned. ``None``: not measured,
@@ -161,8 +184,15 @@ def gate(arm: str, reference: str, estimate: Estimate | None, *, statistic: str 
     if estimate.no_variance:
         low = high = estimate.estimate
     passed = low > b if direction == "greater" else high < b
-    return Gate(arm, reference, statistic, estimate.shown(estimate.estimate),
-                (estimate.shown(interval.low), estimate.shown(interval.high)), estimate.n, bool(passed))
+    return Gate(
+        arm,
+        reference,
+        statistic,
+        estimate.shown(estimate.estimate),
+        (estimate.shown(interval.low), estimate.shown(interval.high)),
+        estimate.n,
+        bool(passed),
+    )
 
 
 def fixed_gate(arm: str, reference: str, value: float, passed: bool, statistic: str) -> Gate:
@@ -193,6 +223,7 @@ class Claim:
     gates: list[Gate] = field(default_factory=list)
     numbers: dict[str, float] = field(default_factory=dict)
     holm_verdict: Verdict | None = None
+    timed: bool = False
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -207,19 +238,43 @@ class Claim:
         return (1.0 if self.log else 0.0) if self.rule.boundary is None else self.rule.boundary
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "claim": self.claim, "statistic": self.statistic, "effect": _json(self.effect),
-                "ci": [_json(v) for v in self.ci], "n": self.n, "verdict": self.verdict,
-                "holm_verdict": self.holm_verdict or self.verdict, "headline": self.headline,
-                "evidence": self.evidence, "kind": self.rule.kind, "direction": self.rule.direction,
-                "threshold": self.boundary, "boundary": self.boundary, "smallest_effect": self.rule.smallest_effect,
-                "source": self.rule.source, "scale": "log-ratio" if self.log else "difference",
-                "deterministic": self.deterministic, "reason": self.reason, "p_value": _json(self.p_value),
-                "units_needed": self.units_needed, "gates": [g.to_dict() for g in self.gates],
-                "numbers": {k: _json(v) for k, v in self.numbers.items()}}
+        return {
+            "id": self.id,
+            "claim": self.claim,
+            "statistic": self.statistic,
+            "effect": _json(self.effect),
+            "ci": [_json(v) for v in self.ci],
+            "n": self.n,
+            "verdict": self.verdict,
+            "holm_verdict": self.holm_verdict or self.verdict,
+            "headline": self.headline,
+            "evidence": self.evidence,
+            "kind": self.rule.kind,
+            "direction": self.rule.direction,
+            "threshold": self.boundary,
+            "boundary": self.boundary,
+            "smallest_effect": self.rule.smallest_effect,
+            "source": self.rule.source,
+            "scale": "log-ratio" if self.log else "difference",
+            "deterministic": self.deterministic,
+            "reason": self.reason,
+            "p_value": _json(self.p_value),
+            "units_needed": self.units_needed,
+            "gates": [g.to_dict() for g in self.gates],
+            "timed": self.timed,
+            "numbers": {k: _json(v) for k, v in self.numbers.items()},
+        }
 
 
-def decide(spec: ClaimSpec, estimate: Estimate | None, *, gates: Sequence[Gate] = (), evidence: str = "",
-           numbers: dict[str, float] | None = None, missing: str = "") -> Claim:
+def decide(
+    spec: ClaimSpec,
+    estimate: Estimate | None,
+    *,
+    gates: Sequence[Gate] = (),
+    evidence: str = "",
+    numbers: dict[str, float] | None = None,
+    missing: str = "",
+) -> Claim:
     """The claim ``spec`` decided from ``estimate`` by the platform rule (module docstring).
 
     ``estimate=None`` means the run did not measure it: ``missing`` says what it lacked."""
@@ -245,8 +300,7 @@ def decide(spec: ClaimSpec, estimate: Estimate | None, *, gates: Sequence[Gate] 
     if verdict == "does not hold":
         return _claim(spec, estimate, verdict, "", p_fails, None, gates, evidence, numbers)
     needed = estimate.units_to_decide(_half_width_needed(spec.rule, estimate.estimate, b, s))
-    reason = "interval contains the boundary" if spec.rule.kind != "equivalence" else \
-        "interval crosses the margin"
+    reason = "interval contains the boundary" if spec.rule.kind != "equivalence" else "interval crosses the margin"
     if math.isinf(interval.low) or math.isinf(interval.high):
         reason = f"{estimate.n} unit(s): too few for an interval"
     return _claim(spec, estimate, verdict, reason, min(p_holds, p_fails), needed, gates, evidence, numbers)
@@ -274,8 +328,11 @@ def _p_values(rule: Rule, est: Estimate, b: float, s: float) -> tuple[float, flo
         return max(est.p_above(b - s), est.p_below(b + s)), min(est.p_above(b + s), est.p_below(b - s))
     if rule.kind == "non_inferiority":
         line = b - s if rule.direction == "greater" else b + s
-        return (est.p_above(line), est.p_below(line)) if rule.direction == "greater" else \
-            (est.p_below(line), est.p_above(line))
+        return (
+            (est.p_above(line), est.p_below(line))
+            if rule.direction == "greater"
+            else (est.p_below(line), est.p_above(line))
+        )
     if rule.direction == "greater":
         return est.p_above(b), est.p_below(b + s)
     return est.p_below(b), est.p_above(b - s)
@@ -293,15 +350,30 @@ def _half_width_needed(rule: Rule, estimate: float, b: float, s: float) -> float
     return max(b - estimate, estimate - (b - s))
 
 
-def _claim(spec: ClaimSpec, est: Estimate | None, verdict: Verdict, reason: str, p: float, needed: int | None,
-           gates: Sequence[Gate], evidence: str, numbers: dict[str, float] | None) -> Claim:
+def _claim(
+    spec: ClaimSpec,
+    est: Estimate | None,
+    verdict: Verdict,
+    reason: str,
+    p: float,
+    needed: int | None,
+    gates: Sequence[Gate],
+    evidence: str,
+    numbers: dict[str, float] | None,
+) -> Claim:
     if est is None:
         effect, ci, n, log = math.nan, (-math.inf, math.inf), 0, False
     else:
         interval = est.interval(LEVEL)
-        effect, ci, n, log = est.shown(est.estimate), (est.shown(interval.low), est.shown(interval.high)), est.n, est.log
-    text = f"{spec.statistic} = {_num(effect)} [{_num(ci[0])}, {_num(ci[1])}], n={n}" + \
-        (" (ratio, from log-ratios)" if log else "")
+        effect, ci, n, log = (
+            est.shown(est.estimate),
+            (est.shown(interval.low), est.shown(interval.high)),
+            est.n,
+            est.log,
+        )
+    text = f"{spec.statistic} = {_num(effect)} [{_num(ci[0])}, {_num(ci[1])}], n={n}" + (
+        " (ratio, from log-ratios)" if log else ""
+    )
     text += f"; claimed: {spec.rule.describe(log)}"
     if reason:
         text += f"; not resolved: {reason}"
@@ -312,10 +384,26 @@ def _claim(spec: ClaimSpec, est: Estimate | None, verdict: Verdict, reason: str,
         text += "; gates passed: " + "; ".join(f"{g.arm} > {g.reference}" for g in passed)
     if evidence:
         text += f". {evidence.strip().rstrip('.')}"
-    return Claim(id=spec.id, claim=spec.claim, statistic=spec.statistic, effect=effect, ci=ci, n=n, verdict=verdict,
-                 evidence=text + ".", rule=spec.rule, log=log, headline=spec.headline,
-                 deterministic=spec.deterministic, reason=reason, p_value=p, units_needed=needed, gates=list(gates),
-                 numbers=dict(numbers or {}))
+    return Claim(
+        id=spec.id,
+        claim=spec.claim,
+        statistic=spec.statistic,
+        effect=effect,
+        ci=ci,
+        n=n,
+        verdict=verdict,
+        evidence=text + ".",
+        rule=spec.rule,
+        log=log,
+        headline=spec.headline,
+        deterministic=spec.deterministic,
+        reason=reason,
+        p_value=p,
+        units_needed=needed,
+        gates=list(gates),
+        numbers=dict(numbers or {}),
+        timed=spec.timed,
+    )
 
 
 def holm(claims: Sequence[Claim], alpha: float = ALPHA) -> None:
@@ -345,5 +433,21 @@ def _json(value: float | None) -> float | None:
     return None if value is None or math.isinf(value) or math.isnan(value) else float(value)
 
 
-__all__ = ["ALPHA", "Claim", "ClaimSpec", "Direction", "Gate", "LEVEL", "Rule", "VERDICTS", "Verdict", "decide",
-           "equivalence", "fixed_gate", "gate", "holm", "non_inferiority", "superiority"]
+__all__ = [
+    "ALPHA",
+    "Claim",
+    "ClaimSpec",
+    "Direction",
+    "Gate",
+    "LEVEL",
+    "Rule",
+    "VERDICTS",
+    "Verdict",
+    "decide",
+    "equivalence",
+    "fixed_gate",
+    "gate",
+    "holm",
+    "non_inferiority",
+    "superiority",
+]

@@ -99,8 +99,13 @@ def _code_names(code: types.CodeType) -> Iterator[tuple[str, str | None]]:
     for i, ins in enumerate(instructions):
         if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "IMPORT_NAME") and isinstance(ins.argval, str):
             following = instructions[i + 1] if i + 1 < len(instructions) else None
-            attr = following.argval if following is not None and following.opname in ("LOAD_ATTR", "LOAD_METHOD") \
-                and isinstance(following.argval, str) else None
+            attr = (
+                following.argval
+                if following is not None
+                and following.opname in ("LOAD_ATTR", "LOAD_METHOD")
+                and isinstance(following.argval, str)
+                else None
+            )
             yield ins.argval, attr
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
@@ -126,9 +131,11 @@ def referenced_modules(func: Callable[..., Any], package: str) -> set[str]:
         seen.add(id(obj))
         if isinstance(obj, type):
             modules.add(obj.__module__)
-            todo += [v for v in vars(obj).values() if inspect.isfunction(v) or isinstance(v, (property,
-                                                                                             staticmethod,
-                                                                                             classmethod))]
+            todo += [
+                v
+                for v in vars(obj).values()
+                if inspect.isfunction(v) or isinstance(v, (property, staticmethod, classmethod))
+            ]
             continue
         if isinstance(obj, (staticmethod, classmethod)):
             todo.append(obj.__func__)
@@ -155,8 +162,9 @@ def referenced_modules(func: Callable[..., Any], package: str) -> set[str]:
             value = namespace[name]
             if name in imported:  # constants (dicts, tuples) carry no module: ask the import statement
                 modules.add(imported[name])
-            if isinstance(value, types.ModuleType) and (_is_project(value.__name__)
-                                                          or value.__name__.startswith(package + ".")):
+            if isinstance(value, types.ModuleType) and (
+                _is_project(value.__name__) or value.__name__.startswith(package + ".")
+            ):
                 modules.add(value.__name__)
                 if attr is not None and hasattr(value, attr):  # `helpers.build(...)`: follow `build`
                     value = getattr(value, attr)

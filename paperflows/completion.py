@@ -74,7 +74,7 @@ def script(shell: str) -> str:
 def logical_words(cword: int, words: Sequence[str]) -> tuple[list[str], str]:
     """(the words typed, the shell's current word), with bash's ``a``, ``=``, ``b`` joined back into ``a=b``;
     the last word typed is the one being completed (``""`` right after a space)."""
-    shell_words = list(words[:cword + 1])
+    shell_words = list(words[: cword + 1])
     shell_words += [""] * (cword + 1 - len(shell_words))
     joined: list[str] = []
     glue = False
@@ -95,15 +95,14 @@ def complete(cword: int, words: Sequence[str], parser: argparse.ArgumentParser) 
     typed, shell_current = logical_words(cword, words)
     current = typed[-1]
     found = _candidates(typed[1:-1], current, parser)
-    prefix = current[:len(current) - len(shell_current)] if current.endswith(shell_current) else ""
-    return [c[len(prefix):] for c in found if c.startswith(current) and c.startswith(prefix)]
+    prefix = current[: len(current) - len(shell_current)] if current.endswith(shell_current) else ""
+    return [c[len(prefix) :] for c in found if c.startswith(current) and c.startswith(prefix)]
 
 
 def complete_command(argv: Sequence[str], parser: argparse.ArgumentParser) -> int:
     """``paperflows _complete CWORD WORD...``: print the candidates one per line."""
     if not argv or not argv[0].isdigit():
-        print("paperflows _complete: expected CWORD WORD... (the shell's COMP_CWORD and COMP_WORDS)",
-              file=sys.stderr)
+        print("paperflows _complete: expected CWORD WORD... (the shell's COMP_CWORD and COMP_WORDS)", file=sys.stderr)
         return 2
     try:
         found = complete(int(argv[0]), argv[1:], parser)
@@ -126,8 +125,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {flag: action for action in parser._actions if action.help != argparse.SUPPRESS
-            for flag in action.option_strings}
+    return {
+        flag: action for action in parser._actions if action.help != argparse.SUPPRESS for flag in action.option_strings
+    }
 
 
 def _positionals(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -154,7 +154,7 @@ def _candidates(done: list[str], current: str, parser: argparse.ArgumentParser) 
     given, pending = _split_args(args, options)
     if pending == "--set" or current.startswith("--set="):
         head = "--set=" if current.startswith("--set=") else ""
-        return [head + key for key in _set_candidates(command, given, current[len(head):])]
+        return [head + key for key in _set_candidates(command, given, current[len(head) :])]
     if pending is not None:  # an option's value that cannot be guessed (--jobs N, --pool NAME, ...)
         return []
     if current.startswith("-"):

@@ -34,7 +34,7 @@ import yaml
 from paperflows import registry
 
 if TYPE_CHECKING:
-    from paperflows.runtime import Pipeline
+    from paperflows.contract import Pipeline
 
 PREFECT_FILE = "prefect.yaml"
 WORK_POOL_ENV = "PAPERFLOWS_WORK_POOL"
@@ -65,11 +65,13 @@ def deployment_tags(pipeline: Pipeline) -> list[str]:
 def deployment_description(pipeline: Pipeline) -> str:
     stages = " -> ".join(s.name for s in pipeline.stages)
     link = f"arXiv {pipeline.arxiv}, https://arxiv.org/abs/{pipeline.arxiv}" if pipeline.arxiv else "no arXiv id"
-    return (f"{pipeline.title} ({link}).\n\n"
-            f"Headline claim: {pipeline.claim}\n\nStages: {stages}. The form holds the params.yaml "
-            f"section `{pipeline.slug}`; a run with edited values writes to `runs/{pipeline.slug}/<time>-<run name>/` "
-            f"and leaves the DVC-tracked outputs alone (a partial value of a section is merged into its "
-            f"params.yaml values).")
+    return (
+        f"{pipeline.title} ({link}).\n\n"
+        f"Headline claim: {pipeline.claim}\n\nStages: {stages}. The form holds the params.yaml "
+        f"section `{pipeline.slug}`; a run with edited values writes to `runs/{pipeline.slug}/<time>-<run name>/` "
+        f"and leaves the DVC-tracked outputs alone (a partial value of a section is merged into its "
+        f"params.yaml values)."
+    )
 
 
 def entrypoint(pipeline: Pipeline) -> str:
@@ -99,7 +101,8 @@ def require_api_url(env: Mapping[str, str] | None = None) -> str:
         raise DeployError(
             "PREFECT_API_URL is not set: deployments live on a running Prefect server. Start one "
             "(`prefect server start`, then `export PREFECT_API_URL=http://127.0.0.1:4200/api`) or the "
-            "PostgreSQL stack (`PAPERFLOWS_PG_PASSWORD=... scripts/stack.sh up && eval \"$(scripts/stack.sh env)\"`).")
+            'PostgreSQL stack (`PAPERFLOWS_PG_PASSWORD=... scripts/stack.sh up && eval "$(scripts/stack.sh env)"`).'
+        )
     return url.rstrip("/")
 
 
@@ -109,8 +112,10 @@ def check_server(api_url: str, timeout: float = 10.0) -> None:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
             body = response.read().decode(errors="replace").strip()
     except (urllib.error.URLError, OSError, ValueError) as err:
-        raise DeployError(f"no Prefect server answers at PREFECT_API_URL={api_url} ({err}); start it "
-                          f"first or fix the URL (it ends in /api)") from None
+        raise DeployError(
+            f"no Prefect server answers at PREFECT_API_URL={api_url} ({err}); start it "
+            f"first or fix the URL (it ends in /api)"
+        ) from None
     if body != "true":
         raise DeployError(f"PREFECT_API_URL={api_url}: /health answered {body[:200]!r}, not a Prefect API")
 
@@ -144,8 +149,12 @@ def runner_deployments(slugs: Sequence[str] = ()) -> list[Any]:
         pipeline = registry.get(slug)
         defaults = flows.workspace_params(pipeline, settings) or pipeline.params_model()
         deployment = flows.flow_for(slug).to_deployment(
-            name=slug, description=deployment_description(pipeline), tags=deployment_tags(pipeline),
-            parameters={"params": defaults.model_dump(mode="json")}, enforce_parameter_schema=True)
+            name=slug,
+            description=deployment_description(pipeline),
+            tags=deployment_tags(pipeline),
+            parameters={"params": defaults.model_dump(mode="json")},
+            enforce_parameter_schema=True,
+        )
         schema = deployment._parameter_openapi_schema.model_dump()  # no public setter in Prefect 3.9
         deployment._parameter_openapi_schema = ClosedParameterSchema(**schema, additionalProperties=False)
         deployments.append(deployment)
@@ -158,8 +167,11 @@ def serve(slugs: Sequence[str] = (), limit: int | None = None) -> None:
     deployments = runner_deployments(slugs)
     from prefect import serve as prefect_serve
 
-    print(f"serving {len(deployments)} deployment(s) on {os.environ['PREFECT_API_URL']}: "
-          + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments), flush=True)
+    print(
+        f"serving {len(deployments)} deployment(s) on {os.environ['PREFECT_API_URL']}: "
+        + ", ".join(f"{d.flow_name}/{d.name}" for d in deployments),
+        flush=True,
+    )
     # Prefect's runner stops on SIGTERM/SIGINT itself: it cancels in-flight runs (killing their
     # processes) and returns, so this function returns normally and the process exits 0
     prefect_serve(*deployments, limit=limit, pause_on_shutdown=False)
@@ -183,8 +195,9 @@ class _BlockTextDumper(yaml.SafeDumper):
 
 
 _BlockTextDumper.add_representer(
-    str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text,
-                                                      style="|" if "\n" in text else None))
+    str,
+    lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None),
+)
 
 
 def render_prefect_yaml(pipelines: Sequence[Pipeline]) -> str:
@@ -196,12 +209,14 @@ def render_prefect_yaml(pipelines: Sequence[Pipeline]) -> str:
         # {{ $PWD }} is resolved when deploying: runs execute in the checkout that was deployed
         "pull": [{"prefect.deployments.steps.set_working_directory": {"directory": "{{ $PWD }}"}}],
         "deployments": [
-            {"name": p.slug,
-             "description": deployment_description(p),
-             "entrypoint": entrypoint(p),
-             "tags": deployment_tags(p),
-             "enforce_parameter_schema": True,
-             "work_pool": {"name": "{{ $" + WORK_POOL_ENV + " }}", "job_variables": {}}}
+            {
+                "name": p.slug,
+                "description": deployment_description(p),
+                "entrypoint": entrypoint(p),
+                "tags": deployment_tags(p),
+                "enforce_parameter_schema": True,
+                "work_pool": {"name": "{{ $" + WORK_POOL_ENV + " }}", "job_variables": {}},
+            }
             for p in pipelines
         ],
     }
@@ -239,8 +254,9 @@ def ensure_work_pool(name: str) -> bool:
             client.create_work_pool(WorkPoolCreate(name=name, type="process"))
             return True
     if pool.type != "process":
-        raise DeployError(f"work pool '{name}' exists with type '{pool.type}', not 'process'; set "
-                          f"{WORK_POOL_ENV} to another name")
+        raise DeployError(
+            f"work pool '{name}' exists with type '{pool.type}', not 'process'; set {WORK_POOL_ENV} to another name"
+        )
     return False
 
 
@@ -253,9 +269,13 @@ def close_deployment_schemas(slugs: Sequence[str]) -> list[str]:
     with get_client(sync_client=True) as client:
         for slug in slugs:
             found = client.read_deployment_by_name(deployment_name(registry.get(slug)))
-            client.update_deployment(found.id, DeploymentUpdate(
-                parameter_openapi_schema=closed_schema(found.parameter_openapi_schema or {}),
-                enforce_parameter_schema=True))
+            client.update_deployment(
+                found.id,
+                DeploymentUpdate(
+                    parameter_openapi_schema=closed_schema(found.parameter_openapi_schema or {}),
+                    enforce_parameter_schema=True,
+                ),
+            )
             ids.append(str(found.id))
     return ids
 
@@ -270,11 +290,17 @@ def deploy(root: Path, pool: str | None = None, timeout: float = 600.0) -> list[
     pool = pool or work_pool_name()
     ensure_work_pool(pool)
     env = {**os.environ, "PWD": str(root), WORK_POOL_ENV: pool}
-    proc = subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all",
-                           "--prefect-file", str(root / PREFECT_FILE)],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file", str(root / PREFECT_FILE)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if proc.returncode != 0:
-        raise DeployFailed(f"`prefect deploy --all` failed ({proc.returncode}):\n"
-                           f"{(proc.stdout + proc.stderr).strip()[-3000:]}")
+        raise DeployFailed(
+            f"`prefect deploy --all` failed ({proc.returncode}):\n{(proc.stdout + proc.stderr).strip()[-3000:]}"
+        )
     return close_deployment_schemas(registry.slugs())
-

@@ -23,8 +23,9 @@ def stale_stages(root: Path) -> set[str] | None:
     ``dvc.lock`` does not record; None when DVC cannot tell (no repository, no lock, DVC failed)."""
     if not (root / ".dvc").is_dir() or not (root / "dvc.lock").is_file():
         return None
-    proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=root, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dvc", "status", "--json"], cwd=root, capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         return None
     try:
@@ -72,7 +73,7 @@ class Freshness:
     it stale (its inputs changed): as ``dvc repro`` decides stage by stage."""
 
     root: Path
-    fresh: set[str]                      # DVC stage names
+    fresh: set[str]  # DVC stage names
     _stale_now: set[str] | None = field(default=None, repr=False)
 
     def skips(self, dvc_name: str, upstream_ran: bool) -> bool:

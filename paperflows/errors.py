@@ -9,8 +9,10 @@ class StageInputError(RuntimeError):
 
 def missing_input_error(slug: str, stage: str, target: object, producer: str, producer_dvc: str) -> StageInputError:
     """The error of a stage whose input ``target`` is missing: it names the stage that writes it."""
-    return StageInputError(f"{slug}.{stage}: input {target} is missing; it is written by stage '{producer}' (run "
-                           f"`paperflows stage {slug} {producer}` or `dvc repro {producer_dvc}`)")
+    return StageInputError(
+        f"{slug}.{stage}: input {target} is missing; it is written by stage '{producer}' (run "
+        f"`paperflows stage {slug} {producer}` or `dvc repro {producer_dvc}`)"
+    )
 
 
 class StageOutputError(RuntimeError):

@@ -18,7 +18,7 @@ Scale-out is chosen by settings only (:mod:`paperflows.settings`):
 * ``PAPERFLOWS_TASK_RUNNER=dask``: the flow gets a prefect-dask ``DaskTaskRunner`` (an existing
   scheduler at ``PAPERFLOWS_DASK_ADDRESS``, else a LocalCluster of 1-thread worker processes) and
   submits the items of a fan-out stage together, waits for all of them, then closes the stage with
-  :func:`paperflows.runtime.gather_items`. Ordinary stages still run in the flow process. Items are
+  :func:`paperflows.engine.gather_items`. Ordinary stages still run in the flow process. Items are
   computed as in the sequential run: each is seeded by its own name, runs with the flow's torch thread
   count (``ctx.threads``) and logs through a tracker that builds its MLflow client on the worker. The
   workers report to the Prefect API, so ``dask`` needs a Prefect server (``PREFECT_API_URL``); with the
@@ -47,9 +47,18 @@ from typing import Any
 import torch
 
 from paperflows import registry
+from paperflows.contract import REPORT_FILE, Pipeline, StageContext
+from paperflows.engine import (
+    RunSummary,
+    begin_fan_out,
+    execute,
+    gather_items,
+    new_run_folder,
+    output_lock,
+    run_stage,
+    skip_stage,
+)
 from paperflows.params import PipelineParams, at_file_values, check_data_files, file_values, merge_given
-from paperflows.runtime import (REPORT_FILE, Pipeline, RunSummary, StageContext, begin_fan_out, execute, gather_items,
-                               new_run_folder, output_lock, run_stage, skip_stage)
 from paperflows.settings import Settings, SettingsError, first_prefect_start, load_settings, pin_environment
 
 pin_environment()
@@ -62,13 +71,18 @@ from prefect.concurrency.sync import concurrency  # noqa: E402
 from prefect.context import FlowRunContext  # noqa: E402
 from prefect.exceptions import ObjectNotFound  # noqa: E402
 from prefect.futures import wait  # noqa: E402
-from prefect.states import Completed  # noqa: E402
 from prefect.runtime import deployment, flow_run  # noqa: E402
 from prefect.settings import get_current_settings  # noqa: E402
+from prefect.states import Completed  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
-from paperflows.tracking import (Tracker, claim_metrics, mlflow_artifact_url, mlflow_run_url,  # noqa: E402
-                                 run_tags)
+from paperflows.tracking import (  # noqa: E402
+    MlflowTracker,
+    claim_metrics,
+    mlflow_artifact_url,
+    mlflow_run_url,
+    run_tags,
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -95,7 +109,8 @@ def make_task_runner(settings: Settings) -> Any:
         raise SettingsError(
             "PAPERFLOWS_TASK_RUNNER=dask needs a Prefect server: set PREFECT_API_URL (e.g. "
             "http://127.0.0.1:4200/api after `prefect server start`). Dask workers are other processes; "
-            "with the embedded server each of them would start its own server on the same database.")
+            "with the embedded server each of them would start its own server on the same database."
+        )
     from prefect_dask import DaskTaskRunner
 
     if settings.dask_address:
@@ -130,15 +145,19 @@ def gpu_slot(settings: Settings) -> str | None:
         try:
             limit = client.read_global_concurrency_limit_by_name(settings.gpu_limit)
         except ObjectNotFound:
-            get_run_logger().info("no global concurrency limit '%s' on the Prefect server: training stages "
-                                  "run without a GPU slot (create one: prefect gcl create %s --limit <GPUs>)",
-                                  settings.gpu_limit, settings.gpu_limit)
+            get_run_logger().info(
+                "no global concurrency limit '%s' on the Prefect server: training stages "
+                "run without a GPU slot (create one: prefect gcl create %s --limit <GPUs>)",
+                settings.gpu_limit,
+                settings.gpu_limit,
+            )
             return None
     return settings.gpu_limit if limit.active else None
 
 
-def run_stage_task(ctx: StageContext, parent: str | None, entry_tags: dict[str, str],
-                   slot: str | None = None) -> dict[str, Any]:
+def run_stage_task(
+    ctx: StageContext, parent: str | None, entry_tags: dict[str, str], slot: str | None = None
+) -> dict[str, Any]:
     """The body of every stage task: one stage, or one item, inside the GPU slot when it trains; its
     summary (time, final losses, key metrics, the MLflow run) goes to the task's Prefect log."""
     held = concurrency(slot, occupy=1) if slot and ctx.stage.gpu else contextlib.nullcontext()
@@ -183,13 +202,19 @@ def stage_summary(slug: str, result: dict[str, Any], url: str | None) -> str:
     final = result.get("final") or {}
     if final:
         shown = list(final.items())[:SUMMARY_METRICS]
-        parts.append("final " + ", ".join(f"{k} {v:.4g}" for k, v in shown)
-                     + (f" (+{len(final) - len(shown)} more)" if len(final) > len(shown) else ""))
+        parts.append(
+            "final "
+            + ", ".join(f"{k} {v:.4g}" for k, v in shown)
+            + (f" (+{len(final) - len(shown)} more)" if len(final) > len(shown) else "")
+        )
     metrics = result.get("metrics") or {}
     if metrics:
         shown = list(metrics.items())[:SUMMARY_METRICS]
-        parts.append("metrics " + ", ".join(f"{k}={v:.4g}" for k, v in shown)
-                     + (f" (+{len(metrics) - len(shown)} more)" if len(metrics) > len(shown) else ""))
+        parts.append(
+            "metrics "
+            + ", ".join(f"{k}={v:.4g}" for k, v in shown)
+            + (f" (+{len(metrics) - len(shown)} more)" if len(metrics) > len(shown) else "")
+        )
     if url:
         parts.append(f"MLflow run: {url}")
     return "; ".join(parts)
@@ -210,7 +235,7 @@ class portable_quote(quote):
 
 
 class PortableTracker:
-    """The run's :class:`~paperflows.tracking.Tracker` as a value that can be sent to a Dask worker.
+    """The run's :class:`~paperflows.tracking.MlflowTracker` as a value that can be sent to a Dask worker.
 
     A copy keeps only the settings and the slug; the tracker (its MLflow client and its buffered metric
     points) is built on first use in the process that holds the copy, from the flow's settings, so every
@@ -219,7 +244,7 @@ class PortableTracker:
 
     def __init__(self, settings: Settings, slug: str) -> None:
         self.settings, self.slug = settings, slug
-        self._tracker: Tracker | None = None
+        self._tracker: MlflowTracker | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"settings": self.settings, "slug": self.slug}
@@ -231,7 +256,7 @@ class PortableTracker:
         if name.startswith("_"):
             raise AttributeError(name)
         if self._tracker is None:
-            self._tracker = Tracker(self.settings, self.slug)
+            self._tracker = MlflowTracker(self.settings, self.slug)
         return getattr(self._tracker, name)
 
 
@@ -274,9 +299,15 @@ def reap_orphan_prefect_runs() -> int:
     gone: a SIGKILL of every process leaves them running forever otherwise. Returns how many flow runs."""
     import socket
 
-    from prefect.client.schemas.filters import (FlowRunFilter, FlowRunFilterId, FlowRunFilterState,
-                                                FlowRunFilterStateType, TaskRunFilter,
-                                                TaskRunFilterState, TaskRunFilterStateType)
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        TaskRunFilter,
+        TaskRunFilterState,
+        TaskRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
     from prefect.states import Crashed
 
@@ -286,16 +317,20 @@ def reap_orphan_prefect_runs() -> int:
     prefix = f"{PROCESS_TAG}:{socket.gethostname()}:"
     ended = 0
     with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=active))))
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=active)))
+        )
         for run in runs:
-            pids = [int(t[len(prefix):]) for t in run.tags or [] if t.startswith(prefix) and t[len(prefix):].isdigit()]
+            pids = [
+                int(t[len(prefix) :]) for t in run.tags or [] if t.startswith(prefix) and t[len(prefix) :].isdigit()
+            ]
             if not pids or process_alive(pids[0]):
                 continue
             message = "its process was gone at the next start (killed outright)"
             tasks = client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])),
-                task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=active))))
+                task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=active))),
+            )
             for task_run in tasks:
                 client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
             client.set_flow_run_state(run.id, Crashed(message=message), force=True)
@@ -310,8 +345,9 @@ def workspace_params(pipeline: Pipeline, settings: Settings) -> PipelineParams |
     return file_values(pipeline.params_model, pipeline.slug, settings.params_file)
 
 
-def resolve_root(pipeline: Pipeline, params: PipelineParams, settings: Settings,
-                 run_name: str | None) -> tuple[Path, bool]:
+def resolve_root(
+    pipeline: Pipeline, params: PipelineParams, settings: Settings, run_name: str | None
+) -> tuple[Path, bool]:
     """(output folder, is-the-DVC-workspace) for a run with these parameters."""
     if at_file_values(params, pipeline.slug, settings.params_file):
         return settings.workspace(pipeline.slug), True
@@ -330,8 +366,13 @@ def commit_to_dvc(pipeline: Pipeline, settings: Settings, ran: list[str] | None 
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / "dvc-commit.lock", "w") as handle:  # pipelines run in parallel commit one at a time
         fcntl.flock(handle, fcntl.LOCK_EX)
-        proc = subprocess.run([sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *names],
-                              cwd=settings.root, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *names],
+            cwd=settings.root,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     if proc.returncode != 0:
         return f"dvc commit failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-500:]}"
     return f"recorded {len(names)} stages in dvc.lock"
@@ -346,10 +387,10 @@ def publish_report(pipeline: Pipeline, summary: RunSummary, settings: Settings, 
     report as markdown with its figures (served by the MLflow UI from the parent run) and the run's links."""
     report = summary.report
     rows = [{c: row.get(c) for c in report["columns"]} for row in report["rows"]]
-    claims = "\n".join(f"- **{c['verdict']}** `{c['id']}`: {c['claim']} — {c['evidence']}"
-                       for c in report["claims"])
-    create_table_artifact(table=rows, key=_artifact_key(pipeline.slug, "results"),
-                          description=f"{report['title']}\n\n{claims}")
+    claims = "\n".join(f"- **{c['verdict']}** `{c['id']}`: {c['claim']} — {c['evidence']}" for c in report["claims"])
+    create_table_artifact(
+        table=rows, key=_artifact_key(pipeline.slug, "results"), description=f"{report['title']}\n\n{claims}"
+    )
     md_path = summary.root / Path(REPORT_FILE).with_suffix(".md")
     if not md_path.is_file():
         return
@@ -358,12 +399,16 @@ def publish_report(pipeline: Pipeline, summary: RunSummary, settings: Settings, 
     if summary.run_id and experiment_id:
         links.insert(0, f"MLflow run: {mlflow_run_url(settings, experiment_id, summary.run_id)}")
         # report.md links its figures relative to the run folder; the parent run holds them at the same paths
-        text = re.sub(r"\]\((?!https?:)([^)\s]+\.png)\)",
-                      lambda m: f"]({mlflow_artifact_url(settings, summary.run_id, m.group(1))})", text)
-    create_markdown_artifact(markdown="\n\n".join(["  \n".join(links), text]),
-                             key=_artifact_key(pipeline.slug, "report"),
-                             description=f"{pipeline.title}: table, claims and figures "
-                                         f"({claims_held(report)} claims hold)")
+        text = re.sub(
+            r"\]\((?!https?:)([^)\s]+\.png)\)",
+            lambda m: f"]({mlflow_artifact_url(settings, summary.run_id, m.group(1))})",
+            text,
+        )
+    create_markdown_artifact(
+        markdown="\n\n".join(["  \n".join(links), text]),
+        key=_artifact_key(pipeline.slug, "report"),
+        description=f"{pipeline.title}: table, claims and figures ({claims_held(report)} claims hold)",
+    )
 
 
 def claims_held(report: dict[str, Any]) -> str:
@@ -384,29 +429,49 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
     logger = get_run_logger()
     tag_flow_run_with_process()
     root, workspace = resolve_root(pipeline, params, settings, flow_run.get_name())
-    logger.info("%s: writing to %s (%s)", pipeline.slug, root,
-                "DVC workspace" if workspace else "run folder; DVC outputs untouched")
+    logger.info(
+        "%s: writing to %s (%s)",
+        pipeline.slug,
+        root,
+        "DVC workspace" if workspace else "run folder; DVC outputs untouched",
+    )
     tracker = PortableTracker(settings, pipeline.slug)
     parallel = runs_items_in_parallel()
     slot = gpu_slot(settings) if any(s.gpu for s in pipeline.stages) else None
     if parallel or slot:
-        logger.info("%s: fan-out items %s; GPU slot %s", pipeline.slug,
-                    "submitted together to Dask" if parallel else "run one after the other",
-                    f"'{slot}' held by training stages" if slot else "not used")
-    tags = run_tags(settings, "prefect", source=f"paperflows/flows.py:{pipeline.slug}_flow", **{
-        "prefect.flow_run_id": str(flow_run.get_id() or ""),
-        "prefect.flow_run_name": str(flow_run.get_name() or ""),
-        "prefect.deployment_id": str(deployment.get_id() or ""),
-        "prefect.flow_run_url": prefect_run_url(str(flow_run.get_id() or "")),
-    })
+        logger.info(
+            "%s: fan-out items %s; GPU slot %s",
+            pipeline.slug,
+            "submitted together to Dask" if parallel else "run one after the other",
+            f"'{slot}' held by training stages" if slot else "not used",
+        )
+    tags = run_tags(
+        settings,
+        "prefect",
+        source=f"paperflows/flows.py:{pipeline.slug}_flow",
+        **{
+            "prefect.flow_run_id": str(flow_run.get_id() or ""),
+            "prefect.flow_run_name": str(flow_run.get_name() or ""),
+            "prefect.deployment_id": str(deployment.get_id() or ""),
+            "prefect.flow_run_url": prefect_run_url(str(flow_run.get_id() or "")),
+        },
+    )
     stage_tasks = {
-        s.name: task(run_stage_task, name=f"{pipeline.slug}.{s.name}", task_run_name=f"{pipeline.slug}.{s.name}",
-                     cache_policy=NO_CACHE)
+        s.name: task(
+            run_stage_task,
+            name=f"{pipeline.slug}.{s.name}",
+            task_run_name=f"{pipeline.slug}.{s.name}",
+            cache_policy=NO_CACHE,
+        )
         for s in pipeline.stages
     }
     skip_tasks = {
-        s.name: task(skipped_stage_task, name=f"{pipeline.slug}.{s.name}", task_run_name=f"{pipeline.slug}.{s.name}",
-                     cache_policy=NO_CACHE)
+        s.name: task(
+            skipped_stage_task,
+            name=f"{pipeline.slug}.{s.name}",
+            task_run_name=f"{pipeline.slug}.{s.name}",
+            cache_policy=NO_CACHE,
+        )
         for s in pipeline.stages
     }
     freshness = run_freshness(pipeline, settings) if workspace else None
@@ -424,9 +489,13 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
         begin_fan_out(pipeline, ctx.stage, ctx.root)
         # an item on a worker uses the thread count it would have had in this process
         threads = ctx.threads if ctx.threads is not None or not parallel else torch.get_num_threads()
-        calls = [(stage_task.with_options(task_run_name=f"{pipeline.slug}.{ctx.stage.name}[{item}]"),
-                  dataclasses.replace(ctx, item=item, threads=threads))
-                 for item in pipeline.items(ctx.stage, ctx.params)]
+        calls = [
+            (
+                stage_task.with_options(task_run_name=f"{pipeline.slug}.{ctx.stage.name}[{item}]"),
+                dataclasses.replace(ctx, item=item, threads=threads),
+            )
+            for item in pipeline.items(ctx.stage, ctx.params)
+        ]
         if not parallel:
             return gather_items(ctx, [item_task(portable_quote(c), parent, entry_tags, slot) for item_task, c in calls])
         futures = [item_task.submit(portable_quote(c), parent, entry_tags, slot) for item_task, c in calls]
@@ -435,21 +504,41 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
 
     # a run folder is new and the run's own; the DVC workspace is shared by every default-parameter run
     with output_lock(settings, root) if workspace else contextlib.nullcontext():
-        summary = execute(pipeline, params, settings, root, entry="prefect", tags=tags, tracker=tracker,
-                          stage_runner=runner, progress=progress, workspace=workspace, freshness=freshness,
-                          skip_runner=skipper)
+        summary = execute(
+            pipeline,
+            params,
+            settings,
+            root,
+            entry="prefect",
+            tags=tags,
+            tracker=tracker,
+            stage_runner=runner,
+            progress=progress,
+            workspace=workspace,
+            freshness=freshness,
+            skip_runner=skipper,
+        )
         ran = [s["stage"] for s in summary.stages if not s.get("skipped")]
         dvc_status = commit_to_dvc(pipeline, settings, ran) if workspace else "run folder (not DVC-tracked)"
     logger.info("%s: %s", pipeline.slug, dvc_status)
     experiment = tracker.experiment_id if summary.run_id else None
     publish_report(pipeline, summary, settings, experiment)
     if summary.run_id:
-        logger.info("%s: %s claims hold; MLflow run: %s", pipeline.slug,
-                    claims_held(summary.report),
-                    mlflow_run_url(settings, experiment, summary.run_id))
-    return {"slug": pipeline.slug, "root": str(summary.root), "mlflow_run_id": summary.run_id,
-            "seconds": summary.seconds, "workspace": workspace, "dvc": dvc_status,
-            "claims": summary.report.get("claims", [])}
+        logger.info(
+            "%s: %s claims hold; MLflow run: %s",
+            pipeline.slug,
+            claims_held(summary.report),
+            mlflow_run_url(settings, experiment, summary.run_id),
+        )
+    return {
+        "slug": pipeline.slug,
+        "root": str(summary.root),
+        "mlflow_run_id": summary.run_id,
+        "seconds": summary.seconds,
+        "workspace": workspace,
+        "dvc": dvc_status,
+        "claims": summary.report.get("claims", []),
+    }
 
 
 def build_flow(pipeline: Pipeline):
@@ -466,8 +555,14 @@ def build_flow(pipeline: Pipeline):
     paper_flow.__qualname__ = paper_flow.__name__
     paper_flow.__doc__ = f"{pipeline.title} ({pipeline.paper.reference}).\n\nHeadline claim: {pipeline.claim}"
     runner = make_task_runner(load_settings())
-    return flow(paper_flow, name=pipeline.slug, description=paper_flow.__doc__, validate_parameters=True,
-                log_prints=True, **({"task_runner": runner} if runner is not None else {}))
+    return flow(
+        paper_flow,
+        name=pipeline.slug,
+        description=paper_flow.__doc__,
+        validate_parameters=True,
+        log_prints=True,
+        **({"task_runner": runner} if runner is not None else {}),
+    )
 
 
 _BUILT: dict[str, Any] = {}

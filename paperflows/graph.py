@@ -107,7 +107,7 @@ def _graph(slug: str, entries: list[tuple[str, str, dict[str, Any]]]) -> Graph:
     prefix = f"{WORKSPACE_DIR}/{slug}/"
 
     def short(path: str) -> str:
-        return path[len(prefix):] if path.startswith(prefix) else path
+        return path[len(prefix) :] if path.startswith(prefix) else path
 
     artifacts: dict[str, Artifact] = {}
     for _, stage, entry in entries:
@@ -133,8 +133,17 @@ def _graph(slug: str, entries: list[tuple[str, str, dict[str, Any]]]) -> Graph:
                 inputs.append(holder)
         params = [str(p).removeprefix(f"{slug}.") for p in entry.get("params", [])]
         outputs = [short(_path(item)) for key, _ in _KINDS for item in entry.get(key, [])]
-        stages.append(StageNode(name=stage, dvc_name=name, desc=str(entry.get("desc", "")), params=params,
-                                inputs=inputs, outputs=list(dict.fromkeys(outputs)), code=code))
+        stages.append(
+            StageNode(
+                name=stage,
+                dvc_name=name,
+                desc=str(entry.get("desc", "")),
+                params=params,
+                inputs=inputs,
+                outputs=list(dict.fromkeys(outputs)),
+                code=code,
+            )
+        )
     return Graph(slug=slug, stages=stages, artifacts=artifacts)
 
 
@@ -151,14 +160,18 @@ def _files(count: int, what: str = "") -> str:
 
 def to_text(graph: Graph) -> str:
     """One block per stage: inputs (with the stage that writes each), outputs, parameter groups, code files."""
-    lines = [f"{graph.slug}: {len(graph.stages)} stages (paths under {WORKSPACE_DIR}/{graph.slug}/; "
-             f"params under '{graph.slug}' in params.yaml)", ""]
+    lines = [
+        f"{graph.slug}: {len(graph.stages)} stages (paths under {WORKSPACE_DIR}/{graph.slug}/; "
+        f"params under '{graph.slug}' in params.yaml)",
+        "",
+    ]
     width = len(str(len(graph.stages)))
     for i, stage in enumerate(graph.stages, 1):
         if i > 1:
             lines += ["    |", "    v"]
-        lines.append(f"[{i:>{width}}] {stage.name}" + (f"  (dvc stage {stage.dvc_name})"
-                                                        if stage.dvc_name != stage.name else ""))
+        lines.append(
+            f"[{i:>{width}}] {stage.name}" + (f"  (dvc stage {stage.dvc_name})" if stage.dvc_name != stage.name else "")
+        )
         if stage.desc:
             lines.append(f"      {stage.desc}")
         groups = [_group_label(g, keys) for g, keys in stage.param_groups().items()]
@@ -200,11 +213,12 @@ def to_mermaid(graph: Graph) -> str:
         lines += [f"    {artifact_id[rel]} --> {stage_id[stage.name]}" for rel in stage.inputs]
         lines += [f"    {stage_id[stage.name]} --> {artifact_id[rel]}" for rel in stage.outputs]
         lines += [f"    {param_id[g]} -.-> {stage_id[stage.name]}" for g in stage.param_groups()]
-    lines += ["    classDef stage fill:#e8f0fe,stroke:#3b6fd8,color:#111",
-              "    classDef artifact fill:#f4f4f4,stroke:#888,color:#111",
-              "    classDef param fill:#fff4d6,stroke:#c9a227,color:#111"]
-    for cls, ids in (("stage", stage_id.values()), ("artifact", artifact_id.values()),
-                     ("param", param_id.values())):
+    lines += [
+        "    classDef stage fill:#e8f0fe,stroke:#3b6fd8,color:#111",
+        "    classDef artifact fill:#f4f4f4,stroke:#888,color:#111",
+        "    classDef param fill:#fff4d6,stroke:#c9a227,color:#111",
+    ]
+    for cls, ids in (("stage", stage_id.values()), ("artifact", artifact_id.values()), ("param", param_id.values())):
         if ids:
             lines.append(f"    class {','.join(ids)} {cls}")
     return "\n".join(lines) + "\n"
@@ -213,13 +227,19 @@ def to_mermaid(graph: Graph) -> str:
 # --------------------------------------------------------------------------------------------------
 # SVG
 # --------------------------------------------------------------------------------------------------
-FONT = "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
-CHAR_W, TAG_CHAR_W = 7.0, 6.4        # average advance of the 12 px and 10.5 px text (no font metrics here)
+FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"'
+CHAR_W, TAG_CHAR_W = 7.0, 6.4  # average advance of the 12 px and 10.5 px text (no font metrics here)
 MARGIN, STAGE_W, GAP_X, LANE_GAP = 16, 250, 44, 9
 ART_H, ART_GAP, ENTRY_GAP, BAND_GAP = 20, 6, 8, 22
 TAG_H, TAG_GAP = 16, 4
-COLOURS = {"stage": ("#e8f0fe", "#3b6fd8"), "out": ("#f4f4f4", "#8a8a8a"), "metric": ("#e9f7ee", "#3c9a5f"),
-           "plot": ("#f3ecfb", "#8856c4"), "external": ("#fff", "#8a8a8a"), "tag": ("#fff4d6", "#c9a227")}
+COLOURS = {
+    "stage": ("#e8f0fe", "#3b6fd8"),
+    "out": ("#f4f4f4", "#8a8a8a"),
+    "metric": ("#e9f7ee", "#3c9a5f"),
+    "plot": ("#f3ecfb", "#8856c4"),
+    "external": ("#fff", "#8a8a8a"),
+    "tag": ("#fff4d6", "#c9a227"),
+}
 EDGE = "#5b6b80"
 
 
@@ -251,8 +271,9 @@ def _tag_rows(stage: StageNode) -> list[list[tuple[str, str, float]]]:
 
 def _arrowhead(x: float, y: float, direction: Literal["left", "right"]) -> str:
     d = -1 if direction == "left" else 1
-    return (f'<polygon points="{x:.1f},{y:.1f} {x - 7 * d:.1f},{y - 3.5:.1f} {x - 7 * d:.1f},{y + 3.5:.1f}" '
-            f'fill="{EDGE}"/>')
+    return (
+        f'<polygon points="{x:.1f},{y:.1f} {x - 7 * d:.1f},{y - 3.5:.1f} {x - 7 * d:.1f},{y + 3.5:.1f}" fill="{EDGE}"/>'
+    )
 
 
 def to_svg(graph: Graph, standalone: bool = True) -> str:
@@ -315,12 +336,16 @@ def to_svg(graph: Graph, standalone: bool = True) -> str:
         if not stage.outputs:
             continue
         first, last = (boxes[stage.outputs[k]].y + ART_H / 2 for k in (0, -1))
-        edges.append(f'<path d="M{box.x + box.w:.1f},{first:.1f} H{bus_x:.1f} V{last:.1f}" fill="none" '
-                     f'stroke="{EDGE}" stroke-width="1.2"/>')
+        edges.append(
+            f'<path d="M{box.x + box.w:.1f},{first:.1f} H{bus_x:.1f} V{last:.1f}" fill="none" '
+            f'stroke="{EDGE}" stroke-width="1.2"/>'
+        )
         for rel in stage.outputs:
             mid = boxes[rel].y + ART_H / 2
-            edges.append(f'<line x1="{bus_x:.1f}" y1="{mid:.1f}" x2="{art_x - 1:.1f}" y2="{mid:.1f}" '
-                         f'stroke="{EDGE}" stroke-width="1.2"/>')
+            edges.append(
+                f'<line x1="{bus_x:.1f}" y1="{mid:.1f}" x2="{art_x - 1:.1f}" y2="{mid:.1f}" '
+                f'stroke="{EDGE}" stroke-width="1.2"/>'
+            )
             edges.append(_arrowhead(art_x - 1, mid, "right"))
     for rel, lane in lane_of.items():  # artifact -> lane -> each reader
         src = boxes[rel]
@@ -328,13 +353,17 @@ def to_svg(graph: Graph, standalone: bool = True) -> str:
         y0 = src.y + ART_H / 2
         readers = graph.consumers(rel)
         y1 = max(entries[(rel, r)] for r in readers)
-        edges.append(f'<path d="M{src.x + src.w:.1f},{y0:.1f} H{x:.1f} V{y1:.1f}" fill="none" '
-                     f'stroke="{EDGE}" stroke-width="1.2"><title>{escape(rel)} read by '
-                     f'{escape(", ".join(readers))}</title></path>')
+        edges.append(
+            f'<path d="M{src.x + src.w:.1f},{y0:.1f} H{x:.1f} V{y1:.1f}" fill="none" '
+            f'stroke="{EDGE}" stroke-width="1.2"><title>{escape(rel)} read by '
+            f"{escape(', '.join(readers))}</title></path>"
+        )
         for reader in readers:
             entry_y = entries[(rel, reader)]
-            edges.append(f'<line x1="{x:.1f}" y1="{entry_y:.1f}" x2="{MARGIN + STAGE_W + 1:.1f}" '
-                         f'y2="{entry_y:.1f}" stroke="{EDGE}" stroke-width="1.2"/>')
+            edges.append(
+                f'<line x1="{x:.1f}" y1="{entry_y:.1f}" x2="{MARGIN + STAGE_W + 1:.1f}" '
+                f'y2="{entry_y:.1f}" stroke="{EDGE}" stroke-width="1.2"/>'
+            )
             edges.append(_arrowhead(MARGIN + STAGE_W + 1, entry_y, "left"))
             edges.append(f'<circle cx="{x:.1f}" cy="{entry_y:.1f}" r="2" fill="{EDGE}"/>')
 
@@ -342,24 +371,30 @@ def to_svg(graph: Graph, standalone: bool = True) -> str:
     for i, (stage, box) in enumerate(zip(graph.stages, stage_boxes), 1):
         fill, stroke = COLOURS["stage"]
         info = f"{stage.dvc_name}: {stage.desc}" if stage.desc else stage.dvc_name
-        nodes.append(f'<g class="stage"><title>{escape(info)}</title>'
-                     f'<rect x="{box.x}" y="{box.y:.1f}" width="{box.w}" height="{box.h:.1f}" rx="5" '
-                     f'fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
-                     f'<text x="{box.x + 10}" y="{box.y + 19:.1f}" font-size="13" font-weight="bold" '
-                     f'fill="#111" {FONT}>{i}. {escape(stage.name)}</text>')
+        nodes.append(
+            f'<g class="stage"><title>{escape(info)}</title>'
+            f'<rect x="{box.x}" y="{box.y:.1f}" width="{box.w}" height="{box.h:.1f}" rx="5" '
+            f'fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
+            f'<text x="{box.x + 10}" y="{box.y + 19:.1f}" font-size="13" font-weight="bold" '
+            f'fill="#111" {FONT}>{i}. {escape(stage.name)}</text>'
+        )
         ty = box.y + 28
         for row in _tag_rows(stage):
             tx = box.x + 8
             for label, info, w in row:
                 t_fill, t_stroke = COLOURS["tag"]
-                nodes.append(f'<g class="param"><title>{escape(info)}</title>'
-                             f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{w:.1f}" height="{TAG_H}" rx="8" '
-                             f'fill="{t_fill}" stroke="{t_stroke}"/><text x="{tx + 5:.1f}" y="{ty + 11.5:.1f}" '
-                             f'font-size="10.5" fill="#5a4700" {FONT}>{escape(label)}</text></g>')
+                nodes.append(
+                    f'<g class="param"><title>{escape(info)}</title>'
+                    f'<rect x="{tx:.1f}" y="{ty:.1f}" width="{w:.1f}" height="{TAG_H}" rx="8" '
+                    f'fill="{t_fill}" stroke="{t_stroke}"/><text x="{tx + 5:.1f}" y="{ty + 11.5:.1f}" '
+                    f'font-size="10.5" fill="#5a4700" {FONT}>{escape(label)}</text></g>'
+                )
                 tx += w + TAG_GAP
             ty += TAG_H + TAG_GAP
-        nodes.append(f'<text x="{box.x + 10}" y="{box.y + box.h - 6:.1f}" font-size="10" fill="#666" {FONT}>'
-                     f'{_files(len(stage.code), "code ")}</text></g>')
+        nodes.append(
+            f'<text x="{box.x + 10}" y="{box.y + box.h - 6:.1f}" font-size="10" fill="#666" {FONT}>'
+            f"{_files(len(stage.code), 'code ')}</text></g>"
+        )
     for rel, box in boxes.items():
         artifact = graph.artifacts[rel]
         fill, stroke = COLOURS[artifact.kind]
@@ -367,15 +402,22 @@ def to_svg(graph: Graph, standalone: bool = True) -> str:
         readers = graph.consumers(rel)
         info = f"{rel} ({artifact.kind}; {origin}" + (f"; read by {', '.join(readers)})" if readers else ")")
         dash = ' stroke-dasharray="4 3"' if artifact.kind == "external" else ""
-        nodes.append(f'<g class="artifact"><title>{escape(info)}</title>'
-                     f'<rect x="{box.x}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h}" rx="10" '
-                     f'fill="{fill}" stroke="{stroke}"{dash}/><text x="{box.x + 9}" y="{box.y + 14:.1f}" '
-                     f'font-size="12" fill="#222" {FONT}>{escape(rel)}</text></g>')
+        nodes.append(
+            f'<g class="artifact"><title>{escape(info)}</title>'
+            f'<rect x="{box.x}" y="{box.y:.1f}" width="{box.w:.1f}" height="{box.h}" rx="10" '
+            f'fill="{fill}" stroke="{stroke}"{dash}/><text x="{box.x + 9}" y="{box.y + 14:.1f}" '
+            f'font-size="12" fill="#222" {FONT}>{escape(rel)}</text></g>'
+        )
 
     namespace = ' xmlns="http://www.w3.org/2000/svg"' if standalone else ""
     head = '<?xml version="1.0" encoding="UTF-8"?>\n' if standalone else ""
     label = quoteattr(f"pipeline graph of {graph.slug}: {len(graph.stages)} stages")
-    return (f'{head}<svg{namespace} width="{width:.0f}" height="{height:.0f}" '
-            f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label={label}>'
-            f'<rect width="100%" height="100%" fill="#fff"/>'
-            + "".join(edges) + "".join(nodes) + "".join(labels) + "</svg>\n")
+    return (
+        f'{head}<svg{namespace} width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label={label}>'
+        f'<rect width="100%" height="100%" fill="#fff"/>'
+        + "".join(edges)
+        + "".join(nodes)
+        + "".join(labels)
+        + "</svg>\n"
+    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import html
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,37 +148,62 @@ def claims_table(claims: list[dict[str, Any]]) -> str:
     rows = []
     for claim in claims:
         if "verdict" not in claim or "ci" not in claim:
-            rows.append(f'<tr><td>{badge(None)}</td><td>{esc(claim.get("id", "?"))}</td>'
-                        f'<td colspan="4">a report written before verdicts had intervals: rerun</td></tr>')
+            rows.append(
+                f"<tr><td>{badge(None)}</td><td>{esc(claim.get('id', '?'))}</td>"
+                f'<td colspan="4">a report written before verdicts had intervals: rerun</td></tr>'
+            )
             continue
         row = claim_row(claim)
         role = "<strong>headline</strong>" if claim.get("headline") else "secondary"
-        rows.append(f"<tr><td>{badge(claim['verdict'])}</td><td><code>{esc(row['id'])}</code></td><td>{role}</td>"
-                    f'<td>{badge(row["Holm"]) if not claim.get("headline") else ""}</td>'
-                    f'<td class="num">{esc(row["effect [95% CI]"])}</td><td class="num">{esc(fmt(row["n"]))}</td>'
-                    f'<td class="num">{esc(row["boundary / smallest effect"])}</td>'
-                    f'<td class="text">{esc(row["claim"])}</td>'
-                    f'<td class="text">{esc(claim.get("evidence", ""))}</td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("verdict", "id", "role", "Holm", "effect [95% CI]", "n",
-                                              "boundary / smallest effect", "claim", "evidence"))
-    return f'<div class="scroll"><table class="claims"><thead><tr>{head}</tr></thead>' \
-           f'<tbody>{"".join(rows)}</tbody></table></div>'
+        rows.append(
+            f"<tr><td>{badge(claim['verdict'])}</td><td><code>{esc(row['id'])}</code></td><td>{role}</td>"
+            f"<td>{badge(row['Holm']) if not claim.get('headline') else ''}</td>"
+            f'<td class="num">{esc(row["effect [95% CI]"])}</td><td class="num">{esc(fmt(row["n"]))}</td>'
+            f'<td class="num">{esc(row["boundary / smallest effect"])}</td>'
+            f'<td class="text">{esc(row["claim"])}</td>'
+            f'<td class="text">{esc(claim.get("evidence", ""))}</td></tr>'
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "verdict",
+            "id",
+            "role",
+            "Holm",
+            "effect [95% CI]",
+            "n",
+            "boundary / smallest effect",
+            "claim",
+            "evidence",
+        )
+    )
+    return (
+        f'<div class="scroll"><table class="claims"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def checks_list(checks: list[dict[str, Any]]) -> str:
     items = []
     for check in checks:
-        state = '<span class="badge passed">passed</span>' if check.get("passed") else \
-            '<span class="badge failed">FAILED</span>'
-        items.append(f"<li>{state} <code>{esc(check.get('id', '?'))}</code> {esc(check.get('check', ''))}"
-                     f' <span class="muted">— {esc(check.get("evidence", ""))}</span></li>')
+        state = (
+            '<span class="badge passed">passed</span>'
+            if check.get("passed")
+            else '<span class="badge failed">FAILED</span>'
+        )
+        items.append(
+            f"<li>{state} <code>{esc(check.get('id', '?'))}</code> {esc(check.get('check', ''))}"
+            f' <span class="muted">— {esc(check.get("evidence", ""))}</span></li>'
+        )
     return f'<ul class="checks">{"".join(items)}</ul>'
 
 
 def figure_html(rel: str, png: bytes) -> str:
     data = base64.b64encode(png).decode("ascii")
-    return (f'<figure><img alt="{esc(figure_caption(rel))}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{esc(rel)}</figcaption></figure>")
+    return (
+        f'<figure><img alt="{esc(figure_caption(rel))}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{esc(rel)}</figcaption></figure>"
+    )
 
 
 def _index(papers: list[PaperResult]) -> str:
@@ -189,30 +214,57 @@ def _index(papers: list[PaperResult]) -> str:
         else:
             done, total = _held(paper.report)
             heads = [c for c in paper.report.get("claims", []) if c.get("headline")]
-            headline = "<br>".join(f'{badge(c.get("verdict"))} <code>{esc(c["id"])}</code> '
-                                   f'{esc(claim_row(c)["effect [95% CI]"])}, n={esc(fmt(c.get("n")))}'
-                                   for c in heads) or '<span class="muted">no headline claim: rerun</span>'
+            headline = (
+                "<br>".join(
+                    f"{badge(c.get('verdict'))} <code>{esc(c['id'])}</code> "
+                    f"{esc(claim_row(c)['effect [95% CI]'])}, n={esc(fmt(c.get('n')))}"
+                    for c in heads
+                )
+                or '<span class="muted">no headline claim: rerun</span>'
+            )
             scale = esc(paper.source.scale) if paper.source else ""
             verdicts = "".join(
                 f'<span class="badge {VERDICT_CLASS.get(c.get("verdict"), "none")}" '
                 f'title="{esc(c.get("verdict", "no verdict"))}">{esc(c.get("id", "?"))}</span>'
-                for c in paper.report.get("claims", []))
+                for c in paper.report.get("claims", [])
+            )
             source = f"<code>{esc(paper.source.folder)}</code>" if paper.source else ""
             params = esc(paper.source.params) if paper.source else ""
-            run = (f'<td class="text">{headline}</td><td>{scale}</td><td class="num">{done} / {total}</td>'
-                   f'<td>{verdicts}</td><td>{source}</td><td class="text">{params}</td>')
-        rows.append(f'<tr><td><a href="#{esc(paper.slug)}"><code>{esc(paper.slug)}</code></a></td>'
-                    f'<td class="text">{esc(paper.title)}</td><td>{esc(paper.arxiv)}</td>{run}</tr>')
-    head = "".join(f"<th>{h}</th>" for h in ("paper", "title", "arXiv", "headline claim: verdict, effect [95% CI]",
-                                              "scale", "claims held", "verdicts", "run folder", "parameters"))
-    return (f'<section class="paper" id="index"><h2>Papers</h2><div class="scroll"><table class="index">'
-            f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>')
+            run = (
+                f'<td class="text">{headline}</td><td>{scale}</td><td class="num">{done} / {total}</td>'
+                f'<td>{verdicts}</td><td>{source}</td><td class="text">{params}</td>'
+            )
+        rows.append(
+            f'<tr><td><a href="#{esc(paper.slug)}"><code>{esc(paper.slug)}</code></a></td>'
+            f'<td class="text">{esc(paper.title)}</td><td>{esc(paper.arxiv)}</td>{run}</tr>'
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "paper",
+            "title",
+            "arXiv",
+            "headline claim: verdict, effect [95% CI]",
+            "scale",
+            "claims held",
+            "verdicts",
+            "run folder",
+            "parameters",
+        )
+    )
+    return (
+        f'<section class="paper" id="index"><h2>Papers</h2><div class="scroll"><table class="index">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
+    )
 
 
 def _paper(paper: PaperResult) -> str:
-    parts = [f'<section class="paper" id="{esc(paper.slug)}">',
-             f"<h2>{esc(paper.title)} <span class=\"muted\">({esc(paper.slug)}"
-             + (f", arXiv {esc(paper.arxiv)}" if paper.arxiv else "") + ")</span></h2>"]
+    parts = [
+        f'<section class="paper" id="{esc(paper.slug)}">',
+        f'<h2>{esc(paper.title)} <span class="muted">({esc(paper.slug)}'
+        + (f", arXiv {esc(paper.arxiv)}" if paper.arxiv else "")
+        + ")</span></h2>",
+    ]
     if paper.claim:
         parts.append(f'<p class="meta muted">headline claim: {esc(paper.claim)}</p>')
     if paper.problem:
@@ -234,38 +286,48 @@ def _paper(paper: PaperResult) -> str:
             if rows:
                 parts += [f"<h3>{esc(name)}</h3>", table(list(rows[0]), rows)]
         done, total = _held(report)
-        parts += [f"<h3>Claims <span class=\"muted\">({done} of {total} hold)</span></h3>",
-                  claims_table(report.get("claims", []))]
+        parts += [
+            f'<h3>Claims <span class="muted">({done} of {total} hold)</span></h3>',
+            claims_table(report.get("claims", [])),
+        ]
         if report.get("checks"):
             parts += ["<h3>Checks</h3>", checks_list(report["checks"])]
         if report.get("notes"):
             parts += ["<h3>Notes</h3>", "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in report["notes"]) + "</ul>"]
         if paper.figures:
-            parts += ["<h3>Figures</h3>", '<div class="figures">'
-                      + "".join(figure_html(rel, png) for rel, png in paper.figures) + "</div>"]
+            parts += [
+                "<h3>Figures</h3>",
+                '<div class="figures">' + "".join(figure_html(rel, png) for rel, png in paper.figures) + "</div>",
+            ]
     if paper.graph is None:
         parts.append('<h3>Pipeline</h3><p class="muted">not in dvc.yaml: run <code>paperflows dvc-yaml</code></p>')
     else:
-        parts.append(f'<details open><summary><h3>Pipeline</h3></summary><div class="graph">'
-                     f'{pipeline_graph.to_svg(paper.graph, standalone=False)}</div></details>')
+        parts.append(
+            f'<details open><summary><h3>Pipeline</h3></summary><div class="graph">'
+            f"{pipeline_graph.to_svg(paper.graph, standalone=False)}</div></details>"
+        )
     parts.append("</section>")
     return "\n".join(parts)
 
 
 def render(papers: list[PaperResult], generated: datetime | None = None) -> str:
     """The whole page: a summary line, the index, then one section per paper."""
-    when = (generated or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    when = (generated or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ran = [p for p in papers if p.report is not None]
     held = sum(_held(p.report)[0] for p in ran)
     total = sum(_held(p.report)[1] for p in ran)
-    summary = (f"{len(ran)} of {len(papers)} pipelines have a run; {held} of {total} claims hold. "
-               f"Generated {when} by <code>paperflows report --html</code>.")
+    summary = (
+        f"{len(ran)} of {len(papers)} pipelines have a run; {held} of {total} claims hold. "
+        f"Generated {when} by <code>paperflows report --html</code>."
+    )
     body = "\n".join(_paper(p) for p in papers)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>paperflows results</title><style>{STYLE}</style></head><body>"
-            f"<header><h1>paperflows results</h1><p class=\"muted\">{summary}</p></header>"
-            f"<main>{_index(papers)}\n{body}</main></body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>paperflows results</title><style>{STYLE}</style></head><body>"
+        f'<header><h1>paperflows results</h1><p class="muted">{summary}</p></header>'
+        f"<main>{_index(papers)}\n{body}</main></body></html>\n"
+    )
 
 
 def default_path(settings: Settings) -> Path:

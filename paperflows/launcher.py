@@ -22,8 +22,8 @@ from types import FrameType
 
 from paperflows.settings import Settings
 
-CHILD_ENV = "PAPERFLOWS_RUN_CHILD"   # set in the child: do the work instead of supervising
-GRACE_SECONDS = 5.0                  # how long a stopping child may take before its session is killed
+CHILD_ENV = "PAPERFLOWS_RUN_CHILD"  # set in the child: do the work instead of supervising
+GRACE_SECONDS = 5.0  # how long a stopping child may take before its session is killed
 
 
 FRESH_ENV = "PAPERFLOWS_FRESH_STAGES"  # JSON {slug: [DVC stage names up to date]}: what the child may skip
@@ -76,9 +76,15 @@ class _Child:
     def __init__(self, argv: Sequence[str], env: dict[str, str], label: str | None):
         self.label = label
         out = subprocess.PIPE if label else None
-        self.proc = subprocess.Popen([sys.executable, "-m", "paperflows", *argv], env=env, start_new_session=True,
-                                     stdout=out, stderr=subprocess.STDOUT if label else None, text=True,
-                                     bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "paperflows", *argv],
+            env=env,
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT if label else None,
+            text=True,
+            bufsize=1,
+        )
         self.reader = None
         if label:
             self.reader = threading.Thread(target=self._relay, daemon=True)
@@ -95,8 +101,9 @@ class _Child:
             self.reader.join(timeout=5)
 
 
-def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1,
-                   extra_env: dict[str, str] | None = None) -> int:
+def run_supervised(
+    jobs: list[list[str]], settings: Settings, parallel: int = 1, extra_env: dict[str, str] | None = None
+) -> int:
     """Run each ``paperflows <argv>`` of ``jobs`` in a child session (at most ``parallel`` at once, on one
     local Prefect server when more than one) and stop all of it cleanly on SIGTERM / Ctrl-C."""
     env = {**os.environ, **(extra_env or {}), CHILD_ENV: "1"}
@@ -111,8 +118,12 @@ def run_supervised(jobs: list[list[str]], settings: Settings, parallel: int = 1,
             stopping["deadline"] = 0.0
             return
         stopping["signal"], stopping["deadline"] = signum, time.monotonic() + GRACE_SECONDS
-        print(f"\npaperflows: {signal.Signals(signum).name} received: stopping the run (at most "
-              f"{GRACE_SECONDS:.0f} s) ...", file=sys.stderr, flush=True)
+        print(
+            f"\npaperflows: {signal.Signals(signum).name} received: stopping the run (at most "
+            f"{GRACE_SECONDS:.0f} s) ...",
+            file=sys.stderr,
+            flush=True,
+        )
         for child in running:
             try:
                 os.kill(child.proc.pid, signal.SIGTERM)
@@ -184,14 +195,22 @@ class LocalPrefectServer:
             port = sock.getsockname()[1]
         home = Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)
         home.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-               "PREFECT_UI_ENABLED": "false"}
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_UI_ENABLED": "false",
+        }
         env.pop("PREFECT_API_URL", None)
         log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in stop()
         self._log = log
-        self.proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                                      "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         url = f"http://127.0.0.1:{port}/api"
         print(f"paperflows: local Prefect server for the parallel runs on {url}", flush=True)
         deadline = time.monotonic() + timeout

@@ -70,8 +70,15 @@ def watch(levels: int, what: str) -> subprocess.Popen | None:
     watched = ancestors(me, levels)
     if not watched:
         return None
-    argv = [sys.executable, "-m", "paperflows.lifeline", str(me), start_time(me) or "", what,
-            *(f"{pid}:{started}" for pid, started in watched)]
+    argv = [
+        sys.executable,
+        "-m",
+        "paperflows.lifeline",
+        str(me),
+        start_time(me) or "",
+        what,
+        *(f"{pid}:{started}" for pid, started in watched),
+    ]
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
 
 

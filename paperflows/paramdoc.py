@@ -41,14 +41,14 @@ CHOICES_LISTED = 12  # a longer set of choices is listed as its first three, ...
 class ParamDoc:
     """One parameter as ``paperflows params`` shows it."""
 
-    key: str               # dotted: ``lora.r``
-    section: str           # dotted section it belongs to, ``""`` at the top level
+    key: str  # dotted: ``lora.r``
+    section: str  # dotted section it belongs to, ``""`` at the top level
     type: str
     bounds: str
-    value: Any             # what a run gets: params.yaml, the --set overrides, the paper preset
-    default: Any           # the params.yaml value
-    model_default: Any     # the model's own default (CPU scale)
-    paper: Any             # the PAPER_SCALE value (None when the key has none: see in_paper_scale)
+    value: Any  # what a run gets: params.yaml, the --set overrides, the paper preset
+    default: Any  # the params.yaml value
+    model_default: Any  # the model's own default (CPU scale)
+    paper: Any  # the PAPER_SCALE value (None when the key has none: see in_paper_scale)
     in_paper_scale: bool
     description: str
     choices: list[Any] | None = None  # the values allowed (of each item, for a list), when they are a fixed set
@@ -148,8 +148,14 @@ def type_label(prop: dict[str, Any], path: bool = False, shown: int | None = Non
         return f"list[{type_label(prop.get('items', {}), path, shown)}]"
     if kind == "string" and path:
         return "path"
-    return {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "null",
-            "object": "mapping"}.get(kind, "any")
+    return {
+        "integer": "int",
+        "number": "float",
+        "string": "str",
+        "boolean": "bool",
+        "null": "null",
+        "object": "mapping",
+    }.get(kind, "any")
 
 
 def enum_of(prop: dict[str, Any]) -> list[Any] | None:
@@ -223,8 +229,12 @@ def schema_properties(model: type[PipelineParams]) -> dict[str, dict[str, Any]]:
     return _properties(model.model_json_schema(), model)
 
 
-def document(model: type[PipelineParams], values: PipelineParams, defaults: PipelineParams,
-             props: dict[str, dict[str, Any]] | None = None) -> list[ParamDoc]:
+def document(
+    model: type[PipelineParams],
+    values: PipelineParams,
+    defaults: PipelineParams,
+    props: dict[str, dict[str, Any]] | None = None,
+) -> list[ParamDoc]:
     """One :class:`ParamDoc` per key of ``model``: ``values`` is what a run gets, ``defaults`` the params.yaml
     values; ``props``: the :func:`schema_properties` of ``model`` when already computed."""
     props = schema_properties(model) if props is None else props
@@ -235,11 +245,21 @@ def document(model: type[PipelineParams], values: PipelineParams, defaults: Pipe
         section = key.rpartition(".")[0]
         prop = props.get(key, {})
         is_path = any(isinstance(m, DataFile) for m in info.metadata)
-        docs.append(ParamDoc(
-            key=key, section=section, type=type_label(prop, path=is_path), bounds=bounds_label(schema_bounds(prop)),
-            value=_at(resolved, key), default=_at(from_file, key), model_default=_at(cpu, key),
-            paper=model.PAPER_SCALE.get(key), in_paper_scale=key in model.PAPER_SCALE,
-            description=" ".join((info.description or "").split()), choices=enum_of(prop)))
+        docs.append(
+            ParamDoc(
+                key=key,
+                section=section,
+                type=type_label(prop, path=is_path),
+                bounds=bounds_label(schema_bounds(prop)),
+                value=_at(resolved, key),
+                default=_at(from_file, key),
+                model_default=_at(cpu, key),
+                paper=model.PAPER_SCALE.get(key),
+                in_paper_scale=key in model.PAPER_SCALE,
+                description=" ".join((info.description or "").split()),
+                choices=enum_of(prop),
+            )
+        )
     return docs
 
 
@@ -249,8 +269,9 @@ def _at(tree: dict[str, Any], dotted: str) -> Any:
     return tree
 
 
-def resolve(slug: str, overrides: list[str], settings: Settings) -> tuple[type[PipelineParams], PipelineParams,
-                                                                           PipelineParams]:
+def resolve(
+    slug: str, overrides: list[str], settings: Settings
+) -> tuple[type[PipelineParams], PipelineParams, PipelineParams]:
     """(model, values with the overrides, params.yaml values) of one pipeline; :class:`ParamsError` when the
     params.yaml section or an override is not valid."""
     from paperflows import registry
@@ -320,18 +341,36 @@ def _unbroken(bounds: str) -> str:
     return "; ".join(part.replace(" ", _KEEP) for part in bounds.split("; "))
 
 
-def render(intro: list[str], docs: list[ParamDoc], labels: dict[str, Any], section_titles: dict[str, str],
-           overridden: bool = False, width: int = WIDTH) -> str:
+def render(
+    intro: list[str],
+    docs: list[ParamDoc],
+    labels: dict[str, Any],
+    section_titles: dict[str, str],
+    overridden: bool = False,
+    width: int = WIDTH,
+) -> str:
     """The table of ``paperflows params`` after the ``intro`` paragraphs, grouped by section under the
     section's description, each key's description wrapped under it; fits ``width`` columns. ``labels``:
     key -> ``shown -> type label``."""
     value_header = "value" if overridden else "default"
-    cells = [{"key": d.key, "type": d.type, "range": _unbroken(d.bounds), "value": show_value(d.value),
-              "paper": show_value(d.paper) if d.in_paper_scale else ""} for d in docs]
+    cells = [
+        {
+            "key": d.key,
+            "type": d.type,
+            "range": _unbroken(d.bounds),
+            "value": show_value(d.value),
+            "paper": show_value(d.paper) if d.in_paper_scale else "",
+        }
+        for d in docs
+    ]
     headers = {"key": "key", "type": "type", "range": "range", "value": value_header, "paper": "paper"}
     natural = {name: max([len(headers[name])] + [len(c[name]) for c in cells]) for name in _COLUMNS}
-    narrowest = {**_NARROWEST, "key": natural["key"], "paper": min(_NARROWEST["paper"], natural["paper"]),
-                 "range": max([5] + [len(part) + 1 for c in cells for part in c["range"].split("; ")])}
+    narrowest = {
+        **_NARROWEST,
+        "key": natural["key"],
+        "paper": min(_NARROWEST["paper"], natural["paper"]),
+        "range": max([5] + [len(part) + 1 for c in cells for part in c["range"].split("; ")]),
+    }
     widths = _fit(natural, narrowest, width)
     shortened = {}
     for doc, cell in zip(docs, cells):
@@ -359,8 +398,9 @@ def render(intro: list[str], docs: list[ParamDoc], labels: dict[str, Any], secti
             out += row(cell)
             text = doc.description + _notes(doc, overridden, shortened[doc.key])
             if text:
-                out += textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent,
-                                     break_on_hyphens=False)
+                out += textwrap.wrap(
+                    text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+                )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -375,15 +415,21 @@ def params_text(slug: str, overrides: list[str], settings: Settings, as_json: bo
     if as_json:
         return json.dumps([asdict(d) for d in docs], indent=2) + "\n"
     paper = registry.paper(slug)
-    intro = [f"{slug}: {paper.title} ({paper.reference})",
-             (f"Defaults are the params.yaml section '{slug}'; change one with `paperflows run {slug} --set "
-              f"KEY=VALUE`. `--set scale=paper` switches every value still at its default to the paper column.")]
+    intro = [
+        f"{slug}: {paper.title} ({paper.reference})",
+        (
+            f"Defaults are the params.yaml section '{slug}'; change one with `paperflows run {slug} --set "
+            f"KEY=VALUE`. `--set scale=paper` switches every value still at its default to the paper column."
+        ),
+    ]
     if model.PAPER_SOURCE:
         intro.append(f"Paper values: {model.PAPER_SOURCE}")
     if model.EVIDENCE_SCALE:
         shown = ", ".join(f"{k}={show_value(v)}" for k, v in model.EVIDENCE_SCALE.items())
-        intro.append(f"`--set scale=evidence` (the smallest budget that decides the headline claim on 2 CPU cores) "
-                     f"sets {shown}. {model.EVIDENCE_SOURCE}".rstrip())
+        intro.append(
+            f"`--set scale=evidence` (the smallest budget that decides the headline claim on 2 CPU cores) "
+            f"sets {shown}. {model.EVIDENCE_SOURCE}".rstrip()
+        )
     costs = scale_costs(model)
     if costs:
         intro.append("Measured cost per scale: " + "; ".join(f"{k}: {v}" for k, v in costs.items()) + ".")
@@ -411,8 +457,15 @@ def show_run(resolved: dict[str, PipelineParams], settings: Settings, force: boo
     out = []
     for slug, params in resolved.items():
         out.append(f"== {slug}: the parameters the run gets")
-        out.append(yaml.dump({slug: params.model_dump(mode="json")}, Dumper=_FlowListDumper, sort_keys=False,
-                             width=WIDTH, allow_unicode=True).rstrip())
+        out.append(
+            yaml.dump(
+                {slug: params.model_dump(mode="json")},
+                Dumper=_FlowListDumper,
+                sort_keys=False,
+                width=WIDTH,
+                allow_unicode=True,
+            ).rstrip()
+        )
         plan = paper_scale_plan(type(params), given_values(params))
         scale = params.scale
         if plan.changed:
@@ -430,13 +483,17 @@ def show_run(resolved: dict[str, PipelineParams], settings: Settings, force: boo
             out.append(f"differs from params.yaml in {len(differ)} key(s):")
             out += [f"  {key}: {show_value(was)} -> {show_value(now)}" for key, (was, now) in differ.items()]
         if on_file is not None and not differ:
-            where = (f"writes to: {_relative(settings.workspace(slug), settings.root)}/ (the DVC workspace: the "
-                     f"values equal params.yaml)")
+            where = (
+                f"writes to: {_relative(settings.workspace(slug), settings.root)}/ (the DVC workspace: the "
+                f"values equal params.yaml)"
+            )
             if not force:
                 where += "; skipped when DVC finds those outputs up to date (--force reruns)"
         else:
-            where = (f"writes to: {_relative(settings.runs(slug), settings.root)}/<UTC time>-<flow run name>/ (a "
-                     f"new folder: the values differ from params.yaml; the DVC outputs are untouched)")
+            where = (
+                f"writes to: {_relative(settings.runs(slug), settings.root)}/<UTC time>-<flow run name>/ (a "
+                f"new folder: the values differ from params.yaml; the DVC outputs are untouched)"
+            )
         out += textwrap.wrap(where, WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
         out.append("")
     return "\n".join(out).rstrip() + "\n"
@@ -455,7 +512,8 @@ class _FlowListDumper(yaml.SafeDumper):
 
 
 _FlowListDumper.add_representer(
-    list, lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True))
+    list, lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True)
+)
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -74,8 +74,14 @@ class Bounds:
 
     @property
     def empty(self) -> bool:
-        return (self.low is None and self.high is None and self.multiple_of is None and self.min_items is None
-                and self.max_items is None and (self.items is None or self.items.empty))
+        return (
+            self.low is None
+            and self.high is None
+            and self.multiple_of is None
+            and self.min_items is None
+            and self.max_items is None
+            and (self.items is None or self.items.empty)
+        )
 
 
 def schema_bounds(prop: dict[str, Any]) -> Bounds:
@@ -86,9 +92,16 @@ def schema_bounds(prop: dict[str, Any]) -> Bounds:
     low = prop.get("minimum", prop.get("exclusiveMinimum"))
     high = prop.get("maximum", prop.get("exclusiveMaximum"))
     items = schema_bounds(prop["items"]) if isinstance(prop.get("items"), dict) else None
-    return Bounds(low=low, low_inclusive="minimum" in prop, high=high, high_inclusive="maximum" in prop,
-                  multiple_of=prop.get("multipleOf"), min_items=prop.get("minItems"),
-                  max_items=prop.get("maxItems"), items=None if items is None or items.empty else items)
+    return Bounds(
+        low=low,
+        low_inclusive="minimum" in prop,
+        high=high,
+        high_inclusive="maximum" in prop,
+        multiple_of=prop.get("multipleOf"),
+        min_items=prop.get("minItems"),
+        max_items=prop.get("maxItems"),
+        items=None if items is None or items.empty else items,
+    )
 
 
 def show_number(value: float) -> str:
@@ -102,9 +115,12 @@ def range_phrase(b: Bounds) -> str:
     """A number's range in words: ``1 to 1,000,000``, ``greater than 0, up to 1``, ``at least 0``."""
     low, high = (None if v is None else show_number(v) for v in (b.low, b.high))
     if low is not None and high is not None:
-        phrase = {(True, True): f"{low} to {high}", (True, False): f"{low} to less than {high}",
-                  (False, True): f"greater than {low}, up to {high}",
-                  (False, False): f"greater than {low} and less than {high}"}[(b.low_inclusive, b.high_inclusive)]
+        phrase = {
+            (True, True): f"{low} to {high}",
+            (True, False): f"{low} to less than {high}",
+            (False, True): f"greater than {low}, up to {high}",
+            (False, False): f"greater than {low} and less than {high}",
+        }[(b.low_inclusive, b.high_inclusive)]
     elif low is not None:
         phrase = f"at least {low}" if b.low_inclusive else f"greater than {low}"
     elif high is not None:
@@ -112,8 +128,11 @@ def range_phrase(b: Bounds) -> str:
     else:
         phrase = ""
     if b.multiple_of is not None:
-        phrase = f"{phrase}, a multiple of {show_number(b.multiple_of)}" if phrase else \
-            f"a multiple of {show_number(b.multiple_of)}"
+        phrase = (
+            f"{phrase}, a multiple of {show_number(b.multiple_of)}"
+            if phrase
+            else f"a multiple of {show_number(b.multiple_of)}"
+        )
     return phrase
 
 
@@ -165,8 +184,14 @@ class Section(BaseModel):
     Its JSON schema (the Prefect form) states each field's bounds at the end of the field's description.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False,
-                              json_schema_extra=_state_bounds_in_descriptions)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+        strict=True,
+        allow_inf_nan=False,
+        json_schema_extra=_state_bounds_in_descriptions,
+    )
 
 
 def distinct(value: list[Any], info: ValidationInfo | None = None) -> list[Any]:
@@ -181,7 +206,7 @@ class AttentionSection(Section):
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> AttentionSection:
-        width, heads = getattr(self, "d_model"), getattr(self, "n_heads")
+        width, heads = self.d_model, self.n_heads
         if width % heads:
             raise ValueError(f"n_heads ({heads}) must divide d_model ({width})")
         return self
@@ -255,8 +280,10 @@ class PipelineParams(Section):
             return handler(data)
         given = _plain(data)
         if given.get("scale") == "evidence" and not cls.EVIDENCE_SCALE:
-            raise ValueError("scale 'evidence': this pipeline has no evidence preset yet (EVIDENCE_SCALE is empty); "
-                             "use 'cpu' or 'paper'")
+            raise ValueError(
+                "scale 'evidence': this pipeline has no evidence preset yet (EVIDENCE_SCALE is empty); "
+                "use 'cpu' or 'paper'"
+            )
         plan = paper_scale_plan(cls, given)
         if plan.changed:
             data = copy.deepcopy(data)
@@ -421,12 +448,16 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                   |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                   |[-+]?\.(?:inf|Inf|INF)
-                  |\.(?:nan|NaN|NAN))$""", re.X),
-    list("-+0123456789."))
+                  |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
 
 
 def load_yaml(text: str) -> Any:
@@ -449,8 +480,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[tuple[str, Any]], model: type[PipelineParams],
-                    prefix: str) -> dict[str, Any]:
+def apply_overrides(
+    data: dict[str, Any], overrides: list[tuple[str, Any]], model: type[PipelineParams], prefix: str
+) -> dict[str, Any]:
     """Apply dotted overrides, refusing keys the model does not have (checked before validation so
     a typo is reported as unknown, not silently nested).
 
@@ -501,8 +533,9 @@ def check_sections(path: Path, known: list[str]) -> None:
         raise ParamsError(f"{path}: unknown section(s) {unknown}; sections are pipeline slugs: {', '.join(known)}")
 
 
-def load_section(model: type[PipelineParams], slug: str, path: Path,
-                 overrides: list[tuple[str, Any]] = ()) -> PipelineParams:
+def load_section(
+    model: type[PipelineParams], slug: str, path: Path, overrides: list[tuple[str, Any]] = ()
+) -> PipelineParams:
     """Read ``slug``'s section of ``path``, apply overrides, validate. Raises :class:`ParamsError`."""
     data = read_params_file(path)
     if slug not in data:
@@ -610,8 +643,9 @@ def _read_problem(err: Exception) -> str:
     return f"{UNEXPECTED_READ_ERROR} ({type(err).__name__}: {_first_line(err)})"
 
 
-def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
-                     ) -> dict[str, CheckedData]:
+def check_data_files(
+    params: PipelineParams, root: Path, slug: str, groups: tuple[str, ...] | None = None
+) -> dict[str, CheckedData]:
     """Run the declared check of every data file the params name (only under ``groups`` when given: a
     group such as ``data`` or a dotted key such as ``data.path``, as a stage declares them), then the rules
     that need the files and the params together (:meth:`PipelineParams.data_problems`), then ask the params
@@ -645,8 +679,9 @@ def check_data_files(params: PipelineParams, root: Path, slug: str, groups: tupl
     try:
         problems = params.data_problems(files)
     except Exception as err:  # noqa: BLE001 (a rule that cannot read what it compares is a refusal too)
-        raise ParamsError(f"{slug}: the data files cannot be checked against the parameters: "
-                          f"{_read_problem(err)}") from None
+        raise ParamsError(
+            f"{slug}: the data files cannot be checked against the parameters: {_read_problem(err)}"
+        ) from None
     for problem in problems:
         raise ParamsError(f"{slug}.{problem}")
     for problem in params.environment_problems(groups):

@@ -27,8 +27,9 @@ def figure(width: float = 6, height: float = 4, ncols: int = 1, nrows: int = 1, 
     return pyplot().subplots(nrows, ncols, figsize=(width, height), **kwargs)
 
 
-def plot_loss_curves(curves: list[dict[str, Any]], path: Path, ylabel: str, xlabel: str = "step",
-                     log_y: bool = False) -> None:
+def plot_loss_curves(
+    curves: list[dict[str, Any]], path: Path, ylabel: str, xlabel: str = "step", log_y: bool = False
+) -> None:
     """One line per method (first seed only) from rows ``{"method", "seed", "step", "loss"}``."""
     fig, ax = figure()
     first_seed = curves[0]["seed"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from paperflows.paper import Paper
 
 if TYPE_CHECKING:
-    from paperflows.runtime import Pipeline
+    from paperflows.contract import Pipeline
 
 PACKAGE = "pipelines"
 
@@ -59,9 +59,14 @@ class Registry:
     def slugs(self) -> list[str]:
         """Every ``<package>/<slug>/`` with an ``__init__.py`` and a ``pipeline.py``, sorted."""
         root = self.folder()
-        return sorted(p.name for p in root.iterdir()
-                      if p.is_dir() and not p.name.startswith(("_", ".")) and (p / "__init__.py").is_file()
-                      and (p / "pipeline.py").is_file())
+        return sorted(
+            p.name
+            for p in root.iterdir()
+            if p.is_dir()
+            and not p.name.startswith(("_", "."))
+            and (p / "__init__.py").is_file()
+            and (p / "pipeline.py").is_file()
+        )
 
     def check(self, slug: str) -> None:
         known = self.slugs()
@@ -81,8 +86,9 @@ class Registry:
         """The package's ``ABOUT`` card, without importing its stages."""
         about = getattr(self._import(slug, f"{self.package}.{slug}"), "ABOUT", None)
         if not isinstance(about, Paper) or about.slug != slug:
-            raise PipelineImportError(slug, f"{self.package}/{slug}/__init__.py must define "
-                                            f"ABOUT = Paper(slug='{slug}', ...)")
+            raise PipelineImportError(
+                slug, f"{self.package}/{slug}/__init__.py must define ABOUT = Paper(slug='{slug}', ...)"
+            )
         return about
 
     def params_model(self, slug: str) -> type:
@@ -91,17 +97,21 @@ class Registry:
 
         name = f"{self.package}.{slug}.params"
         module = self._import(slug, name)
-        found = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, PipelineParams)
-                 and v.__module__ == name]
+        found = [
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, PipelineParams) and v.__module__ == name
+        ]
         if len(found) != 1:
-            raise PipelineImportError(slug, f"{name} must define exactly one PipelineParams model, found "
-                                            f"{[m.__name__ for m in found]}")
+            raise PipelineImportError(
+                slug, f"{name} must define exactly one PipelineParams model, found {[m.__name__ for m in found]}"
+            )
         return found[0]
 
     def get(self, slug: str) -> Pipeline:
         """The paper's full declaration (imports its stages and their libraries)."""
         self.check(slug)  # an unknown slug is refused before the engine (and torch) is imported
-        from paperflows.runtime import Pipeline
+        from paperflows.contract import Pipeline
 
         name = f"{self.package}.{slug}.pipeline"
         module = self._import(slug, name)

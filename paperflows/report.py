@@ -31,6 +31,7 @@ from components.metrics.stats import Interval
 from paperflows.claims import Claim, holm
 from paperflows.rows import by_unit, mean, pm, rows_where, values  # noqa: F401 - re-exported for reports
 
+
 @dataclass
 class Check:
     """A fact that holds by construction or by mathematics, verified on this run's numbers."""
@@ -40,6 +41,7 @@ class Check:
     passed: bool
     evidence: str
     numbers: dict[str, float] = field(default_factory=dict)
+    timed: bool = False  # judged on wall-clock measurements of this machine (kept out of the tracked report)
 
 
 MAX_HEADLINE = 2
@@ -57,6 +59,7 @@ class Report:
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    timed_tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # wall-clock measurements
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.claims] + [c.id for c in self.checks]
@@ -74,25 +77,55 @@ class Report:
         return [c for c in self.claims if c.headline]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slug": self.slug, "title": self.title, "columns": self.columns, "rows": self.rows,
-                "claims": [c.to_dict() for c in self.claims], "checks": [asdict(c) for c in self.checks],
-                "notes": self.notes, "extra_tables": self.extra_tables}
+        """The whole report (what readers load: :func:`read_report` joins the two files :meth:`save` writes)."""
+        return {
+            "slug": self.slug,
+            "title": self.title,
+            "columns": self.columns,
+            "rows": self.rows,
+            "claims": [c.to_dict() for c in self.claims],
+            "checks": [asdict(c) for c in self.checks],
+            "notes": self.notes,
+            "extra_tables": {**self.extra_tables, **self.timed_tables},
+        }
+
+    def tracked(self) -> dict[str, Any]:
+        """The part DVC tracks: the results, claims and checks decided from them. Byte-identical for equal
+        results, so a rerun leaves ``dvc.lock`` still."""
+        return {
+            "slug": self.slug,
+            "title": self.title,
+            "columns": self.columns,
+            "rows": self.rows,
+            "claims": [c.to_dict() for c in self.claims if not c.timed],
+            "checks": [asdict(c) for c in self.checks if not c.timed],
+            "notes": self.notes,
+            "extra_tables": self.extra_tables,
+        }
+
+    def timed_part(self) -> dict[str, Any]:
+        """Claims, checks and tables measured in wall-clock time on this machine (``timings/report.json``)."""
+        return {
+            "claims": [c.to_dict() for c in self.claims if c.timed],
+            "checks": [asdict(c) for c in self.checks if c.timed],
+            "extra_tables": self.timed_tables,
+        }
 
     def to_markdown(self, images: Sequence[str] = ()) -> str:
         """The report as GitHub-flavoured Markdown; ``images`` (figure paths relative to the report's folder)
         are shown inline in a last "Figures" section."""
         parts = [f"# {self.title}", "", markdown_table(self.columns, self.rows), ""]
-        for name, rows in self.extra_tables.items():
+        for name, rows in {**self.extra_tables, **self.timed_tables}.items():
             if rows:
                 parts += [f"## {name}", "", markdown_table(list(rows[0]), rows), ""]
         rows = [claim_row(c.to_dict()) for c in self.claims]
         parts += ["## Claims", "", markdown_table(CLAIM_TABLE_COLUMNS, rows), ""]
-        parts += [f"- **{c.id}** ({c.verdict}{', headline' if c.headline else ''}): {c.evidence}"
-                  for c in self.claims]
+        parts += [f"- **{c.id}** ({c.verdict}{', headline' if c.headline else ''}): {c.evidence}" for c in self.claims]
         if self.checks:
             parts += ["", "## Checks", ""]
-            parts += [f"- **{c.id}** ({'passed' if c.passed else 'FAILED'}): {c.check} — {c.evidence}"
-                      for c in self.checks]
+            parts += [
+                f"- **{c.id}** ({'passed' if c.passed else 'FAILED'}): {c.check} — {c.evidence}" for c in self.checks
+            ]
         if self.notes:
             parts += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
         if images:
@@ -101,12 +134,38 @@ class Report:
         return "\n".join(parts).rstrip("\n") + "\n"
 
     def save(self, json_path: Path) -> None:
-        """Write ``report.json`` and ``report.md`` beside it; report.md shows every PNG figure found under
-        the folder at this moment (written by earlier stages), as relative image links."""
+        """Write ``report.json`` (what DVC tracks: :meth:`tracked`), ``timings/report.json`` beside it (the
+        wall-clock part, which DVC does not track) and ``report.md`` (everything; it shows every PNG figure
+        found under the folder at this moment, written by earlier stages, as relative image links)."""
         root = json_path.parent
-        save_json(self.to_dict(), json_path)
+        save_json(self.tracked(), json_path)
+        save_json(self.timed_part(), root / TIMED_REPORT)
         shown = [p.relative_to(root).as_posix() for p in figures(root)]
         save_text(self.to_markdown(shown), json_path.with_suffix(".md"))
+
+
+TIMED_REPORT = "timings/report.json"  # beside report.json: the claims, checks and tables measured in seconds
+REPORT_OUTPUTS = ("report.json",)  # what a report stage gives DVC
+REPORT_TIMINGS = ("report.md", TIMED_REPORT)  # what it writes beside them (machine-dependent, not tracked)
+
+
+def read_report(json_path: Path) -> dict[str, Any]:
+    """A saved report as one dict: ``report.json`` with the claims, checks and tables of ``timings/report.json``
+    (when present) joined in."""
+    from components.io import load_json
+
+    report = load_json(json_path)
+    timed_path = json_path.parent / TIMED_REPORT
+    if isinstance(report, dict) and timed_path.is_file():
+        timed = load_json(timed_path)
+        if isinstance(timed, dict):
+            report = {
+                **report,
+                "claims": [*report.get("claims", []), *timed.get("claims", [])],
+                "checks": [*report.get("checks", []), *timed.get("checks", [])],
+                "extra_tables": {**report.get("extra_tables", {}), **timed.get("extra_tables", {})},
+            }
+    return report
 
 
 STAGING_SUFFIXES = (".partial", ".old")  # folders of a fan-out stage still being written, or being replaced
@@ -120,8 +179,12 @@ def figures(root: Path) -> list[Path]:
     found = []
     for path in root.rglob("*"):
         parts = path.relative_to(root).parts
-        if (path.suffix.lower() == ".png" and path.is_file() and not any(p.startswith(".") for p in parts)
-                and not any(p.endswith(STAGING_SUFFIXES) for p in parts[:-1])):
+        if (
+            path.suffix.lower() == ".png"
+            and path.is_file()
+            and not any(p.startswith(".") for p in parts)
+            and not any(p.endswith(STAGING_SUFFIXES) for p in parts[:-1])
+        ):
             found.append(path)
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
@@ -131,8 +194,7 @@ def figure_caption(rel: str) -> str:
     return PurePosixPath(rel).stem.replace("_", " ")
 
 
-CLAIM_TABLE_COLUMNS = ["id", "role", "verdict", "Holm", "effect [95% CI]", "n", "boundary / smallest effect",
-                       "claim"]
+CLAIM_TABLE_COLUMNS = ["id", "role", "verdict", "Holm", "effect [95% CI]", "n", "boundary / smallest effect", "claim"]
 
 
 def claim_row(claim: dict[str, Any]) -> dict[str, Any]:
@@ -148,18 +210,25 @@ def claim_row(claim: dict[str, Any]) -> dict[str, Any]:
         unit = " %" if claim.get("scale") == "log-ratio" else ""
         smallest_shown = f"{100 * smallest:.3g}{unit}" if unit else f"{smallest:.3g}"
         rule = f"{fmt(boundary, 3)} / {smallest_shown}"
-    return {"id": claim["id"], "role": "headline" if claim.get("headline") else "secondary",
-            "verdict": claim["verdict"], "Holm": claim.get("holm_verdict", claim["verdict"]),
-            "effect [95% CI]": f"{fmt(effect, 3)} [{fmt(low, 3)}, {fmt(high, 3)}]",
-            "n": claim["n"], "boundary / smallest effect": rule, "claim": claim["claim"]}
+    return {
+        "id": claim["id"],
+        "role": "headline" if claim.get("headline") else "secondary",
+        "verdict": claim["verdict"],
+        "Holm": claim.get("holm_verdict", claim["verdict"]),
+        "effect [95% CI]": f"{fmt(effect, 3)} [{fmt(low, 3)}, {fmt(high, 3)}]",
+        "n": claim["n"],
+        "boundary / smallest effect": rule,
+        "claim": claim["claim"],
+    }
 
 
 # --------------------------------------------------------------------------------------------------
 # helpers every report uses
 # --------------------------------------------------------------------------------------------------
 def fmt_interval(interval: Interval, digits: int = 3) -> str:
-    return f"{fmt(interval.estimate, digits)} [{fmt(interval.low, digits)}, {fmt(interval.high, digits)}], " \
-           f"n={interval.n}"
+    return (
+        f"{fmt(interval.estimate, digits)} [{fmt(interval.low, digits)}, {fmt(interval.high, digits)}], n={interval.n}"
+    )
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -172,7 +241,7 @@ def fmt(value: Any, digits: int = 2) -> str:
             return "–"
         if math.isinf(value):
             return "∞" if value > 0 else "-∞"
-        return f"{value:.{digits}f}" if abs(value) >= 10 ** -digits or value == 0 else f"{value:.2e}"
+        return f"{value:.{digits}f}" if abs(value) >= 10**-digits or value == 0 else f"{value:.2e}"
     return str(value)
 
 
@@ -199,4 +268,3 @@ def _escape_brackets(text: str) -> str:
 
 def _json_float(value: float) -> float | None:
     return None if math.isinf(value) or math.isnan(value) else value
-

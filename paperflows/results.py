@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from components.io import load_json
-from paperflows.report import claim_row, fmt
+from paperflows.report import claim_row, fmt, read_report
 from paperflows.settings import Settings
 
 REPORT_FILE = "report.json"
@@ -23,7 +23,7 @@ def latest_report(settings: Settings, slug: str) -> tuple[Path, dict[str, Any]] 
     if not found:
         return None
     newest = max(found, key=lambda p: p.stat().st_mtime)
-    return newest, load_json(newest)
+    return newest, read_report(newest)
 
 
 CLAIM_COLUMNS = ["slug", "id", "role", "verdict", "Holm", "effect [95% CI]", "n", "source"]
@@ -34,8 +34,18 @@ def claims_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], root: P
     rows = []
     for slug, found in reports.items():
         if found is None:
-            rows.append({"slug": slug, "id": "(no run yet)", "role": "", "verdict": None, "Holm": None,
-                         "effect [95% CI]": "", "n": None, "source": ""})
+            rows.append(
+                {
+                    "slug": slug,
+                    "id": "(no run yet)",
+                    "role": "",
+                    "verdict": None,
+                    "Holm": None,
+                    "effect [95% CI]": "",
+                    "n": None,
+                    "source": "",
+                }
+            )
             continue
         path, report = found
         try:
@@ -44,16 +54,40 @@ def claims_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], root: P
             source = str(path.parent)
         for claim in report.get("claims", []):
             if "verdict" not in claim:  # a report written before verdicts had intervals
-                rows.append({"slug": slug, "id": "(old report: rerun)", "role": "", "verdict": None, "Holm": None,
-                             "effect [95% CI]": "", "n": None, "source": source})
+                rows.append(
+                    {
+                        "slug": slug,
+                        "id": "(old report: rerun)",
+                        "role": "",
+                        "verdict": None,
+                        "Holm": None,
+                        "effect [95% CI]": "",
+                        "n": None,
+                        "source": source,
+                    }
+                )
                 break
             row = claim_row(claim)
-            rows.append({"slug": slug, **{k: row[k] for k in ("id", "role", "verdict", "Holm", "effect [95% CI]", "n")},
-                         "source": source})
+            rows.append(
+                {
+                    "slug": slug,
+                    **{k: row[k] for k in ("id", "role", "verdict", "Holm", "effect [95% CI]", "n")},
+                    "source": source,
+                }
+            )
         for check in report.get("checks", []):
-            rows.append({"slug": slug, "id": check["id"], "role": "check", "verdict": "check passed"
-                         if check["passed"] else "CHECK FAILED", "Holm": None, "effect [95% CI]": "", "n": None,
-                         "source": source})
+            rows.append(
+                {
+                    "slug": slug,
+                    "id": check["id"],
+                    "role": "check",
+                    "verdict": "check passed" if check["passed"] else "CHECK FAILED",
+                    "Holm": None,
+                    "effect [95% CI]": "",
+                    "n": None,
+                    "source": source,
+                }
+            )
     return rows
 
 
@@ -64,12 +98,12 @@ RUN_FILE = "run.json"  # written by the engine beside a run's outputs: slug, ent
 class RunSource:
     """Where a report came from: its run folder, and whether that run used the ``params.yaml`` values."""
 
-    folder: str                # relative to the project root when inside it
-    workspace: bool            # the DVC workspace ``outputs/<slug>/`` (runs at the params.yaml values)
-    params: str                # "params.yaml values", or what differs from params.yaml
+    folder: str  # relative to the project root when inside it
+    workspace: bool  # the DVC workspace ``outputs/<slug>/`` (runs at the params.yaml values)
+    params: str  # "params.yaml values", or what differs from params.yaml
     started: str | None = None
-    entry: str | None = None   # prefect, dvc, deployment, ...
-    scale: str = "cpu"         # the run's params.scale (cpu, evidence, paper)
+    entry: str | None = None  # prefect, dvc, deployment, ...
+    scale: str = "cpu"  # the run's params.scale (cpu, evidence, paper)
 
 
 def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
@@ -98,12 +132,14 @@ def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
         return RunSource(shown, workspace, f"unknown ({run_file.name} holds no params)")
     differing = params_differences(ran, _file_section(settings.params_file, slug))
     if workspace:
-        params = "params.yaml values" if not differing else \
-            f"params.yaml changed since this run: {'; '.join(differing)}"
+        params = (
+            "params.yaml values" if not differing else f"params.yaml changed since this run: {'; '.join(differing)}"
+        )
     else:
         params = f"edited: {'; '.join(differing)}" if differing else "edited (keys params.yaml does not set)"
-    return RunSource(shown, workspace, params, started=run.get("started"), entry=run.get("entry"),
-                     scale=str(ran.get("scale", "cpu")))
+    return RunSource(
+        shown, workspace, params, started=run.get("started"), entry=run.get("entry"), scale=str(ran.get("scale", "cpu"))
+    )
 
 
 def _file_section(params_file: Path, slug: str) -> dict[str, Any]:
@@ -122,8 +158,11 @@ def params_differences(ran: dict[str, Any], section: dict[str, Any]) -> list[str
 
     values = flatten(ran)
     missing = object()
-    return [f"{key}={values.get(key, '(unset)')} (params.yaml: {filed})" for key, filed in flatten(section).items()
-            if values.get(key, missing) != filed]
+    return [
+        f"{key}={values.get(key, '(unset)')} (params.yaml: {filed})"
+        for key, filed in flatten(section).items()
+        if values.get(key, missing) != filed
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -132,34 +171,67 @@ def params_differences(ran: dict[str, Any], section: dict[str, Any]) -> list[str
 HEADLINE_COLUMNS = ["slug", "headline claim", "verdict", "effect [95% CI]", "n", "scale", "run"]
 
 
-def headline_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], settings: Settings
-                   ) -> list[dict[str, Any]]:
+def headline_table(reports: dict[str, tuple[Path, dict[str, Any]] | None], settings: Settings) -> list[dict[str, Any]]:
     """One row per headline claim of every paper (one or two per paper): verdict, effect [CI], n, the scale
     and the run folder it comes from."""
     rows = []
     for slug, found in reports.items():
         if found is None:
-            rows.append({"slug": slug, "headline claim": "(no run yet)", "verdict": None, "effect [95% CI]": "",
-                         "n": None, "scale": "", "run": ""})
+            rows.append(
+                {
+                    "slug": slug,
+                    "headline claim": "(no run yet)",
+                    "verdict": None,
+                    "effect [95% CI]": "",
+                    "n": None,
+                    "scale": "",
+                    "run": "",
+                }
+            )
             continue
         path, report = found
         source = run_source(settings, slug, path)
         heads = [c for c in report.get("claims", []) if c.get("headline")]
         if not heads:
-            rows.append({"slug": slug, "headline claim": "(report without a headline claim: rerun)",
-                         "verdict": None, "effect [95% CI]": "", "n": None, "scale": source.scale,
-                         "run": source.folder})
+            rows.append(
+                {
+                    "slug": slug,
+                    "headline claim": "(report without a headline claim: rerun)",
+                    "verdict": None,
+                    "effect [95% CI]": "",
+                    "n": None,
+                    "scale": source.scale,
+                    "run": source.folder,
+                }
+            )
         for claim in heads:
             row = claim_row(claim)
-            rows.append({"slug": slug, "headline claim": claim["id"], "verdict": claim["verdict"],
-                         "effect [95% CI]": row["effect [95% CI]"], "n": claim.get("n"), "scale": source.scale,
-                         "run": source.folder})
+            rows.append(
+                {
+                    "slug": slug,
+                    "headline claim": claim["id"],
+                    "verdict": claim["verdict"],
+                    "effect [95% CI]": row["effect [95% CI]"],
+                    "n": claim.get("n"),
+                    "scale": source.scale,
+                    "run": source.folder,
+                }
+            )
     return rows
 
 
 RESULTS_FILE = "RESULTS.md"
-RECORD_COLUMNS = ["paper", "scale", "headline claim", "verdict", "effect [95% CI]", "n", "wall time", "commit",
-                  "params"]
+RECORD_COLUMNS = [
+    "paper",
+    "scale",
+    "headline claim",
+    "verdict",
+    "effect [95% CI]",
+    "n",
+    "wall time",
+    "commit",
+    "params",
+]
 _RECORD_HEAD = """# Results
 
 Generated by `paperflows report --markdown` from the run folders of complete runs (`outputs/<slug>/` and
@@ -203,7 +275,7 @@ def complete_runs(settings: Settings, slug: str) -> list[CompleteRun]:
         if not (report_file.is_file() and run_file.is_file()):
             continue
         try:
-            report, run = load_json(report_file), load_json(run_file)
+            report, run = read_report(report_file), load_json(run_file)
         except ValueError:
             continue
         if isinstance(run, dict) and "seconds" in run and isinstance(report, dict) and report.get("claims"):
@@ -217,17 +289,27 @@ def record_rows(runs: list[CompleteRun]) -> list[dict[str, Any]]:
     for run in runs:
         newest[run.scale] = run
     rows = []
-    for scale in sorted(newest, key=lambda s: ("cpu", "evidence", "paper").index(s) if s in
-                        ("cpu", "evidence", "paper") else 9):
+    for scale in sorted(
+        newest, key=lambda s: ("cpu", "evidence", "paper").index(s) if s in ("cpu", "evidence", "paper") else 9
+    ):
         run = newest[scale]
         for claim in (c for c in run.report.get("claims", []) if c.get("headline")):
             row = claim_row(claim)
             commit = str(run.run.get("commit", "unknown"))
             short = commit[:10] + ("-dirty" if commit.endswith("-dirty") else "")
-            rows.append({"paper": run.slug, "scale": scale, "headline claim": claim["id"],
-                         "verdict": claim["verdict"], "effect [95% CI]": row["effect [95% CI]"],
-                         "n": claim.get("n"), "wall time": _duration(float(run.run["seconds"])),
-                         "commit": short, "params": str(run.run.get("params_digest", ""))})
+            rows.append(
+                {
+                    "paper": run.slug,
+                    "scale": scale,
+                    "headline claim": claim["id"],
+                    "verdict": claim["verdict"],
+                    "effect [95% CI]": row["effect [95% CI]"],
+                    "n": claim.get("n"),
+                    "wall time": _duration(float(run.run["seconds"])),
+                    "commit": short,
+                    "params": str(run.run.get("params_digest", "")),
+                }
+            )
     return rows
 
 
@@ -255,8 +337,12 @@ def results_markdown(settings: Settings, slugs: list[str], previous: list[dict[s
     for slug in slugs:
         have = {r["scale"] for r in measured[slug]}
         kept = [r for r in previous if r["paper"] == slug and r["scale"] not in have]
-        rows += sorted(measured[slug] + kept, key=lambda r: (("cpu", "evidence", "paper").index(r["scale"])
-                                                               if r["scale"] in ("cpu", "evidence", "paper") else 9))
+        rows += sorted(
+            measured[slug] + kept,
+            key=lambda r: (
+                ("cpu", "evidence", "paper").index(r["scale"]) if r["scale"] in ("cpu", "evidence", "paper") else 9
+            ),
+        )
     return _RECORD_HEAD + markdown_table(RECORD_COLUMNS, rows) + "\n"
 
 
@@ -264,6 +350,20 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-__all__ = ["CLAIM_COLUMNS", "HEADLINE_COLUMNS", "RECORD_COLUMNS", "RESULTS_FILE", "RunSource", "claims_table",
-           "complete_runs", "fmt", "headline_table", "latest_report", "params_differences", "read_record",
-           "record_rows", "results_markdown", "run_source"]
+__all__ = [
+    "CLAIM_COLUMNS",
+    "HEADLINE_COLUMNS",
+    "RECORD_COLUMNS",
+    "RESULTS_FILE",
+    "RunSource",
+    "claims_table",
+    "complete_runs",
+    "fmt",
+    "headline_table",
+    "latest_report",
+    "params_differences",
+    "read_record",
+    "record_rows",
+    "results_markdown",
+    "run_source",
+]

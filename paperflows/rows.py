@@ -25,8 +25,9 @@ def values(rows: Iterable[dict[str, Any]], key: str, order_by: str = "seed", **e
     return [float("nan") if r[key] is None else float(r[key]) for r in chosen]  # Parquet keeps NaN as null
 
 
-def by_unit(rows: Iterable[dict[str, Any]], key: str, unit: str | Sequence[str] = "seed", **equal: Any
-            ) -> dict[Any, float]:
+def by_unit(
+    rows: Iterable[dict[str, Any]], key: str, unit: str | Sequence[str] = "seed", **equal: Any
+) -> dict[Any, float]:
     """``{unit: value of key}`` over the matching rows, the unit being one column (``"seed"``) or a tuple of
     columns (``("category", "seed")``): what :class:`~components.metrics.stats.Estimate` pairs by. A unit
     that appears twice is an error (the rows do not identify their units); missing values are left out."""
@@ -35,8 +36,10 @@ def by_unit(rows: Iterable[dict[str, Any]], key: str, unit: str | Sequence[str] 
     for r in rows_where(rows, **equal):
         k = r[cols[0]] if len(cols) == 1 else tuple(r[c] for c in cols)
         if k in out:
-            raise ValueError(f"{key}: unit {k!r} appears twice among the rows matching {equal} "
-                             f"(add the column that tells them apart to the unit)")
+            raise ValueError(
+                f"{key}: unit {k!r} appears twice among the rows matching {equal} "
+                f"(add the column that tells them apart to the unit)"
+            )
         if r.get(key) is not None and not (isinstance(r[key], float) and math.isnan(r[key])):
             out[k] = float(r[key])
     return out

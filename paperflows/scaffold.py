@@ -1,6 +1,6 @@
 """``paperflows new <slug>``: a new paper package that runs from the first minute, and everything it needs.
 
-Writes ``pipelines/<slug>/`` (card, params, a two-stage pipeline, report, plots), its tests
+Writes ``pipelines/<slug>/`` (card, params, a one-stage pipeline, the report with its stage, plots), its tests
 ``tests/pipelines/<slug>/``, its ``params.yaml`` section and its row in the README's pipelines table, then
 regenerates ``dvc.yaml`` and ``prefect.yaml``. Nothing is overwritten: an existing package, test folder,
 section or row is an error named before anything is written. The steps that follow are in
@@ -63,19 +63,19 @@ class ${Camel}Params(PipelineParams):
 ''',
     "pipelines/$slug/pipeline.py": '''"""$title (arXiv $arxiv).
 
-Reproduces <the paper's table> at CPU scale. Replace the two placeholder stages by the method's stages in
-paper order, each one short: load, call components, save.
+Reproduces <the paper's table> at CPU scale. Replace the placeholder stage by the method's stages in paper
+order, each one short: load, call components, save. The last stage, which writes the report, is declared in
+:mod:`pipelines.$slug.report` and named here by reference: computing a result never imports its report.
 """
 
 from __future__ import annotations
 
 import torch
 
-from components.io import load_table, save_table
+from components.io import save_table
 from paperflows import Pipeline, StageContext, derive_seed, stage
 from pipelines.$slug import ABOUT
 from pipelines.$slug.params import METHODS, ${Camel}Params
-from pipelines.$slug.report import build_report
 
 SCORES = "tables/scores.parquet"
 
@@ -95,27 +95,27 @@ def experiment(ctx: StageContext) -> None:
     save_table(rows, ctx.path(SCORES))
 
 
-# --------------------------------------------------------------------------------------------------
-# stage 2: the paper-shaped table and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds",), deps=(SCORES,), outs=("report.json", "report.md"))
-def report(ctx: StageContext) -> None:
-    """The results table and the claim, decided from the measured scores."""
-    build_report(load_table(ctx.path(SCORES))).save(ctx.path("report.json"))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=${Camel}Params, stages=(experiment, report))
+PIPELINE = Pipeline(paper=ABOUT, params_model=${Camel}Params, stages=(experiment,),
+                    report="pipelines.$slug.report:report")
 ''',
-    "pipelines/$slug/report.py": '''"""$title: the paper-shaped table and the claims, as pure functions of loaded tables."""
+    "pipelines/$slug/report.py": '''"""$title: the paper-shaped table and the claims as pure functions of loaded tables.
+
+The report stage, the pipeline's last, is declared at the end of this module: it may import from
+:mod:`pipelines.$slug.pipeline`, never the other way round.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from components.io import load_table
 from components.metrics.stats import Estimate
 from paperflows.claims import Claim, ClaimSpec, decide, gate, superiority
-from paperflows.report import Report, by_unit, pm, values
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Report
+from paperflows.rows import by_unit, pm, values
 from pipelines.$slug.params import METHODS
+from pipelines.$slug.pipeline import SCORES
 
 CHANCE = 0.0  # the trivial reference every compared arm must beat (chance, popularity, the training mean, ...)
 
@@ -136,10 +136,21 @@ def build_report(rows: list[dict[str, Any]]) -> Report:
     table = [{"method": m, "score": pm(values(rows, "score", method=m)), "paper": None} for m in METHODS]
     return Report(slug="$slug", title="$title", columns=["method", "score", "paper"], rows=table,
                   claims=[method_beats_baseline(rows)])
+
+
+# --------------------------------------------------------------------------------------------------
+# stage 2: the paper-shaped table and the claims
+# --------------------------------------------------------------------------------------------------
+@stage(params=("seeds",), deps=(SCORES,), outs=("report.json",), timings=REPORT_TIMINGS)
+def report(ctx: StageContext) -> None:
+    """The results table and the claim, decided from the measured scores."""
+    build_report(load_table(ctx.path(SCORES))).save(ctx.path("report.json"))
 ''',
-    "pipelines/$slug/plots.py": '''"""$title: the figures (paperflows.plots.figure, components.io.save_figure / save_csv)."""
+    "pipelines/$slug/plots.py": '''\
+"""$title: the figures (paperflows.plots.figure, components.io.save_figure / save_csv)."""
 ''',
-    "tests/pipelines/$slug/test_report.py": '''"""$slug report functions on constructed numbers: each verdict is reachable."""
+    "tests/pipelines/$slug/test_report.py": '''\
+"""$slug report functions on constructed numbers: each verdict is reachable."""
 
 from __future__ import annotations
 
@@ -207,8 +218,9 @@ def scaffold(root: Path, slug: str, title: str, arxiv: str, claim: str) -> list[
         save_text(text, path)
     section = {slug: {"scale": "cpu", "seeds": [0, 1, 2], "data": {"n": 64}}}
     save_text(params_file.read_text().rstrip("\n") + "\n" + yaml.safe_dump(section, sort_keys=False), params_file)
-    save_text(_add_readme_row(readme_text, f"| `{slug}` | {title} (arXiv {arxiv}) | experiment → report | {claim} |"),
-              readme)
+    save_text(
+        _add_readme_row(readme_text, f"| `{slug}` | {title} (arXiv {arxiv}) | experiment → report | {claim} |"), readme
+    )
     return [*targets, params_file, readme]
 
 

@@ -4,22 +4,59 @@ Everything has a default inside the project folder so that a laptop run needs no
 default can be replaced by an environment variable, which is how the same code moves to a Prefect
 server, an MLflow tracking server or another output disk (settings only, no code change).
 
-| variable                 | default                                    |
-|--------------------------|--------------------------------------------|
-| PAPERFLOWS_ROOT          | the folder holding ``params.yaml`` (searched upward from the cwd) |
-| MLFLOW_TRACKING_URI      | ``sqlite:///<root>/mlflow.db``             |
-| PAPERFLOWS_MLFLOW_ARTIFACTS | ``<root>/mlruns`` (used only with a local SQLite store) |
-| PAPERFLOWS_MLFLOW_UI_URL | ``http://127.0.0.1:5000`` (what ``mlflow ui`` serves): where the MLflow run links in Prefect logs and artifacts point when ``MLFLOW_TRACKING_URI`` is not itself a server |
-| PREFECT_HOME             | ``<root>/.paperflows/prefect``             |
-| PAPERFLOWS_PROGRESS      | ``1``: progress bars on a terminal (none when the output is not one: logs get a line per 10% of a loop instead); ``0`` hides them |
-| PAPERFLOWS_CACHE         | ``$XDG_CACHE_HOME/paperflows`` (``~/.cache/paperflows``): derived model files such as the fp32 copy of a GGUF LLM, shared by every checkout |
-| PAPERFLOWS_TASK_RUNNER   | ``sequential``: fan-out items run one after the other in the flow process; ``dask``: they are submitted to a Dask cluster through prefect-dask and run concurrently (needs a Prefect server, ``PREFECT_API_URL``) |
-| PAPERFLOWS_DASK_ADDRESS  | unset: with ``dask``, a LocalCluster of worker processes with 1 thread each, started and stopped by the flow; ``tcp://host:8786``: an existing ``dask scheduler`` |
-| PAPERFLOWS_DASK_WORKERS  | unset (Dask's choice: one per CPU core): worker processes of that LocalCluster |
-| PAPERFLOWS_TORCH_THREADS | ``1``: every stage and fan-out item of a run uses ``N`` torch intra-op threads (the one thread setting; params have none). CPU results are bit-identical across entry points only at the same thread count |
-| PAPERFLOWS_GPU_LIMIT     | ``gpu``: the Prefect global concurrency limit that training stages (``Stage(gpu=True)``) hold one slot of while they run, when a Prefect server (``PREFECT_API_URL``) has that limit (``prefect gcl create gpu --limit <GPUs>``); no-op otherwise |
-| PAPERFLOWS_MODEL_VERSIONS | ``20``: versions of each registered model ``<slug>-<role>`` kept in MLflow's registry; registering a new one deletes the oldest beyond that (never one that has an alias). The runs keep their weights as artifacts |
-| PREFECT_API_URL          | unset: embedded (ephemeral) Prefect server per process; ``http://host:4200/api``: a running server (required by ``dask``) |
+The variables and their defaults:
+
+PAPERFLOWS_ROOT
+    the folder holding ``params.yaml`` (searched upward from the cwd)
+
+MLFLOW_TRACKING_URI
+    ``sqlite:///<root>/mlflow.db``
+
+PAPERFLOWS_MLFLOW_ARTIFACTS
+    ``<root>/mlruns`` (used only with a local SQLite store)
+
+PAPERFLOWS_MLFLOW_UI_URL
+    ``http://127.0.0.1:5000`` (what ``mlflow ui`` serves): where the MLflow run links in Prefect logs and artifacts
+    point when ``MLFLOW_TRACKING_URI`` is not itself a server
+
+PREFECT_HOME
+    ``<root>/.paperflows/prefect``
+
+PAPERFLOWS_PROGRESS
+    ``1``: progress bars on a terminal (none when the output is not one: logs get a line per 10% of a loop instead);
+    ``0`` hides them
+
+PAPERFLOWS_CACHE
+    ``$XDG_CACHE_HOME/paperflows`` (``~/.cache/paperflows``): derived model files such as the fp32 copy of a GGUF LLM,
+    shared by every checkout
+
+PAPERFLOWS_TASK_RUNNER
+    ``sequential``: fan-out items run one after the other in the flow process; ``dask``: they are submitted to a Dask
+    cluster through prefect-dask and run concurrently (needs a Prefect server, ``PREFECT_API_URL``)
+
+PAPERFLOWS_DASK_ADDRESS
+    unset: with ``dask``, a LocalCluster of worker processes with 1 thread each, started and stopped by the flow;
+    ``tcp://host:8786``: an existing ``dask scheduler``
+
+PAPERFLOWS_DASK_WORKERS
+    unset (Dask's choice: one per CPU core): worker processes of that LocalCluster
+
+PAPERFLOWS_TORCH_THREADS
+    ``1``: every stage and fan-out item of a run uses ``N`` torch intra-op threads (the one thread setting; params have
+    none). CPU results are bit-identical across entry points only at the same thread count
+
+PAPERFLOWS_GPU_LIMIT
+    ``gpu``: the Prefect global concurrency limit that training stages (``Stage(gpu=True)``) hold one slot of while they
+    run, when a Prefect server (``PREFECT_API_URL``) has that limit (``prefect gcl create gpu --limit <GPUs>``); no-op
+    otherwise
+
+PAPERFLOWS_MODEL_VERSIONS
+    ``20``: versions of each registered model ``<slug>-<role>`` kept in MLflow's registry; registering a new one deletes
+    the oldest beyond that (never one that has an alias). The runs keep their weights as artifacts
+
+PREFECT_API_URL
+    unset: embedded (ephemeral) Prefect server per process; ``http://host:4200/api``: a running server (required by
+    ``dask``)
 
 DVC remotes are settings too: ``.dvc/config`` names the local default remote
 (``<root>/.paperflows/dvc-remote``); ``infra/dvc-remote.sh`` points a checkout at an S3-compatible store
@@ -32,16 +69,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from collections.abc import Iterator
-
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PARAMS_FILE = "params.yaml"
 DVC_FILE = "dvc.yaml"
-WORKSPACE_DIR = "outputs"   # DVC-tracked outputs of the default-parameter runs
-RUNS_DIR = "runs"           # outputs of runs with edited parameters, one folder per run
+WORKSPACE_DIR = "outputs"  # DVC-tracked outputs of the default-parameter runs
+RUNS_DIR = "runs"  # outputs of runs with edited parameters, one folder per run
 TASK_RUNNERS = ("sequential", "dask")
 DEFAULT_GPU_LIMIT = "gpu"
 # the small models of the CPU-scale runs are fastest on one thread, and two pipelines can then share two
@@ -73,20 +109,23 @@ class Settings:
     artifact_root: Path
     prefect_home: Path
     cache_dir: Path = field(default_factory=lambda: default_cache_dir())
-    task_runner: str = "sequential"       # how a flow runs the items of a fan-out stage (TASK_RUNNERS)
-    dask_address: str | None = None       # an existing Dask scheduler; None: a LocalCluster per flow run
-    dask_workers: int | None = None       # worker processes of that LocalCluster; None: Dask's default
+    task_runner: str = "sequential"  # how a flow runs the items of a fan-out stage (TASK_RUNNERS)
+    dask_address: str | None = None  # an existing Dask scheduler; None: a LocalCluster per flow run
+    dask_workers: int | None = None  # worker processes of that LocalCluster; None: Dask's default
     torch_threads: int = DEFAULT_TORCH_THREADS  # torch intra-op threads of every stage call
-    gpu_limit: str = DEFAULT_GPU_LIMIT    # Prefect global concurrency limit held by training stages
+    gpu_limit: str = DEFAULT_GPU_LIMIT  # Prefect global concurrency limit held by training stages
     model_versions_kept: int = DEFAULT_MODEL_VERSIONS  # registry versions kept per registered model
 
     def __post_init__(self) -> None:
         if self.task_runner not in TASK_RUNNERS:
-            raise SettingsError(f"PAPERFLOWS_TASK_RUNNER must be one of {', '.join(TASK_RUNNERS)}; "
-                                f"got {self.task_runner!r}")
+            raise SettingsError(
+                f"PAPERFLOWS_TASK_RUNNER must be one of {', '.join(TASK_RUNNERS)}; got {self.task_runner!r}"
+            )
         if self.dask_address is not None and "://" not in self.dask_address:
-            raise SettingsError(f"PAPERFLOWS_DASK_ADDRESS must be a scheduler address such as "
-                                f"tcp://10.0.0.5:8786; got {self.dask_address!r}")
+            raise SettingsError(
+                f"PAPERFLOWS_DASK_ADDRESS must be a scheduler address such as "
+                f"tcp://10.0.0.5:8786; got {self.dask_address!r}"
+            )
         if not self.gpu_limit.strip():
             raise SettingsError("PAPERFLOWS_GPU_LIMIT must name a Prefect global concurrency limit; got ''")
 

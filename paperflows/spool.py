@@ -2,7 +2,7 @@
 
 ``dvc repro`` starts one process per stage, and importing MLflow and opening its store costs about
 1.5 s of each. So ``paperflows stage`` records its run with a :class:`SpoolTracker` (the interface of
-:class:`paperflows.tracking.Tracker`, kept in memory) into one JSON file under
+:class:`paperflows.tracking.MlflowTracker`, kept in memory) into one JSON file under
 ``.paperflows/mlflow-spool/<slug>/``, and the runs are written to MLflow in one go, in order, by the
 pipeline's last stage or by a stage that fails (:func:`replay`), so a ``dvc repro <slug>`` leaves every run
 in MLflow and a failure is there at once. Start and end times, metric steps and timestamps are the
@@ -38,10 +38,21 @@ class SpoolTracker:
 
     def start(self, run_name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         run_id = f"spool-{uuid.uuid4().hex}"
-        self.runs[run_id] = {"run_name": run_name, "start_time": _now_ms(), "parent": parent_id,
-                             "tags": {"paperflows.slug": self.slug, **tags, "host.pid": str(os.getpid()),
-                                      "host.name": socket.gethostname()},
-                             "params": {}, "metrics": [], "artifacts": [], "status": "RUNNING"}
+        self.runs[run_id] = {
+            "run_name": run_name,
+            "start_time": _now_ms(),
+            "parent": parent_id,
+            "tags": {
+                "paperflows.slug": self.slug,
+                **tags,
+                "host.pid": str(os.getpid()),
+                "host.name": socket.gethostname(),
+            },
+            "params": {},
+            "metrics": [],
+            "artifacts": [],
+            "status": "RUNNING",
+        }
         return run_id
 
     def log_params(self, run_id: str, flat: dict[str, Any]) -> None:
@@ -49,8 +60,9 @@ class SpoolTracker:
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
         now = _now_ms()
-        self.runs[run_id]["metrics"] += [[k, float(v), now, int(step or 0)] for k, v in metrics.items()
-                                         if v is not None]
+        self.runs[run_id]["metrics"] += [
+            [k, float(v), now, int(step or 0)] for k, v in metrics.items() if v is not None
+        ]
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         self.runs[run_id]["tags"].update(tags)
@@ -87,9 +99,9 @@ def replay(settings: Settings, slug: str, pipeline: Any = None, params: Any = No
         return 0
     from mlflow.entities import Metric, Param, RunTag
 
-    from paperflows.tracking import Tracker
+    from paperflows.tracking import MlflowTracker
 
-    tracker = Tracker(settings, slug)
+    tracker = MlflowTracker(settings, slug)
     client = tracker.client
     runs = [json.loads(path.read_text()) for path in records]
     parent, changed = _start_group(tracker, settings, runs, pipeline, params) if pipeline is not None else (None, None)
@@ -97,14 +109,19 @@ def replay(settings: Settings, slug: str, pipeline: Any = None, params: Any = No
         tags = dict(run["tags"])
         if parent is not None and not run.get("parent"):
             tags["mlflow.parentRunId"] = parent
-        created = client.create_run(tracker.experiment_id, start_time=run["start_time"], tags=tags,
-                                    run_name=run["run_name"])
+        created = client.create_run(
+            tracker.experiment_id, start_time=run["start_time"], tags=tags, run_name=run["run_name"]
+        )
         run_id = created.info.run_id
         params_ = [Param(k, v[:6000]) for k, v in sorted(run["params"].items())]
         metrics = [Metric(key=k, value=v, timestamp=ts, step=step) for k, v, ts, step in run["metrics"]]
         for start in range(0, max(len(params_), len(metrics)), 100):
-            client.log_batch(run_id, params=params_[start:start + 100], metrics=metrics[start:start + 100],
-                             tags=[RunTag("paperflows.logged", "after the stage (DVC)")] if start == 0 else [])
+            client.log_batch(
+                run_id,
+                params=params_[start : start + 100],
+                metrics=metrics[start : start + 100],
+                tags=[RunTag("paperflows.logged", "after the stage (DVC)")] if start == 0 else [],
+            )
         for artifact, folder in run["artifacts"]:
             tracker.log_artifact(run_id, Path(artifact), folder)
         client.set_terminated(run_id, status=run["status"], end_time=run["end_time"])
@@ -121,16 +138,23 @@ def _committed_section(settings: Settings, slug: str) -> dict[str, Any] | None:
     from paperflows.params import load_yaml
 
     try:
-        shown = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=settings.root, capture_output=True,
-                               text=True, timeout=10, check=False)
+        shown = subprocess.run(
+            ["git", "show", "HEAD:params.yaml"],
+            cwd=settings.root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
         data = load_yaml(shown.stdout) if shown.returncode == 0 else None
     except Exception:  # noqa: BLE001 - no git, no commit, unreadable: nothing to compare with
         return None
     return data.get(slug) if isinstance(data, dict) and isinstance(data.get(slug), dict) else None
 
 
-def _start_group(tracker: Any, settings: Settings, runs: list[dict[str, Any]], pipeline: Any, params: Any
-                 ) -> tuple[str, dict[str, Any] | None]:
+def _start_group(
+    tracker: Any, settings: Settings, runs: list[dict[str, Any]], pipeline: Any, params: Any
+) -> tuple[str, dict[str, Any] | None]:
     """The parent run of a batch of stage runs, and the keys that differ from the committed params.yaml."""
     from paperflows.params import flatten, validate
     from paperflows.tracking import changed_params, run_name, run_tags
@@ -145,18 +169,34 @@ def _start_group(tracker: Any, settings: Settings, runs: list[dict[str, Any]], p
     experiment = os.environ.get("DVC_EXP_NAME", "")
     label = f"dvc exp {experiment}" if experiment else "dvc repro"
     tags = run_tags(settings, "dvc", source=f"dvc.yaml:{pipeline.slug}", **{"dvc.exp_name": experiment})
-    tags.update({"paperflows.slug": pipeline.slug, "paperflows.changed": "(no committed params.yaml)" if changed is None
-                 else ", ".join(changed) or "(none)",
-                 "paperflows.output_root": f"outputs/{pipeline.slug}", "host.pid": str(os.getpid()),
-                 "host.name": socket.gethostname()})
-    created = tracker.client.create_run(tracker.experiment_id, run_name=run_name(pipeline.slug, changed, label),
-                                        start_time=min(r["start_time"] for r in runs), tags=tags)
+    tags.update(
+        {
+            "paperflows.slug": pipeline.slug,
+            "paperflows.changed": "(no committed params.yaml)" if changed is None else ", ".join(changed) or "(none)",
+            "paperflows.output_root": f"outputs/{pipeline.slug}",
+            "host.pid": str(os.getpid()),
+            "host.name": socket.gethostname(),
+        }
+    )
+    created = tracker.client.create_run(
+        tracker.experiment_id,
+        run_name=run_name(pipeline.slug, changed, label),
+        start_time=min(r["start_time"] for r in runs),
+        tags=tags,
+    )
     tracker.log_params(created.info.run_id, flatten(dumped))
     return created.info.run_id, changed
 
 
-def _end_group(tracker: Any, settings: Settings, parent: str, runs: list[dict[str, Any]], pipeline: Any,
-               params: Any, changed: dict[str, Any] | None) -> None:
+def _end_group(
+    tracker: Any,
+    settings: Settings,
+    parent: str,
+    runs: list[dict[str, Any]],
+    pipeline: Any,
+    params: Any,
+    changed: dict[str, Any] | None,
+) -> None:
     from components.io import load_json
     from paperflows.tracking import log_outcome
 
@@ -164,11 +204,21 @@ def _end_group(tracker: Any, settings: Settings, parent: str, runs: list[dict[st
     status = "FAILED" if "FAILED" in statuses else "KILLED" if "KILLED" in statuses else "FINISHED"
     last = pipeline.stages[-1].name
     root = settings.workspace(pipeline.slug)
-    if status == "FINISHED" and any(r["tags"].get("paperflows.stage") == last for r in runs) and \
-            (root / "report.json").is_file():
+    if (
+        status == "FINISHED"
+        and any(r["tags"].get("paperflows.stage") == last for r in runs)
+        and (root / "report.json").is_file()
+    ):
         experiment = os.environ.get("DVC_EXP_NAME", "")
-        log_outcome(tracker, parent, pipeline, params, root, load_json(root / "report.json"),
-                    changed, f"`dvc exp run` ({experiment})" if experiment
-                    else "`dvc repro`")
+        log_outcome(
+            tracker,
+            parent,
+            pipeline,
+            params,
+            root,
+            load_json(root / "report.json"),
+            changed,
+            f"`dvc exp run` ({experiment})" if experiment else "`dvc repro`",
+        )
     tracker.flush(parent)
     tracker.client.set_terminated(parent, status=status, end_time=max(r["end_time"] for r in runs))

@@ -22,6 +22,8 @@ from paperflows.settings import Settings
 if TYPE_CHECKING:
     from mlflow.entities import Metric
 
+    from paperflows.contract import Tracker
+
 # mlflow (about a second to import) loads where a run is written, not where tags or folders are computed
 
 _PARAM_VALUE_LIMIT = 6000
@@ -36,14 +38,28 @@ def git_state(root: Path) -> tuple[str, bool]:
     """(HEAD commit or "unknown", whether tracked files differ from it), ignoring the files runs rewrite
     themselves (``dvc.lock``), so a run is not marked dirty by the run before it."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=False
+        )
         commit = out.stdout.strip()
         if out.returncode != 0 or not commit:
             return "unknown", False
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                 *(f":(exclude){name}" for name in _WRITTEN_BY_RUNS)], cwd=root,
-                                capture_output=True, text=True, timeout=10, check=False).stdout.strip()
+        status = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                *(f":(exclude){name}" for name in _WRITTEN_BY_RUNS),
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.strip()
         return commit, bool(status)
     except (OSError, subprocess.SubprocessError):
         return "unknown", False
@@ -60,7 +76,7 @@ def _sqlite_file(tracking_uri: str) -> Path | None:
     prefix = "sqlite:///"
     if not tracking_uri.startswith(prefix) or tracking_uri == prefix or "?" in tracking_uri:
         return None
-    return Path(tracking_uri[len(prefix):])
+    return Path(tracking_uri[len(prefix) :])
 
 
 def tracking_client(settings: Settings) -> Any:
@@ -77,7 +93,7 @@ def tracking_client(settings: Settings) -> Any:
     path = _sqlite_file(settings.tracking_uri)
     if path is not None and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob(f".{path.name}.*.creating*"):   # left by a build that was killed
+        for stale in path.parent.glob(f".{path.name}.*.creating*"):  # left by a build that was killed
             pid = stale.name.split(".")[-2]
             if pid.isdigit() and not process_alive(int(pid)):
                 stale.unlink(missing_ok=True)
@@ -93,7 +109,7 @@ def tracking_client(settings: Settings) -> Any:
     return MlflowClient(tracking_uri=settings.tracking_uri)
 
 
-class Tracker:
+class MlflowTracker:
     """Thin wrapper over one MLflow experiment."""
 
     def __init__(self, settings: Settings, slug: str):
@@ -122,8 +138,12 @@ class Tracker:
     def start(self, run_name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         # where the run executes (a Dask worker for a fan-out item): lets a later start find runs whose
         # process died without ending them (reap_orphan_runs)
-        all_tags = {"paperflows.slug": self.slug, **tags, "host.pid": str(os.getpid()),
-                    "host.name": socket.gethostname()}
+        all_tags = {
+            "paperflows.slug": self.slug,
+            **tags,
+            "host.pid": str(os.getpid()),
+            "host.name": socket.gethostname(),
+        }
         if parent_id:
             all_tags["mlflow.parentRunId"] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
@@ -147,7 +167,7 @@ class Tracker:
 
         params = [Param(k, str(v)[:_PARAM_VALUE_LIMIT]) for k, v in sorted(flat.items())]
         for start in range(0, len(params), 100):
-            self.client.log_batch(run_id, params=params[start:start + 100])
+            self.client.log_batch(run_id, params=params[start : start + 100])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int | None = None) -> None:
         from mlflow.entities import Metric
@@ -164,7 +184,7 @@ class Tracker:
     def flush(self, run_id: str) -> None:
         buf = self._buffers.pop(run_id, [])
         for start in range(0, len(buf), 1000):
-            self.client.log_batch(run_id, metrics=buf[start:start + 1000])
+            self.client.log_batch(run_id, metrics=buf[start : start + 1000])
 
     # artifacts --------------------------------------------------------------------------------
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
@@ -173,13 +193,13 @@ class Tracker:
         elif path.is_file():
             self.client.log_artifact(run_id, str(path), artifact_path=artifact_path)
 
-
     def describe(self, run_id: str, markdown: str) -> None:
         """The run's description (``mlflow.note.content``), rendered as markdown on the run page."""
         self.client.set_tag(run_id, "mlflow.note.content", markdown[:5000])
 
-    def register_model(self, run_id: str, name: str, folder: Path, artifact_path: str, description: str,
-                       tags: dict[str, str]) -> str:
+    def register_model(
+        self, run_id: str, name: str, folder: Path, artifact_path: str, description: str, tags: dict[str, str]
+    ) -> str:
         """Log ``folder`` (weights + config.json) under ``artifact_path`` and register it as a new version of
         the registered model ``name``; returns the version."""
         self.client.log_artifacts(run_id, str(folder), artifact_path=artifact_path)
@@ -188,8 +208,9 @@ class Tracker:
         except Exception:  # noqa: BLE001 - it exists already (or was created concurrently)
             if self.client.get_registered_model(name) is None:
                 raise
-        version = self.client.create_model_version(name, source=f"runs:/{run_id}/{artifact_path}", run_id=run_id,
-                                                   tags=tags, description=description)
+        version = self.client.create_model_version(
+            name, source=f"runs:/{run_id}/{artifact_path}", run_id=run_id, tags=tags, description=description
+        )
         self.prune_model_versions(name, self.settings.model_versions_kept)
         return str(version.version)
 
@@ -222,7 +243,7 @@ def artifact_folder(path: Path) -> str:
     return "outputs"
 
 
-def log_csv_copy(tracker: Any, run_id: str, parquet: Path) -> None:
+def log_csv_copy(tracker: Tracker, run_id: str, parquet: Path) -> None:
     """A CSV copy of a Parquet table beside it in the run's ``tables/`` (MLflow's viewer shows CSV)."""
     import tempfile
 
@@ -232,8 +253,13 @@ def log_csv_copy(tracker: Any, run_id: str, parquet: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="paperflows-csv-") as tmp:
         target = Path(tmp) / parquet.with_suffix(".csv").name
         table = pq.read_table(parquet)
-        flat = table.select([c for c in table.column_names
-                             if not (table.schema.field(c).type.num_fields or "list" in str(table.schema.field(c).type))])
+        flat = table.select(
+            [
+                c
+                for c in table.column_names
+                if not (table.schema.field(c).type.num_fields or "list" in str(table.schema.field(c).type))
+            ]
+        )
         pv.write_csv(flat, target)
         tracker.log_artifact(run_id, target, artifact_folder(parquet))
 
@@ -338,8 +364,10 @@ def claim_metrics(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, s
 def headline_text(claim: dict[str, Any]) -> str:
     """``<id>: <verdict>, effect [low, high], n=<n>``: a headline claim in one line (the parent run's tag)."""
     low, high = (claim.get("ci") or [None, None])[:2]
-    return (f"{claim['id']}: {claim['verdict']}, {_num(claim.get('effect'))} [{_num(low)}, {_num(high)}], "
-            f"n={claim.get('n', 0)}")
+    return (
+        f"{claim['id']}: {claim['verdict']}, {_num(claim.get('effect'))} [{_num(low)}, {_num(high)}], "
+        f"n={claim.get('n', 0)}"
+    )
 
 
 def run_description(report: dict[str, Any], changed: dict[str, Any] | None, started_by: str) -> str:
@@ -352,9 +380,11 @@ def run_description(report: dict[str, Any], changed: dict[str, Any] | None, star
         lines += ["", "| claim | role | verdict | Holm | effect | 95% CI | n |", "|---|---|---|---|---|---|---|"]
         for c in sorted(claims, key=lambda c: not c.get("headline")):
             low, high = (c.get("ci") or [None, None])[:2]
-            lines.append(f"| {c['id']} | {'headline' if c.get('headline') else 'secondary'} | {c['verdict']} | "
-                         f"{c.get('holm_verdict', c['verdict'])} | {_num(c.get('effect'))} | "
-                         f"[{_num(low)}, {_num(high)}] | {c.get('n', '')} |")
+            lines.append(
+                f"| {c['id']} | {'headline' if c.get('headline') else 'secondary'} | {c['verdict']} | "
+                f"{c.get('holm_verdict', c['verdict'])} | {_num(c.get('effect'))} | "
+                f"[{_num(low)}, {_num(high)}] | {c.get('n', '')} |"
+            )
     return "\n".join(lines)
 
 
@@ -365,8 +395,11 @@ def _num(value: Any) -> str:
 def mlflow_ui(settings: Settings) -> str:
     """The MLflow UI: the tracking server itself when it is one, else ``$PAPERFLOWS_MLFLOW_UI_URL``
     (``http://127.0.0.1:5000``, what ``mlflow ui`` serves)."""
-    base = settings.tracking_uri if settings.tracking_uri.startswith(("http://", "https://")) else \
-        os.environ.get("PAPERFLOWS_MLFLOW_UI_URL", "http://127.0.0.1:5000")
+    base = (
+        settings.tracking_uri
+        if settings.tracking_uri.startswith(("http://", "https://"))
+        else os.environ.get("PAPERFLOWS_MLFLOW_UI_URL", "http://127.0.0.1:5000")
+    )
     return base.rstrip("/")
 
 
@@ -421,8 +454,16 @@ def reap_orphan_runs(settings: Settings, pids: set[int] | None = None) -> list[s
 # --------------------------------------------------------------------------------------------------
 # the outcome of a pipeline run, on its parent run
 # --------------------------------------------------------------------------------------------------
-def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Path,
-                report: dict[str, Any], changed: dict[str, Any] | None, started_by: str) -> list[str]:
+def log_outcome(
+    tracker: MlflowTracker,
+    run_id: str,
+    pipeline: Any,
+    params: Any,
+    root: Path,
+    report: dict[str, Any],
+    changed: dict[str, Any] | None,
+    started_by: str,
+) -> list[str]:
     """Everything a reader of the parent run needs: the claims as metrics and tags, a description, the
     report and its tables (JSON, markdown and CSV, which MLflow previews), every figure of the run, and
     each trained model registered as ``<slug>-<role>``. Returns the registered ``name/version``s."""
@@ -436,24 +477,44 @@ def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Pat
     tracker.flush(run_id)
     tracker.set_tags(run_id, tags)
     tracker.describe(run_id, run_description(report, changed, started_by))
-    for name in ("report.json", "report.md"):
-        tracker.log_artifact(run_id, root / name, "tables")
+    for name in ("report.json", "report.md", "timings/report.json"):
+        if (root / name).is_file():
+            tracker.log_artifact(run_id, root / name, "tables" if "/" not in name else "tables/timings")
     with tempfile.TemporaryDirectory(prefix="paperflows-tables-") as tmp:
-        claims = [{"id": c["id"], "headline": bool(c.get("headline")), "verdict": c.get("verdict"),
-                   "holm_verdict": c.get("holm_verdict"), "effect": c.get("effect"),
-                   "ci_low": (c.get("ci") or [None, None])[0], "ci_high": (c.get("ci") or [None, None])[1],
-                   "n": c.get("n"), "statistic": c.get("statistic"), "kind": c.get("kind"),
-                   "boundary": c.get("threshold"), "smallest_effect": c.get("smallest_effect"),
-                   "source": c.get("source"), "direction": c.get("direction"), "claim": c.get("claim"),
-                   "evidence": c.get("evidence")}
-                  for c in report.get("claims", [])]
+        claims = [
+            {
+                "id": c["id"],
+                "headline": bool(c.get("headline")),
+                "verdict": c.get("verdict"),
+                "holm_verdict": c.get("holm_verdict"),
+                "effect": c.get("effect"),
+                "ci_low": (c.get("ci") or [None, None])[0],
+                "ci_high": (c.get("ci") or [None, None])[1],
+                "n": c.get("n"),
+                "statistic": c.get("statistic"),
+                "kind": c.get("kind"),
+                "boundary": c.get("threshold"),
+                "smallest_effect": c.get("smallest_effect"),
+                "source": c.get("source"),
+                "direction": c.get("direction"),
+                "claim": c.get("claim"),
+                "evidence": c.get("evidence"),
+            }
+            for c in report.get("claims", [])
+        ]
         tables = {"results": report.get("rows", []), **report.get("extra_tables", {}), "claims": claims}
         for index, (name, rows) in enumerate(tables.items()):
             if rows:
-                columns = (report.get("columns") if name == "results" and report.get("columns") else
-                           list(dict.fromkeys(k for row in rows for k in row)))
-                save_csv([{c: row.get(c) for c in columns} for row in rows],
-                         Path(tmp) / f"{index:02d}-{_file_name(name)}.csv", columns=columns)
+                columns = (
+                    report.get("columns")
+                    if name == "results" and report.get("columns")
+                    else list(dict.fromkeys(k for row in rows for k in row))
+                )
+                save_csv(
+                    [{c: row.get(c) for c in columns} for row in rows],
+                    Path(tmp) / f"{index:02d}-{_file_name(name)}.csv",
+                    columns=columns,
+                )
         if any(Path(tmp).iterdir()):
             tracker.log_artifact(run_id, Path(tmp), "tables")
     for figure in figures(root):  # at the path they have in the run folder: report.md's image links hold here too
@@ -478,19 +539,33 @@ def log_outcome(tracker: Any, run_id: str, pipeline: Any, params: Any, root: Pat
                     if "model.config" in meta:
                         meta["model.config"] = json.loads(meta["model.config"])
                     described[rel_name] = meta
-                save_json({"registered_model": name, "pipeline": pipeline.slug, "stage": stage.name,
-                           "output": f"outputs/{pipeline.slug}/{rel}", "format": "safetensors",
-                           "files": described,
-                           "params": pipeline.stage_param_values(stage, params),
-                           "rebuild": "each file's model.class built from its model.config, then "
-                                      "load_state_dict(safetensors.torch.load_file(file)); params are the stage's "
-                                      f"parameters (pipelines/{pipeline.slug}/params.py)"},
-                          folder / "config.json")
+                save_json(
+                    {
+                        "registered_model": name,
+                        "pipeline": pipeline.slug,
+                        "stage": stage.name,
+                        "output": f"outputs/{pipeline.slug}/{rel}",
+                        "format": "safetensors",
+                        "files": described,
+                        "params": pipeline.stage_param_values(stage, params),
+                        "rebuild": "each file's model.class built from its model.config, then "
+                        "load_state_dict(safetensors.torch.load_file(file)); params are the stage's "
+                        f"parameters (pipelines/{pipeline.slug}/params.py)",
+                    },
+                    folder / "config.json",
+                )
                 version = tracker.register_model(
-                    run_id, name, folder, f"models/{role}",
+                    run_id,
+                    name,
+                    folder,
+                    f"models/{role}",
                     description=f"{pipeline.title}: {role} ({stage.name} stage of {pipeline.slug})",
-                    tags={"paperflows.slug": pipeline.slug, "paperflows.stage": stage.name,
-                          "claims.held": tags.get("claims.held", "")})
+                    tags={
+                        "paperflows.slug": pipeline.slug,
+                        "paperflows.stage": stage.name,
+                        "claims.held": tags.get("claims.held", ""),
+                    },
+                )
             registered.append(f"{name}/{version}")
     if registered:
         tracker.set_tags(run_id, {"paperflows.models": ", ".join(registered)})

@@ -16,8 +16,9 @@ def main() -> None:
     path = load_settings().params_file
     text = path.read_text()
     present = set(yaml.safe_load(text) or {})
-    missing = {p.slug: p.params_model().model_dump(mode="json")
-               for p in registry.all_pipelines() if p.slug not in present}
+    missing = {
+        p.slug: p.params_model().model_dump(mode="json") for p in registry.all_pipelines() if p.slug not in present
+    }
     if missing:
         path.write_text(text.rstrip("\n") + "\n" + yaml.safe_dump(missing, sort_keys=False, width=110))
     print(f"added sections: {', '.join(missing) or 'none'}")

@@ -7,5 +7,19 @@ from components.alignment.asif import Asif, fit_asif
 from components.alignment.cca import CCAModel, csa_embed, csa_similarity, csa_weights, fit_cca, inverse_sqrt
 from components.alignment.methods import METHODS, PCA, AlignConfig, Embedded, fit_method, fit_pca
 
-__all__ = ["METHODS", "PCA", "AlignConfig", "Asif", "CCAModel", "Embedded", "csa_embed", "csa_similarity",
-           "csa_weights", "fit_asif", "fit_cca", "fit_method", "fit_pca", "inverse_sqrt"]
+__all__ = [
+    "METHODS",
+    "PCA",
+    "AlignConfig",
+    "Asif",
+    "CCAModel",
+    "Embedded",
+    "csa_embed",
+    "csa_similarity",
+    "csa_weights",
+    "fit_asif",
+    "fit_cca",
+    "fit_method",
+    "fit_pca",
+    "inverse_sqrt",
+]

@@ -31,10 +31,10 @@ class Asif:
     p: float
 
     def _relative(self, x: np.ndarray, anchors: np.ndarray, mean: np.ndarray) -> np.ndarray:
-        r = _unit(np.asarray(x, dtype=np.float64) - mean) @ anchors.T      # [n, N] cosines
+        r = _unit(np.asarray(x, dtype=np.float64) - mean) @ anchors.T  # [n, N] cosines
         k = min(self.k, r.shape[1])
         if k < r.shape[1]:
-            cut = np.partition(r, -k, axis=1)[:, -k][:, None]               # the k-th largest per row
+            cut = np.partition(r, -k, axis=1)[:, -k][:, None]  # the k-th largest per row
             r = np.where(r >= cut, r, 0.0)
         return _unit(np.clip(r, 0.0, None) ** self.p)
 

@@ -63,8 +63,9 @@ def _check_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def _covariances(a: np.ndarray, b: np.ndarray, block: int = 8192
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _covariances(
+    a: np.ndarray, b: np.ndarray, block: int = 8192
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Means and S11, S22, S12 (divided by N), accumulated over centred blocks of rows. A NaN or infinite
     input makes its column's mean non-finite, which is refused here."""
     n = len(a)
@@ -73,7 +74,7 @@ def _covariances(a: np.ndarray, b: np.ndarray, block: int = 8192
         raise ValueError("CCA inputs hold NaN or infinite values")
     s11, s22, s12 = np.zeros((a.shape[1],) * 2), np.zeros((b.shape[1],) * 2), np.zeros((a.shape[1], b.shape[1]))
     for start in range(0, n, block):
-        ca, cb = a[start:start + block] - mean_a, b[start:start + block] - mean_b
+        ca, cb = a[start : start + block] - mean_a, b[start : start + block] - mean_b
         s11 += ca.T @ ca
         s22 += cb.T @ cb
         s12 += ca.T @ cb
@@ -91,8 +92,9 @@ def inverse_sqrt(cov: np.ndarray) -> np.ndarray:
     """S^{-1/2} of a symmetric positive definite matrix by its eigendecomposition."""
     values, vectors = np.linalg.eigh((cov + cov.T) / 2)
     if values.min() <= 0:
-        raise ValueError(f"covariance is not positive definite (smallest eigenvalue {values.min():.3g}); "
-                         "raise the ridge")
+        raise ValueError(
+            f"covariance is not positive definite (smallest eigenvalue {values.min():.3g}); raise the ridge"
+        )
     return (vectors / np.sqrt(values)) @ vectors.T
 
 
@@ -101,8 +103,7 @@ def _ridged(cov: np.ndarray, ridge: float, eps: float = EPS) -> np.ndarray:
     return cov + (ridge * np.trace(cov) / d + eps) * np.eye(d)
 
 
-def fit_cca(a: np.ndarray, b: np.ndarray, *, ridge: float = 0.0, dims: int | None = None, eps: float = EPS
-            ) -> CCAModel:
+def fit_cca(a: np.ndarray, b: np.ndarray, *, ridge: float = 0.0, dims: int | None = None, eps: float = EPS) -> CCAModel:
     """Fit CCA on pairs (a[i], b[i]); keep the first ``dims`` canonical pairs (default: min(d1, d2)).
 
     ``ridge`` >= 0 is relative to each view's mean variance (see the module docstring); ``eps`` = 0 gives the
@@ -112,11 +113,11 @@ def fit_cca(a: np.ndarray, b: np.ndarray, *, ridge: float = 0.0, dims: int | Non
         raise ValueError(f"ridge must be >= 0, got {ridge}")
     mean_a, mean_b, s11, s22, s12 = _covariances(a, b)
     l11, l22 = _cholesky(_ridged(s11, ridge, eps), "A"), _cholesky(_ridged(s22, ridge, eps), "B")
-    m = solve_triangular(l22, solve_triangular(l11, s12, lower=True).T, lower=True).T   # L11^-1 S12 L22^-T
+    m = solve_triangular(l22, solve_triangular(l11, s12, lower=True).T, lower=True).T  # L11^-1 S12 L22^-T
     u, s, vt = np.linalg.svd(m, full_matrices=False)
     k = min(u.shape[1], vt.shape[0]) if dims is None else min(dims, u.shape[1], vt.shape[0])
-    w_a = solve_triangular(l11, u[:, :k], lower=True, trans="T").T                      # U^T L11^-1
-    w_b = solve_triangular(l22, vt[:k].T, lower=True, trans="T").T                      # V^T L22^-1
+    w_a = solve_triangular(l11, u[:, :k], lower=True, trans="T").T  # U^T L11^-1
+    w_b = solve_triangular(l22, vt[:k].T, lower=True, trans="T").T  # V^T L22^-1
     if not (np.isfinite(w_a).all() and np.isfinite(w_b).all()):
         raise ValueError("CCA inputs hold values too large to fit")
     return CCAModel(mean_a=mean_a, mean_b=mean_b, w_a=w_a, w_b=w_b, rho=np.clip(s[:k], 0.0, 1.0))
@@ -127,8 +128,7 @@ def _unit(z: np.ndarray) -> np.ndarray:
     return z / np.where(norms > 0, norms, 1.0)
 
 
-def csa_embed(model: CCAModel, a: np.ndarray | None = None, b: np.ndarray | None = None, *, sim_dim: int
-              ) -> np.ndarray:
+def csa_embed(model: CCAModel, a: np.ndarray | None = None, b: np.ndarray | None = None, *, sim_dim: int) -> np.ndarray:
     """The unit-normalised first ``sim_dim`` canonical variables of view A rows ``a`` or view B rows ``b``."""
     if (a is None) == (b is None):
         raise ValueError("give exactly one of a and b")
@@ -144,8 +144,9 @@ def csa_weights(model: CCAModel, sim_dim: int, equal_weights: bool = False) -> n
     return np.ones(s) if equal_weights else model.rho[:s].copy()
 
 
-def csa_similarity(model: CCAModel, a: np.ndarray, b: np.ndarray, *, sim_dim: int, equal_weights: bool = False
-                   ) -> np.ndarray:
+def csa_similarity(
+    model: CCAModel, a: np.ndarray, b: np.ndarray, *, sim_dim: int, equal_weights: bool = False
+) -> np.ndarray:
     """sim(a_i, b_j) = sum_{k<=s} rho_k ah_ik bh_jk for every pair -> [n_a, n_b] (see the module docstring)."""
     w = csa_weights(model, sim_dim, equal_weights)
     return (csa_embed(model, a=a, sim_dim=sim_dim) * w) @ csa_embed(model, b=b, sim_dim=sim_dim).T

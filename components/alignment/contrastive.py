@@ -70,15 +70,24 @@ def distinct_batches(a: Tensor, b: Tensor, size: int):
     n = len(a)
 
     def draw(step: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        idx = torch.randperm(n, generator=generator)[:min(size, n)]
+        idx = torch.randperm(n, generator=generator)[: min(size, n)]
         return a[idx], b[idx]
 
     return draw
 
 
-def train_linear_pair(a: np.ndarray, b: np.ndarray, *, embed_dim: int = 16, steps: int = 300, lr: float = 1e-2,
-                      batch_size: int = 256, weight_decay: float = 0.0, seed: int = 0, device: str = "cpu"
-                      ) -> LinearPair:
+def train_linear_pair(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    embed_dim: int = 16,
+    steps: int = 300,
+    lr: float = 1e-2,
+    batch_size: int = 256,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    device: str = "cpu",
+) -> LinearPair:
     """Train a :class:`LinearPair` on pairs (a[i], b[i]) -> the trained model (CPU, eval mode)."""
     ta, tb = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
     if ta.ndim != 2 or tb.ndim != 2 or len(ta) != len(tb) or len(ta) < 2:
@@ -87,7 +96,15 @@ def train_linear_pair(a: np.ndarray, b: np.ndarray, *, embed_dim: int = 16, step
     with torch.no_grad():
         model.mean_a.copy_(ta.mean(0)), model.sd_a.copy_(ta.std(0).clamp(min=1e-6))
         model.mean_b.copy_(tb.mean(0)), model.sd_b.copy_(tb.std(0).clamp(min=1e-6))
-    cfg = TrainConfig(steps=steps, lr=lr, weight_decay=weight_decay, seed=seed, device=device, progress=False,
-                      log_every=max(1, steps), desc="contrastive")
+    cfg = TrainConfig(
+        steps=steps,
+        lr=lr,
+        weight_decay=weight_decay,
+        seed=seed,
+        device=device,
+        progress=False,
+        log_every=max(1, steps),
+        desc="contrastive",
+    )
     fit(model, info_nce_loss, distinct_batches(ta, tb, batch_size), cfg)
     return model.eval()

@@ -33,12 +33,22 @@ def swap_captions(labels: np.ndarray, fraction: float, rng: np.random.Generator)
     return source, swapped
 
 
-def evaluate(fitted: Embedded, image: np.ndarray, text: np.ndarray, labels: np.ndarray, class_text: np.ndarray,
-             source: np.ndarray, swapped: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
+def evaluate(
+    fitted: Embedded,
+    image: np.ndarray,
+    text: np.ndarray,
+    labels: np.ndarray,
+    class_text: np.ndarray,
+    source: np.ndarray,
+    swapped: np.ndarray,
+    ks: Sequence[int],
+) -> dict[str, float]:
     """``{"zero_shot", "mislabel_auc", "recall@k" ...}`` of one fitted method on the test set: image [n, d1],
     its clean captions text [n, d2], labels [n], class_text [C, d2], and the swap from :func:`swap_captions`."""
-    out = {"zero_shot": zero_shot_accuracy(fitted.similarity(image, class_text), labels),
-           "mislabel_auc": roc_auc(fitted.paired(image, text[source]), ~swapped)}
+    out = {
+        "zero_shot": zero_shot_accuracy(fitted.similarity(image, class_text), labels),
+        "mislabel_auc": roc_auc(fitted.paired(image, text[source]), ~swapped),
+    }
     sim = fitted.similarity(image, text)
     for k in ks:
         out[f"recall@{k}"] = recall_at_k(sim, np.arange(len(image)), k)

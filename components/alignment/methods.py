@@ -62,8 +62,12 @@ def _cca_method(equal_weights: bool) -> Callable[[np.ndarray, np.ndarray, AlignC
     def fit(a: np.ndarray, b: np.ndarray, cfg: AlignConfig, seed: int) -> Embedded:
         model = fit_cca(a, b, ridge=cfg.ridge)
         s = min(cfg.sim_dim, len(model.rho))
-        return Embedded(lambda x: csa_embed(model, a=x, sim_dim=s), lambda x: csa_embed(model, b=x, sim_dim=s),
-                        csa_weights(model, s, equal_weights))
+        return Embedded(
+            lambda x: csa_embed(model, a=x, sim_dim=s),
+            lambda x: csa_embed(model, b=x, sim_dim=s),
+            csa_weights(model, s, equal_weights),
+        )
+
     return fit
 
 
@@ -77,13 +81,15 @@ def _contrastive(a: np.ndarray, b: np.ndarray, cfg: AlignConfig, seed: int) -> E
 
     from components.alignment.contrastive import train_linear_pair
 
-    model = train_linear_pair(a, b, embed_dim=cfg.embed_dim, steps=cfg.steps, lr=cfg.lr,
-                              batch_size=cfg.batch_size, seed=seed)
+    model = train_linear_pair(
+        a, b, embed_dim=cfg.embed_dim, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=seed
+    )
 
     def wrap(fn: Callable) -> Callable[[np.ndarray], np.ndarray]:
         def embed(x: np.ndarray) -> np.ndarray:
             with torch.no_grad():
                 return fn(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
+
         return embed
 
     return Embedded(wrap(model.embed_a), wrap(model.embed_b))
@@ -122,4 +128,4 @@ def fit_pca(x: np.ndarray, dim: int) -> PCA:
     _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
     # a deterministic sign: the largest-magnitude entry of each direction is positive
     signs = np.sign(vt[np.arange(len(vt)), np.abs(vt).argmax(1)])
-    return PCA(mean=mean, components=(vt * signs[:, None])[:min(dim, len(vt))])
+    return PCA(mean=mean, components=(vt * signs[:, None])[: min(dim, len(vt))])

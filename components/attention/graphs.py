@@ -90,7 +90,7 @@ class Graph:
         if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
             raise ValueError(f"edge_index holds node ids outside [0, {n})")
         ei = ei[:, ei[0] != ei[1]]
-        key = torch.unique(ei[0] * n + ei[1])           # sorted by source, then target
+        key = torch.unique(ei[0] * n + ei[1])  # sorted by source, then target
         src, dst = key // n, key % n
         if not torch.equal(torch.unique(dst * n + src), key):
             raise ValueError("edge_index is not symmetric (an undirected graph needs both directions)")
@@ -107,8 +107,9 @@ class Graph:
 
     def sparse_w(self) -> Tensor:
         """``W`` as a coalesced sparse COO tensor [n, n]."""
-        return torch.sparse_coo_tensor(self.edge_index, self.weights, (self.n, self.n), is_coalesced=True,
-                                       check_invariants=False)
+        return torch.sparse_coo_tensor(
+            self.edge_index, self.weights, (self.n, self.n), is_coalesced=True, check_invariants=False
+        )
 
     def dense_w(self) -> Tensor:
         return self.sparse_w().to_dense()
@@ -117,7 +118,7 @@ class Graph:
 def random_grid_graph(n: int, drop: float, generator: torch.Generator) -> Graph:
     """A ``side x side`` grid (``side = round(sqrt(n))``) with a fraction ``drop`` of its edges removed at random
     (both directions together): the random grid graphs of the scaling study."""
-    side = max(2, int(round(n ** 0.5)))
+    side = max(2, int(round(n**0.5)))
     ei = grid_edge_index(side, side)
     half = ei[:, : ei.shape[1] // 2]
     keep = torch.rand(half.shape[1], generator=generator) >= drop

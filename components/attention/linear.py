@@ -25,8 +25,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["ATTENTIONS", "GrfMask", "PerformerFeatures", "ReluFeatures", "exact_masked_linear_attention",
-           "grf_masked_linear_attention", "linear_attention", "softmax_attention"]
+__all__ = [
+    "ATTENTIONS",
+    "GrfMask",
+    "PerformerFeatures",
+    "ReluFeatures",
+    "exact_masked_linear_attention",
+    "grf_masked_linear_attention",
+    "linear_attention",
+    "softmax_attention",
+]
 
 
 @dataclass(frozen=True)
@@ -73,13 +81,11 @@ class GrfMask:
     phi_k: Tensor
 
 
-def softmax_attention(q: Tensor, k: Tensor, v: Tensor, mask: object = None, features: Features | None = None
-                      ) -> Tensor:
+def softmax_attention(q: Tensor, k: Tensor, v: Tensor, mask: object = None, features: Features | None = None) -> Tensor:
     return F.scaled_dot_product_attention(q, k, v)
 
 
-def linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: object = None, features: Features | None = None
-                     ) -> Tensor:
+def linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: object = None, features: Features | None = None) -> Tensor:
     fm = features or ReluFeatures()
     fq, fk = fm.query(q), fm.key(k)
     s = torch.einsum("bhnm,bhnd->bhmd", fk, v)
@@ -88,8 +94,9 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: object = None, featu
     return num / den.unsqueeze(-1)
 
 
-def exact_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                                  features: Features | None = None) -> Tensor:
+def exact_masked_linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, features: Features | None = None
+) -> Tensor:
     if not isinstance(mask, Tensor) or mask.is_sparse:
         raise TypeError("exact_mask attention needs a dense [N, N] mask tensor")
     fm = features or ReluFeatures()
@@ -101,27 +108,28 @@ def _mm(a: Tensor, x: Tensor) -> Tensor:
     return torch.sparse.mm(a, x) if a.is_sparse else a @ x
 
 
-def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask | None = None,
-                                features: Features | None = None, chunk: int = 4) -> Tensor:
+def grf_masked_linear_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: GrfMask | None = None, features: Features | None = None, chunk: int = 4
+) -> Tensor:
     """The two sparse products run over ``chunk`` feature dimensions at a time (the sum over the feature
     dimension is accumulated), so no intermediate is larger than [N, B H chunk (d + 1)]."""
     if not isinstance(mask, GrfMask):
         raise TypeError("grf_mask attention needs a GrfMask")
     fm = features or ReluFeatures()
-    if not mask.phi_q.is_sparse:         # small graphs: the estimate M = Phi_q Phi_k^T, [N, N] or [B, 1, n, n]
+    if not mask.phi_q.is_sparse:  # small graphs: the estimate M = Phi_q Phi_k^T, [N, N] or [B, 1, n, n]
         estimate = mask.phi_q @ mask.phi_k.transpose(-1, -2)
         return exact_masked_linear_attention(q, k, v, estimate if estimate.dim() == 2 else estimate.unsqueeze(1), fm)
     b, h, n, d = v.shape
     fq, fk = fm.query(q), fm.key(k)
     m = fk.shape[-1]
-    v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)               # [B, H, N, d + 1]
+    v1 = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # [B, H, N, d + 1]
     phi_k_t = mask.phi_k.t()
     out = None
     for lo in range(0, m, chunk):
         hi = min(lo + chunk, m)
-        kv = fk[..., lo:hi].unsqueeze(-1) * v1.unsqueeze(-2)                # [B, H, N, c, d + 1]
-        flat = kv.permute(2, 0, 1, 3, 4).reshape(n, -1)                     # [N, B H c (d + 1)]
-        s = _mm(phi_k_t, flat)                                              # S_u = sum_j Phi_k[j, u] kv_j
+        kv = fk[..., lo:hi].unsqueeze(-1) * v1.unsqueeze(-2)  # [B, H, N, c, d + 1]
+        flat = kv.permute(2, 0, 1, 3, 4).reshape(n, -1)  # [N, B H c (d + 1)]
+        s = _mm(phi_k_t, flat)  # S_u = sum_j Phi_k[j, u] kv_j
         r = _mm(mask.phi_q, s).view(n, b, h, hi - lo, d + 1).permute(1, 2, 0, 3, 4)
         part = torch.einsum("bhnm,bhnme->bhne", fq[..., lo:hi], r)
         out = part if out is None else out + part
@@ -129,5 +137,9 @@ def grf_masked_linear_attention(q: Tensor, k: Tensor, v: Tensor, mask: GrfMask |
 
 
 Attend = Callable[..., Tensor]
-ATTENTIONS: dict[str, Attend] = {"softmax": softmax_attention, "linear": linear_attention,
-                                 "exact_mask": exact_masked_linear_attention, "grf_mask": grf_masked_linear_attention}
+ATTENTIONS: dict[str, Attend] = {
+    "softmax": softmax_attention,
+    "linear": linear_attention,
+    "exact_mask": exact_masked_linear_attention,
+    "grf_mask": grf_masked_linear_attention,
+}

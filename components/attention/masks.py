@@ -43,7 +43,7 @@ def exact_mask(graph: Graph, f: Tensor) -> Tensor:
         mask = torch.sparse.mm(w, mask)
         if torch.is_grad_enabled() and a.requires_grad:
             mask = mask + torch.diag_embed(a.expand(graph.n))
-        else:                                   # in place: no second N x N matrix
+        else:  # in place: no second N x N matrix
             mask.diagonal().add_(a)
     return mask
 
@@ -84,8 +84,13 @@ class GrfFeatures:
 
     def matrix(self, f: Tensor) -> Tensor:
         """``Phi`` as a coalesced sparse COO tensor [N, N] (row i = node i's feature vector)."""
-        return torch.sparse_coo_tensor(torch.stack([self.rows, self.cols]), self.values(f), (self.n, self.n),
-                                       is_coalesced=True, check_invariants=False)
+        return torch.sparse_coo_tensor(
+            torch.stack([self.rows, self.cols]),
+            self.values(f),
+            (self.n, self.n),
+            is_coalesced=True,
+            check_invariants=False,
+        )
 
     def dense(self, f: Tensor) -> Tensor:
         """``Phi`` as a dense [N, N] tensor (differentiable in ``f`` through a scatter of the values)."""
@@ -98,12 +103,13 @@ class GrfFeatures:
         m = self.n // size
         if m * size != self.n or bool((self.rows // m != self.cols // m).any()):
             raise ValueError(f"features of {self.n} nodes are not {size} disjoint blocks")
-        index = self.rows * m + self.cols % m         # = block * m * m + (row % m) * m + col % m
+        index = self.rows * m + self.cols % m  # = block * m * m + (row % m) * m + col % m
         return torch.zeros(self.n * m, dtype=f.dtype).index_add(0, index, self.values(f)).view(size, m, m)
 
 
-def sample_grf(graph: Graph, n_walks: int, p_halt: float, k_max: int,
-               generator: torch.Generator | None = None, block: int = 4096) -> GrfFeatures:
+def sample_grf(
+    graph: Graph, n_walks: int, p_halt: float, k_max: int, generator: torch.Generator | None = None, block: int = 4096
+) -> GrfFeatures:
     """Run ``n_walks`` halting random walks of at most ``k_max`` steps from every node, all at once.
 
     The walks of ``block`` start nodes advance together; blocks follow in node order, so the pairs come out
@@ -117,23 +123,29 @@ def sample_grf(graph: Graph, n_walks: int, p_halt: float, k_max: int,
         raise ValueError(f"need n_walks >= 1 and k_max >= 0, got {n_walks}, {k_max}")
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
-    parts = [_walk_block(graph, torch.arange(lo, min(lo + block, graph.n)), n_walks, p_halt, k_max, generator)
-             for lo in range(0, graph.n, block)]
+    parts = [
+        _walk_block(graph, torch.arange(lo, min(lo + block, graph.n)), n_walks, p_halt, k_max, generator)
+        for lo in range(0, graph.n, block)
+    ]
     key = torch.cat([k for k, _ in parts])
     loads = torch.cat([v for _, v in parts])
     return GrfFeatures(key // graph.n, key % graph.n, loads, graph.n)
 
 
-def _walk_block(graph: Graph, nodes: Tensor, n_walks: int, p_halt: float, k_max: int,
-                generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+def _walk_block(
+    graph: Graph, nodes: Tensor, n_walks: int, p_halt: float, k_max: int, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor]:
     """(sorted keys ``i * N + u``, loads [U, K + 1] / n_walks) of the walks from ``nodes``."""
     n = graph.n
     start = nodes.repeat_interleave(n_walks)
     cur, load = start.clone(), torch.ones(start.shape[0])
     alive = torch.ones(start.shape[0], dtype=torch.bool)
     deg = graph.degree.to(load.dtype)
-    keys, steps, vals = [nodes * n + nodes], [torch.zeros(nodes.shape[0], dtype=torch.long)], \
-        [torch.full((nodes.shape[0],), float(n_walks))]
+    keys, steps, vals = (
+        [nodes * n + nodes],
+        [torch.zeros(nodes.shape[0], dtype=torch.long)],
+        [torch.full((nodes.shape[0],), float(n_walks))],
+    )
     for k in range(1, k_max + 1):
         if graph.indices.numel() == 0:
             break
@@ -149,6 +161,7 @@ def _walk_block(graph: Graph, nodes: Tensor, n_walks: int, p_halt: float, k_max:
         if not bool(alive.any()):
             break
     key, inverse = torch.unique(torch.cat(keys), return_inverse=True)
-    loads = torch.zeros(key.shape[0] * (k_max + 1)).index_add_(0, inverse * (k_max + 1) + torch.cat(steps),
-                                                               torch.cat(vals) / n_walks)
+    loads = torch.zeros(key.shape[0] * (k_max + 1)).index_add_(
+        0, inverse * (k_max + 1) + torch.cat(steps), torch.cat(vals) / n_walks
+    )
     return key, loads.view(-1, k_max + 1)

@@ -28,7 +28,7 @@ __all__ = ["TopoPointConfig", "TopoPointNet"]
 
 @dataclass(frozen=True)
 class TopoPointConfig(MaskedAttentionConfig):
-    in_dim: int = 3                  # coordinates per point
+    in_dim: int = 3  # coordinates per point
 
     @property
     def masked(self) -> bool:
@@ -41,8 +41,13 @@ class TopoPointNet(nn.Module):
     def __init__(self, cfg: TopoPointConfig, seed: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
-        block_cfg = TinyViTConfig(d_model=cfg.d_model, n_heads=cfg.n_heads, n_layers=cfg.n_layers,
-                                  mlp_ratio=cfg.mlp_ratio, n_classes=cfg.n_classes)
+        block_cfg = TinyViTConfig(
+            d_model=cfg.d_model,
+            n_heads=cfg.n_heads,
+            n_layers=cfg.n_layers,
+            mlp_ratio=cfg.mlp_ratio,
+            n_classes=cfg.n_classes,
+        )
         self.embed = nn.Linear(cfg.in_dim, cfg.d_model)
         self.blocks = nn.ModuleList([Block(block_cfg) for _ in range(cfg.n_layers)])
         self.norm = nn.LayerNorm(cfg.d_model)
@@ -59,8 +64,10 @@ class TopoPointNet(nn.Module):
 
     def forward(self, points: Tensor, neighbours: Tensor) -> Tensor:
         if points.dim() != 3 or points.shape[-1] != self.cfg.in_dim or neighbours.shape[:2] != points.shape[:2]:
-            raise ValueError(f"TopoPointNet expects points [B, n, {self.cfg.in_dim}] and neighbours [B, n, k], got "
-                             f"{tuple(points.shape)} and {tuple(neighbours.shape)}")
+            raise ValueError(
+                f"TopoPointNet expects points [B, n, {self.cfg.in_dim}] and neighbours [B, n, k], got "
+                f"{tuple(points.shape)} and {tuple(neighbours.shape)}"
+            )
         graphs = GraphBatch.from_neighbours(neighbours.cpu()) if self.cfg.masked else None
         h = self.embed(points)
         for block in self.blocks:

@@ -5,8 +5,9 @@ GRF-masked and the dense-masked layer against the number of tokens.
 * ``masked_forward``: one single-head masked linear-attention forward, mask construction included (walk
   sampling for ``"grf_mask"``; the power series for ``"exact_mask"``).
 * ``measure``: after one warm-up call, the peak memory of one call above what was allocated before it and the
-  median wall time of ``repeats`` further calls: on CUDA the allocator's peak; on Linux CPUs the process's resident-set high-water mark
-  (reset through ``/proc/self/clear_refs``), which counts every page touched; NaN where neither is available.
+  median wall time of ``repeats`` further calls: on CUDA the allocator's peak; on Linux CPUs the process's
+  resident-set high-water mark (reset through ``/proc/self/clear_refs``), which counts every page touched; NaN
+  where neither is available.
 * ``loglog_slope``: the least-squares slope of ``log y`` on ``log x``.
 """
 
@@ -29,8 +30,9 @@ from components.attention.masks import exact_mask, sample_grf
 __all__ = ["loglog_slope", "masked_forward", "measure", "relative_mask_error"]
 
 
-def relative_mask_error(graph: Graph, f: Tensor, exact: Tensor, n_walks: int, p_halt: float,
-                        generator: torch.Generator) -> float:
+def relative_mask_error(
+    graph: Graph, f: Tensor, exact: Tensor, n_walks: int, p_halt: float, generator: torch.Generator
+) -> float:
     k_max = f.shape[0] - 1
     a = sample_grf(graph, n_walks, p_halt, k_max, generator).matrix(f)
     b = sample_grf(graph, n_walks, p_halt, k_max, generator).matrix(f)
@@ -38,8 +40,17 @@ def relative_mask_error(graph: Graph, f: Tensor, exact: Tensor, n_walks: int, p_
     return float(torch.linalg.norm(estimate - exact) / torch.linalg.norm(exact))
 
 
-def masked_forward(kind: str, graph: Graph, q: Tensor, k: Tensor, v: Tensor, f: Tensor, n_walks: int,
-                   p_halt: float, generator: torch.Generator | None = None) -> Tensor:
+def masked_forward(
+    kind: str,
+    graph: Graph,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    f: Tensor,
+    n_walks: int,
+    p_halt: float,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """``kind`` "grf_mask" (sample walks, O(N) attention) or "exact_mask" (dense mask, O(N^2) attention)."""
     if kind == "grf_mask":
         a, b = (sample_grf(graph, n_walks, p_halt, f.shape[0] - 1, generator) for _ in range(2))
@@ -75,8 +86,8 @@ def _fixed_mmap_threshold() -> None:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 16)   # M_MMAP_THRESHOLD: 64 KiB
-        libc.mallopt(-1, 1 << 16)   # M_TRIM_THRESHOLD: give freed heap tops back
+        libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: 64 KiB
+        libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD: give freed heap tops back
         libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -91,13 +102,12 @@ def _trim() -> None:
         pass
 
 
-def measure(fn: Callable[[], object], device: torch.device, repeats: int, warmup: bool = True
-            ) -> tuple[float, float]:
+def measure(fn: Callable[[], object], device: torch.device, repeats: int, warmup: bool = True) -> tuple[float, float]:
     """(median seconds over ``repeats`` calls, peak bytes of one call above the memory held before it)."""
     cuda = device.type == "cuda"
     _fixed_mmap_threshold()
     if warmup:
-        fn()   # lazy initialisation and first-touched code pages are not the layer's memory
+        fn()  # lazy initialisation and first-touched code pages are not the layer's memory
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -106,7 +116,7 @@ def measure(fn: Callable[[], object], device: torch.device, repeats: int, warmup
         torch.cuda.synchronize(device)
         peak = float(torch.cuda.max_memory_allocated(device) - base)
     else:
-        _trim()                                 # freed heap pages back to the OS, so reusing them is counted
+        _trim()  # freed heap pages back to the OS, so reusing them is counted
         ok = _reset_rss_peak()
         base = _rss_kib("VmRSS")
         fn()

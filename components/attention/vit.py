@@ -43,10 +43,10 @@ class MaskedAttentionConfig:
     n_layers: int = 2
     mlp_ratio: int = 2
     n_classes: int = 10
-    attention: str = "grf_mask"      # a key of ATTENTIONS
-    feature_map: str = "relu"        # "relu" or "performer" (linear variants only)
-    n_features: int = 32             # Performer random features per head
-    k_max: int = 4                   # modulation f_0 .. f_K (mask degree 2K)
+    attention: str = "grf_mask"  # a key of ATTENTIONS
+    feature_map: str = "relu"  # "relu" or "performer" (linear variants only)
+    n_features: int = 32  # Performer random features per head
+    k_max: int = 4  # modulation f_0 .. f_K (mask degree 2K)
     n_walks: int = 16
     p_halt: float = 0.3
     eval_seed: int = 0
@@ -71,9 +71,17 @@ class TopoViTConfig(MaskedAttentionConfig):
         return self.image_size // self.patch_size
 
     def vit(self) -> TinyViTConfig:
-        return TinyViTConfig(image_size=self.image_size, patch_size=self.patch_size, channels=self.channels,
-                             d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
-                             mlp_ratio=self.mlp_ratio, n_classes=self.n_classes, pool="mean")
+        return TinyViTConfig(
+            image_size=self.image_size,
+            patch_size=self.patch_size,
+            channels=self.channels,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            mlp_ratio=self.mlp_ratio,
+            n_classes=self.n_classes,
+            pool="mean",
+        )
 
 
 class GraphSelfAttention(nn.Module):
@@ -86,7 +94,7 @@ class GraphSelfAttention(nn.Module):
         d = cfg.d_model
         self.q_proj, self.k_proj = nn.Linear(d, d), nn.Linear(d, d)
         self.v_proj, self.out_proj = nn.Linear(d, d), nn.Linear(d, d)
-        f0 = torch.tensor([2.0 ** -k for k in range(cfg.k_max + 1)])
+        f0 = torch.tensor([2.0**-k for k in range(cfg.k_max + 1)])
         self.f_raw = nn.Parameter(torch.log(torch.expm1(f0)))
         gen = torch.Generator().manual_seed(seed)
         self.register_buffer("projection", torch.randn(d // cfg.n_heads, cfg.n_features, generator=gen))
@@ -107,12 +115,15 @@ class GraphSelfAttention(nn.Module):
         if graphs is None and self.graph is None:
             raise ValueError("GraphSelfAttention without a fixed graph needs the batch's graphs")
         if cfg.attention == "exact_mask":
-            return exact_mask(self.graph, f).to(device) if graphs is None \
+            return (
+                exact_mask(self.graph, f).to(device)
+                if graphs is None
                 else exact_masks(graphs, f).unsqueeze(1).to(device)
+            )
         else:
             graph = self.graph if graphs is None else graphs.union
             gen = None if self.training else torch.Generator().manual_seed(cfg.eval_seed)
-            if graphs is not None:          # one pair of walk sets per batch, shared by the layers
+            if graphs is not None:  # one pair of walk sets per batch, shared by the layers
                 key = (cfg.n_walks, cfg.p_halt, cfg.k_max, self.training)
                 if key not in graphs.walks:
                     graphs.walks[key] = [sample_grf(graph, cfg.n_walks, cfg.p_halt, cfg.k_max, gen) for _ in range(2)]
@@ -129,8 +140,13 @@ class GraphSelfAttention(nn.Module):
         def heads(x: Tensor) -> Tensor:
             return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
 
-        out = ATTENTIONS[self.cfg.attention](heads(self.q_proj(h)), heads(self.k_proj(h)), heads(self.v_proj(h)),
-                                             self.mask(h.device, graphs), self.features())
+        out = ATTENTIONS[self.cfg.attention](
+            heads(self.q_proj(h)),
+            heads(self.k_proj(h)),
+            heads(self.v_proj(h)),
+            self.mask(h.device, graphs),
+            self.features(),
+        )
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
 
@@ -141,7 +157,7 @@ class TopoViT(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.vit = TinyViT(cfg.vit(), seed=seed)
-        graph = Graph.from_edge_index(grid_edge_index(cfg.grid, cfg.grid), cfg.grid ** 2)
+        graph = Graph.from_edge_index(grid_edge_index(cfg.grid, cfg.grid), cfg.grid**2)
         for i, block in enumerate(self.vit.blocks):
             attn = GraphSelfAttention(cfg, graph, seed=seed * 1000 + i)
             attn.load_state_dict(block.attn.state_dict(), strict=False)
@@ -153,5 +169,3 @@ class TopoViT(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.vit(x)
-
-

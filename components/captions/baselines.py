@@ -44,7 +44,7 @@ def tfidf_cosine(candidates: Sequence[str], references: Sequence[str]) -> np.nda
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     vectorizer = TfidfVectorizer().fit([*candidates, *references])
-    a, b = vectorizer.transform(candidates), vectorizer.transform(references)   # rows are L2-normalised
+    a, b = vectorizer.transform(candidates), vectorizer.transform(references)  # rows are L2-normalised
     return np.asarray(a.multiply(b).sum(axis=1)).ravel()
 
 
@@ -75,8 +75,9 @@ def set_f1(candidate: set[tuple[str, ...]], reference: set[tuple[str, ...]]) -> 
 def capture_parts(candidate: str, reference: str) -> dict[str, float | None]:
     """F1 of each tuple kind (None when neither caption has one) and their CAPTURE-weighted mean."""
     cand, ref = caption_tuples(candidate), caption_tuples(reference)
-    parts: dict[str, float | None] = {k: (set_f1(cand[k], ref[k]) if cand[k] or ref[k] else None)
-                                      for k in CAPTURE_WEIGHTS}
+    parts: dict[str, float | None] = {
+        k: (set_f1(cand[k], ref[k]) if cand[k] or ref[k] else None) for k in CAPTURE_WEIGHTS
+    }
     present = {k: v for k, v in parts.items() if v is not None}
     weight = sum(CAPTURE_WEIGHTS[k] for k in present)
     parts["capture"] = sum(CAPTURE_WEIGHTS[k] * v for k, v in present.items()) / weight if weight else 0.0
@@ -90,8 +91,9 @@ def capture(candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
 METRICS = {"bleu4": bleu4, "rouge_l": rouge_l, "tfidf_cosine": tfidf_cosine, "capture": capture}
 
 
-def baseline_scores(candidates: Sequence[str], references: Sequence[str],
-                    names: Sequence[str] = BASELINES) -> dict[str, np.ndarray]:
+def baseline_scores(
+    candidates: Sequence[str], references: Sequence[str], names: Sequence[str] = BASELINES
+) -> dict[str, np.ndarray]:
     """Each named baseline's score of every (candidate, reference) pair."""
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates for {len(references)} references")

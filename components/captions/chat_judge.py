@@ -39,8 +39,13 @@ from typing import Any
 from components.captions.dcscore import CaptionItem, JudgeError, OracleId, Unit
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-IMAGE_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".webp": "image/webp",
-               ".gif": "image/gif"}
+IMAGE_TYPES = {
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".png": "image/png",
+    ".webp": "image/webp",
+    ".gif": "image/gif",
+}
 SYSTEM = "You are a careful visual-linguistic annotator. You answer with JSON only."
 
 DECOMPOSE_PROMPT = """Split the image caption below into atomic facts: the smallest statements that each say one \
@@ -124,8 +129,10 @@ def endpoint_problems(base_url: str, model: str) -> list[str]:
     scheme, no model name); checked by :class:`ChatEndpoint` and, before any work, by the run's parameters."""
     problems = []
     if not re.match(r"^https?://[^/\s]", base_url):
-        problems.append("base_url must start with http:// or https:// followed by a host, got "
-                        + (f"{base_url!r}" if len(base_url) <= 80 else f"a text of {len(base_url)} characters"))
+        problems.append(
+            "base_url must start with http:// or https:// followed by a host, got "
+            + (f"{base_url!r}" if len(base_url) <= 80 else f"a text of {len(base_url)} characters")
+        )
     if not model.strip():
         problems.append("model must be a model name")
     return problems
@@ -148,11 +155,18 @@ class ChatEndpoint:
 class ChatClient:
     """``complete(messages, temperature=, n=, max_tokens=) -> (texts, tokens)`` over HTTP (module docstring)."""
 
-    def __init__(self, endpoint: ChatEndpoint, *, max_attempts: int = 6, backoff: tuple[float, float] = (1.0, 60.0),
-                 sleep: Callable[[float], None] = time.sleep, seed: int = 0) -> None:
+    def __init__(
+        self,
+        endpoint: ChatEndpoint,
+        *,
+        max_attempts: int = 6,
+        backoff: tuple[float, float] = (1.0, 60.0),
+        sleep: Callable[[float], None] = time.sleep,
+        seed: int = 0,
+    ) -> None:
         self.endpoint, self.max_attempts, self.backoff, self.sleep = endpoint, max_attempts, backoff, sleep
         self._random = random.Random(seed)
-        self._single = False         # the endpoint refused n > 1: ask one sample per request
+        self._single = False  # the endpoint refused n > 1: ask one sample per request
         self.requests = 0
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -182,19 +196,28 @@ class ChatClient:
                 last = "a body that is not JSON"
             if attempt + 1 < self.max_attempts:
                 low, high = self.backoff
-                self.sleep(min(high, wait) if wait is not None else
-                           max(low, self._random.uniform(0, min(high, low * 2 ** attempt))))
+                self.sleep(
+                    min(high, wait)
+                    if wait is not None
+                    else max(low, self._random.uniform(0, min(high, low * 2**attempt)))
+                )
         raise ChatEndpointError(f"{url} failed {self.max_attempts} times; last: {last}")
 
-    def complete(self, messages: list[dict[str, Any]], *, temperature: float, n: int = 1,
-                 max_tokens: int = 2000) -> tuple[list[str], int]:
+    def complete(
+        self, messages: list[dict[str, Any]], *, temperature: float, n: int = 1, max_tokens: int = 2000
+    ) -> tuple[list[str], int]:
         """``n`` completions of ``messages`` and the tokens they cost (prompt + 3 x completion)."""
         texts: list[str] = []
         tokens = 0
         while len(texts) < n:
             ask = 1 if self._single else n - len(texts)
-            body = {"model": self.endpoint.model, "messages": messages, "temperature": temperature,
-                    "max_tokens": max_tokens, "n": ask}
+            body = {
+                "model": self.endpoint.model,
+                "messages": messages,
+                "temperature": temperature,
+                "max_tokens": max_tokens,
+                "n": ask,
+            }
             try:
                 answer = self._post(body)
             except ChatEndpointError as err:
@@ -205,7 +228,7 @@ class ChatClient:
             choices = answer.get("choices") if isinstance(answer, dict) else None
             if not isinstance(choices, list) or not choices:
                 raise JudgeError("the endpoint answered without choices")
-            for choice in choices[:n - len(texts)]:
+            for choice in choices[: n - len(texts)]:
                 content = (choice.get("message") or {}).get("content") if isinstance(choice, dict) else None
                 if not isinstance(content, str):
                     raise JudgeError("a choice holds no message content")
@@ -226,7 +249,7 @@ def parse_json_list(text: str) -> list[dict[str, Any]]:
     candidates.append(text)
     start, end = text.find("["), text.rfind("]")
     if 0 <= start < end:
-        candidates.append(text[start:end + 1])
+        candidates.append(text[start : end + 1])
     for chunk in candidates:
         chunk = chunk.strip()
         for reader in (json.loads, ast.literal_eval):
@@ -247,7 +270,7 @@ def _key(fact: str) -> str:
 
 def _relevance(value: Any) -> int:
     if value is None:
-        return 1                     # the official worked examples leave it out on some facts
+        return 1  # the official worked examples leave it out on some facts
     if value in (0, 1) or value in ("0", "1"):
         return int(value)
     raise JudgeError(f"relevance must be 0 or 1, got {value!r}")
@@ -279,8 +302,9 @@ def _verification(value: Any) -> int:
     raise JudgeError(f"a verification must be 0 or 1, got {value!r}")
 
 
-def align(units: Sequence[Unit], answer: Sequence[dict[str, Any]], field_name: str,
-          convert: Callable[[Any], Any]) -> list[Any]:
+def align(
+    units: Sequence[Unit], answer: Sequence[dict[str, Any]], field_name: str, convert: Callable[[Any], Any]
+) -> list[Any]:
     """``convert(entry[field_name])`` for every unit, found by its fact text; JudgeError if facts are missing."""
     values: dict[str, Any] = {}
     for entry in answer:
@@ -302,8 +326,14 @@ class ChatJudge:
 
     name = "chat"
 
-    def __init__(self, client: ChatClient, *, images_dir: Path | None = None, max_tokens: int = 2000,
-                 temperatures: tuple[float, float, float] = (1.0, 1.0, 0.3)) -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        images_dir: Path | None = None,
+        max_tokens: int = 2000,
+        temperatures: tuple[float, float, float] = (1.0, 1.0, 0.3),
+    ) -> None:
         self.client, self.images_dir, self.max_tokens = client, images_dir, max_tokens
         self.temperatures = temperatures
 
@@ -312,21 +342,32 @@ class ChatJudge:
         if image is not None:
             mime = IMAGE_TYPES.get(image.suffix.lower(), "image/jpeg")
             data = base64.b64encode(image.read_bytes()).decode("ascii")
-            content = [{"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}", "detail": "high"}},
-                       {"type": "text", "text": prompt}]
+            content = [
+                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}", "detail": "high"}},
+                {"type": "text", "text": prompt},
+            ]
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
 
     def decompose(self, item: CaptionItem) -> tuple[list[Unit], int]:
-        texts, tokens = self.client.complete(self._messages(DECOMPOSE_PROMPT.replace("<<caption>>", item.caption)),
-                                             temperature=self.temperatures[0], n=1, max_tokens=self.max_tokens)
+        texts, tokens = self.client.complete(
+            self._messages(DECOMPOSE_PROMPT.replace("<<caption>>", item.caption)),
+            temperature=self.temperatures[0],
+            n=1,
+            max_tokens=self.max_tokens,
+        )
         units = []
         for entry in parse_json_list(texts[0]):
             fact = entry.get("fact")
             if not isinstance(fact, str) or not fact.strip():
                 raise JudgeError("a decomposed unit has no fact text")
             ident = entry.get("identifier")
-            units.append(Unit(fact.strip(), _relevance(entry.get("relevance")),
-                              ident if isinstance(ident, str) and ident.strip() else None))
+            units.append(
+                Unit(
+                    fact.strip(),
+                    _relevance(entry.get("relevance")),
+                    ident if isinstance(ident, str) and ident.strip() else None,
+                )
+            )
         return units, tokens
 
     @staticmethod
@@ -336,18 +377,22 @@ class ChatJudge:
     def match(self, item: CaptionItem, units: Sequence[Unit], n: int) -> tuple[list[list[OracleId]], int]:
         if not units:
             return [[] for _ in range(n)], 0
-        prompt = (MATCH_PROMPT.replace("<<candidate>>", _facts_block(self._unit_rows(units)))
-                  .replace("<<oracle>>", _facts_block([{"id": i, "fact": f} for i, f in enumerate(item.oracle_facts)])))
-        texts, tokens = self.client.complete(self._messages(prompt), temperature=self.temperatures[1], n=n,
-                                             max_tokens=self.max_tokens)
+        prompt = MATCH_PROMPT.replace("<<candidate>>", _facts_block(self._unit_rows(units))).replace(
+            "<<oracle>>", _facts_block([{"id": i, "fact": f} for i, f in enumerate(item.oracle_facts)])
+        )
+        texts, tokens = self.client.complete(
+            self._messages(prompt), temperature=self.temperatures[1], n=n, max_tokens=self.max_tokens
+        )
         return [align(units, parse_json_list(t), "matched_oracle_id", _oracle_id) for t in texts], tokens
 
     def verify(self, item: CaptionItem, units: Sequence[Unit], n: int) -> tuple[list[list[int]], int]:
         if not units:
             return [[] for _ in range(n)], 0
-        prompt = (VERIFY_PROMPT.replace("<<reference>>", item.oracle_caption)
-                  .replace("<<facts>>", _facts_block(self._unit_rows(units))))
+        prompt = VERIFY_PROMPT.replace("<<reference>>", item.oracle_caption).replace(
+            "<<facts>>", _facts_block(self._unit_rows(units))
+        )
         image = self.images_dir / item.image if self.images_dir is not None else None
-        texts, tokens = self.client.complete(self._messages(prompt, image), temperature=self.temperatures[2], n=n,
-                                             max_tokens=self.max_tokens)
+        texts, tokens = self.client.complete(
+            self._messages(prompt, image), temperature=self.temperatures[2], n=n, max_tokens=self.max_tokens
+        )
         return [align(units, parse_json_list(t), "verification", _verification) for t in texts], tokens

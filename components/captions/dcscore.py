@@ -101,8 +101,13 @@ def f1_score(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
-def _branch(keep: Sequence[int], mapping: Sequence[OracleId], verification: Sequence[int], n_oracle: int,
-            counts: Counter[OracleId]) -> tuple[float, float, float, int]:
+def _branch(
+    keep: Sequence[int],
+    mapping: Sequence[OracleId],
+    verification: Sequence[int],
+    n_oracle: int,
+    counts: Counter[OracleId],
+) -> tuple[float, float, float, int]:
     """(precision, recall, F1, enlarged number of ground-truth facts) over the units at positions ``keep``."""
     verified = [k for k in keep if verification[k] == 1]
     new = sum(1 for k in verified if mapping[k] is None)
@@ -113,30 +118,48 @@ def _branch(keep: Sequence[int], mapping: Sequence[OracleId], verification: Sequ
     return precision, recall, f1_score(precision, recall), total
 
 
-def trial_scores(relevance: Sequence[int], mapping: Sequence[OracleId], verification: Sequence[int],
-                 n_oracle: int, relevant_credit: Literal["relevant", "all"] = "relevant") -> dict[str, float]:
+def trial_scores(
+    relevance: Sequence[int],
+    mapping: Sequence[OracleId],
+    verification: Sequence[int],
+    n_oracle: int,
+    relevant_credit: Literal["relevant", "all"] = "relevant",
+) -> dict[str, float]:
     """Step 4 of the module docstring for one (verification, mapping) pair."""
     if not len(relevance) == len(mapping) == len(verification):
-        raise ValueError(f"units, mapping and verification differ in length: {len(relevance)}, {len(mapping)}, "
-                         f"{len(verification)}")
+        raise ValueError(
+            f"units, mapping and verification differ in length: {len(relevance)}, {len(mapping)}, {len(verification)}"
+        )
     everything = list(range(len(relevance)))
     relevant = [k for k in everything if relevance[k] == 1]
     counts_all = Counter(m for m in mapping if m is not None)
-    counts_rel = counts_all if relevant_credit == "all" else Counter(mapping[k] for k in relevant
-                                                                       if mapping[k] is not None)
+    counts_rel = (
+        counts_all if relevant_credit == "all" else Counter(mapping[k] for k in relevant if mapping[k] is not None)
+    )
     p, r, f, total = _branch(everything, mapping, verification, n_oracle, counts_all)
     pr, rr, fr, total_rel = _branch(relevant, mapping, verification, n_oracle, counts_rel)
-    return {"precision": p, "recall": r, "f1_score": f, "total_atomic_facts": total,
-            "precision_relevant": pr, "recall_relevant": rr, "f1_score_relevant": fr,
-            "total_atomic_facts_relevant": total_rel}
+    return {
+        "precision": p,
+        "recall": r,
+        "f1_score": f,
+        "total_atomic_facts": total,
+        "precision_relevant": pr,
+        "recall_relevant": rr,
+        "f1_score_relevant": fr,
+        "total_atomic_facts_relevant": total_rel,
+    }
 
 
 SCORE_KEYS = ("precision", "recall", "f1_score", "precision_relevant", "recall_relevant", "f1_score_relevant")
 
 
-def combine_trials(relevance: Sequence[int], mappings: Sequence[Sequence[OracleId]],
-                   verifications: Sequence[Sequence[int]], n_oracle: int,
-                   relevant_credit: Literal["relevant", "all"] = "relevant") -> dict[str, Any]:
+def combine_trials(
+    relevance: Sequence[int],
+    mappings: Sequence[Sequence[OracleId]],
+    verifications: Sequence[Sequence[int]],
+    n_oracle: int,
+    relevant_credit: Literal["relevant", "all"] = "relevant",
+) -> dict[str, Any]:
     """Every (verification, mapping) trial and the means of its scores (the official ``scores`` dict)."""
     trials = [trial_scores(relevance, m, v, n_oracle, relevant_credit) for v in verifications for m in mappings]
     return {"trials": trials, **{f"{k}_avg": sum(t[k] for t in trials) / len(trials) for k in SCORE_KEYS}}
@@ -158,15 +181,23 @@ def _unique(units: Sequence[Unit]) -> list[Unit]:
     return out
 
 
-def score_item(judge: Judge, item: CaptionItem, cfg: DCScoreConfig = DCScoreConfig(),
-               on_retry: Callable[[CaptionItem, int, str], None] | None = None) -> dict[str, Any]:
+def score_item(
+    judge: Judge,
+    item: CaptionItem,
+    cfg: DCScoreConfig = DCScoreConfig(),
+    on_retry: Callable[[CaptionItem, int, str], None] | None = None,
+) -> dict[str, Any]:
     """Run steps 1-4 on one caption (retrying a failed attempt up to ``cfg.max_tries`` times) and return its
     record in the official ``<idx>.json`` layout: the candidate's fields, the numbered oracle facts,
     ``valid`` and ``eval_details`` (units, mappings, verifications, trial scores, averages, tokens)."""
-    record: dict[str, Any] = {"image_path": item.image, "caption": item.caption,
-                              "oracle_caption": item.oracle_caption,
-                              "human_annotated_oracle_atomic_facts": [{"id": i, "fact": f, "relevance": 1}
-                                                                      for i, f in enumerate(item.oracle_facts)]}
+    record: dict[str, Any] = {
+        "image_path": item.image,
+        "caption": item.caption,
+        "oracle_caption": item.oracle_caption,
+        "human_annotated_oracle_atomic_facts": [
+            {"id": i, "fact": f, "relevance": 1} for i, f in enumerate(item.oracle_facts)
+        ],
+    }
     error = ""
     for attempt in range(1, cfg.max_tries + 1):
         details: dict[str, Any] = {"consume_token": []}
@@ -185,13 +216,19 @@ def score_item(judge: Judge, item: CaptionItem, cfg: DCScoreConfig = DCScoreConf
             if on_retry is not None:
                 on_retry(item, attempt, error)
             continue
-        details["mappings_with_human"] = [{u.fact: ("None" if m is None else m) for u, m in zip(units, mapping)}
-                                          for mapping in mappings]
-        details["verified_results"] = [[{**{k: v for k, v in u.to_dict().items() if k != "relevance"},
-                                         "verification": v} for u, v in zip(units, verification)]
-                                       for verification in verifications]
-        scores = combine_trials([u.relevance for u in units], mappings, verifications, len(item.oracle_facts),
-                                cfg.relevant_credit)
+        details["mappings_with_human"] = [
+            {u.fact: ("None" if m is None else m) for u, m in zip(units, mapping)} for mapping in mappings
+        ]
+        details["verified_results"] = [
+            [
+                {**{k: v for k, v in u.to_dict().items() if k != "relevance"}, "verification": v}
+                for u, v in zip(units, verification)
+            ]
+            for verification in verifications
+        ]
+        scores = combine_trials(
+            [u.relevance for u in units], mappings, verifications, len(item.oracle_facts), cfg.relevant_credit
+        )
         details["scores"] = scores
         details |= {k: scores[f"{k}_avg"] for k in SCORE_KEYS}
         details["tries"] = attempt
@@ -199,8 +236,9 @@ def score_item(judge: Judge, item: CaptionItem, cfg: DCScoreConfig = DCScoreConf
     return record | {"eval_details": {"error": error, "tries": cfg.max_tries}, "valid": False}
 
 
-def _check_shapes(units: Sequence[Unit], mappings: Sequence[Sequence[OracleId]],
-                  verifications: Sequence[Sequence[int]], n_oracle: int) -> None:
+def _check_shapes(
+    units: Sequence[Unit], mappings: Sequence[Sequence[OracleId]], verifications: Sequence[Sequence[int]], n_oracle: int
+) -> None:
     if not mappings or not verifications:
         raise JudgeError("the judge returned no mapping or no verification sample")
     for m in mappings:
@@ -214,8 +252,9 @@ def _check_shapes(units: Sequence[Unit], mappings: Sequence[Sequence[OracleId]],
             raise JudgeError(f"a verification sample is not one 0/1 per unit ({len(v)} values for {len(units)})")
 
 
-def score_items(judge: Judge, items: Sequence[CaptionItem], cfg: DCScoreConfig = DCScoreConfig(),
-                workers: int = 1) -> list[dict[str, Any]]:
+def score_items(
+    judge: Judge, items: Sequence[CaptionItem], cfg: DCScoreConfig = DCScoreConfig(), workers: int = 1
+) -> list[dict[str, Any]]:
     """`score_item` of every item, in order; ``workers`` > 1 scores that many captions at a time (threads: for
     a judge behind a network endpoint, as the official evaluation runs 5 shards in parallel)."""
     if workers <= 1:
@@ -229,9 +268,13 @@ def score_items(judge: Judge, items: Sequence[CaptionItem], cfg: DCScoreConfig =
 def record_row(record: dict[str, Any]) -> dict[str, Any]:
     """A caption's record as one table row: valid, tries, its score (F1 + F1_rel) / 2, the six terms and tokens."""
     details = record["eval_details"]
-    return {"valid": record["valid"], "tries": details["tries"],
-            "dcscore": caption_score(details) if record["valid"] else None,
-            **{k: details.get(k) for k in SCORE_KEYS}, "tokens": sum(details.get("consume_token", []))}
+    return {
+        "valid": record["valid"],
+        "tries": details["tries"],
+        "dcscore": caption_score(details) if record["valid"] else None,
+        **{k: details.get(k) for k in SCORE_KEYS},
+        "tokens": sum(details.get("consume_token", [])),
+    }
 
 
 def dcscore(records: Sequence[dict[str, Any]]) -> tuple[float, int, int]:

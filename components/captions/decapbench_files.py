@@ -75,15 +75,21 @@ def read_oracle_file(path: str | Path) -> list[OracleRow]:
             raise DecapbenchFormatError(path, f"line {number} has no field 'oracle_facts'")
         facts = record["oracle_facts"]
         if not isinstance(facts, list) or not facts:
-            raise DecapbenchFormatError(path, f"line {number} field 'oracle_facts' holds {quote_value(facts)}; "
-                                        "expected a non-empty list of strings")
+            raise DecapbenchFormatError(
+                path,
+                f"line {number} field 'oracle_facts' holds {quote_value(facts)}; expected a non-empty list of strings",
+            )
         for i, fact in enumerate(facts):
             if not isinstance(fact, str) or not fact.strip():
-                raise DecapbenchFormatError(path, f"line {number} field 'oracle_facts' item {i} holds "
-                                            f"{quote_value(fact)}; expected a non-empty string")
+                raise DecapbenchFormatError(
+                    path,
+                    f"line {number} field 'oracle_facts' item {i} holds "
+                    f"{quote_value(fact)}; expected a non-empty string",
+                )
         if name in seen:
-            raise DecapbenchFormatError(path, f"line {number} field 'image_name' repeats the image of line "
-                                        f"{seen[name]}")
+            raise DecapbenchFormatError(
+                path, f"line {number} field 'image_name' repeats the image of line {seen[name]}"
+            )
         seen[name] = number
         rows.append(OracleRow(number, name, caption, tuple(facts)))
     return rows
@@ -96,25 +102,36 @@ def read_candidate_file(path: str | Path) -> list[CandidateRow]:
     for number, record in _lines(path):
         values = {f: _string(path, number, record, f, non_empty=f == "image_path") for f in CANDIDATE_FIELDS}
         score = record.get("human_score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
-                                  or not math.isfinite(score)):
-            raise DecapbenchFormatError(path, f"line {number} field 'human_score' holds {quote_value(score)}; "
-                                        "expected a finite number")
-        rows.append(CandidateRow(number, values["image_path"], values["caption"], values["oracle_caption"],
-                                 None if score is None else float(score)))
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
+        ):
+            raise DecapbenchFormatError(
+                path, f"line {number} field 'human_score' holds {quote_value(score)}; expected a finite number"
+            )
+        rows.append(
+            CandidateRow(
+                number,
+                values["image_path"],
+                values["caption"],
+                values["oracle_caption"],
+                None if score is None else float(score),
+            )
+        )
     return rows
 
 
-def join_candidates(candidates: list[CandidateRow], oracle: list[OracleRow], candidates_path: str | Path
-                    ) -> list[tuple[CandidateRow, OracleRow]]:
+def join_candidates(
+    candidates: list[CandidateRow], oracle: list[OracleRow], candidates_path: str | Path
+) -> list[tuple[CandidateRow, OracleRow]]:
     """Each candidate with its oracle row (matched by image name); a candidate of an unknown image is an error
     naming its line."""
     by_name = {r.image_name: r for r in oracle}
     out = []
     for row in candidates:
         if row.image_path not in by_name:
-            raise DecapbenchFormatError(candidates_path, f"line {row.line} field 'image_path' names an image that "
-                                        "the oracle file does not hold")
+            raise DecapbenchFormatError(
+                candidates_path, f"line {row.line} field 'image_path' names an image that the oracle file does not hold"
+            )
         out.append((row, by_name[row.image_path]))
     return out
 
@@ -139,24 +156,41 @@ def check_candidate_file(path: str | Path) -> int:
     return _check(read_candidate_file, path)
 
 
-def read_benchmark(oracle_path: str | Path, candidates_path: str | Path
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def read_benchmark(
+    oracle_path: str | Path, candidates_path: str | Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The oracle rows and the candidate rows (joined to their oracle row, with ``seed`` None, ``words`` and
     ``human_score``), as the pipeline writes them; raises :class:`DecapbenchFormatError`."""
     oracle = read_oracle_file(oracle_path)
     pairs = join_candidates(read_candidate_file(candidates_path), oracle, candidates_path)
-    return ([{"image_name": o.image_name, "oracle_caption": o.oracle_caption, "oracle_facts": list(o.oracle_facts)}
-             for o in oracle],
-            [{"image_path": r.image_path, "caption": r.caption, "oracle_caption": r.oracle_caption,
-              "human_score": r.human_score, "seed": None, "words": len(r.caption.split()), "line": r.line}
-             for r, _ in pairs])
+    return (
+        [
+            {"image_name": o.image_name, "oracle_caption": o.oracle_caption, "oracle_facts": list(o.oracle_facts)}
+            for o in oracle
+        ],
+        [
+            {
+                "image_path": r.image_path,
+                "caption": r.caption,
+                "oracle_caption": r.oracle_caption,
+                "human_score": r.human_score,
+                "seed": None,
+                "words": len(r.caption.split()),
+                "line": r.line,
+            }
+            for r, _ in pairs
+        ],
+    )
 
 
 def benchmark_summary(oracle: list[dict[str, Any]], candidates: list[dict[str, Any]]) -> dict[str, float]:
     """Counts and means of a written benchmark (the synthetic world's truth columns when present)."""
-    summary = {"images": float(len(oracle)), "captions": float(len(candidates)),
-               "oracle_facts_mean": sum(len(o["oracle_facts"]) for o in oracle) / max(1, len(oracle)),
-               "words_mean": sum(r["words"] for r in candidates) / max(1, len(candidates))}
+    summary = {
+        "images": float(len(oracle)),
+        "captions": float(len(candidates)),
+        "oracle_facts_mean": sum(len(o["oracle_facts"]) for o in oracle) / max(1, len(oracle)),
+        "words_mean": sum(r["words"] for r in candidates) / max(1, len(candidates)),
+    }
     for key in ("precision_true", "coverage_true"):
         if candidates and key in candidates[0]:
             summary[f"{key}_mean"] = sum(r[key] for r in candidates) / len(candidates)
@@ -168,8 +202,13 @@ def missing_images(candidates: list[dict[str, Any]], folder: Path) -> list[int]:
     return [r["line"] for r in candidates if not (folder / r["image_path"]).is_file()]
 
 
-IMAGE_SIGNATURES = {".jpg": (b"\xff\xd8\xff",), ".jpeg": (b"\xff\xd8\xff",), ".png": (b"\x89PNG\r\n\x1a\n",),
-                    ".gif": (b"GIF87a", b"GIF89a"), ".webp": (b"RIFF",)}
+IMAGE_SIGNATURES = {
+    ".jpg": (b"\xff\xd8\xff",),
+    ".jpeg": (b"\xff\xd8\xff",),
+    ".png": (b"\x89PNG\r\n\x1a\n",),
+    ".gif": (b"GIF87a", b"GIF89a"),
+    ".webp": (b"RIFF",),
+}
 
 
 def check_image_folder(folder: str | Path) -> int:
@@ -179,12 +218,14 @@ def check_image_folder(folder: str | Path) -> int:
     folder = Path(folder)
     images = sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SIGNATURES)
     if not images:
-        raise ValueError(f"holds no image file (expected names such as aar_test_04746.jpg, suffixes "
-                         f"{', '.join(IMAGE_SIGNATURES)})")
+        raise ValueError(
+            f"holds no image file (expected names such as aar_test_04746.jpg, suffixes {', '.join(IMAGE_SIGNATURES)})"
+        )
     for image in images:
         with image.open("rb") as handle:
             head = handle.read(12)
         if not head.startswith(IMAGE_SIGNATURES[image.suffix.lower()]) or (
-                image.suffix.lower() == ".webp" and head[8:12] != b"WEBP"):
+            image.suffix.lower() == ".webp" and head[8:12] != b"WEBP"
+        ):
             raise ValueError(f"{image.name} does not start like a {image.suffix.lower().lstrip('.')} image")
     return len(images)

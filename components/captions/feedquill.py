@@ -52,8 +52,27 @@ from components.preference import ObjectiveConfig, PreferenceBatch, objective_lo
 from components.training import TrainConfig, TrainResult, fit
 
 SEPARATOR = "describe"
-_CAPTION_WORDS = ("there", "is", "a", "an", "the", "at", "in", "on", "to", "of", "left", "right", "top", "bottom",
-                  "centre", "above", "and", ".", ",")
+_CAPTION_WORDS = (
+    "there",
+    "is",
+    "a",
+    "an",
+    "the",
+    "at",
+    "in",
+    "on",
+    "to",
+    "of",
+    "left",
+    "right",
+    "top",
+    "bottom",
+    "centre",
+    "above",
+    "and",
+    ".",
+    ",",
+)
 
 
 def caption_vocabulary() -> list[str]:
@@ -63,12 +82,13 @@ def caption_vocabulary() -> list[str]:
     return list(dict.fromkeys(words))
 
 
-def split_scenes(counts: tuple[int, int, int], seed: int, min_objects: int, max_objects: int, prefix: str
-                 ) -> tuple[list[Scene], list[Scene], list[Scene]]:
+def split_scenes(
+    counts: tuple[int, int, int], seed: int, min_objects: int, max_objects: int, prefix: str
+) -> tuple[list[Scene], list[Scene], list[Scene]]:
     """(SFT, preference, evaluation) scenes: disjoint draws of one seeded scene stream."""
     n_train, n_pref, n_eval = counts
     drawn = make_scenes(n_train + n_pref + n_eval, seed, min_objects, max_objects, prefix=prefix)
-    return drawn[:n_train], drawn[n_train:n_train + n_pref], drawn[n_train + n_pref:]
+    return drawn[:n_train], drawn[n_train : n_train + n_pref], drawn[n_train + n_pref :]
 
 
 def prompt_of(scene: Scene) -> str:
@@ -89,20 +109,29 @@ class CaptionerConfig:
 
 
 def build_captioner(cfg: CaptionerConfig, seed: int) -> LocalLM:
-    return word_lm(caption_vocabulary(), layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, seed=seed,
-                   max_positions=cfg.max_positions, name="captioner")
+    return word_lm(
+        caption_vocabulary(),
+        layers=cfg.layers,
+        hidden=cfg.hidden,
+        heads=cfg.heads,
+        seed=seed,
+        max_positions=cfg.max_positions,
+        name="captioner",
+    )
 
 
-TIED = "lm_head.weight"     # the output layer shares the input embedding's tensor
+TIED = "lm_head.weight"  # the output layer shares the input embedding's tensor
 
 
-def save_captioner(lm: LocalLM, cfg: CaptionerConfig, path: str | Path, metadata: dict[str, str] | None = None
-                   ) -> Path:
+def save_captioner(lm: LocalLM, cfg: CaptionerConfig, path: str | Path, metadata: dict[str, str] | None = None) -> Path:
     """The captioner's weights as safetensors, the tied output layer once (as the embedding); the metadata say
     how to rebuild it: ``load_captioner(path, CaptionerConfig(**model.config), seed)``."""
     state = {k: v for k, v in lm.model.state_dict().items() if k != TIED}
-    meta = {"model.class": "components.captions.feedquill:load_captioner",
-            "model.config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), **(metadata or {})}
+    meta = {
+        "model.class": "components.captions.feedquill:load_captioner",
+        "model.config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+        **(metadata or {}),
+    }
     return save_tensors(state, path, meta)
 
 
@@ -110,8 +139,10 @@ def load_captioner(path: str | Path, cfg: CaptionerConfig, seed: int) -> LocalLM
     lm = build_captioner(cfg, seed)
     result = lm.model.load_state_dict(load_tensors(path), strict=False)
     if result.unexpected_keys or set(result.missing_keys) - {TIED}:
-        raise ValueError(f"{path}: not a captioner of this configuration (missing {result.missing_keys}, "
-                         f"unexpected {result.unexpected_keys})")
+        raise ValueError(
+            f"{path}: not a captioner of this configuration (missing {result.missing_keys}, "
+            f"unexpected {result.unexpected_keys})"
+        )
     return lm
 
 
@@ -126,7 +157,7 @@ class SupervisionConfig:
     coverage: tuple[float, float] = (0.7, 1.0)
     hallucination: tuple[float, float] = (0.0, 0.3)
     max_fillers: int = 1
-    ordered: bool = True          # objects introduced in reading order, as the scene words list them
+    ordered: bool = True  # objects introduced in reading order, as the scene words list them
 
 
 def supervision(scenes: Sequence[Scene], cfg: SupervisionConfig, seed: int) -> tuple[list[str], list[str]]:
@@ -135,9 +166,12 @@ def supervision(scenes: Sequence[Scene], cfg: SupervisionConfig, seed: int) -> t
     prompts, targets = [], []
     for scene in scenes:
         for _ in range(cfg.per_scene):
-            spec = CaptionSpec(coverage=float(rng.uniform(*cfg.coverage)),
-                               hallucination=float(rng.uniform(*cfg.hallucination)),
-                               fillers=int(rng.integers(cfg.max_fillers + 1)), ordered=cfg.ordered)
+            spec = CaptionSpec(
+                coverage=float(rng.uniform(*cfg.coverage)),
+                hallucination=float(rng.uniform(*cfg.hallucination)),
+                fillers=int(rng.integers(cfg.max_fillers + 1)),
+                ordered=cfg.ordered,
+            )
             prompts.append(prompt_of(scene))
             targets.append(target_of(simulate_caption(scene, spec, rng).caption))
     return prompts, targets
@@ -148,8 +182,14 @@ def nll_loss(model: nn.Module, batch: tuple[Any, ...]) -> tuple[torch.Tensor, di
     return objective_loss("idk", PreferenceBatch(chosen=sequence_scores(model, batch[0])))
 
 
-def train_sft(lm: LocalLM, prompts: Sequence[str], targets: Sequence[str], cfg: TrainConfig, batch_size: int,
-              callback: Callable[[int, dict[str, float]], None] | None = None) -> TrainResult:
+def train_sft(
+    lm: LocalLM,
+    prompts: Sequence[str],
+    targets: Sequence[str],
+    cfg: TrainConfig,
+    batch_size: int,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+) -> TrainResult:
     tokens = lm.tokenize_pairs(list(prompts), list(targets), append_eos=True)
     return fit(lm.model, nll_loss, pair_batches(tokens, size=batch_size), cfg, callback=callback)
 
@@ -157,14 +197,23 @@ def train_sft(lm: LocalLM, prompts: Sequence[str], targets: Sequence[str], cfg: 
 # --------------------------------------------------------------------------------------------------
 # 3.-4. sampling and judge feedback
 # --------------------------------------------------------------------------------------------------
-def sample_captions(lm: LocalLM, scenes: Sequence[Scene], k: int, *, temperature: float, max_new_tokens: int,
-                    seed: int, batch_size: int = 64) -> list[list[str]]:
+def sample_captions(
+    lm: LocalLM,
+    scenes: Sequence[Scene],
+    k: int,
+    *,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+    batch_size: int = 64,
+) -> list[list[str]]:
     """``k`` captions per scene (sampled with ``seed``; prompt i's draws depend only on (seed, i))."""
     prompts = [prompt_of(s) for s in scenes for _ in range(k)]
     lm.model.eval()
-    texts = lm.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                        batch_size=batch_size)
-    return [[t.strip() for t in texts[i * k:(i + 1) * k]] for i in range(len(scenes))]
+    texts = lm.generate(
+        prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, batch_size=batch_size
+    )
+    return [[t.strip() for t in texts[i * k : (i + 1) * k]] for i in range(len(scenes))]
 
 
 def reward(details: dict[str, Any], recall_bonus: float) -> float:
@@ -185,12 +234,20 @@ class Pair:
     def to_row(self, scenes: Sequence[Scene], **labels: Any) -> dict[str, Any]:
         """The pair as a table row, with its scene's name and the captioner's prompt."""
         scene = scenes[self.scene]
-        return {**labels, "scene": scene.name, "prompt": prompt_of(scene), "chosen": self.chosen,
-                "rejected": self.rejected, "reward_chosen": self.reward_chosen, "reward_rejected": self.reward_rejected}
+        return {
+            **labels,
+            "scene": scene.name,
+            "prompt": prompt_of(scene),
+            "chosen": self.chosen,
+            "rejected": self.rejected,
+            "reward_chosen": self.reward_chosen,
+            "reward_rejected": self.reward_rejected,
+        }
 
 
-def judge_samples(judge: Judge, scenes: Sequence[Scene], samples: Sequence[Sequence[str]], cfg: DCScoreConfig,
-                  recall_bonus: float) -> list[list[float]]:
+def judge_samples(
+    judge: Judge, scenes: Sequence[Scene], samples: Sequence[Sequence[str]], cfg: DCScoreConfig, recall_bonus: float
+) -> list[list[float]]:
     """The reward of every sample (item indices: scene i, sample j -> i * k + j)."""
     k = len(samples[0]) if samples else 0
     rewards = []
@@ -201,8 +258,7 @@ def judge_samples(judge: Judge, scenes: Sequence[Scene], samples: Sequence[Seque
     return rewards
 
 
-def preference_pairs(samples: Sequence[Sequence[str]], rewards: Sequence[Sequence[float]], margin: float
-                     ) -> list[Pair]:
+def preference_pairs(samples: Sequence[Sequence[str]], rewards: Sequence[Sequence[float]], margin: float) -> list[Pair]:
     """Per scene, (best, worst) sample when their rewards differ by >= margin (ties: the first sample)."""
     pairs = []
     for i, (texts, values) in enumerate(zip(samples, rewards)):
@@ -215,9 +271,18 @@ def preference_pairs(samples: Sequence[Sequence[str]], rewards: Sequence[Sequenc
 # --------------------------------------------------------------------------------------------------
 # 5. DPO against the frozen SFT model
 # --------------------------------------------------------------------------------------------------
-def train_dpo(policy: LocalLM, reference: nn.Module, prompts: Sequence[str], chosen: Sequence[str],
-              rejected: Sequence[str], cfg: TrainConfig, *, beta: float, batch_size: int,
-              callback: Callable[[int, dict[str, float]], None] | None = None) -> TrainResult:
+def train_dpo(
+    policy: LocalLM,
+    reference: nn.Module,
+    prompts: Sequence[str],
+    chosen: Sequence[str],
+    rejected: Sequence[str],
+    cfg: TrainConfig,
+    *,
+    beta: float,
+    batch_size: int,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+) -> TrainResult:
     """DPO of ``policy`` in place on (prompt, chosen, rejected) triples; the reference's scores of both
     answers are computed once before training."""
     tokens_c = policy.tokenize_pairs(list(prompts), [target_of(c) for c in chosen], append_eos=True)
@@ -227,16 +292,22 @@ def train_dpo(policy: LocalLM, reference: nn.Module, prompts: Sequence[str], cho
 
     def loss_fn(model: nn.Module, batch: tuple[Any, ...]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         rows_c, rows_r, rc, rr = batch
-        scores = PreferenceBatch(chosen=sequence_scores(model, rows_c), rejected=sequence_scores(model, rows_r),
-                                 ref_chosen=rc, ref_rejected=rr)
+        scores = PreferenceBatch(
+            chosen=sequence_scores(model, rows_c),
+            rejected=sequence_scores(model, rows_r),
+            ref_chosen=rc,
+            ref_rejected=rr,
+        )
         return objective_loss("dpo", scores, objective)
 
-    return fit(policy.model, loss_fn, pair_batches(tokens_c, tokens_r, ref_c, ref_r, size=batch_size), cfg,
-               callback=callback)
+    return fit(
+        policy.model, loss_fn, pair_batches(tokens_c, tokens_r, ref_c, ref_r, size=batch_size), cfg, callback=callback
+    )
 
 
 def policy_and_reference(sft: LocalLM) -> tuple[LocalLM, nn.Module]:
     """A trainable copy of the SFT captioner (the DPO policy) and a frozen copy (the reference)."""
-    policy = LocalLM(name=sft.name, model=copy.deepcopy(sft.model), tokenizer=sft.tokenizer, device=sft.device,
-                     seed=sft.seed)
+    policy = LocalLM(
+        name=sft.name, model=copy.deepcopy(sft.model), tokenizer=sft.tokenizer, device=sft.device, seed=sft.seed
+    )
     return policy, frozen_copy(sft.model)

@@ -44,17 +44,85 @@ from components.captions.world import (
 )
 
 TYPO_CUTOFF = 0.8
-_VERB_WORDS = ("sits", "stands", "rests", "appears", "lies", "is", "visible", "can", "be", "seen", "placed",
-               "located", "shown", "looks")
-_OPENERS = ("there is", "there s", "we see", "we can see", "one can see", "you can see", "i see",
-            "the image shows", "the picture shows", "visible is")
+_VERB_WORDS = (
+    "sits",
+    "stands",
+    "rests",
+    "appears",
+    "lies",
+    "is",
+    "visible",
+    "can",
+    "be",
+    "seen",
+    "placed",
+    "located",
+    "shown",
+    "looks",
+)
+_OPENERS = (
+    "there is",
+    "there s",
+    "we see",
+    "we can see",
+    "one can see",
+    "you can see",
+    "i see",
+    "the image shows",
+    "the picture shows",
+    "visible is",
+)
 _POSITION_WORDS = {w for words in (*VERTICAL.values(), *HORIZONTAL.values()) for w in words}
-_FUNCTION_WORDS = {"a", "an", "one", "the", "and", "at", "in", "on", "near", "of", "to", "side", "corner", "edge",
-                   "area", "part", "image", "picture", "scene", "frame", "there", "s", "we", "i", "you", "see",
-                   "shows", "than", "left", "right", "above", "over", "higher", "below", "under", "beneath",
-                   "lower", "is"}
-KNOWN_WORDS = frozenset({*CANONICAL, *_VERB_WORDS, *_POSITION_WORDS, *_FUNCTION_WORDS, *INFERENCE_CUES,
-                         *(w for filler in FILLERS for w in re.findall(r"[a-z]+", filler.lower()))})
+_FUNCTION_WORDS = {
+    "a",
+    "an",
+    "one",
+    "the",
+    "and",
+    "at",
+    "in",
+    "on",
+    "near",
+    "of",
+    "to",
+    "side",
+    "corner",
+    "edge",
+    "area",
+    "part",
+    "image",
+    "picture",
+    "scene",
+    "frame",
+    "there",
+    "s",
+    "we",
+    "i",
+    "you",
+    "see",
+    "shows",
+    "than",
+    "left",
+    "right",
+    "above",
+    "over",
+    "higher",
+    "below",
+    "under",
+    "beneath",
+    "lower",
+    "is",
+}
+KNOWN_WORDS = frozenset(
+    {
+        *CANONICAL,
+        *_VERB_WORDS,
+        *_POSITION_WORDS,
+        *_FUNCTION_WORDS,
+        *INFERENCE_CUES,
+        *(w for filler in FILLERS for w in re.findall(r"[a-z]+", filler.lower())),
+    }
+)
 _KNOWN_LIST = sorted(KNOWN_WORDS)
 
 _CAT = "|".join(CATEGORIES)
@@ -62,8 +130,10 @@ _ADJ = "|".join((*COLOURS, *SIZES))
 _VERB = "|".join(_VERB_WORDS)
 _ADJS = rf"(?:(?:{_ADJ}) (?:and )?)*"
 _CLAUSE = rf"(?:@pos=(?P<pos>\S+)|@rel=(?P<rel>\S+) the (?:{_ADJS})(?P<obj>{_CAT}))"
-INTRO = re.compile(rf"^(?:(?:{'|'.join(_OPENERS)}) )?(?:a|an|one) (?P<adj>{_ADJS})(?P<cat>{_CAT})"
-                   rf"(?: (?:(?:{_VERB}) )*{_CLAUSE})?(?: (?:{_VERB}))*$")
+INTRO = re.compile(
+    rf"^(?:(?:{'|'.join(_OPENERS)}) )?(?:a|an|one) (?P<adj>{_ADJS})(?P<cat>{_CAT})"
+    rf"(?: (?:(?:{_VERB}) )*{_CLAUSE})?(?: (?:{_VERB}))*$"
+)
 DESCRIPTION = re.compile(rf"^the (?P<adj>{_ADJS})(?P<cat>{_CAT}) (?P<rest>.+)$")
 PRED_ADJS = re.compile(rf"^(?:(?:{_VERB}) )*(?P<adj>(?:(?:{_ADJ}) ?)+)$")
 PRED_CLAUSE = re.compile(rf"^(?:(?:{_VERB}) )*{_CLAUSE}$")
@@ -79,8 +149,10 @@ def _phrase_pattern(phrases: tuple[str, ...]) -> str:
 _RELATIONS = [(re.compile(rf"\b(?:{_phrase_pattern(RELATION_SURFACES[k])})\b"), f"@rel={k}") for k in RELATION_SURFACES]
 _RELATIONS += [(re.compile(rf"\b(?:{_phrase_pattern(INVERSE_SURFACES[k])})\b"), f"@rel={k}~") for k in INVERSE_SURFACES]
 _POS_WORD = "|".join(sorted(_POSITION_WORDS))
-_POSITION = re.compile(rf"\b(?:at|in|on|near) the (?P<words>(?:{_POS_WORD})(?: (?:{_POS_WORD}))?)"
-                       rf"(?: (?:corner|side|edge|area|part))?(?: of the (?:image|picture|scene|frame))?\b")
+_POSITION = re.compile(
+    rf"\b(?:at|in|on|near) the (?P<words>(?:{_POS_WORD})(?: (?:{_POS_WORD}))?)"
+    rf"(?: (?:corner|side|edge|area|part))?(?: of the (?:image|picture|scene|frame))?\b"
+)
 _V = {w: v for v, words in VERTICAL.items() for w in words}
 _H = {w: h for h, words in HORIZONTAL.items() for w in words if h != "centre"}
 
@@ -145,7 +217,7 @@ def _clause(category: str, match: re.Match[str]) -> list[Fact]:
     if match.group("pos"):
         return [Fact("position", category, match.group("pos").replace("_", " "))]
     relation, other = match.group("rel"), match.group("obj")
-    if relation.endswith("~"):          # right of / below: the other object is the relation's subject
+    if relation.endswith("~"):  # right of / below: the other object is the relation's subject
         return [Fact(relation[:-1], other, category)]
     return [Fact(relation, category, other)]
 

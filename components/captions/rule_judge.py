@@ -88,8 +88,11 @@ class RuleJudge:
         out: list[OracleId] = []
         for unit in units:
             fact = unit_fact(unit.fact)
-            out.append(index.get(fact) if fact is not None
-                       else fuzzy_match(unit.fact, item.oracle_facts, self.cfg.fuzzy_cutoff))
+            out.append(
+                index.get(fact)
+                if fact is not None
+                else fuzzy_match(unit.fact, item.oracle_facts, self.cfg.fuzzy_cutoff)
+            )
         return out
 
     def exact_verification(self, item: CaptionItem, units: Sequence[Unit]) -> list[int]:

@@ -55,12 +55,13 @@ class CaptionSpec:
     paraphrase: float = 0.0
     typo_rate: float = 0.0
     extra_rate: float = 0.0
-    ordered: bool = False          # objects (and relations) in reading order instead of a random order
+    ordered: bool = False  # objects (and relations) in reading order instead of a random order
 
     def __post_init__(self) -> None:
         if not 0 <= self.coverage <= 1 or not 0 <= self.hallucination < 1:
-            raise ValueError(f"coverage must be in [0, 1] and hallucination in [0, 1), got {self.coverage}, "
-                             f"{self.hallucination}")
+            raise ValueError(
+                f"coverage must be in [0, 1] and hallucination in [0, 1), got {self.coverage}, {self.hallucination}"
+            )
         for name in ("paraphrase", "typo_rate", "extra_rate"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
@@ -74,8 +75,8 @@ class SimulatedCaption:
 
     scene: str
     caption: str
-    true_facts: tuple[Fact, ...]        # oracle facts stated
-    extra_facts: tuple[Fact, ...]       # true details the oracle does not list
+    true_facts: tuple[Fact, ...]  # oracle facts stated
+    extra_facts: tuple[Fact, ...]  # true details the oracle does not list
     false_facts: tuple[Fact, ...]
     fillers: int
     n_oracle: int
@@ -100,11 +101,20 @@ class SimulatedCaption:
         return len(self.caption.split())
 
     def to_row(self) -> dict[str, object]:
-        return {"scene": self.scene, "caption": self.caption, "n_oracle": self.n_oracle,
-                "n_true": len(self.true_facts), "n_extra": len(self.extra_facts), "n_false": len(self.false_facts),
-                "fillers": self.fillers, "precision_true": self.precision, "coverage_true": self.coverage,
-                "f1_true": self.true_f1, "words": self.words,
-                **{f"spec_{k}": v for k, v in asdict(self.spec).items()}}
+        return {
+            "scene": self.scene,
+            "caption": self.caption,
+            "n_oracle": self.n_oracle,
+            "n_true": len(self.true_facts),
+            "n_extra": len(self.extra_facts),
+            "n_false": len(self.false_facts),
+            "fillers": self.fillers,
+            "precision_true": self.precision,
+            "coverage_true": self.coverage,
+            "f1_true": self.true_f1,
+            "words": self.words,
+            **{f"spec_{k}": v for k, v in asdict(self.spec).items()},
+        }
 
 
 def f1(precision: float, recall: float) -> float:
@@ -136,8 +146,9 @@ def choose_true_facts(scene: Scene, coverage: float, rng: np.random.Generator) -
     return list(chosen)
 
 
-def extra_facts(scene: Scene, mentioned: Sequence[str], stated: set[Fact], rate: float,
-                rng: np.random.Generator) -> list[Fact]:
+def extra_facts(
+    scene: Scene, mentioned: Sequence[str], stated: set[Fact], rate: float, rng: np.random.Generator
+) -> list[Fact]:
     """True relations between mentioned objects that the oracle does not list, each with probability ``rate``."""
     oracle = set(oracle_facts(scene))
     out = []
@@ -150,8 +161,7 @@ def extra_facts(scene: Scene, mentioned: Sequence[str], stated: set[Fact], rate:
     return out
 
 
-def false_facts(scene: Scene, mentioned: list[str], stated: set[Fact], n: int, rng: np.random.Generator
-                ) -> list[Fact]:
+def false_facts(scene: Scene, mentioned: list[str], stated: set[Fact], n: int, rng: np.random.Generator) -> list[Fact]:
     """``n`` false facts (fewer if none is left): wrong attributes of mentioned objects (half of the draws),
     phantom objects and false relations (a quarter each). A phantom, once introduced, counts as mentioned."""
     out: list[Fact] = []
@@ -174,8 +184,7 @@ def false_facts(scene: Scene, mentioned: list[str], stated: set[Fact], n: int, r
             attribute = ATTRIBUTES[int(rng.integers(len(ATTRIBUTES)))]
             if (attribute, subject) in said:
                 continue
-            values = [v for v in ATTRIBUTE_VALUES[attribute]
-                      if not scene.holds(Fact(attribute, subject, v))]
+            values = [v for v in ATTRIBUTE_VALUES[attribute] if not scene.holds(Fact(attribute, subject, v))]
             said.add((attribute, subject))
             out.append(Fact(attribute, subject, values[int(rng.integers(len(values)))]))
         elif kind == "relation" and len(objects) >= 2:
@@ -203,7 +212,9 @@ def _position(position: str, rng: np.random.Generator, p: float) -> str:
     if position == "centre":
         return ["in the middle", "in the center", "at the centre of the image"][int(rng.integers(3))]
     if vertical is None:
-        return [f"on the {horizontal} side", f"at the {horizontal} edge", f"near the {horizontal}"][int(rng.integers(3))]
+        return [f"on the {horizontal} side", f"at the {horizontal} edge", f"near the {horizontal}"][
+            int(rng.integers(3))
+        ]
     v = VERTICAL[vertical][int(rng.integers(len(VERTICAL[vertical])))]
     if horizontal is None:
         return [f"at the {v}", f"near the {v} edge", f"at the {v} part of the picture"][int(rng.integers(3))]
@@ -218,8 +229,8 @@ def _typos(text: str, rate: float, rng: np.random.Generator) -> str:
         core = word.rstrip(".,")
         if len(core) >= 5 and core.isalpha() and rng.random() < rate:
             j = int(rng.integers(1, len(core) - 2))
-            core = core[:j] + core[j + 1:] if rng.random() < 0.5 else core[:j] + core[j + 1] + core[j] + core[j + 2:]
-            words[i] = core + word[len(word.rstrip(".,")):]
+            core = core[:j] + core[j + 1 :] if rng.random() < 0.5 else core[:j] + core[j + 1] + core[j] + core[j + 2 :]
+            words[i] = core + word[len(word.rstrip(".,")) :]
     return " ".join(words)
 
 
@@ -229,14 +240,17 @@ def _object_sentences(category: str, attributes: dict[str, str], rng: np.random.
     np_text = f"{adjectives} {noun}".strip()
     where = _position(attributes["position"], rng, p) if "position" in attributes else ""
     variant = int(rng.integers(1, 5)) if rng.random() < p else 0
-    if variant == 4 and (adjectives or where):    # introduce, then describe
+    if variant == 4 and (adjectives or where):  # introduce, then describe
         predicates = [w for w in (_word(attributes[k], rng, p) for k in ("size", "colour") if k in attributes)]
         predicates += [where] if where else []
         return [f"There is {article(noun)} {noun}.", f"The {noun} is {' and '.join(predicates)}."]
     if variant == 2:
         verb = ["sits", "rests", "stands", "appears"][int(rng.integers(4))]
-        body = f"{article(np_text).capitalize()} {np_text} {verb} {where}" if where else \
-            f"{article(np_text).capitalize()} {np_text} is visible"
+        body = (
+            f"{article(np_text).capitalize()} {np_text} {verb} {where}"
+            if where
+            else f"{article(np_text).capitalize()} {np_text} is visible"
+        )
         return [body.strip() + "."]
     opener = {0: "There is", 1: "We see", 3: "One can see"}.get(variant, "There is")
     return [f"{opener} {article(np_text)} {np_text}{' ' + where if where else ''}."]
@@ -253,8 +267,14 @@ def _relation_sentence(fact: Fact, rng: np.random.Generator, p: float) -> str:
     return f"The {a} is {RELATION_SURFACES[fact.kind][0]} the {b}."
 
 
-def render(facts: Sequence[Fact], fillers: int, rng: np.random.Generator, paraphrase: float = 0.0,
-           typo_rate: float = 0.0, order: Sequence[str] | None = None) -> str:
+def render(
+    facts: Sequence[Fact],
+    fillers: int,
+    rng: np.random.Generator,
+    paraphrase: float = 0.0,
+    typo_rate: float = 0.0,
+    order: Sequence[str] | None = None,
+) -> str:
     """The caption of a fact set: one introduction per mentioned object carrying its stated attributes, then
     the relations, with filler sentences at random places. Objects and relations (by subject) come in a random
     order, or in ``order`` (categories; objects it does not name come last)."""
@@ -292,8 +312,9 @@ def simulate_caption(scene: Scene, spec: CaptionSpec, rng: np.random.Generator) 
     order = [*true, *extras, *false]
     reading = [o.category for o in reading_order(scene)] if spec.ordered else None
     caption = render(order, spec.fillers, rng, spec.paraphrase, spec.typo_rate, reading)
-    return SimulatedCaption(scene.name, caption, tuple(true), tuple(extras), tuple(false), spec.fillers,
-                            len(oracle_facts(scene)), spec)
+    return SimulatedCaption(
+        scene.name, caption, tuple(true), tuple(extras), tuple(false), spec.fillers, len(oracle_facts(scene)), spec
+    )
 
 
 @dataclass(frozen=True)
@@ -310,31 +331,50 @@ class SimulatorConfig:
     human_noise: float = 0.05
 
 
-def simulate_captions(scenes: Sequence[Scene], cfg: SimulatorConfig, seed: int
-                      ) -> tuple[list[SimulatedCaption], np.ndarray]:
+def simulate_captions(
+    scenes: Sequence[Scene], cfg: SimulatorConfig, seed: int
+) -> tuple[list[SimulatedCaption], np.ndarray]:
     """One caption per scene and the noisy human scores ``clip(true F1 + N(0, human_noise), 0, 1)``."""
     rng = np.random.default_rng(seed)
     captions = []
     for scene in scenes:
-        spec = CaptionSpec(coverage=float(rng.uniform(*cfg.coverage)),
-                           hallucination=float(rng.uniform(*cfg.hallucination)),
-                           fillers=int(rng.integers(cfg.max_fillers + 1)), paraphrase=cfg.paraphrase,
-                           typo_rate=cfg.typo_rate, extra_rate=cfg.extra_rate)
+        spec = CaptionSpec(
+            coverage=float(rng.uniform(*cfg.coverage)),
+            hallucination=float(rng.uniform(*cfg.hallucination)),
+            fillers=int(rng.integers(cfg.max_fillers + 1)),
+            paraphrase=cfg.paraphrase,
+            typo_rate=cfg.typo_rate,
+            extra_rate=cfg.extra_rate,
+        )
         captions.append(simulate_caption(scene, spec, rng))
     truth = np.array([c.true_f1 for c in captions])
     human = np.clip(truth + rng.normal(0.0, cfg.human_noise, size=len(captions)), 0.0, 1.0)
     return captions, human
 
 
-def benchmark_rows(scenes: Sequence[Scene], captions: Sequence[SimulatedCaption], human: Sequence[float],
-                   seed: int) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+def benchmark_rows(
+    scenes: Sequence[Scene], captions: Sequence[SimulatedCaption], human: Sequence[float], seed: int
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """The scenes as DeCapBench oracle rows and their captions as candidate rows (the official fields first,
     then the seed, the human score and the truth about the caption)."""
     oracle, candidates = [], []
     for scene, caption, score in zip(scenes, captions, human):
         reference = oracle_caption(scene)
-        oracle.append({"image_name": scene.name, "oracle_caption": reference,
-                       "oracle_facts": [fact_sentence(f) for f in oracle_facts(scene)]})
-        candidates.append({"image_path": scene.name, "caption": caption.caption, "oracle_caption": reference,
-                           "human_score": float(score), "seed": seed, **caption.to_row()})
+        oracle.append(
+            {
+                "image_name": scene.name,
+                "oracle_caption": reference,
+                "oracle_facts": [fact_sentence(f) for f in oracle_facts(scene)],
+            }
+        )
+        candidates.append(
+            {
+                "image_path": scene.name,
+                "caption": caption.caption,
+                "oracle_caption": reference,
+                "human_score": float(score),
+                "seed": seed,
+                **caption.to_row(),
+            }
+        )
     return oracle, candidates

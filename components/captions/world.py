@@ -35,9 +35,15 @@ SIZES = ("small", "medium", "large")
 GRID = 3
 # cell (row, col) -> canonical position name; rows top -> bottom, columns left -> right
 POSITIONS: dict[tuple[int, int], str] = {
-    (0, 0): "top left", (0, 1): "top", (0, 2): "top right",
-    (1, 0): "left", (1, 1): "centre", (1, 2): "right",
-    (2, 0): "bottom left", (2, 1): "bottom", (2, 2): "bottom right",
+    (0, 0): "top left",
+    (0, 1): "top",
+    (0, 2): "top right",
+    (1, 0): "left",
+    (1, 1): "centre",
+    (1, 2): "right",
+    (2, 0): "bottom left",
+    (2, 1): "bottom",
+    (2, 2): "bottom right",
 }
 POSITION_NAMES = tuple(POSITIONS.values())
 ATTRIBUTES = ("colour", "size", "position")
@@ -115,17 +121,26 @@ class Scene:
 def make_scenes(n: int, seed: int, min_objects: int = 3, max_objects: int = 8, prefix: str = "img") -> list[Scene]:
     """``n`` random scenes: 3-8 objects (uniform), distinct categories and cells, uniform colours and sizes."""
     if not 1 <= min_objects <= max_objects <= min(len(CATEGORIES), GRID * GRID):
-        raise ValueError(f"need 1 <= min_objects <= max_objects <= {min(len(CATEGORIES), GRID * GRID)}, "
-                         f"got {min_objects}, {max_objects}")
+        raise ValueError(
+            f"need 1 <= min_objects <= max_objects <= {min(len(CATEGORIES), GRID * GRID)}, "
+            f"got {min_objects}, {max_objects}"
+        )
     rng = np.random.default_rng(seed)
     scenes = []
     for i in range(n):
         k = int(rng.integers(min_objects, max_objects + 1))
         cats = rng.choice(len(CATEGORIES), size=k, replace=False)
         cells = rng.choice(GRID * GRID, size=k, replace=False)
-        objects = tuple(SceneObject(CATEGORIES[c], COLOURS[int(rng.integers(len(COLOURS)))],
-                                    SIZES[int(rng.integers(len(SIZES)))], int(cell) // GRID, int(cell) % GRID)
-                        for c, cell in zip(cats, cells))
+        objects = tuple(
+            SceneObject(
+                CATEGORIES[c],
+                COLOURS[int(rng.integers(len(COLOURS)))],
+                SIZES[int(rng.integers(len(SIZES)))],
+                int(cell) // GRID,
+                int(cell) % GRID,
+            )
+            for c, cell in zip(cats, cells)
+        )
         scenes.append(Scene(f"{prefix}_{i:05d}", objects))
     return scenes
 
@@ -147,8 +162,12 @@ def oracle_facts(scene: Scene) -> list[Fact]:
     neighbour relations."""
     facts = []
     for o in scene.objects:
-        facts += [Fact("exists", o.category), Fact("colour", o.category, o.colour),
-                  Fact("size", o.category, o.size), Fact("position", o.category, o.position)]
+        facts += [
+            Fact("exists", o.category),
+            Fact("colour", o.category, o.colour),
+            Fact("size", o.category, o.size),
+            Fact("position", o.category, o.position),
+        ]
     return facts + neighbour_relations(scene)
 
 
@@ -185,8 +204,10 @@ def fact_sentence(fact: Fact, name: str | None = None) -> str:
 
 def oracle_caption(scene: Scene) -> str:
     """The reference description: one sentence per object, then one per neighbour relation."""
-    parts = [f"There is {article(o.size)} {o.size} {o.colour} {o.category} {position_phrase(o.position)}."
-             for o in scene.objects]
+    parts = [
+        f"There is {article(o.size)} {o.size} {o.colour} {o.category} {position_phrase(o.position)}."
+        for o in scene.objects
+    ]
     parts += [fact_sentence(f) for f in neighbour_relations(scene)]
     return " ".join(parts)
 
@@ -216,25 +237,40 @@ def facts_of(scenes: Sequence[Scene]) -> dict[str, list[Fact]]:
 # the caption language: canonical words and their paraphrases (first entry = the canonical word)
 # --------------------------------------------------------------------------------------------------
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "cat": ("cat", "kitten", "feline"), "dog": ("dog", "puppy", "hound"), "car": ("car", "automobile", "sedan"),
-    "chair": ("chair", "stool", "seat"), "lamp": ("lamp", "lantern"), "cup": ("cup", "mug"),
-    "book": ("book", "novel", "volume"), "tree": ("tree", "sapling"), "ball": ("ball", "sphere"),
+    "cat": ("cat", "kitten", "feline"),
+    "dog": ("dog", "puppy", "hound"),
+    "car": ("car", "automobile", "sedan"),
+    "chair": ("chair", "stool", "seat"),
+    "lamp": ("lamp", "lantern"),
+    "cup": ("cup", "mug"),
+    "book": ("book", "novel", "volume"),
+    "tree": ("tree", "sapling"),
+    "ball": ("ball", "sphere"),
     "bird": ("bird", "sparrow"),
-    "red": ("red", "crimson", "scarlet"), "blue": ("blue", "navy", "azure"), "green": ("green", "emerald", "olive"),
-    "yellow": ("yellow", "golden", "amber"), "black": ("black", "ebony", "jet"),
-    "white": ("white", "ivory", "snowy"), "brown": ("brown", "chocolate", "tan"),
+    "red": ("red", "crimson", "scarlet"),
+    "blue": ("blue", "navy", "azure"),
+    "green": ("green", "emerald", "olive"),
+    "yellow": ("yellow", "golden", "amber"),
+    "black": ("black", "ebony", "jet"),
+    "white": ("white", "ivory", "snowy"),
+    "brown": ("brown", "chocolate", "tan"),
     "orange": ("orange", "tangerine", "copper"),
-    "small": ("small", "little", "tiny"), "medium": ("medium", "midsize", "moderate"),
+    "small": ("small", "little", "tiny"),
+    "medium": ("medium", "midsize", "moderate"),
     "large": ("large", "big", "huge"),
 }
 # position words: vertical and horizontal parts of a cell's name
 VERTICAL = {"top": ("top", "upper"), "bottom": ("bottom", "lower")}
 HORIZONTAL = {"left": ("left",), "right": ("right",), "centre": ("centre", "center", "middle")}
 # relation phrases; the "inverse" ones state the relation with subject and object swapped
-RELATION_SURFACES = {"left_of": ("to the left of", "left of", "on the left side of"),
-                     "above": ("above", "over", "higher than")}
-INVERSE_SURFACES = {"left_of": ("to the right of", "right of", "on the right side of"),
-                    "above": ("below", "under", "beneath", "lower than")}
+RELATION_SURFACES = {
+    "left_of": ("to the left of", "left of", "on the left side of"),
+    "above": ("above", "over", "higher than"),
+}
+INVERSE_SURFACES = {
+    "left_of": ("to the right of", "right of", "on the right side of"),
+    "above": ("below", "under", "beneath", "lower than"),
+}
 # sentences that describe no image content (DCScore relevance 0): embellishment and inference
 FILLERS = (
     "The scene feels calm and orderly.",
@@ -246,9 +282,38 @@ FILLERS = (
     "The atmosphere is cheerful and relaxed.",
     "Everything seems to be in harmony.",
 )
-INFERENCE_CUES = frozenset({
-    "feel", "feels", "feeling", "suggest", "suggests", "evoke", "evokes", "mood", "atmosphere", "seem", "seems",
-    "likely", "perhaps", "probably", "overall", "sense", "cozy", "peaceful", "calm", "charming", "inviting",
-    "playful", "story", "composition", "harmony", "balanced", "lively", "cheerful", "serene", "relaxed",
-})
+INFERENCE_CUES = frozenset(
+    {
+        "feel",
+        "feels",
+        "feeling",
+        "suggest",
+        "suggests",
+        "evoke",
+        "evokes",
+        "mood",
+        "atmosphere",
+        "seem",
+        "seems",
+        "likely",
+        "perhaps",
+        "probably",
+        "overall",
+        "sense",
+        "cozy",
+        "peaceful",
+        "calm",
+        "charming",
+        "inviting",
+        "playful",
+        "story",
+        "composition",
+        "harmony",
+        "balanced",
+        "lively",
+        "cheerful",
+        "serene",
+        "relaxed",
+    }
+)
 CANONICAL = {surface: word for word, surfaces in SYNONYMS.items() for surface in surfaces}

@@ -16,12 +16,42 @@ from components.continual.buffer import BufferBatch, ReservoirBuffer, reservoir_
 from components.continual.metrics import backward_transfer, final_average_accuracy, forgetting
 from components.continual.rehearsal import REHEARSAL, Rehearsal, ReplayWeights, Step, StepLoss
 from components.continual.star import StarConfig, star_term, with_star
-from components.continual.streams import (Task, TaskStream, evaluate_stream, split_by_class, stream_from_indices,
-                                          task_il_logits, task_indices)
+from components.continual.streams import (
+    Task,
+    TaskStream,
+    evaluate_stream,
+    split_by_class,
+    stream_from_indices,
+    task_il_logits,
+    task_indices,
+)
 from components.continual.train import ContinualConfig, StreamResult, train_stream
 
-__all__ = ["REHEARSAL", "BufferBatch", "ContinualConfig", "MLPClassifier", "MLPClassifierConfig", "Rehearsal",
-           "ReplayWeights", "ReservoirBuffer", "StarConfig", "Step", "StepLoss", "StreamResult", "Task",
-           "TaskStream", "backward_transfer", "evaluate_stream", "final_average_accuracy", "forgetting",
-           "reservoir_slot", "split_by_class", "star_term", "stream_from_indices", "task_il_logits", "task_indices",
-           "train_stream", "with_star"]
+__all__ = [
+    "REHEARSAL",
+    "BufferBatch",
+    "ContinualConfig",
+    "MLPClassifier",
+    "MLPClassifierConfig",
+    "Rehearsal",
+    "ReplayWeights",
+    "ReservoirBuffer",
+    "StarConfig",
+    "Step",
+    "StepLoss",
+    "StreamResult",
+    "Task",
+    "TaskStream",
+    "backward_transfer",
+    "evaluate_stream",
+    "final_average_accuracy",
+    "forgetting",
+    "reservoir_slot",
+    "split_by_class",
+    "star_term",
+    "stream_from_indices",
+    "task_il_logits",
+    "task_indices",
+    "train_stream",
+    "with_star",
+]

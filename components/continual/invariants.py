@@ -29,8 +29,9 @@ from components.continual.star import StarConfig, masked_kl, perturbed_names, st
 __all__ = ["measure_invariants"]
 
 
-def measure_invariants(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: StarConfig, seed: int = 0
-                       ) -> dict[str, Any]:
+def measure_invariants(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: StarConfig, seed: int = 0
+) -> dict[str, Any]:
     """The invariants of one STAR call on ``model`` and the minibatch ``(x, y)`` (see the module docstring).
     ``model`` is left as it was (its gradients are cleared)."""
     model.zero_grad(set_to_none=True)
@@ -38,8 +39,13 @@ def measure_invariants(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: 
     params = dict(model.named_parameters())
     term = star_term(model, x, y, cfg, torch.Generator().manual_seed(seed))
     mask = int(term.mask.sum())
-    out: dict[str, Any] = {"mask": mask, "batch": int(x.shape[0]), "gamma": cfg.gamma, "steps": cfg.steps,
-                           "init": cfg.init}
+    out: dict[str, Any] = {
+        "mask": mask,
+        "batch": int(x.shape[0]),
+        "gamma": cfg.gamma,
+        "steps": cfg.steps,
+        "init": cfg.init,
+    }
     if term.loss is None:
         return {**out, "applied": False}
     term.loss.backward()
@@ -48,10 +54,18 @@ def measure_invariants(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: 
     grads = {name: float(p.grad.norm()) if p.grad is not None else 0.0 for name, p in params.items()}
     one_d = sorted(name for name, p in params.items() if p.dim() <= 1)
     untouched = sorted(term.delta) == sorted(perturbed_names(model)) and not set(one_d) & set(term.delta)
-    out.update(applied=True, kl=term.kl, norm_ratio=ratios, max_norm_error=max(errors),
-               perturbed=sorted(term.delta), unperturbed=one_d, biases_untouched=untouched,
-               bit_exact=all(torch.equal(v, before[k]) for k, v in model.state_dict().items()),
-               grad_norms=grads, grad_nonzero=all(grads[name] > 0 for name in perturbed_names(model)))
+    out.update(
+        applied=True,
+        kl=term.kl,
+        norm_ratio=ratios,
+        max_norm_error=max(errors),
+        perturbed=sorted(term.delta),
+        unperturbed=one_d,
+        biases_untouched=untouched,
+        bit_exact=all(torch.equal(v, before[k]) for k, v in model.state_dict().items()),
+        grad_norms=grads,
+        grad_nonzero=all(grads[name] > 0 for name in perturbed_names(model)),
+    )
 
     shifted = copy.deepcopy(model)
     shifted.zero_grad(set_to_none=True)
@@ -61,8 +75,10 @@ def measure_invariants(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: 
             if name in term.delta:
                 p.add_(term.delta[name])
     (cfg.lam * masked_kl(F.log_softmax(shifted(x), dim=1), p0, term.mask)).backward()
-    out["grad_rel_diff"] = max(float((p.grad - q.grad).norm() / (q.grad.norm() + 1e-30))
-                               for (_, p), (_, q) in zip(model.named_parameters(), shifted.named_parameters()))
+    out["grad_rel_diff"] = max(
+        float((p.grad - q.grad).norm() / (q.grad.norm() + 1e-30))
+        for (_, p), (_, q) in zip(model.named_parameters(), shifted.named_parameters())
+    )
     model.zero_grad(set_to_none=True)
 
     with torch.no_grad():

@@ -23,8 +23,7 @@ Matrix = Sequence[Sequence[float]]
 
 def _check(matrix: Matrix) -> None:
     if not matrix or any(len(row) != i + 1 for i, row in enumerate(matrix)):
-        raise ValueError(f"accuracy matrix rows must have 1, 2, ..., T entries, got lengths "
-                         f"{[len(r) for r in matrix]}")
+        raise ValueError(f"accuracy matrix rows must have 1, 2, ..., T entries, got lengths {[len(r) for r in matrix]}")
 
 
 def final_average_accuracy(matrix: Matrix) -> float:

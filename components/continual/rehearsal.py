@@ -101,8 +101,11 @@ def derpp(model: nn.Module, step: Step, weights: ReplayWeights) -> StepLoss:
     first, second = step.replays
     logit_mse = F.mse_loss(model(first.x), first.logits)
     replay_ce = F.cross_entropy(model(second.x), second.y)
-    return StepLoss(loss + weights.alpha * logit_mse + weights.beta * replay_ce, logits,
-                    {"logit_mse": logit_mse.detach(), "replay_ce": replay_ce.detach()})
+    return StepLoss(
+        loss + weights.alpha * logit_mse + weights.beta * replay_ce,
+        logits,
+        {"logit_mse": logit_mse.detach(), "replay_ce": replay_ce.detach()},
+    )
 
 
 def er_ace(model: nn.Module, step: Step, weights: ReplayWeights) -> StepLoss:
@@ -111,7 +114,7 @@ def er_ace(model: nn.Module, step: Step, weights: ReplayWeights) -> StepLoss:
     stream_logits = logits
     if step.task > 0:
         keep = torch.zeros(logits.shape[1], dtype=torch.bool, device=logits.device)
-        keep[step.first_class:] = True
+        keep[step.first_class :] = True
         keep[step.y] = True
         logits = logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
     loss = F.cross_entropy(logits, step.y)

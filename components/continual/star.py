@@ -2,7 +2,8 @@
 
 The objective is ``L_CL(theta) + lambda * max_delta KL(f(x; theta) || f(x; theta + delta))`` over
 ``||delta_l|| <= gamma ||theta_l||`` per layer ``l`` and buffer samples ``x``; the inner maximum is approximated
-by normalised ascent steps, and the outer gradient is taken at ``theta + delta`` (as in SAM/AWP). One call, on a buffer minibatch ``(x_b, y_b)``:
+by normalised ascent steps, and the outer gradient is taken at ``theta + delta`` (as in SAM/AWP). One call, on a
+buffer minibatch ``(x_b, y_b)``:
 
 1. ``p0 = softmax(f(x_b; theta))``, no gradient; mask ``m_i = 1[argmax p0_i = y_i]`` (only samples the model
    still classifies correctly count). With fewer than 2 such samples the term is skipped.
@@ -40,8 +41,17 @@ from torch.nn import functional as F
 
 from components.continual.rehearsal import Rehearsal, ReplayWeights, Step, StepLoss
 
-__all__ = ["EPS", "INITS", "StarConfig", "StarTerm", "masked_kl", "perturbed_names", "star_perturbation",
-           "star_term", "with_star"]
+__all__ = [
+    "EPS",
+    "INITS",
+    "StarConfig",
+    "StarTerm",
+    "masked_kl",
+    "perturbed_names",
+    "star_perturbation",
+    "star_term",
+    "with_star",
+]
 
 EPS = 1e-20
 INITS = ("official", "random")
@@ -91,8 +101,9 @@ def _start_offset(weight: Tensor, cfg: StarConfig, generator: torch.Generator) -
     return z / z.norm() * weight.norm() * cfg.gamma
 
 
-def star_perturbation(model: nn.Module, x: Tensor, p0: Tensor, mask: Tensor, cfg: StarConfig,
-                      generator: torch.Generator) -> dict[str, Tensor]:
+def star_perturbation(
+    model: nn.Module, x: Tensor, p0: Tensor, mask: Tensor, cfg: StarConfig, generator: torch.Generator
+) -> dict[str, Tensor]:
     """``delta`` per perturbed parameter (steps 2-3 of the module docstring), detached."""
     params = {name: p.detach() for name, p in model.named_parameters()}
     names = perturbed_names(model)

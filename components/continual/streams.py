@@ -22,8 +22,16 @@ from torch import Tensor, nn
 
 from components.data.stream_arrays import task_count
 
-__all__ = ["Task", "TaskStream", "class_il_logits", "evaluate_stream", "split_by_class", "stream_from_indices",
-           "task_il_logits", "task_indices"]
+__all__ = [
+    "Task",
+    "TaskStream",
+    "class_il_logits",
+    "evaluate_stream",
+    "split_by_class",
+    "stream_from_indices",
+    "task_il_logits",
+    "task_indices",
+]
 
 
 @dataclass(frozen=True)
@@ -56,9 +64,17 @@ class TaskStream:
         return (task + 1) * self.classes_per_task
 
 
-def task_indices(y_train: Tensor, y_test: Tensor, *, classes_per_task: int = 2, n_tasks: int | None = None,
-                 train_per_task: int | None = None, test_per_task: int | None = None, seed: int = 0,
-                 name: str = "dataset") -> list[tuple[tuple[int, ...], Tensor, Tensor]]:
+def task_indices(
+    y_train: Tensor,
+    y_test: Tensor,
+    *,
+    classes_per_task: int = 2,
+    n_tasks: int | None = None,
+    train_per_task: int | None = None,
+    test_per_task: int | None = None,
+    seed: int = 0,
+    name: str = "dataset",
+) -> list[tuple[tuple[int, ...], Tensor, Tensor]]:
     """Which images each class-incremental task holds, classes in increasing order.
 
     Args:
@@ -81,7 +97,7 @@ def task_indices(y_train: Tensor, y_test: Tensor, *, classes_per_task: int = 2, 
     if int(min(int(y_train.min()), int(y_test.min()))) < 0:
         raise ValueError(f"{name}: labels must be >= 0")
     n_classes = int(max(int(y_train.max()), int(y_test.max()))) + 1
-    if n_tasks is None:     # every class, in tasks of classes_per_task: the rule the params are checked with
+    if n_tasks is None:  # every class, in tasks of classes_per_task: the rule the params are checked with
         n_tasks = task_count(n_classes, classes_per_task, name)
     elif classes_per_task < 1 or n_tasks < 1 or n_tasks > n_classes // classes_per_task:
         raise ValueError(f"{name}: {n_classes} classes cannot make {n_tasks} tasks of {classes_per_task} classes")
@@ -101,25 +117,53 @@ def task_indices(y_train: Tensor, y_test: Tensor, *, classes_per_task: int = 2, 
     return out
 
 
-def stream_from_indices(name: str, x_train: Tensor, y_train: Tensor, x_test: Tensor, y_test: Tensor,
-                        indices: list[tuple[tuple[int, ...], Tensor, Tensor]]) -> TaskStream:
+def stream_from_indices(
+    name: str,
+    x_train: Tensor,
+    y_train: Tensor,
+    x_test: Tensor,
+    y_test: Tensor,
+    indices: list[tuple[tuple[int, ...], Tensor, Tensor]],
+) -> TaskStream:
     """The :class:`TaskStream` whose task ``t`` holds the images ``indices[t]`` (see :func:`task_indices`)."""
     if x_train.shape[0] != y_train.shape[0] or x_test.shape[0] != y_test.shape[0]:
-        raise ValueError(f"{name}: images and labels disagree on N: train {x_train.shape[0]} vs "
-                         f"{y_train.shape[0]}, test {x_test.shape[0]} vs {y_test.shape[0]}")
-    tasks = tuple(Task(t, classes, x_train[tr], y_train[tr].long(), x_test[te], y_test[te].long())
-                  for t, (classes, tr, te) in enumerate(indices))
+        raise ValueError(
+            f"{name}: images and labels disagree on N: train {x_train.shape[0]} vs "
+            f"{y_train.shape[0]}, test {x_test.shape[0]} vs {y_test.shape[0]}"
+        )
+    tasks = tuple(
+        Task(t, classes, x_train[tr], y_train[tr].long(), x_test[te], y_test[te].long())
+        for t, (classes, tr, te) in enumerate(indices)
+    )
     per_task = len(indices[0][0])
     return TaskStream(name, tasks, len(tasks) * per_task, per_task)
 
 
-def split_by_class(name: str, x_train: Tensor, y_train: Tensor, x_test: Tensor, y_test: Tensor, *,
-                   classes_per_task: int = 2, n_tasks: int | None = None, train_per_task: int | None = None,
-                   test_per_task: int | None = None, seed: int = 0) -> TaskStream:
+def split_by_class(
+    name: str,
+    x_train: Tensor,
+    y_train: Tensor,
+    x_test: Tensor,
+    y_test: Tensor,
+    *,
+    classes_per_task: int = 2,
+    n_tasks: int | None = None,
+    train_per_task: int | None = None,
+    test_per_task: int | None = None,
+    seed: int = 0,
+) -> TaskStream:
     """Cut a labelled dataset (images [N, ...], labels [N]) into class-incremental tasks, classes in
     increasing order: :func:`task_indices` then :func:`stream_from_indices`."""
-    indices = task_indices(y_train, y_test, classes_per_task=classes_per_task, n_tasks=n_tasks,
-                           train_per_task=train_per_task, test_per_task=test_per_task, seed=seed, name=name)
+    indices = task_indices(
+        y_train,
+        y_test,
+        classes_per_task=classes_per_task,
+        n_tasks=n_tasks,
+        train_per_task=train_per_task,
+        test_per_task=test_per_task,
+        seed=seed,
+        name=name,
+    )
     return stream_from_indices(name, x_train, y_train, x_test, y_test, indices)
 
 
@@ -137,8 +181,9 @@ def class_il_logits(logits: Tensor, n_seen: int) -> Tensor:
 
 
 @torch.no_grad()
-def evaluate_stream(model: nn.Module, stream: TaskStream, upto: int, batch_size: int = 4096
-                    ) -> tuple[list[float], list[float]]:
+def evaluate_stream(
+    model: nn.Module, stream: TaskStream, upto: int, batch_size: int = 4096
+) -> tuple[list[float], list[float]]:
     """Accuracy (%) on the test images of tasks ``0..upto`` after learning task ``upto``.
 
     Returns:
@@ -150,11 +195,11 @@ def evaluate_stream(model: nn.Module, stream: TaskStream, upto: int, batch_size:
     n_seen = stream.seen_classes(upto)
     class_il, task_il = [], []
     try:
-        for task in stream.tasks[:upto + 1]:
+        for task in stream.tasks[: upto + 1]:
             hits_class = hits_task = 0
             for start in range(0, task.x_test.shape[0], batch_size):
-                x = task.x_test[start:start + batch_size].to(device)
-                y = task.y_test[start:start + batch_size].to(device)
+                x = task.x_test[start : start + batch_size].to(device)
+                y = task.y_test[start : start + batch_size].to(device)
                 logits = model(x)
                 hits_class += int((class_il_logits(logits, n_seen).argmax(1) == y).sum())
                 hits_task += int((task_il_logits(logits, task.index, stream.classes_per_task).argmax(1) == y).sum())

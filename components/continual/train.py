@@ -66,9 +66,16 @@ class StreamResult:
     seconds: float = 0.0
 
 
-def train_stream(model: nn.Module, stream: TaskStream, method: Rehearsal, cfg: ContinualConfig,
-                 seed_of: Callable[..., int], *, desc: str = "continual",
-                 callback: Callable[[int, int, dict[str, float]], None] | None = None) -> StreamResult:
+def train_stream(
+    model: nn.Module,
+    stream: TaskStream,
+    method: Rehearsal,
+    cfg: ContinualConfig,
+    seed_of: Callable[..., int],
+    *,
+    desc: str = "continual",
+    callback: Callable[[int, int, dict[str, float]], None] | None = None,
+) -> StreamResult:
     """Learn ``stream`` task by task with ``method``; returns both accuracy matrices.
 
     Args:
@@ -87,32 +94,52 @@ def train_stream(model: nn.Module, stream: TaskStream, method: Rehearsal, cfg: C
     for task in stream.tasks:
         n = task.x_train.shape[0]
         per_epoch = math.ceil(n / cfg.batch_size)
-        orders = [torch.randperm(n, generator=torch.Generator().manual_seed(seed_of("order", task.index, epoch)))
-                  for epoch in range(cfg.epochs)]
+        orders = [
+            torch.randperm(n, generator=torch.Generator().manual_seed(seed_of("order", task.index, epoch)))
+            for epoch in range(cfg.epochs)
+        ]
         first_class = task.classes[0]
 
-        def batches(step: int, generator: torch.Generator, task=task, orders=orders, per_epoch=per_epoch
-                    ) -> dict[str, Any]:
+        def batches(
+            step: int, generator: torch.Generator, task=task, orders=orders, per_epoch=per_epoch
+        ) -> dict[str, Any]:
             epoch, i = divmod(step - 1, per_epoch)
-            index = orders[epoch][i * cfg.batch_size:(i + 1) * cfg.batch_size]
-            replays = tuple(buffer.sample(cfg.minibatch_size, generator) for _ in range(method.draws)) \
-                if len(buffer) else ()
+            index = orders[epoch][i * cfg.batch_size : (i + 1) * cfg.batch_size]
+            replays = (
+                tuple(buffer.sample(cfg.minibatch_size, generator) for _ in range(method.draws)) if len(buffer) else ()
+            )
             return {"x": task.x_train[index], "y": task.y_train[index], "replays": replays}
 
-        def loss_fn(model: nn.Module, batch: dict[str, Any], t: int = task.index, first: int = first_class
-                    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        def loss_fn(
+            model: nn.Module, batch: dict[str, Any], t: int = task.index, first: int = first_class
+        ) -> tuple[torch.Tensor, dict[str, Any]]:
             out = method.loss(model, Step(batch["x"], batch["y"], t, first, batch["replays"]), cfg.weights)
             buffer.add(batch["x"], batch["y"], out.stream_logits, task=t)
             return out.loss, out.metrics
 
-        log = None if callback is None else \
-            (lambda step, metrics, t=task.index, before=result.steps: callback(t, before + step, metrics))
-        fitted = fit(model, loss_fn, batches,
-                     TrainConfig(steps=cfg.epochs * per_epoch, lr=cfg.lr, optimizer="sgd", weight_decay=0.0,
-                                 grad_clip=None, seed=seed_of("fit", task.index), device=cfg.device,
-                                 log_every=cfg.log_every, progress=cfg.progress,
-                                 desc=f"{desc} task {task.index + 1}/{len(stream.tasks)}"),
-                     callback=log)
+        log = (
+            None
+            if callback is None
+            else (lambda step, metrics, t=task.index, before=result.steps: callback(t, before + step, metrics))
+        )
+        fitted = fit(
+            model,
+            loss_fn,
+            batches,
+            TrainConfig(
+                steps=cfg.epochs * per_epoch,
+                lr=cfg.lr,
+                optimizer="sgd",
+                weight_decay=0.0,
+                grad_clip=None,
+                seed=seed_of("fit", task.index),
+                device=cfg.device,
+                log_every=cfg.log_every,
+                progress=cfg.progress,
+                desc=f"{desc} task {task.index + 1}/{len(stream.tasks)}",
+            ),
+            callback=log,
+        )
         class_il, task_il = evaluate_stream(model, stream, task.index)
         result.class_il.append(class_il)
         result.task_il.append(task_il)

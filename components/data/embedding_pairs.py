@@ -46,8 +46,10 @@ def check_embedding_pairs(folder: str | Path) -> dict[str, int]:
         raise ValueError(f"{folder / 'labels.npy'}: dtype must be integer, got {dtype}")
     rows = {name: headers[name][0][0] for name in EMBEDDING_FILES}
     if len(set(rows.values())) != 1:
-        raise ValueError(f"{folder}: row counts differ (image.npy {rows['image.npy']}, text.npy {rows['text.npy']}, "
-                         f"labels.npy {rows['labels.npy']}); the rows must be aligned")
+        raise ValueError(
+            f"{folder}: row counts differ (image.npy {rows['image.npy']}, text.npy {rows['text.npy']}, "
+            f"labels.npy {rows['labels.npy']}); the rows must be aligned"
+        )
     n = rows["image.npy"]
     if n < 8:
         raise ValueError(f"{folder / 'image.npy'}: {n} rows; at least 8 pairs are needed")
@@ -64,10 +66,16 @@ def check_embedding_pairs(folder: str | Path) -> dict[str, int]:
     if len(classes) < 2:
         raise ValueError(f"{folder / 'labels.npy'}: only one class; at least 2 are needed")
     if (counts < 2).any():
-        raise ValueError(f"{folder / 'labels.npy'}: class {int(classes[np.argmin(counts)])} has a single row; "
-                         "every class needs at least 2")
-    return {"rows": int(n), "image_dim": int(headers["image.npy"][0][1]), "text_dim": int(headers["text.npy"][0][1]),
-            "classes": int(len(classes))}
+        raise ValueError(
+            f"{folder / 'labels.npy'}: class {int(classes[np.argmin(counts)])} has a single row; "
+            "every class needs at least 2"
+        )
+    return {
+        "rows": int(n),
+        "image_dim": int(headers["image.npy"][0][1]),
+        "text_dim": int(headers["text.npy"][0][1]),
+        "classes": int(len(classes)),
+    }
 
 
 def read_embedding_pairs(folder: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

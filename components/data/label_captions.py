@@ -20,10 +20,30 @@ from __future__ import annotations
 import numpy as np
 
 CLASS_NAMES = {
-    "fashion": ("T-shirt", "pair of trousers", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag",
-                "ankle boot"),
-    "mnist": ("digit zero", "digit one", "digit two", "digit three", "digit four", "digit five", "digit six",
-              "digit seven", "digit eight", "digit nine"),
+    "fashion": (
+        "T-shirt",
+        "pair of trousers",
+        "pullover",
+        "dress",
+        "coat",
+        "sandal",
+        "shirt",
+        "sneaker",
+        "bag",
+        "ankle boot",
+    ),
+    "mnist": (
+        "digit zero",
+        "digit one",
+        "digit two",
+        "digit three",
+        "digit four",
+        "digit five",
+        "digit six",
+        "digit seven",
+        "digit eight",
+        "digit nine",
+    ),
 }
 TEMPLATES = (
     "a photo of a {attr} {name}.",
@@ -54,8 +74,12 @@ def attribute_words(code: int) -> str:
 def caption_table(dataset: str) -> list[str]:
     """Every distinct caption, flattened from [T, C, 4] (index ``(t * C + c) * 4 + code``)."""
     names = CLASS_NAMES[dataset]
-    return [template.format(attr=attribute_words(code), name=name)
-            for template in TEMPLATES for name in names for code in range(4)]
+    return [
+        template.format(attr=attribute_words(code), name=name)
+        for template in TEMPLATES
+        for name in names
+        for code in range(4)
+    ]
 
 
 def caption_index(template: np.ndarray, label: np.ndarray, code: np.ndarray, n_classes: int) -> np.ndarray:

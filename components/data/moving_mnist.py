@@ -35,15 +35,24 @@ class MovingMnistConfig:
     speed: int = 1
 
     def __post_init__(self) -> None:
-        checks = [("canvas", self.canvas >= 2), ("digit_size", 1 <= self.digit_size <= self.canvas),
-                  ("n_frames", self.n_frames >= 1), ("n_digits", self.n_digits >= 1), ("speed", self.speed >= 1)]
+        checks = [
+            ("canvas", self.canvas >= 2),
+            ("digit_size", 1 <= self.digit_size <= self.canvas),
+            ("n_frames", self.n_frames >= 1),
+            ("n_digits", self.n_digits >= 1),
+            ("speed", self.speed >= 1),
+        ]
         for name, ok in checks:
             if not ok:
-                raise ValueError(f"MovingMnistConfig.{name} is invalid: {getattr(self, name)!r} "
-                                 f"(need canvas >= 2, 1 <= digit_size <= canvas, n_frames, n_digits, speed >= 1)")
+                raise ValueError(
+                    f"MovingMnistConfig.{name} is invalid: {getattr(self, name)!r} "
+                    f"(need canvas >= 2, 1 <= digit_size <= canvas, n_frames, n_digits, speed >= 1)"
+                )
         if self.speed > self.canvas - self.digit_size and self.n_frames > 1:
-            raise ValueError(f"MovingMnistConfig.speed {self.speed} exceeds the free range "
-                             f"canvas - digit_size = {self.canvas - self.digit_size}; digits could not move")
+            raise ValueError(
+                f"MovingMnistConfig.speed {self.speed} exceeds the free range "
+                f"canvas - digit_size = {self.canvas - self.digit_size}; digits could not move"
+            )
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,14 @@ def _trajectories(n: int, cfg: MovingMnistConfig, gen: torch.Generator) -> Tenso
     """``[n, n_frames, 2]`` bouncing integer positions."""
     free = cfg.canvas - cfg.digit_size
     pos = torch.randint(0, free + 1, (n, 2), generator=gen)
-    choices = torch.tensor([(dy, dx) for dy in range(-cfg.speed, cfg.speed + 1)
-                            for dx in range(-cfg.speed, cfg.speed + 1) if (dy, dx) != (0, 0)])
+    choices = torch.tensor(
+        [
+            (dy, dx)
+            for dy in range(-cfg.speed, cfg.speed + 1)
+            for dx in range(-cfg.speed, cfg.speed + 1)
+            if (dy, dx) != (0, 0)
+        ]
+    )
     vel = choices[torch.randint(0, len(choices), (n,), generator=gen)]
     if free == 0:
         vel = torch.zeros_like(vel)
@@ -91,21 +106,24 @@ def _trajectories(n: int, cfg: MovingMnistConfig, gen: torch.Generator) -> Tenso
     return torch.stack(frames, dim=1)
 
 
-def moving_mnist(images: Tensor, labels: Tensor, n_clips: int, cfg: MovingMnistConfig = MovingMnistConfig(),
-                 seed: int = 0) -> MovingMnist:
+def moving_mnist(
+    images: Tensor, labels: Tensor, n_clips: int, cfg: MovingMnistConfig = MovingMnistConfig(), seed: int = 0
+) -> MovingMnist:
     """Synthesise ``n_clips`` Moving-MNIST clips from ``images [M, H, W]`` in [0, 1] with ``labels [M]``.
 
     Returns a :class:`MovingMnist` (clips ``[n_clips, n_frames, canvas, canvas]``).
     """
     if images.ndim != 3 or labels.shape != (images.shape[0],):
-        raise ValueError(f"images must be [M, H, W] with labels [M], got {tuple(images.shape)} and "
-                         f"{tuple(labels.shape)}")
+        raise ValueError(
+            f"images must be [M, H, W] with labels [M], got {tuple(images.shape)} and {tuple(labels.shape)}"
+        )
     if images.shape[0] == 0 or n_clips < 1:
         raise ValueError(f"need at least one source image and one clip, got {images.shape[0]} and {n_clips}")
     gen = torch.Generator().manual_seed(seed)
     sources = torch.randint(0, images.shape[0], (n_clips, cfg.n_digits), generator=gen)
-    digits = resize_digits(images[sources.flatten()], cfg.digit_size).view(n_clips, cfg.n_digits,
-                                                                           cfg.digit_size, cfg.digit_size)
+    digits = resize_digits(images[sources.flatten()], cfg.digit_size).view(
+        n_clips, cfg.n_digits, cfg.digit_size, cfg.digit_size
+    )
     positions = _trajectories(n_clips * cfg.n_digits, cfg, gen).view(n_clips, cfg.n_digits, cfg.n_frames, 2)
     clips = torch.zeros(n_clips, cfg.n_frames, cfg.canvas, cfg.canvas)
     # scatter every digit into a padded canvas by index arithmetic (no python loop over clips)

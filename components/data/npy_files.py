@@ -23,8 +23,15 @@ from typing import IO
 
 import numpy as np
 
-__all__ = ["MAX_ABS_VALUE", "NPY_MAGIC", "array_bytes_limit", "describe_bytes", "first_unusable_row", "npy_header",
-           "read_npz"]
+__all__ = [
+    "MAX_ABS_VALUE",
+    "NPY_MAGIC",
+    "array_bytes_limit",
+    "describe_bytes",
+    "first_unusable_row",
+    "npy_header",
+    "read_npz",
+]
 
 NPY_MAGIC = b"\x93NUMPY"
 #: the largest magnitude a value of a user's numeric data may have where the pipelines compute on it in float32
@@ -33,8 +40,17 @@ MAX_ABS_VALUE = 1e30
 _FALLBACK_MEMORY = 8 * 2**30
 # what reading a damaged archive member can raise: zipfile's own errors, zlib's, a short read, an encrypted or
 # unsupported member (RuntimeError, NotImplementedError), numpy's parse of the bytes
-_ARCHIVE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, RuntimeError, NotImplementedError,
-                   KeyError, SyntaxError)
+_ARCHIVE_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    RuntimeError,
+    NotImplementedError,
+    KeyError,
+    SyntaxError,
+)
 
 
 def array_bytes_limit() -> int:
@@ -67,13 +83,16 @@ def _header(handle: IO[bytes], where: str) -> tuple[tuple[int, ...], np.dtype, i
     except (ValueError, SyntaxError, EOFError, TypeError, MemoryError):
         raise ValueError(f"{where}: unreadable .npy header (format version {version})") from None
     if dtype.hasobject:
-        raise ValueError(f"{where}: holds Python objects (dtype {dtype}), so it cannot be loaded with "
-                         "allow_pickle=False")
-    nbytes = math.prod(int(d) for d in shape) * dtype.itemsize      # Python ints: no overflow for huge shapes
+        raise ValueError(
+            f"{where}: holds Python objects (dtype {dtype}), so it cannot be loaded with allow_pickle=False"
+        )
+    nbytes = math.prod(int(d) for d in shape) * dtype.itemsize  # Python ints: no overflow for huge shapes
     limit = array_bytes_limit()
     if nbytes > limit:
-        raise ValueError(f"{where}: the header announces shape {list(shape)} ({describe_bytes(nbytes)}), more than "
-                         f"this machine's {describe_bytes(limit)} of memory")
+        raise ValueError(
+            f"{where}: the header announces shape {list(shape)} ({describe_bytes(nbytes)}), more than "
+            f"this machine's {describe_bytes(limit)} of memory"
+        )
     return tuple(int(d) for d in shape), dtype, nbytes
 
 
@@ -99,14 +118,17 @@ def first_unusable_row(values: np.ndarray, chunk: int = 4096) -> tuple[int, str]
     memory-mapped array is never loaded whole) holding NaN, an infinity or a magnitude above
     :data:`MAX_ABS_VALUE`; None when every row is usable."""
     for start in range(0, len(values), chunk):
-        block = np.asarray(values[start:start + chunk], dtype=np.float64).reshape(min(chunk, len(values) - start), -1)
+        block = np.asarray(values[start : start + chunk], dtype=np.float64).reshape(min(chunk, len(values) - start), -1)
         with np.errstate(invalid="ignore"):
             finite = np.isfinite(block).all(axis=1)
             small = (np.abs(block) <= MAX_ABS_VALUE).all(axis=1)
-        if not small.all():      # NaN fails this test too: the first failing row, whichever the reason
+        if not small.all():  # NaN fails this test too: the first failing row, whichever the reason
             row = int(np.argmin(small))
-            what = ("NaN or infinite values" if not finite[row] else
-                    f"a value above {MAX_ABS_VALUE:.0e} in magnitude (it is computed on in float32)")
+            what = (
+                "NaN or infinite values"
+                if not finite[row]
+                else f"a value above {MAX_ABS_VALUE:.0e} in magnitude (it is computed on in float32)"
+            )
             return start + row, what
     return None
 
@@ -163,11 +185,12 @@ def read_npz(path: str | os.PathLike[str], names: Sequence[str], noun: str = "ar
                     _, _, nbytes = _header(handle, where)
                     declared = info.file_size - handle.tell()
                 if declared < nbytes:
-                    raise ValueError(f"{where}: truncated (the member holds {declared} bytes of data, its header "
-                                     f"announces {nbytes})")
+                    raise ValueError(
+                        f"{where}: truncated (the member holds {declared} bytes of data, its header announces {nbytes})"
+                    )
                 with archive.open(info) as handle:
                     array = np.lib.format.read_array(handle, allow_pickle=False)
-                    handle.read()       # to the member's end, where zipfile checks its CRC
+                    handle.read()  # to the member's end, where zipfile checks its CRC
             except ValueError as err:
                 if str(err).startswith(where):
                     raise

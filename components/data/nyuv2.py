@@ -64,12 +64,15 @@ def _check_values(path: Path, kind: str, array: np.ndarray) -> None:
     if not np.isfinite(array).all():
         raise ValueError(f"{path}: {kind} holds non-finite values")
     if kind == "image" and (array.min() < 0 or array.max() > 1):
-        raise ValueError(f"{path}: image values must lie in [0, 1] (MTAN's preprocessing), found "
-                         f"[{float(array.min()):.3g}, {float(array.max()):.3g}]")
+        raise ValueError(
+            f"{path}: image values must lie in [0, 1] (MTAN's preprocessing), found "
+            f"[{float(array.min()):.3g}, {float(array.max()):.3g}]"
+        )
     if kind == "label":
         if not np.array_equal(array, np.round(array)) or array.min() < -1 or array.max() >= NYUV2_CLASSES:
-            raise ValueError(f"{path}: label values must be whole numbers in [-1, {NYUV2_CLASSES - 1}] "
-                             f"(-1 = not labelled)")
+            raise ValueError(
+                f"{path}: label values must be whole numbers in [-1, {NYUV2_CLASSES - 1}] (-1 = not labelled)"
+            )
     if kind == "depth" and array.min() < 0:
         raise ValueError(f"{path}: depth holds negative values (0 marks a missing measurement)")
 
@@ -92,21 +95,28 @@ def _split_layout(root: Path, split: str) -> tuple[list[int], tuple[int, int]]:
         missing = sorted(set(reference) - set(indices[kind]))
         extra = sorted(set(indices[kind]) - set(reference))
         if missing:
-            raise ValueError(f"{folder / kind / f'{missing[0]}.npy'}: missing ({len(missing)} index(es) of "
-                             f"image/ have no {kind} file)")
+            raise ValueError(
+                f"{folder / kind / f'{missing[0]}.npy'}: missing ({len(missing)} index(es) of "
+                f"image/ have no {kind} file)"
+            )
         if extra:
-            raise ValueError(f"{folder / 'image' / f'{extra[0]}.npy'}: missing ({kind}/ has {len(extra)} "
-                             f"index(es) without an image)")
+            raise ValueError(
+                f"{folder / 'image' / f'{extra[0]}.npy'}: missing ({kind}/ has {len(extra)} index(es) without an image)"
+            )
     size = None
     for idx in reference:
         seen = {kind: _check_header(folder / kind / f"{idx}.npy", kind) for kind in NYUV2_KINDS}
         if len(set(seen.values())) != 1:
-            raise ValueError(f"{folder}: index {idx} has different spatial sizes per kind: "
-                             + ", ".join(f"{k} {h}x{w}" for k, (h, w) in seen.items()))
+            raise ValueError(
+                f"{folder}: index {idx} has different spatial sizes per kind: "
+                + ", ".join(f"{k} {h}x{w}" for k, (h, w) in seen.items())
+            )
         size = size or seen["image"]
-        if seen["image"] != size:   # images are stacked into one batch: one size per split (288x384 in the release)
-            raise ValueError(f"{folder / 'image' / f'{idx}.npy'}: {seen['image'][0]}x{seen['image'][1]}, but index "
-                             f"{reference[0]} is {size[0]}x{size[1]}; every index must have the same size")
+        if seen["image"] != size:  # images are stacked into one batch: one size per split (288x384 in the release)
+            raise ValueError(
+                f"{folder / 'image' / f'{idx}.npy'}: {seen['image'][0]}x{seen['image'][1]}, but index "
+                f"{reference[0]} is {size[0]}x{size[1]}; every index must have the same size"
+            )
     return reference, size
 
 
@@ -116,16 +126,18 @@ def label_grid(height: int, width: int, stride: int) -> tuple[int, int]:
     check of a run and :func:`subsample` both call this."""
     rows, cols = len(range(stride // 2, height, stride)), len(range(stride // 2, width, stride))
     if rows < 1 or cols < 1:
-        raise ValueError(f"images of {height}x{width} leave no label pixel at stride {stride} (rows and columns "
-                         f"{stride // 2}, {stride // 2 + stride}, ... are read; the images must be larger than "
-                         f"{stride // 2} pixels each way)")
+        raise ValueError(
+            f"images of {height}x{width} leave no label pixel at stride {stride} (rows and columns "
+            f"{stride // 2}, {stride // 2 + stride}, ... are read; the images must be larger than "
+            f"{stride // 2} pixels each way)"
+        )
     return rows, cols
 
 
 def subsample(array: np.ndarray, stride: int) -> np.ndarray:
     """``array`` [H, W, ...] at the pixels :func:`label_grid` names (exact values, never interpolated)."""
     label_grid(array.shape[0], array.shape[1], stride)
-    return array[stride // 2::stride, stride // 2::stride]
+    return array[stride // 2 :: stride, stride // 2 :: stride]
 
 
 @dataclass(frozen=True)
@@ -156,13 +168,14 @@ def check_nyuv2(root: str | Path) -> Nyuv2Summary:
     (first, size), *rest = sizes.items()
     for split, other in rest:
         if other != size:
-            raise ValueError(f"{root / split}: images of {other[0]}x{other[1]}, but {first}/ holds "
-                             f"{size[0]}x{size[1]}; both splits must have the same size")
+            raise ValueError(
+                f"{root / split}: images of {other[0]}x{other[1]}, but {first}/ holds "
+                f"{size[0]}x{size[1]}; both splits must have the same size"
+            )
     return Nyuv2Summary(counts, size[0], size[1])
 
 
-def read_nyuv2(root: str | Path, split: str, limit: int | None = None
-               ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+def read_nyuv2(root: str | Path, split: str, limit: int | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """``(idx, {"image" [H, W, 3], "label" [H, W] int64, "depth" [H, W, 1], "normal" [H, W, 3]})`` for the
     first ``limit`` indices of ``split`` in numeric order (all when None), float32 except the label; every
     file checked as :func:`check_nyuv2` checks the first one."""

@@ -17,15 +17,12 @@ from components.data.npy_files import first_unusable_row, npy_header
 __all__ = ["PC15K_SYNSETS", "check_pc15k", "read_pc15k_arrays"]
 
 #: ShapeNetCore.v2 synset ids of the categories used by PointFlow / PVD / NSOT.
-PC15K_SYNSETS: dict[str, str] = {
-    "airplane": "02691156",
-    "chair": "03001627",
-    "car": "02958343",
-}
+PC15K_SYNSETS: dict[str, str] = {"airplane": "02691156", "chair": "03001627", "car": "02958343"}
 
 
-def read_pc15k_arrays(root: str | Path, category: str, split: str, n_points: int, seed: int,
-                      max_shapes: int | None = None) -> np.ndarray:
+def read_pc15k_arrays(
+    root: str | Path, category: str, split: str, n_points: int, seed: int, max_shapes: int | None = None
+) -> np.ndarray:
     """Read ShapeNetCore.v2.PC15k clouds and subsample each to ``n_points`` (not normalised).
 
     Files are read in sorted name order; each cloud keeps a random subset of ``n_points`` of its
@@ -49,8 +46,9 @@ def read_pc15k_arrays(root: str | Path, category: str, split: str, n_points: int
     """
     synset = PC15K_SYNSETS.get(category, category)
     if synset not in PC15K_SYNSETS.values() and not (synset.isdigit() and len(synset) == 8):
-        raise ValueError(f"unknown PC15k category {category!r}; expected one of {sorted(PC15K_SYNSETS)} "
-                         "or an 8-digit synset id")
+        raise ValueError(
+            f"unknown PC15k category {category!r}; expected one of {sorted(PC15K_SYNSETS)} or an 8-digit synset id"
+        )
     folder = Path(root) / synset / split
     if not folder.is_dir():
         raise FileNotFoundError(f"PC15k folder not found: {folder} (expected root/<synset_id>/<split>/*.npy)")
@@ -88,8 +86,10 @@ def _pc15k_header(path: Path, n_points: int = 1) -> tuple[int, ...]:
     if not np.issubdtype(dtype, np.floating):
         raise ValueError(f"{path}: expected float coordinates, got dtype {dtype}")
     if len(shape) != 2 or shape[1] != 3 or shape[0] < n_points:
-        raise ValueError(f"{path}: expected an array of shape [K, 3] with K >= {n_points} "
-                         f"(PC15k files are [15000, 3]), got {tuple(shape)}")
+        raise ValueError(
+            f"{path}: expected an array of shape [K, 3] with K >= {n_points} "
+            f"(PC15k files are [15000, 3]), got {tuple(shape)}"
+        )
     return tuple(shape)
 
 
@@ -109,16 +109,19 @@ def check_pc15k(root: str | Path, splits: tuple[str, ...] = ("train", "test")) -
         raise ValueError(f"{root}: not a folder (expected <synset_id>/<split>/*.npy)")
     synsets = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit() and len(p.name) == 8)
     if not synsets:
-        raise ValueError(f"{root}: no <synset_id>/ folders (8-digit ShapeNet ids such as "
-                         f"{PC15K_SYNSETS['airplane']}); expected <synset_id>/<split>/*.npy")
+        raise ValueError(
+            f"{root}: no <synset_id>/ folders (8-digit ShapeNet ids such as "
+            f"{PC15K_SYNSETS['airplane']}); expected <synset_id>/<split>/*.npy"
+        )
     found: dict[str, dict[str, int]] = {}
     for synset in synsets:
         found[synset.name] = {}
         for split in splits:
             files = sorted((synset / split).glob("*.npy")) if (synset / split).is_dir() else []
             if not files:
-                raise ValueError(f"{synset / split}: missing or without .npy files (expected "
-                                 "<synset_id>/<split>/*.npy)")
+                raise ValueError(
+                    f"{synset / split}: missing or without .npy files (expected <synset_id>/<split>/*.npy)"
+                )
             for path in files:
                 _pc15k_header(path)
             _pc15k_values(files[0], np.load(files[0], allow_pickle=False))

@@ -26,15 +26,22 @@ import numpy as np
 
 from components.io import package_path, parse_json, quote_value
 
-__all__ = ["DESCRIPTOR_NAMES", "ELEMENTS", "PROPERTY_COLUMNS", "QM9FormatError", "check_qm9_csv", "descriptor",
-           "qm9pack_files", "read_qm9"]
+__all__ = [
+    "DESCRIPTOR_NAMES",
+    "ELEMENTS",
+    "PROPERTY_COLUMNS",
+    "QM9FormatError",
+    "check_qm9_csv",
+    "descriptor",
+    "qm9pack_files",
+    "read_qm9",
+]
 
 ELEMENTS = ("H", "C", "N", "O", "F")
 #: property name -> its qm9pack column.
 PROPERTY_COLUMNS = {"alpha": "Polarizability_bohr3", "gap": "HOMO_LUMO_gap_au"}
 REQUIRED = ("Stoichiometry", "XYZ_Ang", *PROPERTY_COLUMNS.values())
-DESCRIPTOR_NAMES = tuple(f"n_{e}" for e in ELEMENTS) + ("radius_of_gyration", "mean_pair_distance",
-                                                        "max_pair_distance")
+DESCRIPTOR_NAMES = tuple(f"n_{e}" for e in ELEMENTS) + ("radius_of_gyration", "mean_pair_distance", "max_pair_distance")
 MIN_MOLECULES = 20
 MAX_ATOMS = 500
 
@@ -54,7 +61,7 @@ def descriptor(counts: Sequence[int], xyz: np.ndarray) -> np.ndarray:
     """The 8 numbers of :data:`DESCRIPTOR_NAMES` for one molecule (``xyz [n_atoms, 3]`` in angstrom)."""
     xyz = np.asarray(xyz, dtype=np.float64)
     centred = xyz - xyz.mean(0)
-    gyration = math.sqrt(float((centred ** 2).sum(1).mean()))
+    gyration = math.sqrt(float((centred**2).sum(1).mean()))
     if len(xyz) > 1:
         d = np.sqrt(((xyz[:, None, :] - xyz[None, :, :]) ** 2).sum(-1))[np.triu_indices(len(xyz), 1)]
         mean_d, max_d = float(d.mean()), float(d.max())
@@ -70,12 +77,13 @@ def _rows(path: Path) -> tuple[dict[str, int], list[list[str]]]:
             reader = csv.reader(f)
             header = next(reader, None)
             if header is None:
-                raise QM9FormatError("the file is empty; expected a CSV header with the columns "
-                                     f"{', '.join(REQUIRED)}")
+                raise QM9FormatError(f"the file is empty; expected a CSV header with the columns {', '.join(REQUIRED)}")
             missing = [c for c in REQUIRED if c not in header]
             if missing:
-                raise QM9FormatError(f"column '{missing[0]}' is missing; a QM9 CSV needs the columns "
-                                     f"{', '.join(REQUIRED)} (qm9pack's names)")
+                raise QM9FormatError(
+                    f"column '{missing[0]}' is missing; a QM9 CSV needs the columns "
+                    f"{', '.join(REQUIRED)} (qm9pack's names)"
+                )
             index = {c: header.index(c) for c in REQUIRED}
             return index, [row for row in reader if row]
     except UnicodeDecodeError:
@@ -94,7 +102,7 @@ def _parse(row: list[str], index: dict[str, int], number: int) -> tuple[np.ndarr
     def json_list(column: str) -> list:
         text = cell(column)
         try:
-            value = parse_json(text)      # nesting and integer size bounded: a hostile cell cannot recurse
+            value = parse_json(text)  # nesting and integer size bounded: a hostile cell cannot recurse
         except ValueError:
             value = None
         if not isinstance(value, list):
@@ -103,17 +111,24 @@ def _parse(row: list[str], index: dict[str, int], number: int) -> tuple[np.ndarr
 
     counts = json_list("Stoichiometry")
     if len(counts) != len(ELEMENTS) or not all(isinstance(c, int) and c >= 0 for c in counts) or sum(counts) < 1:
-        raise QM9FormatError(f"column 'Stoichiometry' row {number} must list {len(ELEMENTS)} non-negative atom "
-                             f"counts of {', '.join(ELEMENTS)} (at least one atom)")
-    if sum(counts) > MAX_ATOMS:   # the descriptor's pairwise distances grow with the square of the atoms
-        raise QM9FormatError(f"column 'Stoichiometry' row {number} counts {sum(counts)} atoms; QM9 molecules have "
-                             f"at most 29 (at most {MAX_ATOMS} are read)")
+        raise QM9FormatError(
+            f"column 'Stoichiometry' row {number} must list {len(ELEMENTS)} non-negative atom "
+            f"counts of {', '.join(ELEMENTS)} (at least one atom)"
+        )
+    if sum(counts) > MAX_ATOMS:  # the descriptor's pairwise distances grow with the square of the atoms
+        raise QM9FormatError(
+            f"column 'Stoichiometry' row {number} counts {sum(counts)} atoms; QM9 molecules have "
+            f"at most 29 (at most {MAX_ATOMS} are read)"
+        )
     xyz = json_list("XYZ_Ang")
-    if len(xyz) != sum(counts) or not all(isinstance(a, list) and len(a) == 3 and
-                                          all(isinstance(v, (int, float)) and math.isfinite(v) for v in a)
-                                          for a in xyz):
-        raise QM9FormatError(f"column 'XYZ_Ang' row {number} must hold {sum(counts)} finite [x, y, z] triples, "
-                             "one per atom of its Stoichiometry")
+    if len(xyz) != sum(counts) or not all(
+        isinstance(a, list) and len(a) == 3 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in a)
+        for a in xyz
+    ):
+        raise QM9FormatError(
+            f"column 'XYZ_Ang' row {number} must hold {sum(counts)} finite [x, y, z] triples, "
+            "one per atom of its Stoichiometry"
+        )
     props = {}
     for name, column in PROPERTY_COLUMNS.items():
         text = cell(column)

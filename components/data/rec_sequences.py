@@ -28,9 +28,18 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SPLIT_FILES", "SPLITS", "check_sequence_folder", "examples", "movielens_ratings",
-           "ratings_to_sequences", "read_sequence_file", "read_sequence_folder", "split_users",
-           "write_sequence_folder"]
+__all__ = [
+    "SPLIT_FILES",
+    "SPLITS",
+    "check_sequence_folder",
+    "examples",
+    "movielens_ratings",
+    "ratings_to_sequences",
+    "read_sequence_file",
+    "read_sequence_folder",
+    "split_users",
+    "write_sequence_folder",
+]
 
 SPLITS = ("train", "valid", "test")
 SPLIT_FILES = {split: f"{split}_data.txt" for split in SPLITS}
@@ -45,9 +54,15 @@ def movielens_ratings():  # -> pandas.DataFrame with userId, movieId, rating, ti
     return frame[["userId", "movieId", "rating", "timestamp"]].copy()
 
 
-def ratings_to_sequences(users: Sequence[int], items: Sequence[int], timestamps: Sequence[float], *,
-                         min_item_count: int = 20, min_user_length: int = 5,
-                         max_items: int | None = 50) -> tuple[list[list[int]], dict[int, int]]:
+def ratings_to_sequences(
+    users: Sequence[int],
+    items: Sequence[int],
+    timestamps: Sequence[float],
+    *,
+    min_item_count: int = 20,
+    min_user_length: int = 5,
+    max_items: int | None = 50,
+) -> tuple[list[list[int]], dict[int, int]]:
     """One time-ordered item sequence per user.
 
     Interactions are ordered by (user, timestamp), ties in the input order. Items rated fewer than
@@ -82,8 +97,9 @@ def ratings_to_sequences(users: Sequence[int], items: Sequence[int], timestamps:
     return sequences, item_ids
 
 
-def split_users(n_users: int, seed: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-                ) -> dict[str, np.ndarray]:
+def split_users(
+    n_users: int, seed: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
+) -> dict[str, np.ndarray]:
     """A seeded permutation of users cut into train / valid / test (valid and test rounded down, train the
     rest); each index array sorted."""
     if abs(sum(fractions) - 1.0) > 1e-9 or min(fractions) < 0:
@@ -91,7 +107,7 @@ def split_users(n_users: int, seed: int, fractions: tuple[float, float, float] =
     perm = np.random.default_rng(seed).permutation(n_users)
     n_valid, n_test = int(n_users * fractions[1]), int(n_users * fractions[2])
     n_train = n_users - n_valid - n_test
-    parts = (perm[:n_train], perm[n_train:n_train + n_valid], perm[n_train + n_valid:])
+    parts = (perm[:n_train], perm[n_train : n_train + n_valid], perm[n_train + n_valid :])
     return {split: np.sort(part) for split, part in zip(SPLITS, parts)}
 
 
@@ -115,14 +131,16 @@ def read_sequence_file(path: str | os.PathLike[str]) -> list[list[int]]:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
     sequences = []
-    lines = text.removeprefix("\ufeff").split("\n")   # "\n" only (a "\r" before it is whitespace)
-    while lines and not lines[-1].strip():            # blank lines at the end (the release's files end in one)
+    lines = text.removeprefix("\ufeff").split("\n")  # "\n" only (a "\r" before it is whitespace)
+    while lines and not lines[-1].strip():  # blank lines at the end (the release's files end in one)
         lines.pop()
     for number, line in enumerate(lines, start=1):
         fields = line.split()
         if not fields:
-            raise ValueError(f"{path}: line {number}: empty line (expected space-separated item ids; only the "
-                             "file's last lines may be blank)")
+            raise ValueError(
+                f"{path}: line {number}: empty line (expected space-separated item ids; only the "
+                "file's last lines may be blank)"
+            )
         seq = []
         for k, field in enumerate(fields, start=1):
             if not (field.isascii() and field.isdigit()):
@@ -134,8 +152,10 @@ def read_sequence_file(path: str | os.PathLike[str]) -> list[list[int]]:
                 raise ValueError(f"{path}: line {number}: field {k}: item id above 10,000,000")
             seq.append(value)
         if len(seq) < MIN_LENGTH:
-            raise ValueError(f"{path}: line {number}: {len(seq)} item id(s); a line needs a history and a target "
-                             f"(>= {MIN_LENGTH} ids)")
+            raise ValueError(
+                f"{path}: line {number}: {len(seq)} item id(s); a line needs a history and a target "
+                f"(>= {MIN_LENGTH} ids)"
+            )
         sequences.append(seq)
     if not sequences:
         raise ValueError(f"{path}: no sequences (the file is empty)")
@@ -161,8 +181,7 @@ def check_sequence_folder(folder: str | os.PathLike[str]) -> int:
     return max(max(seq) for seqs in splits.values() for seq in seqs)
 
 
-def examples(sequences: Sequence[Sequence[int]], max_len: int, targets: int | str = 1
-             ) -> tuple[np.ndarray, np.ndarray]:
+def examples(sequences: Sequence[Sequence[int]], max_len: int, targets: int | str = 1) -> tuple[np.ndarray, np.ndarray]:
     """(history, target) pairs: ``history`` [N, max_len] int64, the last ``max_len`` items before the target,
     right-padded with 0; ``target`` [N].
 
@@ -178,7 +197,7 @@ def examples(sequences: Sequence[Sequence[int]], max_len: int, targets: int | st
     for seq in sequences:
         first = 1 if targets == "all" else max(1, len(seq) - int(targets))
         for pos in range(first, len(seq)):
-            window = list(seq[max(0, pos - max_len):pos])
+            window = list(seq[max(0, pos - max_len) : pos])
             hist.append(window + [0] * (max_len - len(window)))
             tgt.append(seq[pos])
     return np.asarray(hist, dtype=np.int64).reshape(-1, max_len), np.asarray(tgt, dtype=np.int64)

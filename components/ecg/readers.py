@@ -21,7 +21,7 @@ from components.data.npy_files import array_bytes_limit, describe_bytes, npy_hea
 SPLITS = ("train", "val", "test")
 PTBXL_LAYOUT = tuple(f"{s}_{k}.npy" for s in SPLITS for k in ("data", "labels"))
 PTBXL_SHAPE = (12, 1000)
-WFDB_LAYOUT = ("100.hea", "100.dat", "100.atr")   # one record as PhysioNet names it (MIT-BIH record 100)
+WFDB_LAYOUT = ("100.hea", "100.dat", "100.atr")  # one record as PhysioNet names it (MIT-BIH record 100)
 BEAT_SYMBOLS = frozenset("NLRBAaJSVrFejnE/fQ?")
 LEAD_NAMES = frozenset(n.lower() for n in ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"))
 MIN_SECONDS = 10.0
@@ -31,7 +31,7 @@ MAX_HEADER_BYTES = 1 << 20
 def _nan_only_rows(data: np.ndarray, chunk: int = 512) -> np.ndarray:
     bad = []
     for i in range(0, len(data), chunk):
-        block = np.asarray(data[i:i + chunk], dtype=np.float64)
+        block = np.asarray(data[i : i + chunk], dtype=np.float64)
         bad.append(~np.isfinite(block).any(axis=(1, 2)) | (np.isinf(block).any(axis=(1, 2))))
     return np.flatnonzero(np.concatenate(bad)) if bad else np.zeros(0, dtype=np.int64)
 
@@ -52,8 +52,9 @@ def check_ptbxl(folder: Path) -> dict[str, tuple[int, int]]:
                 raise ValueError(f"{p}: missing (expected {', '.join(PTBXL_LAYOUT)})")
         shape, dtype = npy_header(data_path)
         if len(shape) != 3 or tuple(shape[1:]) != PTBXL_SHAPE:
-            raise ValueError(f"{data_path}: field 'shape' is {tuple(shape)}, expected (N, 12, 1000) (12 leads, 10 s at "
-                             "100 Hz)")
+            raise ValueError(
+                f"{data_path}: field 'shape' is {tuple(shape)}, expected (N, 12, 1000) (12 leads, 10 s at 100 Hz)"
+            )
         if dtype.kind not in "fiu" or shape[0] == 0:
             raise ValueError(f"{data_path}: field 'dtype' is {dtype} with {shape[0]} rows, expected numbers, >= 1 row")
         lshape, ldtype = npy_header(label_path)
@@ -76,8 +77,10 @@ def check_ptbxl(folder: Path) -> dict[str, tuple[int, int]]:
     # the probe scores each label column by ROC-AUC on test (columns of one class are left out of the macro mean)
     # after training on train: with no column holding positives and negatives in both, no AUC is defined
     if not (two_classes["train"] & two_classes["test"]).any():
-        raise ValueError(f"{folder}: no label column holds both positive and negative rows in train_labels.npy and "
-                         "test_labels.npy; the probe's ROC-AUC needs at least one (are all labels 0?)")
+        raise ValueError(
+            f"{folder}: no label column holds both positive and negative rows in train_labels.npy and "
+            "test_labels.npy; the probe's ROC-AUC needs at least one (are all labels 0?)"
+        )
     return out
 
 
@@ -85,17 +88,22 @@ def read_ptbxl(folder: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{split: (data float32 (N, 12, 1000), labels int8 (N, C))}`` after `check_ptbxl`."""
     check_ptbxl(folder)
     folder = Path(folder)
-    return {s: (np.load(folder / f"{s}_data.npy", allow_pickle=False).astype(np.float32),
-                np.load(folder / f"{s}_labels.npy", allow_pickle=False).astype(np.int8)) for s in SPLITS}
+    return {
+        s: (
+            np.load(folder / f"{s}_data.npy", allow_pickle=False).astype(np.float32),
+            np.load(folder / f"{s}_labels.npy", allow_pickle=False).astype(np.int8),
+        )
+        for s in SPLITS
+    }
 
 
 @dataclass
 class WfdbRecord:
     name: str
-    signal: np.ndarray          # (leads, T), physical units
+    signal: np.ndarray  # (leads, T), physical units
     fs: float
     leads: tuple[str, ...]
-    beats: np.ndarray | None    # reference beat sample indices (at fs) from the .atr file, if any
+    beats: np.ndarray | None  # reference beat sample indices (at fs) from the .atr file, if any
 
 
 def _check_record_files(hea: Path) -> None:
@@ -109,19 +117,22 @@ def _check_record_files(hea: Path) -> None:
             raise ValueError(f"{part}: not a regular file")
     size = hea.stat().st_size
     if size > MAX_HEADER_BYTES:
-        raise ValueError(f"{hea}: {describe_bytes(size)}, too large for a WFDB header (at most "
-                         f"{describe_bytes(MAX_HEADER_BYTES)})")
+        raise ValueError(
+            f"{hea}: {describe_bytes(size)}, too large for a WFDB header (at most {describe_bytes(MAX_HEADER_BYTES)})"
+        )
     try:
         header = wfdb.rdheader(str(hea.with_suffix("")))
-    except Exception as err:     # wfdb raises many types on a malformed header
+    except Exception as err:  # wfdb raises many types on a malformed header
         raise ValueError(f"{hea}: unreadable WFDB record (its header: {type(err).__name__})") from None
     for name in sorted(set(header.file_name or [])):
         if not (hea.parent / name).is_file():
             raise ValueError(f"{hea}: field 'file_name': a signal file it names is not a regular file of the folder")
     samples = int(header.n_sig or 0) * int(header.sig_len or 0)
-    if samples * 8 > array_bytes_limit():     # read as float64 physical values
-        raise ValueError(f"{hea}: fields 'n_sig' x 'sig_len' announce {samples} samples "
-                         f"({describe_bytes(samples * 8)}), more than this machine's memory")
+    if samples * 8 > array_bytes_limit():  # read as float64 physical values
+        raise ValueError(
+            f"{hea}: fields 'n_sig' x 'sig_len' announce {samples} samples "
+            f"({describe_bytes(samples * 8)}), more than this machine's memory"
+        )
 
 
 def _read_one(hea: Path, with_signal: bool = True) -> WfdbRecord:
@@ -131,7 +142,7 @@ def _read_one(hea: Path, with_signal: bool = True) -> WfdbRecord:
     _check_record_files(hea)
     try:
         record = wfdb.rdrecord(str(base))
-    except Exception as err:     # wfdb raises many types on a malformed header or signal file
+    except Exception as err:  # wfdb raises many types on a malformed header or signal file
         raise ValueError(f"{hea}: unreadable WFDB record ({type(err).__name__})") from None
     signal = record.p_signal
     if signal is None or signal.ndim != 2 or signal.shape[0] == 0:
@@ -142,8 +153,10 @@ def _read_one(hea: Path, with_signal: bool = True) -> WfdbRecord:
     if not record.fs or record.fs <= 0:
         raise ValueError(f"{hea}: field 'fs' is not a positive sampling rate")
     if signal.shape[0] / record.fs < MIN_SECONDS:
-        raise ValueError(f"{hea}: field 'sig_len' is {signal.shape[0]} samples ({signal.shape[0] / record.fs:.1f} s); "
-                         f"at least {MIN_SECONDS:g} s are needed")
+        raise ValueError(
+            f"{hea}: field 'sig_len' is {signal.shape[0]} samples ({signal.shape[0] / record.fs:.1f} s); "
+            f"at least {MIN_SECONDS:g} s are needed"
+        )
     if not np.isfinite(signal).any():
         raise ValueError(f"{hea}: field 'p_signal' is all NaN")
     beats = None
@@ -173,17 +186,26 @@ def check_wfdb(folder: Path) -> int:
     return len(read_wfdb(folder))
 
 
-def detector_scores(reference: np.ndarray, detected: np.ndarray, fs: float, tolerance_s: float = 0.15
-                    ) -> dict[str, float]:
+def detector_scores(
+    reference: np.ndarray, detected: np.ndarray, fs: float, tolerance_s: float = 0.15
+) -> dict[str, float]:
     """Sensitivity and positive predictive value of ``detected`` against ``reference`` beats (a match within
     ``tolerance_s``), via ``wfdb.processing.compare_annotations``."""
     from wfdb.processing import compare_annotations
 
     ref, test = np.asarray(reference, dtype=np.int64), np.asarray(detected, dtype=np.int64)
     if len(ref) == 0 or len(test) == 0:
-        return {"sensitivity": 0.0 if len(ref) else float("nan"), "ppv": 0.0 if len(test) else float("nan"),
-                "reference": float(len(ref)), "detected": float(len(test))}
+        return {
+            "sensitivity": 0.0 if len(ref) else float("nan"),
+            "ppv": 0.0 if len(test) else float("nan"),
+            "reference": float(len(ref)),
+            "detected": float(len(test)),
+        }
     cmp = compare_annotations(ref, test, window_width=int(round(tolerance_s * fs)))
     cmp.compare()
-    return {"sensitivity": float(cmp.sensitivity), "ppv": float(cmp.positive_predictivity),
-            "reference": float(len(ref)), "detected": float(len(test))}
+    return {
+        "sensitivity": float(cmp.sensitivity),
+        "ppv": float(cmp.positive_predictivity),
+        "reference": float(len(ref)),
+        "detected": float(len(test)),
+    }

@@ -36,8 +36,12 @@ def deepfake_generator():
 
     from components.io import package_path
 
-    weights = package_path("deepfakeecg", "checkpoints/g_stat.pt", distribution="deepfake-ecg==1.1.2",
-                           needed_for="the unlabelled ECG source")
+    weights = package_path(
+        "deepfakeecg",
+        "checkpoints/g_stat.pt",
+        distribution="deepfake-ecg==1.1.2",
+        needed_for="the unlabelled ECG source",
+    )
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         import deepfakeecg
@@ -59,13 +63,18 @@ def deepfake_ecgs(n: int, seed: int, batch: int = 64, generator=None) -> np.ndar
             b = min(batch, n - i)
             eight = (g(torch.empty(b, 8, 5000).uniform_(-1, 1, generator=rng)) * 6000 / 1000).numpy()
             lead_i, lead_ii = eight[:, 0], eight[:, 1]
-            out[i:i + b] = np.concatenate([eight[:, :2], np.stack(limb_leads(lead_i, lead_ii), 1), eight[:, 2:]], 1)
+            out[i : i + b] = np.concatenate([eight[:, :2], np.stack(limb_leads(lead_i, lead_ii), 1), eight[:, 2:]], 1)
     return out
 
 
 # Gaussian-wave PQRST model: (offset from R in s, amplitude in mV, width in s) of P, Q, R, S, T
-WAVES = {"P": (-0.16, 0.15, 0.025), "Q": (-0.03, -0.10, 0.010), "R": (0.0, 1.0, 0.012), "S": (0.03, -0.25, 0.012),
-         "T": (0.26, 0.30, 0.050)}
+WAVES = {
+    "P": (-0.16, 0.15, 0.025),
+    "Q": (-0.03, -0.10, 0.010),
+    "R": (0.0, 1.0, 0.012),
+    "S": (0.03, -0.25, 0.012),
+    "T": (0.26, 0.30, 0.050),
+}
 
 
 def _rr_series(rhythm: str, rng: np.random.Generator, seconds: float = 11.0) -> np.ndarray:
@@ -114,16 +123,21 @@ def _one(args: tuple[str, str, int, float, tuple[int, ...]]) -> np.ndarray:
     sig = gaussian_ecg(rhythm, form, fs, rng)
     gains = LEAD_GAINS * rng.uniform(0.8, 1.2, size=len(LEADS))
     wander = 0.1 * np.sin(2 * np.pi * rng.uniform(0.05, 0.3) * np.arange(10 * fs) / fs + rng.uniform(0, 6.3))
-    return (gains[:, None] * sig[None] + wander[None] + noise * rng.standard_normal((len(LEADS), 10 * fs))
-            ).astype(np.float32)
+    return (gains[:, None] * sig[None] + wander[None] + noise * rng.standard_normal((len(LEADS), 10 * fs))).astype(
+        np.float32
+    )
 
 
-def simulate_labelled(n: int, seed: int, fs: int = 100, noise: float = 0.03
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def simulate_labelled(
+    n: int, seed: int, fs: int = 100, noise: float = 0.03
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(x (n, 12, 10 fs) in mV, rhythm class (n,), form class (n,))``; classes drawn uniformly and independently."""
     rng = np.random.default_rng(seed)
     rhythm = rng.integers(len(RHYTHMS), size=n)
     form = rng.integers(len(FORMS), size=n)
-    x = np.stack([_one((RHYTHMS[rhythm[i]], FORMS[form[i]], fs, noise, (seed, i))) for i in range(n)]) if n else \
-        np.zeros((0, len(LEADS), 10 * fs), np.float32)
+    x = (
+        np.stack([_one((RHYTHMS[rhythm[i]], FORMS[form[i]], fs, noise, (seed, i))) for i in range(n)])
+        if n
+        else np.zeros((0, len(LEADS), 10 * fs), np.float32)
+    )
     return x, rhythm.astype(np.int64), form.astype(np.int64)

@@ -25,7 +25,7 @@ import numpy as np
 
 TOKEN_LEN = 96
 MAX_LEN = 256
-TIME_VOCAB = 16          # size of the official time embedding: recordings of 15 s or more overflow it
+TIME_VOCAB = 16  # size of the official time embedding: recordings of 15 s or more overflow it
 
 
 @dataclass
@@ -51,16 +51,17 @@ def beat_tokens(x: np.ndarray, peaks: np.ndarray, token_len: int = TOKEN_LEN) ->
         return np.zeros((leads, 0, token_len), dtype=np.float32)
     half = token_len // 2
     mids = (peaks[:-1] + peaks[1:]) // 2
-    start = np.concatenate([[0], mids])                # segment [start, end) around each R
+    start = np.concatenate([[0], mids])  # segment [start, end) around each R
     end = np.concatenate([mids, [n]])
-    idx = peaks[:, None] + np.arange(-half, token_len - half)[None, :]          # (beats, token_len)
+    idx = peaks[:, None] + np.arange(-half, token_len - half)[None, :]  # (beats, token_len)
     inside = (idx >= start[:, None]) & (idx < end[:, None]) & (idx >= 0) & (idx < n)
-    values = x[:, np.clip(idx, 0, n - 1)]                                        # (leads, beats, token_len)
+    values = x[:, np.clip(idx, 0, n - 1)]  # (leads, beats, token_len)
     return np.where(inside[None], values, 0.0).astype(np.float32)
 
 
-def _sentence(tokens: np.ndarray, times: np.ndarray, max_len: int, codes: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sentence(
+    tokens: np.ndarray, times: np.ndarray, max_len: int, codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     leads, beats, token_len = tokens.shape
     data = np.zeros((max_len, token_len), dtype=np.float32)
     chans = np.zeros(max_len, dtype=np.int32)
@@ -84,20 +85,34 @@ def _leads(x: np.ndarray, leads: Sequence[int] | None) -> tuple[np.ndarray, np.n
     return x[:, index], (index + 1).astype(np.int32)
 
 
-def qrs_tokenize(x: np.ndarray, peaks: Sequence[np.ndarray], fs: float = 100, max_len: int = MAX_LEN,
-                 token_len: int = TOKEN_LEN, leads: Sequence[int] | None = None) -> Sentences:
+def qrs_tokenize(
+    x: np.ndarray,
+    peaks: Sequence[np.ndarray],
+    fs: float = 100,
+    max_len: int = MAX_LEN,
+    token_len: int = TOKEN_LEN,
+    leads: Sequence[int] | None = None,
+) -> Sentences:
     """QRS-tokenize ``x`` (N, leads, T) with one peak array per recording (detected on one lead); ``leads``
     (indices) limits the sentence to those leads, in that order (default: all)."""
     x, codes = _leads(np.asarray(x, dtype=np.float32), leads)
     if len(peaks) != len(x):
         raise ValueError(f"{len(peaks)} peak arrays for {len(x)} recordings")
     _check_times(x, fs)
-    out = [_sentence(beat_tokens(rec, p, token_len), np.asarray(p) // int(fs) + 1, max_len, codes) for rec, p in zip(x, peaks)]
+    out = [
+        _sentence(beat_tokens(rec, p, token_len), np.asarray(p) // int(fs) + 1, max_len, codes)
+        for rec, p in zip(x, peaks)
+    ]
     return _stack(out, max_len, token_len)
 
 
-def window_tokenize(x: np.ndarray, fs: float = 100, max_len: int = MAX_LEN, token_len: int = TOKEN_LEN,
-                    leads: Sequence[int] | None = None) -> Sentences:
+def window_tokenize(
+    x: np.ndarray,
+    fs: float = 100,
+    max_len: int = MAX_LEN,
+    token_len: int = TOKEN_LEN,
+    leads: Sequence[int] | None = None,
+) -> Sentences:
     """Fixed-window tokens (stride = ``token_len``) of ``x`` (N, leads, T), the same sentence layout."""
     x, codes = _leads(np.asarray(x, dtype=np.float32), leads)
     _check_times(x, fs)
@@ -111,8 +126,11 @@ def window_tokenize(x: np.ndarray, fs: float = 100, max_len: int = MAX_LEN, toke
 
 def _stack(out: list, max_len: int, token_len: int) -> Sentences:
     if not out:
-        return Sentences(np.zeros((0, max_len, token_len), np.float32), np.zeros((0, max_len), np.int32),
-                         np.zeros((0, max_len), np.int32))
+        return Sentences(
+            np.zeros((0, max_len, token_len), np.float32),
+            np.zeros((0, max_len), np.int32),
+            np.zeros((0, max_len), np.int32),
+        )
     data, chans, times = zip(*out)
     return Sentences(np.stack(data), np.stack(chans), np.stack(times))
 
@@ -122,12 +140,17 @@ def save_sentences(s: Sentences, folder: str | Path, stage: str) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{stage}_data.npy", folder / f"{stage}_data_in_chans.npy", folder / f"{stage}_data_in_times.npy"]
-    for path, array in zip(paths, (s.data.astype(np.float32), s.in_chans.astype(np.int32), s.in_times.astype(np.int32))):
+    for path, array in zip(
+        paths, (s.data.astype(np.float32), s.in_chans.astype(np.int32), s.in_times.astype(np.int32))
+    ):
         np.save(path, array)
     return paths
 
 
 def load_sentences(folder: str | Path, stage: str) -> Sentences:
     folder = Path(folder)
-    return Sentences(np.load(folder / f"{stage}_data.npy"), np.load(folder / f"{stage}_data_in_chans.npy"),
-                     np.load(folder / f"{stage}_data_in_times.npy"))
+    return Sentences(
+        np.load(folder / f"{stage}_data.npy"),
+        np.load(folder / f"{stage}_data_in_chans.npy"),
+        np.load(folder / f"{stage}_data_in_times.npy"),
+    )

@@ -9,8 +9,15 @@ from dataclasses import dataclass
 
 import torch
 
-from components.ecg.models import (MaskedConfig, MaskedSentenceModel, VQHBR, VQHBRConfig, masked_loss, random_mask,
-                                   vqhbr_loss)
+from components.ecg.models import (
+    VQHBR,
+    MaskedConfig,
+    MaskedSentenceModel,
+    VQHBRConfig,
+    masked_loss,
+    random_mask,
+    vqhbr_loss,
+)
 from components.ecg.tokenizer import Sentences
 from components.training import TrainConfig, TrainResult, fit
 from components.training.batches import random_batches
@@ -27,29 +34,60 @@ class Schedule:
 
 
 def _tensors(s: Sentences) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(s.data), torch.from_numpy(s.in_chans.astype("int64")), torch.from_numpy(
-        s.in_times.astype("int64"))
+    return (
+        torch.from_numpy(s.data),
+        torch.from_numpy(s.in_chans.astype("int64")),
+        torch.from_numpy(s.in_times.astype("int64")),
+    )
 
 
 def _config(sch: Schedule, seed: int, desc: str, progress: bool) -> TrainConfig:
-    return TrainConfig(steps=sch.steps, lr=sch.lr, weight_decay=sch.weight_decay, grad_clip=sch.grad_clip, seed=seed,
-                       warmup_steps=min(sch.warmup_steps, sch.steps), log_every=max(1, sch.steps // 20),
-                       progress=progress, desc=desc)
+    return TrainConfig(
+        steps=sch.steps,
+        lr=sch.lr,
+        weight_decay=sch.weight_decay,
+        grad_clip=sch.grad_clip,
+        seed=seed,
+        warmup_steps=min(sch.warmup_steps, sch.steps),
+        log_every=max(1, sch.steps // 20),
+        progress=progress,
+        desc=desc,
+    )
 
 
-def train_vqhbr(sentences: Sentences, cfg: VQHBRConfig, sch: Schedule, *, seed: int, desc: str = "vqhbr",
-                callback: Callable[[int, dict[str, float]], None] | None = None, progress: bool = False
-                ) -> tuple[VQHBR, TrainResult]:
+def train_vqhbr(
+    sentences: Sentences,
+    cfg: VQHBRConfig,
+    sch: Schedule,
+    *,
+    seed: int,
+    desc: str = "vqhbr",
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    progress: bool = False,
+) -> tuple[VQHBR, TrainResult]:
     torch.manual_seed(seed)
     model = VQHBR(cfg)
-    result = fit(model, vqhbr_loss, random_batches(*_tensors(sentences), size=sch.batch),
-                 _config(sch, seed, desc, progress), callback=callback)
+    result = fit(
+        model,
+        vqhbr_loss,
+        random_batches(*_tensors(sentences), size=sch.batch),
+        _config(sch, seed, desc, progress),
+        callback=callback,
+    )
     return model.eval(), result
 
 
-def train_masked(sentences: Sentences, codes: torch.Tensor, cfg: MaskedConfig, sch: Schedule, *, seed: int,
-                 desc: str = "pretrain", callback: Callable[[int, dict[str, float]], None] | None = None,
-                 progress: bool = False) -> tuple[MaskedSentenceModel, TrainResult]:
+def train_masked(
+    sentences: Sentences,
+    codes: torch.Tensor,
+    cfg: MaskedConfig,
+    sch: Schedule,
+    *,
+    seed: int,
+    desc: str = "pretrain",
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    progress: bool = False,
+) -> tuple[MaskedSentenceModel, TrainResult]:
     """Masked pretraining on ``sentences`` with target ``codes`` (N, L) from a frozen VQ-HBR."""
     torch.manual_seed(seed)
     model = MaskedSentenceModel(cfg)

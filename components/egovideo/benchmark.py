@@ -46,13 +46,16 @@ def debias_mask(blind_correct: Mapping[str, np.ndarray]) -> np.ndarray:
         raise ValueError("de-biasing needs at least one blind model")
     arrays = [np.asarray(v, dtype=bool) for v in blind_correct.values()]
     if len({a.shape for a in arrays}) != 1:
-        raise ValueError(f"blind models answered different numbers of questions: "
-                         f"{ {k: np.shape(v) for k, v in blind_correct.items()} }")
+        raise ValueError(
+            f"blind models answered different numbers of questions: "
+            f"{ {k: np.shape(v) for k, v in blind_correct.items()} }"
+        )
     return ~np.any(np.stack(arrays), axis=0)
 
 
-def bucket_accuracy(correct: np.ndarray, buckets: Sequence[str], keep: np.ndarray | None = None,
-                    names: Sequence[str] = BUCKETS) -> dict[str, float]:
+def bucket_accuracy(
+    correct: np.ndarray, buckets: Sequence[str], keep: np.ndarray | None = None, names: Sequence[str] = BUCKETS
+) -> dict[str, float]:
     """Accuracy (%) per bucket over the questions with ``keep`` (all if None); NaN where none is left."""
     correct = np.asarray(correct, dtype=bool)
     b = np.asarray(buckets)
@@ -76,12 +79,18 @@ def accuracy_table(correct: np.ndarray, buckets: Sequence[str], keep: np.ndarray
     """Raw and debiased accuracy per bucket, their bucket means, and the inflation raw - debiased."""
     raw = bucket_accuracy(correct, buckets)
     deb = bucket_accuracy(correct, buckets, keep)
-    return {"raw": raw, "debiased": deb, "raw_mean": mean_over_buckets(raw), "mda": mean_over_buckets(deb),
-            "inflation": mean_over_buckets(raw) - mean_over_buckets(deb)}
+    return {
+        "raw": raw,
+        "debiased": deb,
+        "raw_mean": mean_over_buckets(raw),
+        "mda": mean_over_buckets(deb),
+        "inflation": mean_over_buckets(raw) - mean_over_buckets(deb),
+    }
 
 
-def blind_llm_choices(lm: LogprobModel, questions: Sequence[str], options: Sequence[Sequence[str]],
-                      batch: int = 64) -> tuple[np.ndarray, int]:
+def blind_llm_choices(
+    lm: LogprobModel, questions: Sequence[str], options: Sequence[Sequence[str]], batch: int = 64
+) -> tuple[np.ndarray, int]:
     """The option index a blind LLM picks per question (highest summed log-prob of ``" <option>"``).
 
     Returns ``(choices [N], distinct pairs scored)``. Ties go to the first option.
@@ -89,9 +98,10 @@ def blind_llm_choices(lm: LogprobModel, questions: Sequence[str], options: Seque
     pairs = sorted({(q, o) for q, opts in zip(questions, options) for o in opts})
     scores: dict[tuple[str, str], float] = {}
     for start in range(0, len(pairs), batch):
-        chunk = pairs[start:start + batch]
-        values = lm.logprobs([f"Question: {q}\nAnswer:" for q, _ in chunk], [f" {o}" for _, o in chunk],
-                             batch_size=batch)
+        chunk = pairs[start : start + batch]
+        values = lm.logprobs(
+            [f"Question: {q}\nAnswer:" for q, _ in chunk], [f" {o}" for _, o in chunk], batch_size=batch
+        )
         scores.update(zip(chunk, values))
     choices = np.asarray([int(np.argmax([scores[(q, o)] for o in opts])) for q, opts in zip(questions, options)])
     return choices, len(pairs)

@@ -111,7 +111,7 @@ class EgoQAModel(nn.Module):
         d = cfg.d_model
         self.cfg = cfg
         self.words = nn.Embedding(cfg.vocab_size, d, padding_idx=PAD)
-        nn.init.normal_(self.words.weight, std=0.1)   # small option scores at the start
+        nn.init.normal_(self.words.weight, std=0.1)  # small option scores at the start
         with torch.no_grad():
             self.words.weight[PAD].zero_()
         self.question_pos = nn.Parameter(torch.randn(max_question, d) * 0.02)
@@ -121,8 +121,9 @@ class EgoQAModel(nn.Module):
         self.time = nn.Linear(2 * cfg.time_freqs, d)
         self.pointer = nn.Parameter(torch.randn(d) * 0.02)
         self.answer = nn.Parameter(torch.randn(d) * 0.02)
-        layer = nn.TransformerEncoderLayer(d, cfg.n_heads, cfg.d_ff, dropout=0.0, batch_first=True,
-                                           norm_first=True, activation="gelu")
+        layer = nn.TransformerEncoderLayer(
+            d, cfg.n_heads, cfg.d_ff, dropout=0.0, batch_first=True, norm_first=True, activation="gelu"
+        )
         self.encoder = nn.TransformerEncoder(layer, cfg.n_layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d)
         self.score_proj = nn.Linear(d, d, bias=False)
@@ -160,7 +161,7 @@ class EgoQAModel(nn.Module):
         # no padding mask: questions always have the same padded length, pads embed as zeros plus their
         # position, and attention without a mask runs the fused kernel (a mask costs a [B, H, L, L] tensor)
         out = self.norm(self.encoder(torch.cat(parts, dim=1)))
-        return out[:, -1], out[:, Lq:Lq + n_visual]
+        return out[:, -1], out[:, Lq : Lq + n_visual]
 
     def pointer_scores(self, question: Tensor, frames: Tensor) -> Tensor:
         """Global glimpse: ``[B, T]`` pointer logits over all frames (compressed)."""
@@ -171,7 +172,7 @@ class EgoQAModel(nn.Module):
     def option_logits(self, question: Tensor, visual: Tensor | None, options: Tensor) -> Tensor:
         """``[B, n_options]`` scores of the options ``[B, n_options, Lo]`` given the visual tokens."""
         h, _ = self._run(question, visual, self.answer)
-        emb = self.words(options)                                   # [B, O, Lo, d]
+        emb = self.words(options)  # [B, O, Lo, d]
         mask = (options != PAD).unsqueeze(-1).to(emb.dtype)
         opt = (emb * mask).sum(2) / mask.sum(2).clamp_min(1.0)
         return torch.einsum("bd,bod->bo", self.answer_proj(h), opt)
@@ -189,8 +190,7 @@ class Forward:
     selected: Tensor | None = None
 
 
-def _mpp(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
-         ) -> Forward:
+def _mpp(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None) -> Forward:
     scores = model.pointer_scores(batch["question"], batch["frames"])
     choose = scores.detach()
     if teacher_forcing > 0 and gen is not None:
@@ -201,27 +201,29 @@ def _mpp(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, ge
     return Forward(logits, scores, idx)
 
 
-def _uniform(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
-             ) -> Forward:
+def _uniform(
+    model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
+) -> Forward:
     B, T = batch["frames"].shape[:2]
     idx = uniform_frames(T, model.cfg.k).expand(B, -1)
     logits = model.option_logits(batch["question"], model.full_tokens(batch["frames"], idx), batch["options"])
     return Forward(logits, None, idx)
 
 
-def _compressed(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
-                ) -> Forward:
+def _compressed(
+    model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
+) -> Forward:
     visual = model.compressed_tokens(batch["frames"])
     return Forward(model.option_logits(batch["question"], visual, batch["options"]))
 
 
-def _blind(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
-           ) -> Forward:
+def _blind(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None) -> Forward:
     return Forward(model.option_logits(batch["question"], None, batch["options"]))
 
 
-def _oracle(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
-            ) -> Forward:
+def _oracle(
+    model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float, gen: torch.Generator | None
+) -> Forward:
     """An MPP model whose answer pass reads the evidence frames (filled up to k with the pointer's best others):
     what the answer step achieves with a perfect pointer."""
     scores = model.pointer_scores(batch["question"], batch["frames"])
@@ -231,7 +233,11 @@ def _oracle(model: EgoQAModel, batch: dict[str, Tensor], teacher_forcing: float,
 
 
 METHODS: dict[str, Callable[[EgoQAModel, dict[str, Tensor], float, torch.Generator | None], Forward]] = {
-    "mpp": _mpp, "uniform": _uniform, "compressed": _compressed, "blind": _blind}
+    "mpp": _mpp,
+    "uniform": _uniform,
+    "compressed": _compressed,
+    "blind": _blind,
+}
 # evaluation only: ``oracle`` runs a model trained as ``mpp`` with its pointer replaced by the evidence frames
 EVAL_METHODS = {**METHODS, "oracle": _oracle}
 
@@ -244,8 +250,9 @@ def balanced_bce(scores: Tensor, evidence: Tensor) -> Tensor:
     return ((pos + neg) / 2).mean()
 
 
-def make_loss(method: str, pointer_weight: float, teacher_forcing: float, seed: int
-              ) -> Callable[[EgoQAModel, dict[str, Tensor]], tuple[Tensor, dict[str, Tensor]]]:
+def make_loss(
+    method: str, pointer_weight: float, teacher_forcing: float, seed: int
+) -> Callable[[EgoQAModel, dict[str, Tensor]], tuple[Tensor, dict[str, Tensor]]]:
     """``loss_fn(model, batch)`` for :func:`components.training.fit`: CE (+ pointer BCE for ``mpp``)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {list(METHODS)}")
@@ -287,8 +294,9 @@ class QATensors:
     evidence: tuple[tuple[int, ...], ...]
 
 
-def encode_rows(rows: Sequence[dict], vocab: Vocab, clip_index: dict[str, int], max_question: int = 16,
-                max_option: int = 4) -> QATensors:
+def encode_rows(
+    rows: Sequence[dict], vocab: Vocab, clip_index: dict[str, int], max_question: int = 16, max_option: int = 4
+) -> QATensors:
     missing = sorted({r["clip_id"] for r in rows} - set(clip_index))
     if missing:
         raise KeyError(f"questions refer to clips without frames: {missing[:5]}")
@@ -297,7 +305,8 @@ def encode_rows(rows: Sequence[dict], vocab: Vocab, clip_index: dict[str, int], 
         options=torch.tensor([[vocab.encode(o, max_option) for o in r["options"]] for r in rows], dtype=torch.long),
         answer=torch.tensor([r["answer_idx"] for r in rows], dtype=torch.long),
         clip=torch.tensor([clip_index[r["clip_id"]] for r in rows], dtype=torch.long),
-        evidence=tuple(tuple(int(f) for f in r["evidence_frames"]) for r in rows))
+        evidence=tuple(tuple(int(f) for f in r["evidence_frames"]) for r in rows),
+    )
 
 
 def make_batch(data: QATensors, frames: Sequence[Tensor], idx: Sequence[int]) -> dict[str, Tensor]:
@@ -310,8 +319,13 @@ def make_batch(data: QATensors, frames: Sequence[Tensor], idx: Sequence[int]) ->
     for row, i in enumerate(idx):
         evidence[row, list(data.evidence[i])] = 1.0
     index = torch.as_tensor(list(idx), dtype=torch.long)
-    return {"question": data.question[index], "options": data.options[index], "answer": data.answer[index],
-            "frames": torch.stack(clips), "evidence": evidence}
+    return {
+        "question": data.question[index],
+        "options": data.options[index],
+        "answer": data.answer[index],
+        "frames": torch.stack(clips),
+        "evidence": evidence,
+    }
 
 
 def length_groups(data: QATensors, frames: Sequence[Tensor]) -> dict[int, list[int]]:
@@ -322,8 +336,9 @@ def length_groups(data: QATensors, frames: Sequence[Tensor]) -> dict[int, list[i
     return groups
 
 
-def batch_sampler(data: QATensors, frames: Sequence[Tensor], batch_size: int
-                  ) -> Callable[[int, torch.Generator], dict[str, Tensor]]:
+def batch_sampler(
+    data: QATensors, frames: Sequence[Tensor], batch_size: int
+) -> Callable[[int, torch.Generator], dict[str, Tensor]]:
     """``batches(step, gen)`` for ``fit``: a length group drawn in proportion to its size, then a batch in it."""
     groups = list(length_groups(data, frames).values())
     sizes = torch.tensor([len(g) for g in groups], dtype=torch.float)
@@ -336,15 +351,16 @@ def batch_sampler(data: QATensors, frames: Sequence[Tensor], batch_size: int
     return draw
 
 
-def predict_all(model: EgoQAModel, method: str, data: QATensors, frames: Sequence[Tensor], batch: int = 64
-                ) -> tuple[np.ndarray, list[dict]]:
+def predict_all(
+    model: EgoQAModel, method: str, data: QATensors, frames: Sequence[Tensor], batch: int = 64
+) -> tuple[np.ndarray, list[dict]]:
     """The chosen option of every question, and for a method with a pointer one record per question:
     ``{"q", "recall", "evidence_rank", "scores"}`` (see :func:`components.egovideo.stats.pointer_hits`)."""
     choice = np.zeros(len(data.answer), dtype=np.int64)
     pointer: list[dict] = []
     for _, group in sorted(length_groups(data, frames).items()):
         for start in range(0, len(group), batch):
-            idx = group[start:start + batch]
+            idx = group[start : start + batch]
             out = predict(model, method, make_batch(data, frames, idx))
             choice[idx] = out.logits.argmax(1).numpy()
             if out.pointer is None:

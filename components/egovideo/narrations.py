@@ -35,7 +35,7 @@ from typing import Any
 from components.io import JsonLimitError, atomic_path, parse_json, quote_value
 
 PASSES = ("narration_pass_1", "narration_pass_2")
-MIN_CLIP_NARRATIONS = 4   # a clip is cut only where it holds at least this many narrations
+MIN_CLIP_NARRATIONS = 4  # a clip is cut only where it holds at least this many narrations
 
 
 class NarrationFormatError(ValueError):
@@ -57,17 +57,21 @@ class NarrationSet:
 
     videos: dict[str, list[Narration]]
     narration_pass: int
-    skipped: tuple[str, ...] = field(default_factory=tuple)        # redacted, no pass at all
-    without_pass: tuple[str, ...] = field(default_factory=tuple)   # the chosen pass is missing
-    empty_pass: tuple[str, ...] = field(default_factory=tuple)     # the chosen pass has no narration text
-    empty_texts: int = 0                                           # chosen-pass narrations with an empty text
+    skipped: tuple[str, ...] = field(default_factory=tuple)  # redacted, no pass at all
+    without_pass: tuple[str, ...] = field(default_factory=tuple)  # the chosen pass is missing
+    empty_pass: tuple[str, ...] = field(default_factory=tuple)  # the chosen pass has no narration text
+    empty_texts: int = 0  # chosen-pass narrations with an empty text
 
     def counts(self) -> dict[str, int]:
         """Videos and narrations read, and the videos / narrations skipped per reason."""
-        return {"videos": len(self.videos), "narrations": sum(len(v) for v in self.videos.values()),
-                "skipped/redacted_videos": len(self.skipped), "skipped/videos_without_pass": len(self.without_pass),
-                "skipped/videos_with_empty_pass": len(self.empty_pass), "skipped/empty_texts": self.empty_texts}
-
+        return {
+            "videos": len(self.videos),
+            "narrations": sum(len(v) for v in self.videos.values()),
+            "skipped/redacted_videos": len(self.skipped),
+            "skipped/videos_without_pass": len(self.without_pass),
+            "skipped/videos_with_empty_pass": len(self.empty_pass),
+            "skipped/empty_texts": self.empty_texts,
+        }
 
 
 def _number(value: Any) -> bool:
@@ -135,10 +139,10 @@ def _parse(p: Path) -> tuple[dict[str, dict[str, list[Narration]]], list[str], C
                 raise NarrationFormatError(f"{where}.{name}: expected an object with a 'narrations' list")
             summaries = block.get("summaries", [])
             if not isinstance(summaries, list):
-                raise NarrationFormatError(f"{where}.{name}.summaries: expected a list, got "
-                                           f"{type(summaries).__name__}")
-            items = [_check_narration(item, f"{where}.{name}.narrations[{i}]")
-                     for i, item in enumerate(block["narrations"])]
+                raise NarrationFormatError(f"{where}.{name}.summaries: expected a list, got {type(summaries).__name__}")
+            items = [
+                _check_narration(item, f"{where}.{name}.narrations[{i}]") for i, item in enumerate(block["narrations"])
+            ]
             empty[name] += sum(n is None for n in items)
             parsed[name] = sorted((n for n in items if n is not None), key=lambda n: n.timestamp_sec)
         videos[str(uid)] = parsed
@@ -166,16 +170,20 @@ def read_narrations(path: str | Path, narration_pass: int = 1) -> NarrationSet:
         raise ValueError(f"narration_pass must be 1 or 2, got {narration_pass!r}")
     parsed, skipped, empty = _parse(p)
     key = PASSES[narration_pass - 1]
-    out = NarrationSet(videos={uid: passes[key] for uid, passes in parsed.items() if passes.get(key)},
-                       narration_pass=narration_pass, skipped=tuple(skipped),
-                       without_pass=tuple(uid for uid, passes in parsed.items() if key not in passes),
-                       empty_pass=tuple(uid for uid, passes in parsed.items() if key in passes and not passes[key]),
-                       empty_texts=empty[key])
+    out = NarrationSet(
+        videos={uid: passes[key] for uid, passes in parsed.items() if passes.get(key)},
+        narration_pass=narration_pass,
+        skipped=tuple(skipped),
+        without_pass=tuple(uid for uid, passes in parsed.items() if key not in passes),
+        empty_pass=tuple(uid for uid, passes in parsed.items() if key in passes and not passes[key]),
+        empty_texts=empty[key],
+    )
     if not out.videos:
         raise NarrationFormatError(
             f"{p}: no video has narrations in '{key}' (narration_pass={narration_pass}); of "
             f"{len(parsed) + len(skipped)} videos, {len(skipped)} are redacted, {len(out.without_pass)} lack "
-            f"'{key}' and {len(out.empty_pass)} have no narration text in it ({out.empty_texts} empty texts)")
+            f"'{key}' and {len(out.empty_pass)} have no narration text in it ({out.empty_texts} empty texts)"
+        )
     return out
 
 
@@ -189,16 +197,19 @@ def check_narration_file(path: str | Path, min_narrations: int = MIN_CLIP_NARRAT
     parsed, skipped, empty = _parse(p)
     longest = max(len(items) for passes in parsed.values() for items in passes.values())
     if longest < min_narrations:
-        raise NarrationFormatError(f"{p}: no video long enough: the most narrations of any video in one pass is "
-                                   f"{longest}, a clip needs at least {min_narrations}")
+        raise NarrationFormatError(
+            f"{p}: no video long enough: the most narrations of any video in one pass is "
+            f"{longest}, a clip needs at least {min_narrations}"
+        )
     counts = {"videos": len(parsed), "redacted": len(skipped), "empty_texts": sum(empty.values())}
     for name in PASSES:
         counts[name] = sum(len(passes.get(name, ())) for passes in parsed.values())
     return counts
 
 
-def write_narrations(videos: Mapping[str, Sequence[Narration]], path: str | Path, *, video_fps: float = 30.0,
-                     narration_pass: int = 1) -> Path:
+def write_narrations(
+    videos: Mapping[str, Sequence[Narration]], path: str | Path, *, video_fps: float = 30.0, narration_pass: int = 1
+) -> Path:
     """Write ``{video_uid: narrations}`` in the official shape (one pass, empty summaries), atomically.
 
     ``timestamp_frame`` is filled from ``timestamp_sec * video_fps`` where a narration has none.
@@ -206,11 +217,17 @@ def write_narrations(videos: Mapping[str, Sequence[Narration]], path: str | Path
     key = PASSES[narration_pass - 1]
     out = {}
     for uid, items in videos.items():
-        rows = [{"timestamp_sec": n.timestamp_sec,
-                 "timestamp_frame": n.timestamp_frame if n.timestamp_frame is not None
-                 else round(n.timestamp_sec * video_fps),
-                 "narration_text": n.text,
-                 "annotation_uid": f"{uid}-{key}-{i:05d}"} for i, n in enumerate(items)]
+        rows = [
+            {
+                "timestamp_sec": n.timestamp_sec,
+                "timestamp_frame": n.timestamp_frame
+                if n.timestamp_frame is not None
+                else round(n.timestamp_sec * video_fps),
+                "narration_text": n.text,
+                "annotation_uid": f"{uid}-{key}-{i:05d}",
+            }
+            for i, n in enumerate(items)
+        ]
         out[uid] = {key: {"narrations": rows, "summaries": []}, "status": "complete"}
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

@@ -42,8 +42,22 @@ from components.io import atomic_path, read_json_lines
 
 N_OPTIONS = 4
 LETTERS = "ABCD"
-QA_FIELDS = ("video_uid", "clip_id", "start_sec", "end_sec", "question", "options", "answer_idx", "answer",
-             "evidence_ts", "evidence_frames", "length_bucket", "qtype", "biased", "source")
+QA_FIELDS = (
+    "video_uid",
+    "clip_id",
+    "start_sec",
+    "end_sec",
+    "question",
+    "options",
+    "answer_idx",
+    "answer",
+    "evidence_ts",
+    "evidence_frames",
+    "length_bucket",
+    "qtype",
+    "biased",
+    "source",
+)
 
 
 class QAFormatError(ValueError):
@@ -75,9 +89,9 @@ class Candidate:
     qtype: str
     question: str
     answer: str
-    kind: str                    # "place" | "object" | "count"
+    kind: str  # "place" | "object" | "count"
     evidence: tuple[Event, ...]
-    mentions: tuple[str, ...]    # nouns the question names (never offered as distractors)
+    mentions: tuple[str, ...]  # nouns the question names (never offered as distractors)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,8 +102,10 @@ def _last_put(clip: Clip) -> list[Candidate]:
     for e in clip.events:
         if e.action == "puts" and e.obj and e.loc:
             last[e.obj] = e
-    return [Candidate(clip, "last_put", f"Where did I last put the {obj}?", e.loc, "place", (e,), (obj,))
-            for obj, e in sorted(last.items())]
+    return [
+        Candidate(clip, "last_put", f"Where did I last put the {obj}?", e.loc, "place", (e,), (obj,))
+        for obj, e in sorted(last.items())
+    ]
 
 
 def _pick_after(clip: Clip) -> list[Candidate]:
@@ -99,8 +115,17 @@ def _pick_after(clip: Clip) -> list[Candidate]:
     for i, e in enumerate(picks[:-1]):
         if counts[e.obj] == 1:
             nxt = picks[i + 1]
-            out.append(Candidate(clip, "pick_after", f"What did I pick up right after the {e.obj}?", nxt.obj,
-                                 "object", (e, nxt), (e.obj,)))
+            out.append(
+                Candidate(
+                    clip,
+                    "pick_after",
+                    f"What did I pick up right after the {e.obj}?",
+                    nxt.obj,
+                    "object",
+                    (e, nxt),
+                    (e.obj,),
+                )
+            )
     return out
 
 
@@ -109,8 +134,12 @@ def _count_open(clip: Clip) -> list[Candidate]:
     for e in clip.events:
         if e.action == "opens" and e.loc:
             opens[e.loc].append(e)
-    return [Candidate(clip, "count_open", f"How many times did I open the {loc}?", str(len(evs)), "count",
-                      tuple(evs), (loc,)) for loc, evs in sorted(opens.items())]
+    return [
+        Candidate(
+            clip, "count_open", f"How many times did I open the {loc}?", str(len(evs)), "count", tuple(evs), (loc,)
+        )
+        for loc, evs in sorted(opens.items())
+    ]
 
 
 TEMPLATES = {"last_put": _last_put, "pick_after": _pick_after, "count_open": _count_open}
@@ -154,8 +183,9 @@ def narrated_values(candidates: Sequence[Candidate]) -> dict[str, set[str]]:
     return values
 
 
-def _spare_values(answer: str, kind: str, mentions: Sequence[str], dist: dict[str, Counter],
-                  extra: dict[str, set[str]] | None) -> tuple[dict[str, int], list[str]]:
+def _spare_values(
+    answer: str, kind: str, mentions: Sequence[str], dist: dict[str, Counter], extra: dict[str, set[str]] | None
+) -> tuple[dict[str, int], list[str]]:
     """The corpus answers of ``kind`` that may be distractors (with their counts), and the other narrated
     values of ``kind`` that may top them up (sorted)."""
     pool = {v: n for v, n in dist.get(kind, Counter()).items() if v != answer and v not in mentions}
@@ -163,8 +193,9 @@ def _spare_values(answer: str, kind: str, mentions: Sequence[str], dist: dict[st
     return pool, spare
 
 
-def can_draw_options(c: Candidate, dist: dict[str, Counter], extra: dict[str, set[str]] | None = None,
-                     n_options: int = N_OPTIONS) -> bool:
+def can_draw_options(
+    c: Candidate, dist: dict[str, Counter], extra: dict[str, set[str]] | None = None, n_options: int = N_OPTIONS
+) -> bool:
     """Whether :func:`draw_options` finds ``n_options - 1`` distractors for ``c`` (counts always can)."""
     if c.kind == "count":
         return True
@@ -172,9 +203,15 @@ def can_draw_options(c: Candidate, dist: dict[str, Counter], extra: dict[str, se
     return len(pool) + len(spare) >= n_options - 1
 
 
-def draw_options(answer: str, kind: str, mentions: Sequence[str], dist: dict[str, Counter],
-                 rng: np.random.Generator, n_options: int = N_OPTIONS,
-                 extra: dict[str, set[str]] | None = None) -> tuple[list[str], int]:
+def draw_options(
+    answer: str,
+    kind: str,
+    mentions: Sequence[str],
+    dist: dict[str, Counter],
+    rng: np.random.Generator,
+    n_options: int = N_OPTIONS,
+    extra: dict[str, set[str]] | None = None,
+) -> tuple[list[str], int]:
     """``n_options`` distinct options holding ``answer`` once, shuffled; returns ``(options, answer_idx)``.
 
     Distractors follow the corpus answer frequencies of ``kind``. When the corpus holds too few distinct
@@ -209,11 +246,22 @@ def draw_options(answer: str, kind: str, mentions: Sequence[str], dist: dict[str
 
 def to_record(c: Candidate, options: list[str], answer_idx: int, biased: bool, source: str) -> dict[str, Any]:
     clip = c.clip
-    return {"video_uid": clip.video_uid, "clip_id": clip.clip_id, "start_sec": clip.start_sec,
-            "end_sec": clip.end_sec, "question": c.question, "options": options, "answer_idx": answer_idx,
-            "answer": c.answer, "evidence_ts": [e.timestamp_sec for e in c.evidence],
-            "evidence_frames": [e.frame for e in c.evidence], "length_bucket": clip.bucket, "qtype": c.qtype,
-            "biased": biased, "source": source}
+    return {
+        "video_uid": clip.video_uid,
+        "clip_id": clip.clip_id,
+        "start_sec": clip.start_sec,
+        "end_sec": clip.end_sec,
+        "question": c.question,
+        "options": options,
+        "answer_idx": answer_idx,
+        "answer": c.answer,
+        "evidence_ts": [e.timestamp_sec for e in c.evidence],
+        "evidence_frames": [e.frame for e in c.evidence],
+        "length_bucket": clip.bucket,
+        "qtype": c.qtype,
+        "biased": biased,
+        "source": source,
+    }
 
 
 @dataclass(frozen=True)
@@ -226,12 +274,17 @@ class SampleConfig:
 
     def __post_init__(self) -> None:
         if self.per_clip < 1 or not 0 <= self.biased_share <= 1:
-            raise ValueError(f"SampleConfig needs per_clip >= 1 and biased_share in [0, 1], got "
-                             f"{self.per_clip}, {self.biased_share}")
+            raise ValueError(
+                f"SampleConfig needs per_clip >= 1 and biased_share in [0, 1], got {self.per_clip}, {self.biased_share}"
+            )
 
 
-def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source: str = "template",
-                     corpus: Sequence[Candidate] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def sample_questions(
+    candidates: Sequence[Candidate],
+    cfg: SampleConfig,
+    source: str = "template",
+    corpus: Sequence[Candidate] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Draw questions per bucket with ``biased_share`` of biased ones; options drawn per question.
 
     Per bucket the target is ``min(per_clip * clips, candidates)``, lowered until the biased and the
@@ -240,7 +293,8 @@ def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source:
     side is empty, as in a small narration file where every question text occurs once and so is its
     own prior), the share cannot be held: ``min(per_clip * clips, candidates)`` questions are drawn with
     a share as close to ``biased_share`` as the candidates allow, and the bucket's ``share_held`` is
-    false (a ``biased_share`` of 0 or 1 is kept as asked: such a bucket gives no question). Question priors and distractor distributions come from ``corpus`` (default: the candidates
+    false (a ``biased_share`` of 0 or 1 is kept as asked: such a bucket gives no question). Question
+    priors and distractor distributions come from ``corpus`` (default: the candidates
     themselves), so a subset of the clips is judged against the whole corpus; a candidate for which
     the corpus and its narrations name too few distinct values of its kind to fill the options is left
     out and counted (``no_options``). Returns ``(records, stats)``.
@@ -260,7 +314,7 @@ def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source:
         unbiased = [c for c in cands if priors[c.question] != c.answer]
         most = min(cfg.per_clip * n_clips, len(cands))
         target = float(most)
-        if cfg.biased_share > 0:       # shrink the target until both sides can give their share
+        if cfg.biased_share > 0:  # shrink the target until both sides can give their share
             target = min(target, len(biased) / cfg.biased_share)
         if cfg.biased_share < 1:
             target = min(target, len(unbiased) / (1 - cfg.biased_share))
@@ -277,10 +331,16 @@ def sample_questions(candidates: Sequence[Candidate], cfg: SampleConfig, source:
         for c, is_biased in chosen:
             options, idx = draw_options(c.answer, c.kind, c.mentions, dist, rng, extra=extra)
             records.append(to_record(c, options, idx, is_biased, source))
-        stats["buckets"][bucket] = {"clips": n_clips, "candidates": len(cands), "questions": n_b + n_u,
-                                    "biased": n_b, "biased_share": n_b / max(1, n_b + n_u),
-                                    "candidate_biased_share": len(biased) / max(1, len(cands)),
-                                    "no_options": len(by_bucket[bucket]) - len(cands), "share_held": held}
+        stats["buckets"][bucket] = {
+            "clips": n_clips,
+            "candidates": len(cands),
+            "questions": n_b + n_u,
+            "biased": n_b,
+            "biased_share": n_b / max(1, n_b + n_u),
+            "candidate_biased_share": len(biased) / max(1, len(cands)),
+            "no_options": len(by_bucket[bucket]) - len(cands),
+            "share_held": held,
+        }
     return records, stats
 
 
@@ -292,14 +352,57 @@ class ChatModel(Protocol):
 
     def chat(self, messages: list[dict[str, str]]) -> str: ...
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
-                 seed: int | None = None, batch_size: int = 8) -> list[str]: ...
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        batch_size: int = 8,
+    ) -> list[str]: ...
 
 
-SYSTEM_PROMPT = ("You write multiple-choice questions that test the memory of the person who recorded a "
-                 "first-person video. You only see the video's timestamped narrations; 'C' is that person.")
+SYSTEM_PROMPT = (
+    "You write multiple-choice questions that test the memory of the person who recorded a "
+    "first-person video. You only see the video's timestamped narrations; 'C' is that person."
+)
 FORMAT = "Question: <question>\nA) <option>\nB) <option>\nC) <option>\nD) <option>\nAnswer: <letter>"
-_STOP = frozenset(["a", "an", "the", "i", "did", "do", "what", "where", "when", "how", "many", "times", "right", "after", "before", "last", "first", "of", "in", "on", "to", "from", "my", "me", "was", "were", "is", "it", "at", "which", "who"])
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "did",
+        "do",
+        "what",
+        "where",
+        "when",
+        "how",
+        "many",
+        "times",
+        "right",
+        "after",
+        "before",
+        "last",
+        "first",
+        "of",
+        "in",
+        "on",
+        "to",
+        "from",
+        "my",
+        "me",
+        "was",
+        "were",
+        "is",
+        "it",
+        "at",
+        "which",
+        "who",
+    ]
+)
 
 
 def llm_prompt(clip: Clip, max_narrations: int, rng: np.random.Generator) -> list[dict[str, str]]:
@@ -307,11 +410,13 @@ def llm_prompt(clip: Clip, max_narrations: int, rng: np.random.Generator) -> lis
     events = list(clip.events)
     if len(events) > max_narrations:
         start = int(rng.integers(0, len(events) - max_narrations + 1))
-        events = events[start:start + max_narrations]
+        events = events[start : start + max_narrations]
     lines = "\n".join(f"{e.timestamp_sec - clip.start_sec:.1f}s: {e.text}" for e in events)
-    user = (f"Narrations of a {clip.n_frames / clip.fps:.0f}-second clip:\n{lines}\n\nWrite one question about "
-            f"an object, a place, a count or the order of actions in this clip, with four options of which "
-            f"exactly one is right. Reply exactly in this format:\n{FORMAT}")
+    user = (
+        f"Narrations of a {clip.n_frames / clip.fps:.0f}-second clip:\n{lines}\n\nWrite one question about "
+        f"an object, a place, a count or the order of actions in this clip, with four options of which "
+        f"exactly one is right. Reply exactly in this format:\n{FORMAT}"
+    )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
@@ -352,8 +457,9 @@ def ground(clip: Clip, question: str, answer: str) -> tuple[Event, ...]:
     question_words = _words(question) - answer_words
     if not answer_words or not question_words:
         return ()
-    return tuple(e for e in clip.events
-                 if answer_words <= _words(e.text) and question_words & (_words(e.text) - answer_words))
+    return tuple(
+        e for e in clip.events if answer_words <= _words(e.text) and question_words & (_words(e.text) - answer_words)
+    )
 
 
 @dataclass
@@ -367,13 +473,23 @@ class LLMStats:
         return self.accepted / self.attempted if self.attempted else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"attempted": self.attempted, "accepted": self.accepted, "acceptance_rate": self.acceptance_rate,
-                "rejected": dict(self.rejected)}
+        return {
+            "attempted": self.attempted,
+            "accepted": self.accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "rejected": dict(self.rejected),
+        }
 
 
-def llm_candidates(clips: Sequence[Clip], lm: ChatModel, seed: int, max_narrations: int = 40,
-                   max_new_tokens: int = 96, temperature: float = 0.7, batch_size: int = 8
-                   ) -> tuple[list[tuple[Candidate, list[str], int]], LLMStats, list[str]]:
+def llm_candidates(
+    clips: Sequence[Clip],
+    lm: ChatModel,
+    seed: int,
+    max_narrations: int = 40,
+    max_new_tokens: int = 96,
+    temperature: float = 0.7,
+    batch_size: int = 8,
+) -> tuple[list[tuple[Candidate, list[str], int]], LLMStats, list[str]]:
     """One LLM-written question per clip, kept when it parses and is grounded in the clip's narrations.
 
     Returns ``([(candidate, options, answer_idx)], stats, the clip ids whose question was rejected)``;
@@ -381,8 +497,11 @@ def llm_candidates(clips: Sequence[Clip], lm: ChatModel, seed: int, max_narratio
     """
     rng = np.random.default_rng(seed)
     prompts = [lm.chat(llm_prompt(clip, max_narrations, rng)) for clip in clips]
-    replies = lm.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                          batch_size=batch_size) if prompts else []
+    replies = (
+        lm.generate(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, batch_size=batch_size)
+        if prompts
+        else []
+    )
     stats = LLMStats()
     out, failed = [], []
     for clip, reply in zip(clips, replies):
@@ -409,9 +528,14 @@ class NoQuestionsError(ValueError):
     fallback, or too few distinct places / objects named to fill a question's options."""
 
 
-def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: SampleConfig, lm: ChatModel | None = None,
-                       llm_clips: int = 16, llm_fallback: str = "template"
-                       ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def generate_questions(
+    clips: Sequence[Clip],
+    qtypes: Sequence[str],
+    cfg: SampleConfig,
+    lm: ChatModel | None = None,
+    llm_clips: int = 16,
+    llm_fallback: str = "template",
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The data engine over a corpus of clips: ``(records, stats)``.
 
     Without ``lm``: template questions for every clip (:func:`sample_questions`). With ``lm``: one LLM
@@ -425,8 +549,9 @@ def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: Sample
         raise ValueError(f"llm_fallback must be 'template' or 'drop', got {llm_fallback!r}")
     corpus = template_candidates(clips, qtypes)
     if not corpus:
-        raise NoQuestionsError("the narrations give no template question (no 'puts', 'picks up' or 'opens' "
-                               "events were parsed)")
+        raise NoQuestionsError(
+            "the narrations give no template question (no 'puts', 'picks up' or 'opens' events were parsed)"
+        )
     stats: dict[str, Any] = {"engine": "template" if lm is None else "llm"}
     llm_records: list[dict[str, Any]] = []
     template_clips = {c.clip_id for c in clips}
@@ -439,31 +564,46 @@ def generate_questions(clips: Sequence[Clip], qtypes: Sequence[str], cfg: Sample
         prompted = [c for b in sorted(by_bucket) for c in by_bucket[b][:per]]
         accepted, llm_stats, failed = llm_candidates(prompted, lm, seed=cfg.seed)
         priors = question_priors(corpus)
-        llm_records = [to_record(cand, options, idx, priors.get(cand.question) == cand.answer, "llm")
-                       for cand, options, idx in accepted]
+        llm_records = [
+            to_record(cand, options, idx, priors.get(cand.question) == cand.answer, "llm")
+            for cand, options, idx in accepted
+        ]
         template_clips -= {c.clip_id for c in prompted}
         if llm_fallback == "template":
             template_clips |= set(failed)
         # reasons are free text: a list, so that only the counts above become metric names
-        stats["llm"] = {"attempted": llm_stats.attempted, "accepted": llm_stats.accepted,
-                        "acceptance_rate": llm_stats.acceptance_rate, "rejected": sum(llm_stats.rejected.values()),
-                        "rejections": [{"reason": r, "count": n} for r, n in sorted(llm_stats.rejected.items())]}
+        stats["llm"] = {
+            "attempted": llm_stats.attempted,
+            "accepted": llm_stats.accepted,
+            "acceptance_rate": llm_stats.acceptance_rate,
+            "rejected": sum(llm_stats.rejected.values()),
+            "rejections": [{"reason": r, "count": n} for r, n in sorted(llm_stats.rejected.items())],
+        }
     chosen = [c for c in corpus if c.clip.clip_id in template_clips]
     records, sampled = sample_questions(chosen, cfg, corpus=corpus) if chosen else ([], {"buckets": {}})
     records += llm_records
     if not records:
         if not chosen:
-            raise NoQuestionsError(f"no question survived: all {len(prompted)} LLM questions were rejected and "
-                                   f"llm_fallback is 'drop' (every clip was prompted, so none has template "
-                                   f"questions)")
+            raise NoQuestionsError(
+                f"no question survived: all {len(prompted)} LLM questions were rejected and "
+                f"llm_fallback is 'drop' (every clip was prompted, so none has template "
+                f"questions)"
+            )
         short = sum(st["no_options"] for st in sampled["buckets"].values())
-        raise NoQuestionsError(f"no question could be drawn: {short} of {len(chosen)} template questions lack "
-                               f"{N_OPTIONS - 1} distinct distractors (the narrations name too few places / "
-                               f"objects)")
+        raise NoQuestionsError(
+            f"no question could be drawn: {short} of {len(chosen)} template questions lack "
+            f"{N_OPTIONS - 1} distinct distractors (the narrations name too few places / "
+            f"objects)"
+        )
     counts = Counter((r["length_bucket"], r["qtype"]) for r in records)
-    stats.update({"questions": len(records), "biased_share": float(np.mean([r["biased"] for r in records])),
-                  "by_bucket_qtype": {f"{b}/{q}": n for (b, q), n in sorted(counts.items())},
-                  **{f"sampling/{b}/{k}": v for b, st in sampled["buckets"].items() for k, v in st.items()}})
+    stats.update(
+        {
+            "questions": len(records),
+            "biased_share": float(np.mean([r["biased"] for r in records])),
+            "by_bucket_qtype": {f"{b}/{q}": n for (b, q), n in sorted(counts.items())},
+            **{f"sampling/{b}/{k}": v for b, st in sampled["buckets"].items() for k, v in st.items()},
+        }
+    )
     return records, stats
 
 
@@ -498,8 +638,9 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise QAFormatError(f"{p}: QA file not found")
-    rows = [check_record(row, f"{p}:{i}")
-            for i, row in read_json_lines(p, lambda problem: QAFormatError(f"{p}: {problem}"))]
+    rows = [
+        check_record(row, f"{p}:{i}") for i, row in read_json_lines(p, lambda problem: QAFormatError(f"{p}: {problem}"))
+    ]
     if not rows:
         raise QAFormatError(f"{p}: no questions")
     return rows

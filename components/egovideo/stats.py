@@ -46,9 +46,15 @@ def _share(ok: np.ndarray, sel: np.ndarray) -> float:
     return float(100.0 * ok[sel].mean()) if sel.any() else math.nan
 
 
-def debiased_rows(models: Mapping[str, np.ndarray], blind: Mapping[str, np.ndarray], buckets: Sequence[str],
-                  biased: Sequence[bool], qtypes: Sequence[str], seed: int, names: Sequence[str] = BUCKETS
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def debiased_rows(
+    models: Mapping[str, np.ndarray],
+    blind: Mapping[str, np.ndarray],
+    buckets: Sequence[str],
+    biased: Sequence[bool],
+    qtypes: Sequence[str],
+    seed: int,
+    names: Sequence[str] = BUCKETS,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Accuracy rows (one per model) and prediction rows (one per model and question) of one seed.
 
     ``models`` maps a name to its per-question correctness; ``blind`` the blind models that define the
@@ -58,23 +64,42 @@ def debiased_rows(models: Mapping[str, np.ndarray], blind: Mapping[str, np.ndarr
     flags = np.asarray(biased, dtype=bool)
     b = np.asarray(buckets)
     if not (len(keep) == len(flags) == len(b) == len(qtypes)):
-        raise ValueError(f"debiased_rows: {len(keep)} answers, {len(flags)} biased flags, {len(b)} buckets and "
-                         f"{len(qtypes)} qtypes")
+        raise ValueError(
+            f"debiased_rows: {len(keep)} answers, {len(flags)} biased flags, {len(b)} buckets and {len(qtypes)} qtypes"
+        )
     rows, preds = [], []
     for name, correct in models.items():
         ok = np.asarray(correct, dtype=bool)
         if ok.shape != keep.shape:
             raise ValueError(f"debiased_rows: model {name} answered {len(ok)} questions, expected {len(keep)}")
         table = accuracy_table(ok, buckets, keep)
-        row: dict[str, Any] = {"model": name, "seed": seed, "raw_mean": table["raw_mean"], "mda": table["mda"],
-                               "inflation": table["inflation"], "kept": int(keep.sum()),
-                               "acc_biased": _share(ok, flags), "acc_unbiased": _share(ok, ~flags)}
+        row: dict[str, Any] = {
+            "model": name,
+            "seed": seed,
+            "raw_mean": table["raw_mean"],
+            "mda": table["mda"],
+            "inflation": table["inflation"],
+            "kept": int(keep.sum()),
+            "acc_biased": _share(ok, flags),
+            "acc_unbiased": _share(ok, ~flags),
+        }
         row.update({f"raw_{n}": table["raw"][n] for n in names})
         row.update({f"debiased_{n}": table["debiased"][n] for n in names})
         row.update({f"kept_{n}": int(((b == n) & keep).sum()) for n in names})
         rows.append(row)
-        preds += [{"model": name, "seed": seed, "q": i, "bucket": str(b[i]), "qtype": str(qtypes[i]),
-                   "biased": bool(flags[i]), "kept": bool(keep[i]), "correct": bool(ok[i])} for i in range(len(ok))]
+        preds += [
+            {
+                "model": name,
+                "seed": seed,
+                "q": i,
+                "bucket": str(b[i]),
+                "qtype": str(qtypes[i]),
+                "biased": bool(flags[i]),
+                "kept": bool(keep[i]),
+                "correct": bool(ok[i]),
+            }
+            for i in range(len(ok))
+        ]
     return rows, preds
 
 
@@ -82,8 +107,9 @@ def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], pointer: Sequence[Mapping[str, Any]],
-              names: Sequence[str] = BUCKETS) -> dict[str, float]:
+def summarize(
+    rows: Sequence[Mapping[str, Any]], pointer: Sequence[Mapping[str, Any]], names: Sequence[str] = BUCKETS
+) -> dict[str, float]:
     """``<model>/<key>``: means over seeds of MDA, raw mean, biased / unbiased accuracy and the debiased
     accuracy per bucket; ``pointer/<bucket>/recall_at_k`` and ``.../mean_evidence_rank`` (NaN: no pointer)."""
     out: dict[str, float] = {}
@@ -105,15 +131,17 @@ def _over_questions(n: int, statistic: Any, n_boot: int, seed: int) -> Interval:
     """Percentile bootstrap of ``statistic(question indices)`` over ``n`` questions."""
     if n == 0:
         return Interval(math.nan, -math.inf, math.inf, 0)
-    interval = bootstrap_ci(np.arange(n, dtype=float), lambda idx: statistic(idx.astype(np.int64)),
-                            n_boot=n_boot, seed=seed)
+    interval = bootstrap_ci(
+        np.arange(n, dtype=float), lambda idx: statistic(idx.astype(np.int64)), n_boot=n_boot, seed=seed
+    )
     if not (math.isfinite(interval.estimate) and math.isfinite(interval.low) and math.isfinite(interval.high)):
         return Interval(interval.estimate, -math.inf, math.inf, n)
     return interval
 
 
-def _kept(correct_a: np.ndarray, correct_b: np.ndarray | None, buckets: Sequence[str], keep: np.ndarray
-          ) -> tuple[np.ndarray, np.ndarray]:
+def _kept(
+    correct_a: np.ndarray, correct_b: np.ndarray | None, buckets: Sequence[str], keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(correct_a, dtype=float)
     d = a - np.asarray(correct_b, dtype=float) if correct_b is not None else a
     k = np.asarray(keep, dtype=bool)
@@ -127,8 +155,15 @@ def _bucket_means(d: np.ndarray, b: np.ndarray, names: Sequence[str]) -> list[fl
     return [float(d[b == n].mean()) if (b == n).any() else math.nan for n in names]
 
 
-def mda_difference_ci(correct_a: np.ndarray, correct_b: np.ndarray, buckets: Sequence[str], keep: np.ndarray,
-                      names: Sequence[str] = BUCKETS, n_boot: int = 2000, seed: int = 0) -> Interval:
+def mda_difference_ci(
+    correct_a: np.ndarray,
+    correct_b: np.ndarray,
+    buckets: Sequence[str],
+    keep: np.ndarray,
+    names: Sequence[str] = BUCKETS,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Interval:
     """``MDA_a - MDA_b`` (percentage points) over the kept questions, paired bootstrap over those questions."""
     d, b = _kept(correct_a, correct_b, buckets, keep)
 
@@ -139,8 +174,16 @@ def mda_difference_ci(correct_a: np.ndarray, correct_b: np.ndarray, buckets: Seq
     return _over_questions(len(d), stat, n_boot, seed)
 
 
-def gap_trend_ci(correct_a: np.ndarray, correct_b: np.ndarray, buckets: Sequence[str], keep: np.ndarray,
-                 first: str = BUCKETS[0], last: str = BUCKETS[-1], n_boot: int = 2000, seed: int = 0) -> Interval:
+def gap_trend_ci(
+    correct_a: np.ndarray,
+    correct_b: np.ndarray,
+    buckets: Sequence[str],
+    keep: np.ndarray,
+    first: str = BUCKETS[0],
+    last: str = BUCKETS[-1],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Interval:
     """``gap_last - gap_first`` (pp), ``gap_x`` = debiased accuracy of a minus b in bucket x; bootstrap over
     the kept questions. Positive: a's lead over b grows from the first to the last bucket."""
     d, b = _kept(correct_a, correct_b, buckets, keep)

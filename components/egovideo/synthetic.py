@@ -39,11 +39,31 @@ from components.egovideo.narrations import MIN_CLIP_NARRATIONS, Narration
 if TYPE_CHECKING:
     import torch
 
-OBJECTS = ("knife", "cup", "plate", "bowl", "spoon", "fork", "pan", "pot", "kettle", "bottle",
-           "jar", "towel", "sponge", "apple", "bread", "phone", "keys", "scissors", "lid", "glass")
+OBJECTS = (
+    "knife",
+    "cup",
+    "plate",
+    "bowl",
+    "spoon",
+    "fork",
+    "pan",
+    "pot",
+    "kettle",
+    "bottle",
+    "jar",
+    "towel",
+    "sponge",
+    "apple",
+    "bread",
+    "phone",
+    "keys",
+    "scissors",
+    "lid",
+    "glass",
+)
 LOCATIONS = ("fridge", "drawer", "cabinet", "oven", "microwave", "cupboard", "box", "dishwasher")
 ACTIONS = ("picks up", "puts", "opens", "closes", "washes", "wipes")
-PLACE_ACTIONS = frozenset({"opens", "closes"})   # their noun is a place, not an object
+PLACE_ACTIONS = frozenset({"opens", "closes"})  # their noun is a place, not an object
 BACKGROUND = "none"
 BUCKETS = ("short", "medium", "long")
 
@@ -103,8 +123,9 @@ class FrameConfig:
         if self.d_feat < 4 or self.patches < 2:
             raise ValueError(f"FrameConfig needs d_feat >= 4 and patches >= 2, got {self.d_feat}, {self.patches}")
         if self.noise < 0 or not 0 <= self.pooled_detail <= 1:
-            raise ValueError(f"FrameConfig needs noise >= 0 and pooled_detail in [0, 1], got {self.noise}, "
-                             f"{self.pooled_detail}")
+            raise ValueError(
+                f"FrameConfig needs noise >= 0 and pooled_detail in [0, 1], got {self.noise}, {self.pooled_detail}"
+            )
 
 
 @dataclass(frozen=True)
@@ -134,7 +155,7 @@ def generate_stream(n_frames: int, world: World, cfg: WorldConfig, rng: np.rando
     """
     n_events = max(1, round(cfg.event_rate * n_frames))
     frames = np.sort(rng.choice(n_frames, size=n_events, replace=False))
-    where = {o: world.home[o] for o in OBJECTS}      # where each object is now
+    where = {o: world.home[o] for o in OBJECTS}  # where each object is now
     held: str | None = None
     last_picked: str | None = None
     probs = np.asarray(cfg.action_weights, dtype=float) / sum(cfg.action_weights)
@@ -145,7 +166,7 @@ def generate_stream(n_frames: int, world: World, cfg: WorldConfig, rng: np.rando
             action = "picks up"
         if action in ("washes", "wipes") and held is None:
             action = "picks up"
-        if action == "picks up" and held is not None:   # hands are full: put the held object away first
+        if action == "picks up" and held is not None:  # hands are full: put the held object away first
             action = "puts"
         obj = loc = None
         if action == "picks up":
@@ -165,21 +186,23 @@ def generate_stream(n_frames: int, world: World, cfg: WorldConfig, rng: np.rando
         else:
             obj = held
         ts = (float(f) + 0.5) / cfg.fps
-        out.append(Narration(timestamp_sec=ts, timestamp_frame=round(ts * 30.0),
-                             text=narration_text(action, obj, loc)))
+        out.append(Narration(timestamp_sec=ts, timestamp_frame=round(ts * 30.0), text=narration_text(action, obj, loc)))
     return out
 
 
-def generate_videos(bucket_frames: Sequence[int], videos_per_bucket: Sequence[int], cfg: WorldConfig, seed: int
-                    ) -> tuple[dict[str, list[Narration]], dict[str, tuple[str, int]]]:
+def generate_videos(
+    bucket_frames: Sequence[int], videos_per_bucket: Sequence[int], cfg: WorldConfig, seed: int
+) -> tuple[dict[str, list[Narration]], dict[str, tuple[str, int]]]:
     """Narrations of ``videos_per_bucket[b]`` videos of ``bucket_frames[b]`` frames per length bucket ``b``.
 
     Returns ``(narrations by video uid, {video_uid: (bucket, n_frames)})``; uids are
     ``synth-<bucket>-<index>``. The same ``seed`` gives the same world and the same streams.
     """
     if len(bucket_frames) != len(BUCKETS) or len(videos_per_bucket) != len(BUCKETS):
-        raise ValueError(f"bucket_frames and videos_per_bucket need one value per bucket {BUCKETS}, got "
-                         f"{list(bucket_frames)}, {list(videos_per_bucket)}")
+        raise ValueError(
+            f"bucket_frames and videos_per_bucket need one value per bucket {BUCKETS}, got "
+            f"{list(bucket_frames)}, {list(videos_per_bucket)}"
+        )
     world = make_world(seed)
     narrations, layout = {}, {}
     for b, (bucket, n_frames, n_videos) in enumerate(zip(BUCKETS, bucket_frames, videos_per_bucket)):
@@ -196,13 +219,25 @@ def generate_videos(bucket_frames: Sequence[int], videos_per_bucket: Sequence[in
 # --------------------------------------------------------------------------------------------------
 _ARTICLE = r"(?:the|a|an|some|his|her|its|their)"
 _PREP = r"(?:from|in|into|on|onto|inside|at|to|under)"
-_PARSE = re.compile(rf"^(?P<verb>[a-z][a-z ]*?)\s+{_ARTICLE}\s+(?P<noun>[a-z][a-z\- ]*?)"
-                    rf"(?:\s+{_PREP}\s+{_ARTICLE}\s+(?P<place>[a-z][a-z\- ]*?))?\s*[.]?$")
+_PARSE = re.compile(
+    rf"^(?P<verb>[a-z][a-z ]*?)\s+{_ARTICLE}\s+(?P<noun>[a-z][a-z\- ]*?)"
+    rf"(?:\s+{_PREP}\s+{_ARTICLE}\s+(?P<place>[a-z][a-z\- ]*?))?\s*[.]?$"
+)
 
 
 # Ego4D phrasings of the same actions, mapped onto the generator's verbs
-VERB_ALIASES = {"picks": "picks up", "takes": "picks up", "lifts": "picks up", "places": "puts", "keeps": "puts",
-                "drops": "puts", "put": "puts", "pick up": "picks up", "open": "opens", "close": "closes"}
+VERB_ALIASES = {
+    "picks": "picks up",
+    "takes": "picks up",
+    "lifts": "picks up",
+    "places": "puts",
+    "keeps": "puts",
+    "drops": "puts",
+    "put": "puts",
+    "pick up": "picks up",
+    "open": "opens",
+    "close": "closes",
+}
 
 
 def parse_narration(text: str) -> tuple[str, str | None, str | None]:
@@ -244,8 +279,7 @@ def events_of_clip(narrations: Sequence[Narration], start_sec: float, n_frames: 
             continue
         used.add(frame)
         action, obj, loc = parse_narration(n.text)
-        out.append(Event(frame=frame, timestamp_sec=n.timestamp_sec, action=action, obj=obj, loc=loc,
-                         text=n.text))
+        out.append(Event(frame=frame, timestamp_sec=n.timestamp_sec, action=action, obj=obj, loc=loc, text=n.text))
     return sorted(out, key=lambda e: e.frame)
 
 
@@ -263,7 +297,7 @@ def _object_patches(obj: str, cfg: FrameConfig) -> np.ndarray:
     ``s_p`` summing to zero, so the mean over patches keeps exactly ``pooled_detail * u(obj)``."""
     half = cfg.patches // 2
     signs = np.array([1.0] * half + [-1.0] * (cfg.patches - half))
-    signs[signs < 0] *= half / (cfg.patches - half)          # zero sum also for an odd patch count
+    signs[signs < 0] *= half / (cfg.patches - half)  # zero sum also for an odd patch count
     coef = cfg.pooled_detail + (1.0 - cfg.pooled_detail) * signs
     return coef[:, None] * _code("obj", obj, cfg.d_feat, cfg.seed)[None, :]
 
@@ -304,8 +338,9 @@ def synthesize_frames(events: Sequence[Event], n_frames: int, cfg: FrameConfig, 
     return torch.from_numpy(out.astype(np.float32))
 
 
-def cut_clips(narrations: dict[str, list[Narration]], bucket_seconds: Sequence[float],
-              min_events: int = MIN_CLIP_NARRATIONS) -> list[tuple[str, str, float]]:
+def cut_clips(
+    narrations: dict[str, list[Narration]], bucket_seconds: Sequence[float], min_events: int = MIN_CLIP_NARRATIONS
+) -> list[tuple[str, str, float]]:
     """Clips of a real narrated video: ``(video_uid, bucket, start_sec)`` for each bucket length that fits.
 
     A clip starts at the video's first narration (rounded down to a second) and is kept when the
@@ -332,8 +367,9 @@ class ClipSpec:
     n_frames: int
 
 
-def select_clips(narrations: dict[str, list[Narration]], bucket_frames: Sequence[int],
-                 videos_per_bucket: Sequence[int], fps: float) -> list[ClipSpec]:
+def select_clips(
+    narrations: dict[str, list[Narration]], bucket_frames: Sequence[int], videos_per_bucket: Sequence[int], fps: float
+) -> list[ClipSpec]:
     """Clips of real narrated videos: :func:`cut_clips` at ``bucket_frames / fps`` seconds, the first
     ``videos_per_bucket[b]`` per bucket (in file order), ids ``<video_uid>@<bucket>``; sorted by id."""
     seconds = [n / fps for n in bucket_frames]

@@ -24,12 +24,22 @@ if TYPE_CHECKING:
 
 # name -> module of this package that defines it
 _API = {
-    "COUPLINGS": "couplings", "Coupling": "couplings", "couple": "couplings",
-    "VelocityModel": "flow_matching", "flow_matching_loss": "flow_matching", "pair_loss": "flow_matching",
-    "INTERPOLANTS": "interpolants", "Interpolant": "interpolants", "broadcast_time": "interpolants",
+    "COUPLINGS": "couplings",
+    "Coupling": "couplings",
+    "couple": "couplings",
+    "VelocityModel": "flow_matching",
+    "flow_matching_loss": "flow_matching",
+    "pair_loss": "flow_matching",
+    "INTERPOLANTS": "interpolants",
+    "Interpolant": "interpolants",
+    "broadcast_time": "interpolants",
     "interpolate": "interpolants",
-    "SAMPLERS": "samplers", "SampleResult": "samplers", "sample": "samplers",
-    "TIME_SCHEDULES": "time", "sample_time": "time", "sinusoidal_time_embedding": "time",
+    "SAMPLERS": "samplers",
+    "SampleResult": "samplers",
+    "sample": "samplers",
+    "TIME_SCHEDULES": "time",
+    "sample_time": "time",
+    "sinusoidal_time_embedding": "time",
 }
 
 __all__ = [

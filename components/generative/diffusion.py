@@ -83,8 +83,9 @@ def ddim_grid(steps: int, stride: int) -> list[int]:
     return [steps - 1] + [n for n in below if n < steps - 1]
 
 
-def ddim_sample(model: X0Model, x_start: Tensor, schedule: DiffusionSchedule, stride: int,
-                return_trajectory: bool = False) -> SampleResult:
+def ddim_sample(
+    model: X0Model, x_start: Tensor, schedule: DiffusionSchedule, stride: int, return_trajectory: bool = False
+) -> SampleResult:
     """Deterministic DDIM from pure noise ``x_start`` (at step T-1) to x0 (see the module docstring)."""
     grid = ddim_grid(schedule.steps, stride)
     x, calls = x_start, 0

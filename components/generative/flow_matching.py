@@ -20,8 +20,14 @@ __all__ = ["VelocityModel", "flow_matching_loss"]
 VelocityModel = Callable[..., Tensor]
 
 
-def flow_matching_loss(model: VelocityModel, x0: Tensor, x1: Tensor, t: Tensor, interpolant: str = "linear",
-                       model_kwargs: Mapping[str, Any] | None = None) -> Tensor:
+def flow_matching_loss(
+    model: VelocityModel,
+    x0: Tensor,
+    x1: Tensor,
+    t: Tensor,
+    interpolant: str = "linear",
+    model_kwargs: Mapping[str, Any] | None = None,
+) -> Tensor:
     """Mean squared error between the model velocity and the interpolant's target velocity.
 
     Args:

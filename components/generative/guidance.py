@@ -101,10 +101,16 @@ class Dynamics:
 
 
 DYNAMICS: dict[str, Dynamics] = {
-    "euclidean": Dynamics(step=lambda x, v, h: x + h * v, tangent=torch.zeros_like,
-                          rollout=lambda f, x0, n: sample(f, x0, n, "euler", return_trajectory=True)),
-    "so3": Dynamics(step=euler_step, tangent=lambda r: r.new_zeros(*r.shape[:-2], 3),
-                    rollout=lambda f, r0, n: sample_so3(f, r0, n, return_trajectory=True)),
+    "euclidean": Dynamics(
+        step=lambda x, v, h: x + h * v,
+        tangent=torch.zeros_like,
+        rollout=lambda f, x0, n: sample(f, x0, n, "euler", return_trajectory=True),
+    ),
+    "so3": Dynamics(
+        step=euler_step,
+        tangent=lambda r: r.new_zeros(*r.shape[:-2], 3),
+        rollout=lambda f, r0, n: sample_so3(f, r0, n, return_trajectory=True),
+    ),
 }
 
 
@@ -197,8 +203,9 @@ def objective(f: Field, x0: Tensor, controls: Tensor, reward: Reward, cfg: Guida
     return -reward(x_n).sum() + 0.5 * cfg.gamma * cfg.h * controls.pow(2).sum()
 
 
-def costates(f: Field, trajectory: Tensor, controls: Tensor, reward: Reward,
-             cfg: GuidanceConfig) -> tuple[Tensor, Tensor]:
+def costates(
+    f: Field, trajectory: Tensor, controls: Tensor, reward: Reward, cfg: GuidanceConfig
+) -> tuple[Tensor, Tensor]:
     """Backward costate recursion of OC-Flow (method of successive approximations).
 
     Args:
@@ -261,13 +268,28 @@ def _mean_reward(reward: Reward, x: Tensor) -> float:
         return float(reward(x).mean())
 
 
-def _finish(f: Field, x0: Tensor, controls: Tensor, reward: Reward, cfg: GuidanceConfig, nfe: int,
-            started: float, history: list[float]) -> GuidanceResult:
+def _finish(
+    f: Field,
+    x0: Tensor,
+    controls: Tensor,
+    reward: Reward,
+    cfg: GuidanceConfig,
+    nfe: int,
+    started: float,
+    history: list[float],
+) -> GuidanceResult:
     with torch.no_grad():
         res = rollout(f, x0, controls, cfg)
     history = history + [_mean_reward(reward, res.x)]
-    return GuidanceResult(x=res.x, x0=x0, controls=controls, trajectory=res.trajectory, nfe=nfe + res.nfe,
-                          seconds=time.perf_counter() - started, reward_history=history)
+    return GuidanceResult(
+        x=res.x,
+        x0=x0,
+        controls=controls,
+        trajectory=res.trajectory,
+        nfe=nfe + res.nfe,
+        seconds=time.perf_counter() - started,
+        reward_history=history,
+    )
 
 
 def unguided(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> GuidanceResult:
@@ -351,8 +373,9 @@ def ocflow_official(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -
         history.append(_mean_reward(reward, res.x))
         lams, grads = costates(f, res.trajectory, controls, reward, cfg)
         nfe += 2 * res.nfe
-        g_delta, g_u = clip_per_sample([source_gradient(f, x0, delta, lams[0], cfg),
-                                        grads + cfg.gamma * cfg.h * controls], cfg.clip, [0, 1])
+        g_delta, g_u = clip_per_sample(
+            [source_gradient(f, x0, delta, lams[0], cfg), grads + cfg.gamma * cfg.h * controls], cfg.clip, [0, 1]
+        )
         delta, controls = (delta - cfg.lr * g_delta).detach(), (controls - cfg.lr * g_u).detach()
     return _finish(f, dyn.step(x0, delta, 1.0), controls, reward, cfg, nfe, started, history)
 

@@ -93,13 +93,15 @@ def hierarchical_states(x0: Tensor, x1: Tensor, noise: Tensor, times: Tensor) ->
     if x0.shape != x1.shape:
         raise ValueError(f"x0 and x1 shapes differ: {tuple(x0.shape)} vs {tuple(x1.shape)}")
     if noise.shape[0] != x0.shape[0] or noise.shape[2:] != x0.shape[1:]:
-        raise ValueError(f"noise must be [B, D-1, ...] = [{x0.shape[0]}, D-1, {', '.join(map(str, x0.shape[1:]))}],"
-                         f" got {tuple(noise.shape)}")
-    z = torch.cat([x0.unsqueeze(1), noise], dim=1)                     # [B, D, ...]
+        raise ValueError(
+            f"noise must be [B, D-1, ...] = [{x0.shape[0]}, D-1, {', '.join(map(str, x0.shape[1:]))}],"
+            f" got {tuple(noise.shape)}"
+        )
+    z = torch.cat([x0.unsqueeze(1), noise], dim=1)  # [B, D, ...]
     depth = z.shape[1]
     if times.shape != (x0.shape[0], depth):
         raise ValueError(f"times must be [B, D] = [{x0.shape[0]}, {depth}], got {tuple(times.shape)}")
-    before = torch.cumsum(z, dim=1) - z                                 # sum_{j<d} z_j
+    before = torch.cumsum(z, dim=1) - z  # sum_{j<d} z_j
     t = times.to(x0.dtype).view(*times.shape, *([1] * (x0.ndim - 1)))
     states = (1 - t) * z + t * (x1.unsqueeze(1) - before)
     return states, x1 - z.sum(dim=1)
@@ -184,8 +186,14 @@ class _Nested:
     def noise(self, like: Tensor) -> Tensor:
         return torch.randn(like.shape, generator=self.generator, dtype=like.dtype, device=like.device)
 
-    def integrate(self, level: int, states: list[Tensor], times: list[float],
-                  trajectory: list[Tensor] | None = None, velocities: list[Tensor] | None = None) -> Tensor:
+    def integrate(
+        self,
+        level: int,
+        states: list[Tensor],
+        times: list[float],
+        trajectory: list[Tensor] | None = None,
+        velocities: list[Tensor] | None = None,
+    ) -> Tensor:
         """Integrate ``states[level]`` over its time [0, 1]; returns its final value (states updated)."""
         n = self.steps[level]
         h = 1.0 / n
@@ -205,9 +213,13 @@ class _Nested:
         return states[level]
 
 
-def sample_hierarchical(model: HierarchicalModel, x0: Tensor, steps: Sequence[int],
-                        generator: torch.Generator | None = None,
-                        return_trajectory: bool = False) -> HierarchicalSampleResult:
+def sample_hierarchical(
+    model: HierarchicalModel,
+    x0: Tensor,
+    steps: Sequence[int],
+    generator: torch.Generator | None = None,
+    return_trajectory: bool = False,
+) -> HierarchicalSampleResult:
     """Nested Euler sampling of a depth-D HRF from ``x0`` (module docstring).
 
     Args:
@@ -228,13 +240,16 @@ def sample_hierarchical(model: HierarchicalModel, x0: Tensor, steps: Sequence[in
     velocities = [] if return_trajectory else None
     x = nested.integrate(0, states, times, trajectory, velocities)
     return HierarchicalSampleResult(
-        x=x, nfe=nested.calls,
+        x=x,
+        nfe=nested.calls,
         trajectory=torch.stack(trajectory) if trajectory is not None else None,
-        velocities=torch.stack(velocities) if velocities is not None else None)
+        velocities=torch.stack(velocities) if velocities is not None else None,
+    )
 
 
-def sample_velocity(model: HierarchicalModel, x: Tensor, t: float, inner_steps: Sequence[int],
-                    generator: torch.Generator | None = None) -> tuple[Tensor, int]:
+def sample_velocity(
+    model: HierarchicalModel, x: Tensor, t: float, inner_steps: Sequence[int], generator: torch.Generator | None = None
+) -> tuple[Tensor, int]:
     """Draw velocities from the model's velocity law at the points ``x`` and time ``t``.
 
     Integrates levels 1..D-1 (each from fresh noise) with level 0 held at ``x``, time ``t``: one sample per
@@ -258,9 +273,13 @@ def sample_velocity(model: HierarchicalModel, x: Tensor, t: float, inner_steps: 
     return nested.integrate(1, states, times), nested.calls
 
 
-def sample_schedule(model: HierarchicalModel, x0: Tensor, steps: Sequence[int],
-                    generator: torch.Generator | None = None,
-                    return_trajectory: bool = False) -> HierarchicalSampleResult:
+def sample_schedule(
+    model: HierarchicalModel,
+    x0: Tensor,
+    steps: Sequence[int],
+    generator: torch.Generator | None = None,
+    return_trajectory: bool = False,
+) -> HierarchicalSampleResult:
     """Sample with the schedule ``steps = [N_0, ..., N_{D-1}]`` (without gradients).
 
     D = 1 is RF with the shared Euler sampler (:func:`components.generative.samplers.sample`, no noise
@@ -279,8 +298,14 @@ def sample_schedule(model: HierarchicalModel, x0: Tensor, steps: Sequence[int],
     return result
 
 
-def draw_velocities(model: HierarchicalModel, x: Tensor, t: float, depth: int, inner_steps: int,
-                    generator: torch.Generator | None = None) -> Tensor:
+def draw_velocities(
+    model: HierarchicalModel,
+    x: Tensor,
+    t: float,
+    depth: int,
+    inner_steps: int,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """The velocities a depth-``depth`` model moves with at the points ``x [B, ...]`` and time ``t``.
 
     RF (depth 1) gives its one velocity per point, ``model(x, t)``; a hierarchy draws one sample per row
@@ -297,8 +322,9 @@ def draw_velocities(model: HierarchicalModel, x: Tensor, t: float, depth: int, i
 # --------------------------------------------------------------------------------------------------
 # closed-form oracle for a 1-D Gaussian mixture (known answers)
 # --------------------------------------------------------------------------------------------------
-def gaussian_mixture_velocity_law(x: Tensor, t: Tensor | float, weights: Tensor, means: Tensor,
-                                  variances: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def gaussian_mixture_velocity_law(
+    x: Tensor, t: Tensor | float, weights: Tensor, means: Tensor, variances: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
     """Law of ``v = x1 - x0`` given ``x_t = x`` for ``x0 ~ N(0, 1)``, ``x1 ~ sum_k w_k N(m_k, s_k^2)``.
 
     Per component, ``(x_t, v)`` is jointly Gaussian with means ``(t m_k, m_k)``, variances
@@ -318,18 +344,17 @@ def gaussian_mixture_velocity_law(x: Tensor, t: Tensor | float, weights: Tensor,
     x = x.reshape(-1, 1)
     t = torch.as_tensor(t, dtype=x.dtype, device=x.device).reshape(-1, 1)
     w, m, s2 = (torch.as_tensor(a, dtype=x.dtype, device=x.device) for a in (weights, means, variances))
-    v_x = (1 - t) ** 2 + t ** 2 * s2
+    v_x = (1 - t) ** 2 + t**2 * s2
     cov = t * s2 - (1 - t)
     log_w = torch.log(w) - 0.5 * (x - t * m) ** 2 / v_x - 0.5 * torch.log(2 * math.pi * v_x)
     post_w = torch.softmax(log_w, dim=-1)
     post_m = m + cov / v_x * (x - t * m)
-    post_var = (s2 + 1 - cov ** 2 / v_x).clamp_min(0.0)
+    post_var = (s2 + 1 - cov**2 / v_x).clamp_min(0.0)
     shape = torch.broadcast_shapes(post_w.shape, post_m.shape, post_var.shape)
     return post_w.expand(shape), post_m.expand(shape), post_var.expand(shape)
 
 
-def exact_mixture_field(states: Tensor, times: Tensor, weights: Tensor, means: Tensor,
-                        variances: Tensor) -> Tensor:
+def exact_mixture_field(states: Tensor, times: Tensor, weights: Tensor, means: Tensor, variances: Tensor) -> Tensor:
     """The ideal depth-D HRF field of the 1-D mixture (D = 1: the ideal RF velocity ``E[x1 - x0 | x_t]``).
 
     Level d's target law, given the states of the levels above, is a Gaussian mixture, and level d + 1 is
@@ -354,8 +379,15 @@ def exact_mixture_field(states: Tensor, times: Tensor, weights: Tensor, means: T
     return (w * m).sum(-1, keepdim=True)
 
 
-def mixture_velocity_law_samples(x: float, t: float, means: Sequence[float], variance: float, n: int,
-                                 generator: torch.Generator, min_weight: float = 0.05) -> tuple[Tensor, list[float]]:
+def mixture_velocity_law_samples(
+    x: float,
+    t: float,
+    means: Sequence[float],
+    variance: float,
+    n: int,
+    generator: torch.Generator,
+    min_weight: float = 0.05,
+) -> tuple[Tensor, list[float]]:
     """``n`` draws of the true law of ``v = x1 - x0`` given ``x_t = x`` for an equal-weight 1-D mixture
     target (components ``N(means[k], variance)``) from N(0, 1), and the law's modes.
 
@@ -365,10 +397,13 @@ def mixture_velocity_law_samples(x: float, t: float, means: Sequence[float], var
     k = len(means)
     if k == 0 or variance <= 0 or n < 1:
         raise ValueError(f"need >= 1 mean, variance > 0 and n >= 1, got {k} means, {variance}, {n}")
-    w, m, var = gaussian_mixture_velocity_law(torch.full((1,), float(x), dtype=torch.float64), t,
-                                              torch.full((k,), 1.0 / k, dtype=torch.float64),
-                                              torch.tensor(list(means), dtype=torch.float64),
-                                              torch.full((k,), float(variance), dtype=torch.float64))
+    w, m, var = gaussian_mixture_velocity_law(
+        torch.full((1,), float(x), dtype=torch.float64),
+        t,
+        torch.full((k,), 1.0 / k, dtype=torch.float64),
+        torch.tensor(list(means), dtype=torch.float64),
+        torch.full((k,), float(variance), dtype=torch.float64),
+    )
     comp = torch.multinomial(w[0], n, replacement=True, generator=generator)
     v = m[0, comp] + var[0, comp].sqrt() * torch.randn(n, generator=generator, dtype=torch.float64)
     modes = [float(mu) for mu, wk in zip(m[0], w[0]) if wk > min_weight]
@@ -382,8 +417,11 @@ def mixture_field_model(means: Sequence[float], variance: float) -> Hierarchical
     k = len(means)
     if k == 0 or variance <= 0:
         raise ValueError(f"need >= 1 mean and variance > 0, got {k} means, {variance}")
-    law = (torch.full((k,), 1.0 / k, dtype=torch.float64), torch.tensor(list(means), dtype=torch.float64),
-           torch.full((k,), float(variance), dtype=torch.float64))
+    law = (
+        torch.full((k,), 1.0 / k, dtype=torch.float64),
+        torch.tensor(list(means), dtype=torch.float64),
+        torch.full((k,), float(variance), dtype=torch.float64),
+    )
 
     def field(states: Tensor, times: Tensor) -> Tensor:
         return exact_mixture_field(states.double(), times.double(), *law).to(states.dtype)

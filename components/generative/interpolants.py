@@ -33,10 +33,7 @@ INTERPOLANTS: dict[str, Interpolant] = {
     # Rectified flow / conditional OT path (Liu et al. 2023; Lipman et al. 2023, sigma_min = 0):
     # x_t = (1 - t) x0 + t x1, target x1 - x0.
     "linear": Interpolant(
-        alpha=lambda t: t,
-        sigma=lambda t: 1 - t,
-        d_alpha=torch.ones_like,
-        d_sigma=lambda t: -torch.ones_like(t),
+        alpha=lambda t: t, sigma=lambda t: 1 - t, d_alpha=torch.ones_like, d_sigma=lambda t: -torch.ones_like(t)
     ),
     # Trigonometric / variance-preserving path (Albergo & Vanden-Eijnden 2023, "GVP"):
     # x_t = cos(pi t / 2) x0 + sin(pi t / 2) x1, so alpha^2 + sigma^2 = 1.

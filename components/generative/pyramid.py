@@ -92,11 +92,36 @@ from components.generative.pyramid_schedule import (
 from components.generative.samplers import sample
 from components.generative.time import sample_time
 
-__all__ = ["HISTORY_MODES", "JUMPS", "JUMP_ENTRY", "ClipSampleResult", "ComputeCounter", "Cost", "PyramidSampleResult",
-           "PyramidSchedule", "autoregressive_sample", "batch_columns", "block_noise", "block_noise_covariance",
-           "compress_history", "corrupt_history", "data_pyramid", "downsample", "guided_velocity", "history_levels",
-           "jump", "noise_pyramid", "pyramid_batches", "pyramid_loss", "pyramid_sample", "sequence_layout",
-           "stage_field", "stage_pair", "unit_lengths", "upsample_nearest"]
+__all__ = [
+    "HISTORY_MODES",
+    "JUMPS",
+    "JUMP_ENTRY",
+    "ClipSampleResult",
+    "ComputeCounter",
+    "Cost",
+    "PyramidSampleResult",
+    "PyramidSchedule",
+    "autoregressive_sample",
+    "batch_columns",
+    "block_noise",
+    "block_noise_covariance",
+    "compress_history",
+    "corrupt_history",
+    "data_pyramid",
+    "downsample",
+    "guided_velocity",
+    "history_levels",
+    "jump",
+    "noise_pyramid",
+    "pyramid_batches",
+    "pyramid_loss",
+    "pyramid_sample",
+    "sequence_layout",
+    "stage_field",
+    "stage_pair",
+    "unit_lengths",
+    "upsample_nearest",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,8 +137,9 @@ def downsample(x: Tensor) -> Tensor:
     """Bilinear x1/2 over the last two dims (even sizes): exactly the mean of each 2x2 block."""
     if x.shape[-1] % 2 or x.shape[-2] % 2:
         raise ValueError(f"downsample needs even spatial sizes, got {tuple(x.shape[-2:])}")
-    return _spatial(lambda y: F.interpolate(y, size=(y.shape[-2] // 2, y.shape[-1] // 2), mode="bilinear",
-                                            align_corners=False), x)
+    return _spatial(
+        lambda y: F.interpolate(y, size=(y.shape[-2] // 2, y.shape[-1] // 2), mode="bilinear", align_corners=False), x
+    )
 
 
 def upsample_nearest(x: Tensor) -> Tensor:
@@ -142,8 +168,9 @@ def block_noise_covariance(gamma: float) -> Tensor:
     return (1.0 + gamma) * torch.eye(4, dtype=torch.float64) - gamma * torch.ones(4, 4, dtype=torch.float64)
 
 
-def block_noise(shape: Sequence[int], gamma: float, generator: torch.Generator | None = None,
-                dtype: torch.dtype = torch.float32) -> Tensor:
+def block_noise(
+    shape: Sequence[int], gamma: float, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+) -> Tensor:
     """Noise of ``shape [..., H, W]`` (H, W even), independent across 2x2 blocks, each block drawn from
     ``N(0, (1 + gamma) I - gamma 11^T)``. The covariance is singular at gamma = 1/3 (block sums are 0),
     so it is sampled with its symmetric square root, not a Cholesky factor."""
@@ -161,12 +188,14 @@ def block_noise(shape: Sequence[int], gamma: float, generator: torch.Generator |
 # --------------------------------------------------------------------------------------------------
 # training: the pair (start, end) of a stage, and the model seen through a stage's time
 # --------------------------------------------------------------------------------------------------
-def stage_pair(data_levels: Sequence[Tensor], noise_levels: Sequence[Tensor], stage: int,
-               schedule: PyramidSchedule) -> tuple[Tensor, Tensor]:
+def stage_pair(
+    data_levels: Sequence[Tensor], noise_levels: Sequence[Tensor], stage: int, schedule: PyramidSchedule
+) -> tuple[Tensor, Tensor]:
     """``(start, end)`` of ``stage`` at its level (see the module docstring); levels coarse to fine."""
     if len(data_levels) != schedule.n_stages or len(noise_levels) != schedule.n_stages:
-        raise ValueError(f"need {schedule.n_stages} levels of data and noise, got {len(data_levels)} and "
-                         f"{len(noise_levels)}")
+        raise ValueError(
+            f"need {schedule.n_stages} levels of data and noise, got {len(data_levels)} and {len(noise_levels)}"
+        )
     s, e = schedule.start_sigma(stage), schedule.end_sigma(stage)
     noise, clean = noise_levels[stage], data_levels[stage]
     if stage == 0:
@@ -186,10 +215,18 @@ def stage_field(model: Callable[..., Tensor], schedule: PyramidSchedule, stage: 
     return field_
 
 
-def pyramid_batches(clips: Tensor, labels: Tensor, schedule: PyramidSchedule, column_sizes: Sequence[int],
-                    column_stages: Sequence[int], *, history_mode: str = "compressed", corrupt_ratio: float = 1 / 3,
-                    label_dropout: float = 0.0, null_label: int = 0
-                    ) -> Callable[[int, torch.Generator], list[dict[str, Any]]]:
+def pyramid_batches(
+    clips: Tensor,
+    labels: Tensor,
+    schedule: PyramidSchedule,
+    column_sizes: Sequence[int],
+    column_stages: Sequence[int],
+    *,
+    history_mode: str = "compressed",
+    corrupt_ratio: float = 1 / 3,
+    label_dropout: float = 0.0,
+    null_label: int = 0,
+) -> Callable[[int, torch.Generator], list[dict[str, Any]]]:
     """``batches(step, generator)`` for :func:`components.training.fit`: one group per batch column.
 
     Column c draws ``column_sizes[c]`` clips of ``clips [N, T, C, H, W]``, keeps the prefix of
@@ -204,8 +241,9 @@ def pyramid_batches(clips: Tensor, labels: Tensor, schedule: PyramidSchedule, co
 
     def draw(step: int, gen: torch.Generator) -> list[dict[str, Any]]:
         groups = []
-        for size, stage, length in zip(column_sizes, column_stages,
-                                       unit_lengths(step, n_frames, len(column_sizes)), strict=True):
+        for size, stage, length in zip(
+            column_sizes, column_stages, unit_lengths(step, n_frames, len(column_sizes)), strict=True
+        ):
             idx = torch.randint(0, clips.shape[0], (size,), generator=gen)
             clip = clips[idx, :length]
             current = clip[:, -1]
@@ -217,8 +255,9 @@ def pyramid_batches(clips: Tensor, labels: Tensor, schedule: PyramidSchedule, co
                 history = corrupt_history(history, corrupt_ratio, gen)
             y = labels[idx].clone()
             y[torch.rand(size, generator=gen) < label_dropout] = null_label
-            groups.append({"x0": start, "x1": end, "t": sample_time(size, gen), "history": history,
-                           "labels": y, "stage": stage})
+            groups.append(
+                {"x0": start, "x1": end, "t": sample_time(size, gen), "history": history, "labels": y, "stage": stage}
+            )
         return groups
 
     return draw
@@ -228,24 +267,39 @@ def pyramid_loss(schedule: PyramidSchedule) -> Callable[[nn.Module, list[dict[st
     """The loss for ``fit``: each column's flow-matching loss at its stage, averaged over all samples."""
 
     def loss(model: nn.Module, groups: list[dict[str, Any]]) -> Tensor:
-        losses = [flow_matching_loss(stage_field(model, schedule, g["stage"]), g["x0"], g["x1"], g["t"],
-                                     model_kwargs={"history": g["history"], "labels": g["labels"]}) * g["x0"].shape[0]
-                  for g in groups if g["x0"].shape[0] > 0]
+        losses = [
+            flow_matching_loss(
+                stage_field(model, schedule, g["stage"]),
+                g["x0"],
+                g["x1"],
+                g["t"],
+                model_kwargs={"history": g["history"], "labels": g["labels"]},
+            )
+            * g["x0"].shape[0]
+            for g in groups
+            if g["x0"].shape[0] > 0
+        ]
         return torch.stack(losses).sum() / sum(g["x0"].shape[0] for g in groups)
 
     return loss
 
 
-def guided_velocity(model: Callable[..., Tensor], labels: Tensor, guidance: float = 1.0, null_label: int = 0
-                    ) -> Callable[[Tensor, Tensor, int, list[Tensor]], Tensor]:
+def guided_velocity(
+    model: Callable[..., Tensor], labels: Tensor, guidance: float = 1.0, null_label: int = 0
+) -> Callable[[Tensor, Tensor, int, list[Tensor]], Tensor]:
     """``velocity(x, tau, stage, history)`` of a class-conditional model for :func:`autoregressive_sample`,
     with classifier-free guidance ``u + w (c - u)`` (one batched call of both) when ``guidance != 1``."""
 
     def velocity(x: Tensor, tau: Tensor, stage: int, history: list[Tensor]) -> Tensor:
         if guidance == 1:
             return model(x, tau, history=history, stage=stage, labels=labels)
-        both = model(torch.cat([x, x]), torch.cat([tau, tau]), history=[torch.cat([h, h]) for h in history],
-                     stage=stage, labels=torch.cat([labels, torch.full_like(labels, null_label)]))
+        both = model(
+            torch.cat([x, x]),
+            torch.cat([tau, tau]),
+            history=[torch.cat([h, h]) for h in history],
+            stage=stage,
+            labels=torch.cat([labels, torch.full_like(labels, null_label)]),
+        )
         cond, uncond = both.chunk(2)
         return uncond + guidance * (cond - uncond)
 
@@ -273,22 +327,23 @@ def _jump_none(x: Tensor, schedule: PyramidSchedule, stage: int, generator: torc
 
 #: name -> jump ``(x_end_of_previous_stage, schedule, stage_entered, generator) -> x_start``.
 JUMPS: dict[str, Callable[[Tensor, PyramidSchedule, int, torch.Generator | None], Tensor]] = {
-    "block": _jump_block,   # the paper: corrected start sigma + anti-correlated block noise
-    "iid": _jump_iid,       # ablation: same coefficients, i.i.d. noise (blocks stay correlated)
-    "none": _jump_none,     # ablation: no renoising at all
+    "block": _jump_block,  # the paper: corrected start sigma + anti-correlated block noise
+    "iid": _jump_iid,  # ablation: same coefficients, i.i.d. noise (blocks stay correlated)
+    "none": _jump_none,  # ablation: no renoising at all
 }
 
 
 #: name -> local time ``(schedule, stage_entered) -> t`` at which the jumped state enters the stage.
 JUMP_ENTRY: dict[str, Callable[[PyramidSchedule, int], float]] = {
-    "block": lambda schedule, stage: 0.0,   # the renoised state has the corrected start's law
-    "iid": lambda schedule, stage: 0.0,     # the same variance (block correlation left in)
+    "block": lambda schedule, stage: 0.0,  # the renoised state has the corrected start's law
+    "iid": lambda schedule, stage: 0.0,  # the same variance (block correlation left in)
     "none": lambda schedule, stage: schedule.unrenoised_entry_time(stage),  # where the stage has noise e_{k-1}
 }
 
 
-def jump(name: str, x: Tensor, schedule: PyramidSchedule, stage: int,
-         generator: torch.Generator | None = None) -> Tensor:
+def jump(
+    name: str, x: Tensor, schedule: PyramidSchedule, stage: int, generator: torch.Generator | None = None
+) -> Tensor:
     """Apply the jump registered as ``name`` when entering ``stage``."""
     try:
         fn = JUMPS[name]
@@ -317,8 +372,7 @@ def compress_history(levels: Sequence[Tensor], stage: int, mode: str = "compress
     return [levels[level][:, i] for i, level in enumerate(chosen)]
 
 
-def corrupt_history(frames: Sequence[Tensor], ratio: float, generator: torch.Generator | None = None
-                    ) -> list[Tensor]:
+def corrupt_history(frames: Sequence[Tensor], ratio: float, generator: torch.Generator | None = None) -> list[Tensor]:
     """``c <- r eps + (1 - r) c`` with one ``r ~ U(0, ratio)`` per sample shared by its history frames."""
     if not frames or ratio == 0:
         return list(frames)
@@ -343,9 +397,14 @@ class PyramidSampleResult:
     stage_ends: tuple[Tensor, ...]
 
 
-def pyramid_sample(field: Callable[[Tensor, Tensor, int], Tensor], schedule: PyramidSchedule, noise: Tensor,
-                   steps: Sequence[int], jump_name: str = "block",
-                   generator: torch.Generator | None = None) -> PyramidSampleResult:
+def pyramid_sample(
+    field: Callable[[Tensor, Tensor, int], Tensor],
+    schedule: PyramidSchedule,
+    noise: Tensor,
+    steps: Sequence[int],
+    jump_name: str = "block",
+    generator: torch.Generator | None = None,
+) -> PyramidSampleResult:
     """Generate through every stage: Euler steps of the core :func:`sample` inside a stage, a jump between;
     after a jump the stage is integrated from the jump's entry time (:data:`JUMP_ENTRY`) to 1.
 
@@ -367,8 +426,7 @@ def pyramid_sample(field: Callable[[Tensor, Tensor, int], Tensor], schedule: Pyr
         if stage > 0:
             x = jump(jump_name, x, schedule, stage, generator)
             t0 = JUMP_ENTRY[jump_name](schedule, stage)
-        result = sample(lambda y, t, k=stage: field(y, schedule.global_time(k, t), k), x, steps[stage], "euler",
-                        t0=t0)
+        result = sample(lambda y, t, k=stage: field(y, schedule.global_time(k, t), k), x, steps[stage], "euler", t0=t0)
         x, nfe = result.x, nfe + result.nfe
         ends.append(x)
     return PyramidSampleResult(x=x, nfe=nfe, stage_ends=tuple(ends))
@@ -382,12 +440,17 @@ class ClipSampleResult:
     nfe: int
 
 
-def autoregressive_sample(velocity: Callable[[Tensor, Tensor, int, list[Tensor]], Tensor],
-                          schedule: PyramidSchedule, noise: Tensor, steps: Sequence[int],
-                          history_mode: str = "compressed", jump_name: str = "block",
-                          generator: torch.Generator | None = None, first_steps: Sequence[int] | None = None,
-                          first_velocity: Callable[[Tensor, Tensor, int, list[Tensor]], Tensor] | None = None
-                          ) -> ClipSampleResult:
+def autoregressive_sample(
+    velocity: Callable[[Tensor, Tensor, int, list[Tensor]], Tensor],
+    schedule: PyramidSchedule,
+    noise: Tensor,
+    steps: Sequence[int],
+    history_mode: str = "compressed",
+    jump_name: str = "block",
+    generator: torch.Generator | None = None,
+    first_steps: Sequence[int] | None = None,
+    first_velocity: Callable[[Tensor, Tensor, int, list[Tensor]], Tensor] | None = None,
+) -> ClipSampleResult:
     """Generate clips frame by frame (temporal pyramid): frame f sees frames ``0..f-1`` as history,
     compressed per stage (:func:`compress_history`), clean (no corruption at inference).
 
@@ -408,9 +471,14 @@ def autoregressive_sample(velocity: Callable[[Tensor, Tensor, int, list[Tensor]]
         else:
             histories = [[] for _ in range(schedule.n_stages)]
         field = first_velocity if f == 0 and first_velocity is not None else velocity
-        result = pyramid_sample(lambda x, tau, k, hist=histories, v=field: v(x, tau, k, hist[k]), schedule,
-                                noise[:, f], first_steps if f == 0 and first_steps is not None else steps,
-                                jump_name, generator)
+        result = pyramid_sample(
+            lambda x, tau, k, hist=histories, v=field: v(x, tau, k, hist[k]),
+            schedule,
+            noise[:, f],
+            first_steps if f == 0 and first_steps is not None else steps,
+            jump_name,
+            generator,
+        )
         frames.append(result.x)
         nfe += result.nfe
     return ClipSampleResult(clips=torch.stack(frames, dim=1), nfe=nfe)

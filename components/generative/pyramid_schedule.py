@@ -18,8 +18,16 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from torch import Tensor
 
-__all__ = ["HISTORY_MODES", "ComputeCounter", "Cost", "PyramidSchedule", "batch_columns", "history_levels",
-           "sequence_layout", "unit_lengths"]
+__all__ = [
+    "HISTORY_MODES",
+    "ComputeCounter",
+    "Cost",
+    "PyramidSchedule",
+    "batch_columns",
+    "history_levels",
+    "sequence_layout",
+    "unit_lengths",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -40,8 +48,10 @@ class PyramidSchedule:
         if not isinstance(self.n_stages, int) or self.n_stages < 1:
             raise ValueError(f"n_stages must be an int >= 1, got {self.n_stages!r}")
         if not 0 < self.gamma <= 1 / 3 + 1e-12:
-            raise ValueError(f"gamma must lie in (0, 1/3] so that the block-noise covariance "
-                             f"(1 + gamma) I - gamma 11^T is positive semi-definite, got {self.gamma}")
+            raise ValueError(
+                f"gamma must lie in (0, 1/3] so that the block-noise covariance "
+                f"(1 + gamma) I - gamma 11^T is positive semi-definite, got {self.gamma}"
+            )
         lengths = [self.start_sigma(k) - self.end_sigma(k) for k in range(self.n_stages)]
         total, acc, spans = sum(lengths), 0.0, []
         for length in lengths:
@@ -154,8 +164,9 @@ def history_levels(n_history: int, stage: int, n_stages: int, mode: str = "compr
     return [max(stage - lag + 1, 0) for lag in range(n_history, 0, -1)]
 
 
-def sequence_layout(n_frames: int, stage: int, schedule: PyramidSchedule, full_size: int, patch: int,
-                    mode: str = "compressed") -> tuple[int, ...]:
+def sequence_layout(
+    n_frames: int, stage: int, schedule: PyramidSchedule, full_size: int, patch: int, mode: str = "compressed"
+) -> tuple[int, ...]:
     """Tokens of each frame in the model's input sequence for a frame generated at ``stage`` with
     ``n_frames - 1`` history frames (oldest first, the generated frame last)."""
     levels = history_levels(n_frames - 1, stage, schedule.n_stages, mode) + [stage]
@@ -232,8 +243,13 @@ class ComputeCounter:
         candidates = [s for s in (first_above - 1, first_above) if 1 <= s <= max_steps]
         return min(candidates, key=lambda s: (abs(self.total(s).flops - flops), s))
 
-    def sampling_flops(self, steps_per_stage: Sequence[int], calls_per_step: int = 1,
-                       first_frame_steps: Sequence[int] | None = None, first_frame_calls: int | None = None) -> int:
+    def sampling_flops(
+        self,
+        steps_per_stage: Sequence[int],
+        calls_per_step: int = 1,
+        first_frame_steps: Sequence[int] | None = None,
+        first_frame_calls: int | None = None,
+    ) -> int:
         """Model FLOPs to generate one clip of ``n_frames`` frames: every frame, every stage, every Euler
         step, ``calls_per_step`` forwards per step (2 with classifier-free guidance). The first frame may
         take its own steps and calls (the paper samples it with more steps and a larger guidance)."""

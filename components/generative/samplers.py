@@ -54,14 +54,18 @@ def _heun_step(field: _Field, x: Tensor, t: float, h: float) -> Tensor:
 
 
 #: name -> one step ``(field, x, t, h) -> x_next``.
-SAMPLERS: dict[str, Callable[[_Field, Tensor, float, float], Tensor]] = {
-    "euler": _euler_step,
-    "heun": _heun_step,
-}
+SAMPLERS: dict[str, Callable[[_Field, Tensor, float, float], Tensor]] = {"euler": _euler_step, "heun": _heun_step}
 
 
-def sample(model: Callable[[Tensor, Tensor], Tensor], x0: Tensor, n_steps: int, method: str = "euler",
-           t0: float = 0.0, t1: float = 1.0, return_trajectory: bool = False) -> SampleResult:
+def sample(
+    model: Callable[[Tensor, Tensor], Tensor],
+    x0: Tensor,
+    n_steps: int,
+    method: str = "euler",
+    t0: float = 0.0,
+    t1: float = 1.0,
+    return_trajectory: bool = False,
+) -> SampleResult:
     """Integrate the velocity field from ``x0`` at ``t0`` to ``t1`` in ``n_steps`` uniform steps.
 
     Args:

@@ -63,8 +63,9 @@ def vee(m: Tensor) -> Tensor:
     """``[..., 3, 3]`` -> ``[..., 3]``: the rotation vector of the skew part ``(m - m^T) / 2``."""
     if m.shape[-2:] != (3, 3):
         raise ValueError(f"vee expects [..., 3, 3], got {tuple(m.shape)}")
-    return 0.5 * torch.stack([m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
-                              m[..., 1, 0] - m[..., 0, 1]], -1)
+    return 0.5 * torch.stack(
+        [m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1
+    )
 
 
 def _safe_norm(v: Tensor) -> Tensor:
@@ -75,10 +76,10 @@ def _safe_norm(v: Tensor) -> Tensor:
 def exp_map(w: Tensor) -> Tensor:
     """Exponential map so(3) -> SO(3) (Rodrigues). ``w [..., 3]`` -> ``R [..., 3, 3]``."""
     a2 = w.pow(2).sum(-1)
-    small = a2 < _SMALL ** 2
+    small = a2 < _SMALL**2
     a = torch.sqrt(torch.where(small, torch.ones_like(a2), a2))  # safe: never sqrt(0) in the used branch
-    c1 = torch.where(small, 1 - a2 / 6 + a2 ** 2 / 120, torch.sin(a) / a)             # sin(a) / a
-    c2 = torch.where(small, 0.5 - a2 / 24 + a2 ** 2 / 720, (1 - torch.cos(a)) / a ** 2)  # (1 - cos a) / a^2
+    c1 = torch.where(small, 1 - a2 / 6 + a2**2 / 120, torch.sin(a) / a)  # sin(a) / a
+    c2 = torch.where(small, 0.5 - a2 / 24 + a2**2 / 720, (1 - torch.cos(a)) / a**2)  # (1 - cos a) / a^2
     k = hat(w)
     eye = torch.eye(3, dtype=w.dtype, device=w.device).expand(k.shape)
     return eye + c1[..., None, None] * k + c2[..., None, None] * (k @ k)
@@ -96,13 +97,14 @@ def log_map(r: Tensor) -> Tensor:
     a, axis2 = _angle(r)
     small = a < _SMALL
     sin_a = torch.sin(a)
-    scale = torch.where(small, 0.5 + a ** 2 / 12, a / (2 * torch.where(small, torch.ones_like(sin_a), sin_a)))
+    scale = torch.where(small, 0.5 + a**2 / 12, a / (2 * torch.where(small, torch.ones_like(sin_a), sin_a)))
     w = scale[..., None] * axis2
     near_pi = a > math.pi - _NEAR_PI
     if bool(near_pi.any()):
         # R + R^T = 2 cos(a) I + 2 (1 - cos a) n n^T: take the largest column of n n^T as the axis
-        sym = 0.5 * (r + r.transpose(-1, -2)) - torch.cos(a)[..., None, None] * torch.eye(3, dtype=r.dtype,
-                                                                                          device=r.device)
+        sym = 0.5 * (r + r.transpose(-1, -2)) - torch.cos(a)[..., None, None] * torch.eye(
+            3, dtype=r.dtype, device=r.device
+        )
         col = sym.diagonal(dim1=-2, dim2=-1).argmax(-1)
         n = torch.gather(sym, -1, col[..., None, None].expand(*sym.shape[:-1], 1)).squeeze(-1)
         n = n / _safe_norm(n)[..., None]
@@ -137,8 +139,14 @@ def euler_step(r: Tensor, w: Tensor, h: float) -> Tensor:
     return r @ exp_map(h * w)
 
 
-def sample_so3(model: Callable[[Tensor, Tensor], Tensor], r0: Tensor, n_steps: int, t0: float = 0.0,
-               t1: float = 1.0, return_trajectory: bool = False) -> SampleResult:
+def sample_so3(
+    model: Callable[[Tensor, Tensor], Tensor],
+    r0: Tensor,
+    n_steps: int,
+    t0: float = 0.0,
+    t1: float = 1.0,
+    return_trajectory: bool = False,
+) -> SampleResult:
     """Integrate ``dR/dt = R hat(model(R, t))`` with :func:`euler_step` on the uniform grid of ``n_steps``.
 
     The SO(3) counterpart of :func:`components.generative.sample` (same result type and NFE count).
@@ -164,9 +172,11 @@ def random_rotations(n: int, generator: torch.Generator, dtype: torch.dtype = to
     q = torch.randn(n, 4, generator=generator, dtype=dtype)
     q = q / q.norm(dim=-1, keepdim=True)
     w, x, y, z = q.unbind(-1)
-    rows = [torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
-            torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
-            torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1)]
+    rows = [
+        torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+        torch.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+        torch.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1),
+    ]
     return torch.stack(rows, -2)
 
 

@@ -42,13 +42,13 @@ class BolusStudyConfig:
     """The scenario and the outcome definitions of the study."""
 
     sim: SimConfig = field(default_factory=SimConfig)
-    meals_per_arm: int | None = 100   # None: every answered meal
-    max_bolus_u: float = 30.0         # simglucose's pump table: 30 U (Insulet), 75 U (Cozmo)
+    meals_per_arm: int | None = 100  # None: every answered meal
+    max_bolus_u: float = 30.0  # simglucose's pump table: 30 U (Insulet), 75 U (Cozmo)
     tir_low: float = 70.0
     tir_high: float = 180.0
     risk_convention: str = "kovatchev"
     trace_patient: str | None = None  # None: the first patient
-    chunk: int = 20_000               # simulations per batch (bounds the memory of the BG traces)
+    chunk: int = 20_000  # simulations per batch (bounds the memory of the BG traces)
 
     def __post_init__(self) -> None:
         if self.meals_per_arm is not None and self.meals_per_arm < 1:
@@ -90,8 +90,12 @@ def choose_meals(answered: Mapping[str, Sequence[str]], limit: int | None) -> di
     return {a: (shared + [m for m in dict.fromkeys(answered[a]) if m not in in_shared])[:limit] for a in arms}
 
 
-def run_bolus_study(patients: Patients, carbs: Mapping[str, float], estimates: Mapping[str, Mapping[str, float]],
-                    cfg: BolusStudyConfig | None = None) -> BolusStudy:
+def run_bolus_study(
+    patients: Patients,
+    carbs: Mapping[str, float],
+    estimates: Mapping[str, Mapping[str, float]],
+    cfg: BolusStudyConfig | None = None,
+) -> BolusStudy:
     """Simulate every (arm, meal, patient) of the study.
 
     Args:
@@ -144,22 +148,42 @@ def run_bolus_study(patients: Patients, carbs: Mapping[str, float], estimates: M
 
     true_of = {(m, k): i for i, (a, m, k) in enumerate(grid) if a == TRUE_CARBS}
     paired = np.array([true_of[(m, k)] for _, m, k in grid])
-    rows = [{"strategy": a, "meal_id": m, "patient": patients.names[k], "carb": float(truth[i]),
-             "estimate": float(raw[i]), "bolus_u": float(bolus[i]), "bolus_requested_u": float(requested[i]),
-             "tir": float(tir[i]), "lbgi": float(lbgi[i]), "hbgi": float(hbgi[i]),
-             "tir_true": float(tir[paired[i]]), "lbgi_true": float(lbgi[paired[i]]),
-             "hbgi_true": float(hbgi[paired[i]]), "readings_below_sensor": int(below[i]),
-             "readings_above_sensor": int(above[i])} for i, (a, m, k) in enumerate(grid)]
+    rows = [
+        {
+            "strategy": a,
+            "meal_id": m,
+            "patient": patients.names[k],
+            "carb": float(truth[i]),
+            "estimate": float(raw[i]),
+            "bolus_u": float(bolus[i]),
+            "bolus_requested_u": float(requested[i]),
+            "tir": float(tir[i]),
+            "lbgi": float(lbgi[i]),
+            "hbgi": float(hbgi[i]),
+            "tir_true": float(tir[paired[i]]),
+            "lbgi_true": float(lbgi[paired[i]]),
+            "hbgi_true": float(hbgi[paired[i]]),
+            "readings_below_sensor": int(below[i]),
+            "readings_above_sensor": int(above[i]),
+        }
+        for i, (a, m, k) in enumerate(grid)
+    ]
     summary: dict[str, Any] = {"meals": len(union), "patients": n_p, "simulations": n}
     names = np.array([a for a, _, _ in grid])
     for a in [TRUE_CARBS, *arms]:
         sel = names == a
-        summary[a] = {"meals": int(sel.sum() // n_p), "tir": float(tir[sel].mean()), "lbgi": float(lbgi[sel].mean()),
-                      "hbgi": float(hbgi[sel].mean()), "tir_minus_true": float((tir[sel] - tir[paired[sel]]).mean()),
-                      "lbgi_minus_true": float((lbgi[sel] - lbgi[paired[sel]]).mean()),
-                      "hbgi_minus_true": float((hbgi[sel] - hbgi[paired[sel]]).mean()),
-                      "capped_boluses": int((requested[sel] > cfg.max_bolus_u).sum()),
-                      "readings_below_sensor": int(below[sel].sum()), "readings_above_sensor": int(above[sel].sum())}
+        summary[a] = {
+            "meals": int(sel.sum() // n_p),
+            "tir": float(tir[sel].mean()),
+            "lbgi": float(lbgi[sel].mean()),
+            "hbgi": float(hbgi[sel].mean()),
+            "tir_minus_true": float((tir[sel] - tir[paired[sel]]).mean()),
+            "lbgi_minus_true": float((lbgi[sel] - lbgi[paired[sel]]).mean()),
+            "hbgi_minus_true": float((hbgi[sel] - hbgi[paired[sel]]).mean()),
+            "capped_boluses": int((requested[sel] > cfg.max_bolus_u).sum()),
+            "readings_below_sensor": int(below[sel].sum()),
+            "readings_above_sensor": int(above[sel].sum()),
+        }
     return BolusStudy(rows, summary, traces, trace_meal, patients.names[trace_k])
 
 
@@ -168,7 +192,10 @@ def reference_gap(study: BolusStudy, sim: SimConfig) -> float:
     run on the same case (same carbs, same bolus): the check of the batched integrator on this study."""
     from components.glucose.reference import simglucose_trace
 
-    row = next(r for r in study.rows if r["strategy"] == TRUE_CARBS and r["meal_id"] == study.trace_meal
-               and r["patient"] == study.trace_patient)
+    row = next(
+        r
+        for r in study.rows
+        if r["strategy"] == TRUE_CARBS and r["meal_id"] == study.trace_meal and r["patient"] == study.trace_patient
+    )
     ref = simglucose_trace(study.trace_patient, row["carb"], row["bolus_u"], sim)
     return float(np.max(np.abs(ref - study.traces[TRUE_CARBS])))

@@ -16,9 +16,40 @@ from pathlib import Path
 import numpy as np
 
 # model constants the ODE reads (names as in vpatient_params.csv)
-ODE_PARAMS = ("BW", "kabs", "kmax", "kmin", "b", "d", "Vg", "Vi", "Ib", "Vmx", "Km0", "k1", "k2", "p2u",
-              "m1", "m2", "m4", "m30", "ki", "kp1", "kp2", "kp3", "f", "ke1", "ke2", "Fsnc", "Vm0", "kd",
-              "ksc", "ka1", "ka2", "u2ss")
+ODE_PARAMS = (
+    "BW",
+    "kabs",
+    "kmax",
+    "kmin",
+    "b",
+    "d",
+    "Vg",
+    "Vi",
+    "Ib",
+    "Vmx",
+    "Km0",
+    "k1",
+    "k2",
+    "p2u",
+    "m1",
+    "m2",
+    "m4",
+    "m30",
+    "ki",
+    "kp1",
+    "kp2",
+    "kp3",
+    "f",
+    "ke1",
+    "ke2",
+    "Fsnc",
+    "Vm0",
+    "kd",
+    "ksc",
+    "ka1",
+    "ka2",
+    "u2ss",
+)
 N_STATES = 13
 ADULTS = tuple(f"adult#{i:03d}" for i in range(1, 11))
 # the 30 virtual patients of simglucose's vpatient_params.csv (parameter validation reads this, not the file)
@@ -29,8 +60,10 @@ def simglucose_folder() -> Path:
     """The installed simglucose package folder (found without running its ``__init__``)."""
     spec = importlib.util.find_spec("simglucose")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("simglucose is not installed; it ships the virtual patients' parameters "
-                                  "(pip install --no-deps simglucose==0.2.11)")
+        raise ModuleNotFoundError(
+            "simglucose is not installed; it ships the virtual patients' parameters "
+            "(pip install --no-deps simglucose==0.2.11)"
+        )
     return Path(spec.submodule_search_locations[0])
 
 

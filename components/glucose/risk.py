@@ -34,7 +34,7 @@ def _risk_parts(bg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if np.any(~np.isfinite(bg)) or np.any(bg <= 0):
         raise ValueError("BG readings must be finite and > 0 mg/dL")
     f = 1.509 * (np.log(bg) ** 1.084 - 5.381)
-    r = 10.0 * f ** 2
+    r = 10.0 * f**2
     return np.where(f < 0, r, 0.0), np.where(f > 0, r, 0.0)
 
 

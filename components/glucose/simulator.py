@@ -48,19 +48,19 @@ class SimConfig:
 
     duration_min: int = 360
     meal_time_min: int = 60
-    substeps: int = 4                 # RK4 steps per 1-minute sample
-    eat_rate_g_per_min: float = 5.0   # simglucose's T1DPatient.EAT_RATE
+    substeps: int = 4  # RK4 steps per 1-minute sample
+    eat_rate_g_per_min: float = 5.0  # simglucose's T1DPatient.EAT_RATE
 
     def __post_init__(self) -> None:
         if self.duration_min < 1 or not 0 <= self.meal_time_min < self.duration_min:
-            raise ValueError(f"need 0 <= meal_time_min < duration_min, got {self.meal_time_min}, "
-                             f"{self.duration_min}")
+            raise ValueError(f"need 0 <= meal_time_min < duration_min, got {self.meal_time_min}, {self.duration_min}")
         if self.substeps < 1 or self.eat_rate_g_per_min <= 0:
             raise ValueError("substeps must be >= 1 and eat_rate_g_per_min > 0")
 
 
-def _derivative(x: np.ndarray, p: dict[str, np.ndarray], d_mg: np.ndarray, insulin: np.ndarray,
-                dbar: np.ndarray) -> np.ndarray:
+def _derivative(
+    x: np.ndarray, p: dict[str, np.ndarray], d_mg: np.ndarray, insulin: np.ndarray, dbar: np.ndarray
+) -> np.ndarray:
     """dx/dt for a batch: x (B, 13); d_mg meal intake (B,) mg/min; insulin (B,) pmol/kg/min; dbar (B,) mg."""
     dx = np.empty_like(x)
     qsto = x[:, 0] + x[:, 1]
@@ -68,7 +68,8 @@ def _derivative(x: np.ndarray, p: dict[str, np.ndarray], d_mg: np.ndarray, insul
     aa = 5.0 / (2.0 * safe * (1.0 - p["b"]))
     cc = 5.0 / (2.0 * safe * p["d"])
     kgut = p["kmin"] + (p["kmax"] - p["kmin"]) / 2.0 * (
-        np.tanh(aa * (qsto - p["b"] * safe)) - np.tanh(cc * (qsto - p["d"] * safe)) + 2.0)
+        np.tanh(aa * (qsto - p["b"] * safe)) - np.tanh(cc * (qsto - p["d"] * safe)) + 2.0
+    )
     kgut = np.where(dbar > 0, kgut, p["kmax"])
 
     dx[:, 0] = -p["kmax"] * x[:, 0] + d_mg
@@ -77,14 +78,14 @@ def _derivative(x: np.ndarray, p: dict[str, np.ndarray], d_mg: np.ndarray, insul
     rate_appearance = p["f"] * p["kabs"] * x[:, 2] / p["BW"]
     production = p["kp1"] - p["kp2"] * x[:, 3] - p["kp3"] * x[:, 8]
     excretion = np.where(x[:, 3] > p["ke2"], p["ke1"] * (x[:, 3] - p["ke2"]), 0.0)
-    dx[:, 3] = (np.maximum(production, 0.0) + rate_appearance - p["Fsnc"] - excretion
-                - p["k1"] * x[:, 3] + p["k2"] * x[:, 4])
+    dx[:, 3] = (
+        np.maximum(production, 0.0) + rate_appearance - p["Fsnc"] - excretion - p["k1"] * x[:, 3] + p["k2"] * x[:, 4]
+    )
     dx[:, 3] *= x[:, 3] >= 0
     utilisation = (p["Vm0"] + p["Vmx"] * x[:, 6]) * x[:, 4] / (p["Km0"] + x[:, 4])
     dx[:, 4] = -utilisation + p["k1"] * x[:, 3] - p["k2"] * x[:, 4]
     dx[:, 4] *= x[:, 4] >= 0
-    dx[:, 5] = (-(p["m2"] + p["m4"]) * x[:, 5] + p["m1"] * x[:, 9] + p["ka1"] * x[:, 10]
-                + p["ka2"] * x[:, 11])
+    dx[:, 5] = -(p["m2"] + p["m4"]) * x[:, 5] + p["m1"] * x[:, 9] + p["ka1"] * x[:, 10] + p["ka2"] * x[:, 11]
     dx[:, 5] *= x[:, 5] >= 0
     plasma_insulin = x[:, 5] / p["Vi"]
     dx[:, 6] = -p["p2u"] * x[:, 6] + p["p2u"] * (plasma_insulin - p["Ib"])
@@ -109,8 +110,9 @@ def meal_intake(carbs_g: np.ndarray, cfg: SimConfig) -> np.ndarray:  # (B,) g ->
     return np.where(minutes[None, :] >= 0, np.clip(left, 0.0, cfg.eat_rate_g_per_min), 0.0)
 
 
-def simulate_meal(patients: Patients, patient_idx: np.ndarray, carbs_g: np.ndarray, bolus_u: np.ndarray,
-                  cfg: SimConfig | None = None) -> np.ndarray:
+def simulate_meal(
+    patients: Patients, patient_idx: np.ndarray, carbs_g: np.ndarray, bolus_u: np.ndarray, cfg: SimConfig | None = None
+) -> np.ndarray:
     """Blood glucose of B one-meal simulations, sampled every minute.
 
     Args:
@@ -128,17 +130,19 @@ def simulate_meal(patients: Patients, patient_idx: np.ndarray, carbs_g: np.ndarr
     carbs_g = np.asarray(carbs_g, dtype=np.float64)
     bolus_u = np.asarray(bolus_u, dtype=np.float64)
     if not (idx.shape == carbs_g.shape == bolus_u.shape) or idx.ndim != 1:
-        raise ValueError(f"patient_idx, carbs_g and bolus_u must be 1-D of one length, got {idx.shape}, "
-                         f"{carbs_g.shape}, {bolus_u.shape}")
+        raise ValueError(
+            f"patient_idx, carbs_g and bolus_u must be 1-D of one length, got {idx.shape}, "
+            f"{carbs_g.shape}, {bolus_u.shape}"
+        )
     if idx.size and (idx.min() < 0 or idx.max() >= len(patients)):
         raise ValueError(f"patient_idx out of range 0..{len(patients) - 1}")
     if np.any(carbs_g < 0) or np.any(bolus_u < 0) or not np.all(np.isfinite(carbs_g + bolus_u)):
         raise ValueError("carbs_g and bolus_u must be finite and >= 0")
     p = {k: v[idx] for k, v in patients.params.items()}
     x = patients.x0[idx].copy()
-    basal = p["u2ss"] * p["BW"] / 6000.0                     # U/min
-    eaten = meal_intake(carbs_g, cfg)                         # g per minute
-    to_pmol = 6000.0 / p["BW"]                                # U/min -> pmol/kg/min
+    basal = p["u2ss"] * p["BW"] / 6000.0  # U/min
+    eaten = meal_intake(carbs_g, cfg)  # g per minute
+    to_pmol = 6000.0 / p["BW"]  # U/min -> pmol/kg/min
     last_qsto = x[:, 0] + x[:, 1]
     food_taken = np.zeros_like(carbs_g)
     prev_eat = np.zeros_like(carbs_g)
@@ -147,7 +151,7 @@ def simulate_meal(patients: Patients, patient_idx: np.ndarray, carbs_g: np.ndarr
     bg[:, 0] = x[:, 12] / p["Vg"]
     for minute in range(cfg.duration_min):
         eat = eaten[:, minute]
-        starts = (eat > 0) & (prev_eat <= 0)                  # simglucose resets Dbar when eating starts
+        starts = (eat > 0) & (prev_eat <= 0)  # simglucose resets Dbar when eating starts
         last_qsto = np.where(starts, x[:, 0] + x[:, 1], last_qsto)
         food_taken = np.where(starts, 0.0, food_taken) + np.where(eat > 0, eat, 0.0)
         prev_eat = eat

@@ -62,8 +62,9 @@ class StylePolicy(nn.Module):
         if seed is not None:
             torch.manual_seed(seed)
         out = cfg.action_dim if cfg.continuous else cfg.n_actions
-        self.net = nn.Sequential(nn.Linear(cfg.state_dim + cfg.n_styles, cfg.hidden), nn.ReLU(),
-                                 nn.Linear(cfg.hidden, out))
+        self.net = nn.Sequential(
+            nn.Linear(cfg.state_dim + cfg.n_styles, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, out)
+        )
         if cfg.continuous:
             self.log_std = nn.Parameter(torch.full((cfg.action_dim,), -1.0))
         torch.random.set_rng_state(generator_state)
@@ -114,7 +115,7 @@ def pmi_weights(pmi: Tensor, alpha: float = 1.0, max_weight: float = 10.0) -> Te
     """BC-PMI's per-sample weights of one batch (detached): ``exp(pmi)`` scaled to mean 1, clipped to
     ``[0, max_weight]``, then ``(1 - alpha) + alpha * w``."""
     with torch.no_grad():
-        w = torch.exp(pmi - pmi.max())           # the scale cancels in the normalisation
+        w = torch.exp(pmi - pmi.max())  # the scale cancels in the normalisation
         w = (w / w.mean()).clamp(0.0, max_weight)
         return (1.0 - alpha) + alpha * w
 
@@ -135,45 +136,97 @@ def _weighted_nll(weigh: Callable[[Tensor], Tensor]) -> Callable[[nn.Module, tup
         nll = action_nll(model, states, actions, styles)
         w = weigh(pmi)
         return (w * nll).mean(), {"nll": nll.mean().detach(), "max_weight": w.max()}
+
     return loss
 
 
-def _train(weigh: Callable[[Tensor], Tensor], data: Demonstrations, cfg: BCConfig, *, seed: int,
-           desc: str, callback: Callable[[int, dict[str, float]], None] | None, progress: bool,
-           n_styles: int | None = None) -> tuple[StylePolicy, TrainResult]:
+def _train(
+    weigh: Callable[[Tensor], Tensor],
+    data: Demonstrations,
+    cfg: BCConfig,
+    *,
+    seed: int,
+    desc: str,
+    callback: Callable[[int, dict[str, float]], None] | None,
+    progress: bool,
+    n_styles: int | None = None,
+) -> tuple[StylePolicy, TrainResult]:
     action_dim = int(data.actions.shape[1]) if data.actions.is_floating_point() else 0
-    policy = StylePolicy(PolicyConfig(state_dim=data.states.shape[1], n_styles=n_styles or int(data.styles.max()) + 1,
-                                      hidden=cfg.hidden, action_dim=action_dim), seed=seed)
-    result = fit(policy, _weighted_nll(weigh), random_batches(data.states, data.actions, data.styles, data.pmi,
-                                                              size=cfg.batch_size),
-                 TrainConfig(steps=cfg.steps, lr=cfg.lr, seed=seed, device="cpu", log_every=max(10, cfg.steps // 20),
-                             progress=progress, desc=desc), callback=callback)
+    policy = StylePolicy(
+        PolicyConfig(
+            state_dim=data.states.shape[1],
+            n_styles=n_styles or int(data.styles.max()) + 1,
+            hidden=cfg.hidden,
+            action_dim=action_dim,
+        ),
+        seed=seed,
+    )
+    result = fit(
+        policy,
+        _weighted_nll(weigh),
+        random_batches(data.states, data.actions, data.styles, data.pmi, size=cfg.batch_size),
+        TrainConfig(
+            steps=cfg.steps,
+            lr=cfg.lr,
+            seed=seed,
+            device="cpu",
+            log_every=max(10, cfg.steps // 20),
+            progress=progress,
+            desc=desc,
+        ),
+        callback=callback,
+    )
     return policy.eval(), result
 
 
-def conditional_bc(data: Demonstrations, cfg: BCConfig, *, seed: int, desc: str = "bc",
-                   callback: Callable[[int, dict[str, float]], None] | None = None, progress: bool = False,
-                   n_styles: int | None = None) -> tuple[StylePolicy, TrainResult]:
+def conditional_bc(
+    data: Demonstrations,
+    cfg: BCConfig,
+    *,
+    seed: int,
+    desc: str = "bc",
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    progress: bool = False,
+    n_styles: int | None = None,
+) -> tuple[StylePolicy, TrainResult]:
     """Vanilla style-conditioned BC: every tuple weighs 1 (``n_styles``: default, the largest style + 1)."""
-    return _train(torch.ones_like, data, cfg, seed=seed, desc=desc, callback=callback, progress=progress,
-                  n_styles=n_styles)
+    return _train(
+        torch.ones_like, data, cfg, seed=seed, desc=desc, callback=callback, progress=progress, n_styles=n_styles
+    )
 
 
-def pmi_bc(data: Demonstrations, cfg: BCConfig, *, seed: int, desc: str = "bc_pmi",
-           callback: Callable[[int, dict[str, float]], None] | None = None, progress: bool = False,
-           n_styles: int | None = None) -> tuple[StylePolicy, TrainResult]:
+def pmi_bc(
+    data: Demonstrations,
+    cfg: BCConfig,
+    *,
+    seed: int,
+    desc: str = "bc_pmi",
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    progress: bool = False,
+    n_styles: int | None = None,
+) -> tuple[StylePolicy, TrainResult]:
     """BC-PMI: tuples weighted by :func:`pmi_weights` of their precomputed PMI."""
-    return _train(lambda pmi: pmi_weights(pmi, cfg.alpha, cfg.max_weight), data, cfg, seed=seed, desc=desc,
-                  callback=callback, progress=progress, n_styles=n_styles)
+    return _train(
+        lambda pmi: pmi_weights(pmi, cfg.alpha, cfg.max_weight),
+        data,
+        cfg,
+        seed=seed,
+        desc=desc,
+        callback=callback,
+        progress=progress,
+        n_styles=n_styles,
+    )
 
 
 TRAINERS: dict[str, Callable[..., tuple[StylePolicy, TrainResult]]] = {"bc": conditional_bc, "bc_pmi": pmi_bc}
 
 
-def sampling_policy(policy: StylePolicy, features: Callable[[np.ndarray], np.ndarray], generator: torch.Generator,
-                    greedy: bool = False) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def sampling_policy(
+    policy: StylePolicy, features: Callable[[np.ndarray], np.ndarray], generator: torch.Generator, greedy: bool = False
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``act(states, styles) -> actions`` for rollouts: samples ``pi(. | s, z)`` (or takes its most likely
     action: the argmax, or the Gaussian's mean)."""
+
     @torch.no_grad()
     def act(states: np.ndarray, styles: np.ndarray) -> np.ndarray:
         logits = policy(torch.from_numpy(features(states)), torch.from_numpy(np.asarray(styles)))
@@ -185,4 +238,5 @@ def sampling_policy(policy: StylePolicy, features: Callable[[np.ndarray], np.nda
         if greedy:
             return logits.argmax(1).numpy()
         return torch.multinomial(torch.softmax(logits, 1), 1, generator=generator).squeeze(1).numpy()
+
     return act

@@ -32,7 +32,7 @@ from components.imitation.gridworld import N_ACTIONS, GridConfig
 from components.io import quote_value, read_json_lines
 
 FIELDS = ("state", "action", "style", "episode")
-MAX_EPISODE = 2**63 - 1            # episodes are int64 arrays
+MAX_EPISODE = 2**63 - 1  # episodes are int64 arrays
 
 
 class DemoFormatError(ValueError):
@@ -50,11 +50,13 @@ def _check_values(where: str, state: Any, action: Any, style: Any, episode: Any,
         if not 0 <= v < cfg.size:
             raise DemoFormatError(f"{where}: field 'state': coordinate {quote_value(v)} outside 0..{cfg.size - 1}")
     if not (_int(action) and 0 <= action < N_ACTIONS):
-        raise DemoFormatError(f"{where}: field 'action': expected an int in 0..{N_ACTIONS - 1}, got "
-                              f"{quote_value(action)}")
+        raise DemoFormatError(
+            f"{where}: field 'action': expected an int in 0..{N_ACTIONS - 1}, got {quote_value(action)}"
+        )
     if not (_int(style) and 0 <= style < cfg.n_styles):
-        raise DemoFormatError(f"{where}: field 'style': expected an int in 0..{cfg.n_styles - 1}, got "
-                              f"{quote_value(style)}")
+        raise DemoFormatError(
+            f"{where}: field 'style': expected an int in 0..{cfg.n_styles - 1}, got {quote_value(style)}"
+        )
     if not (_int(episode) and 0 <= episode <= MAX_EPISODE):
         raise DemoFormatError(f"{where}: field 'episode': expected an int in 0..2**63-1, got {quote_value(episode)}")
 
@@ -75,16 +77,18 @@ def _read_jsonl(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
 
 
 def _read_npz(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
-    try:   # headers first (no pickle, nothing beyond memory), then every member to its CRC
+    try:  # headers first (no pickle, nothing beyond memory), then every member to its CRC
         arrays = read_npz(path, FIELDS, noun="field")
     except ValueError as err:
         raise DemoFormatError(f"{path}: {err}") from None
     for key, value in arrays.items():
         if value.dtype.kind not in "iu":
             raise DemoFormatError(f"{path}: field {key!r}: expected an integer array, got dtype {value.dtype}")
-        if value.dtype.kind == "u" and value.size and int(value.max()) > MAX_EPISODE:   # would wrap in int64
-            raise DemoFormatError(f"{path}: row {int(np.argmax(value.reshape(len(value), -1).max(1)))}: field "
-                                  f"{key!r}: a value beyond 2**63-1")
+        if value.dtype.kind == "u" and value.size and int(value.max()) > MAX_EPISODE:  # would wrap in int64
+            raise DemoFormatError(
+                f"{path}: row {int(np.argmax(value.reshape(len(value), -1).max(1)))}: field "
+                f"{key!r}: a value beyond 2**63-1"
+            )
     n = len(arrays["action"])
     if arrays["state"].shape != (n, 2):
         raise DemoFormatError(f"{path}: field 'state': expected shape [{n}, 2], got {list(arrays['state'].shape)}")
@@ -94,12 +98,25 @@ def _read_npz(path: Path, cfg: GridConfig) -> dict[str, np.ndarray]:
     if n == 0:
         raise DemoFormatError(f"{path}: no demonstration steps")
     state, action, style, episode = (arrays[k].astype(np.int64) for k in FIELDS)
-    bad = np.flatnonzero((state < 0).any(1) | (state >= cfg.size).any(1) | (action < 0) | (action >= N_ACTIONS)
-                         | (style < 0) | (style >= cfg.n_styles) | (episode < 0))
+    bad = np.flatnonzero(
+        (state < 0).any(1)
+        | (state >= cfg.size).any(1)
+        | (action < 0)
+        | (action >= N_ACTIONS)
+        | (style < 0)
+        | (style >= cfg.n_styles)
+        | (episode < 0)
+    )
     if len(bad):
         row = int(bad[0])
-        _check_values(f"{path}: row {row}", [int(v) for v in state[row]], int(action[row]), int(style[row]),
-                      int(episode[row]), cfg)
+        _check_values(
+            f"{path}: row {row}",
+            [int(v) for v in state[row]],
+            int(action[row]),
+            int(style[row]),
+            int(episode[row]),
+            cfg,
+        )
     return {"state": state, "action": action, "style": style, "episode": episode, "where": np.arange(n)}
 
 
@@ -125,12 +142,15 @@ def read_demonstrations(path: str | os.PathLike[str], cfg: GridConfig | None = N
         if e not in first_style:
             first_style[e] = (s, i)
         elif first_style[e][0] != s:
-            raise DemoFormatError(f"{path}: {unit} {where[i]}: field 'style': episode "
-                                  f"{e} has style {s} here but style {first_style[e][0]} earlier")
+            raise DemoFormatError(
+                f"{path}: {unit} {where[i]}: field 'style': episode "
+                f"{e} has style {s} here but style {first_style[e][0]} earlier"
+            )
     missing = sorted(set(range(cfg.n_styles)) - set(style.tolist()))
     if missing:
-        raise DemoFormatError(f"{path}: field 'style': no episode of style {missing[0]} "
-                              f"(every style 0..{cfg.n_styles - 1} needs one)")
+        raise DemoFormatError(
+            f"{path}: field 'style': no episode of style {missing[0]} (every style 0..{cfg.n_styles - 1} needs one)"
+        )
     t = np.zeros(len(episode), dtype=np.int64)
     seen: dict[int, int] = {}
     for i, e in enumerate(episode.tolist()):
@@ -152,7 +172,9 @@ def write_demonstrations(demos: dict[str, np.ndarray], path: str | os.PathLike[s
     if path.suffix.lower() == ".npz":
         np.savez(path, **{k: np.asarray(demos[k], dtype=np.int64) for k in FIELDS})
     else:
-        lines = [json.dumps({"episode": int(e), "state": [int(r), int(c)], "action": int(a), "style": int(s)})
-                 for (r, c), a, s, e in zip(demos["state"], demos["action"], demos["style"], demos["episode"])]
+        lines = [
+            json.dumps({"episode": int(e), "state": [int(r), int(c)], "action": int(a), "style": int(s)})
+            for (r, c), a, s, e in zip(demos["state"], demos["action"], demos["style"], demos["episode"])
+        ]
         path.write_text("\n".join(lines) + "\n")
     return path

@@ -56,13 +56,21 @@ class StyleEnv:
     def tuple_features(self, obs: np.ndarray, action: np.ndarray) -> np.ndarray:
         """MINE's ``x = [state features; action]`` (one-hot for discrete actions): ``[N, d]`` float32."""
         action = np.asarray(action)
-        part = (np.eye(self.n_actions, dtype=np.float32)[action.astype(np.int64)] if self.action_dim == 0
-                else action.reshape(len(action), self.action_dim).astype(np.float32))
+        part = (
+            np.eye(self.n_actions, dtype=np.float32)[action.astype(np.int64)]
+            if self.action_dim == 0
+            else action.reshape(len(action), self.action_dim).astype(np.float32)
+        )
         return np.concatenate([self.features(obs), part], axis=1)
 
     def trajectory_spec(self) -> TrajectorySpec:
-        return TrajectorySpec(obs_dim=self.obs_dim, action_dim=self.action_dim, n_styles=self.n_styles,
-                              n_actions=self.n_actions, action_bounds=(-1.0, 1.0))
+        return TrajectorySpec(
+            obs_dim=self.obs_dim,
+            action_dim=self.action_dim,
+            n_styles=self.n_styles,
+            n_actions=self.n_actions,
+            action_bounds=(-1.0, 1.0),
+        )
 
 
 def make_gridworld(noise: float, horizon: int | None = None) -> StyleEnv:
@@ -94,38 +102,57 @@ def make_gridworld(noise: float, horizon: int | None = None) -> StyleEnv:
         return count_pmi(ids, np.asarray(style), cfg.n_styles)
 
     return StyleEnv(
-        name="gridworld", style_names=gridworld.STYLE_NAMES[:cfg.n_styles], obs_dim=2, action_dim=0,
-        n_actions=gridworld.N_ACTIONS, map_size=cfg.size, demonstrations=demonstrations,
+        name="gridworld",
+        style_names=gridworld.STYLE_NAMES[: cfg.n_styles],
+        obs_dim=2,
+        action_dim=0,
+        n_actions=gridworld.N_ACTIONS,
+        map_size=cfg.size,
+        demonstrations=demonstrations,
         expert=expert,
         features=lambda obs: gridworld.state_features(cfg, cells(obs)),
-        in_zone=lambda obs: gridworld.in_zone(cfg, cells(obs)[:, 0]), shared=shared, rollout=rollout, cell=cells,
-        exact_pmi=exact, zone_rows=(cfg.zone_top, cfg.zone_bottom))
+        in_zone=lambda obs: gridworld.in_zone(cfg, cells(obs)[:, 0]),
+        shared=shared,
+        rollout=rollout,
+        cell=cells,
+        exact_pmi=exact,
+        zone_rows=(cfg.zone_top, cfg.zone_bottom),
+    )
 
 
-MAP_BINS, MAP_REACH = 23, 0.23        # the Reacher's fingertip plane [-0.23, 0.23]^2 in 23 x 23 cells
+MAP_BINS, MAP_REACH = 23, 0.23  # the Reacher's fingertip plane [-0.23, 0.23]^2 in 23 x 23 cells
 
 
 def make_reacher(noise: float, horizon: int | None = None) -> StyleEnv:
     """Two sweep styles on MuJoCo ``Reacher-v5`` (:mod:`components.imitation.reacher`); ``noise`` is the std
     of the experts' Gaussian action noise."""
     cfg = reacher.ReacherConfig(noise=noise, horizon=horizon or reacher.ReacherConfig.horizon)
-    pool: list = []                    # simulators shared by this environment's rollouts (built lazily)
+    pool: list = []  # simulators shared by this environment's rollouts (built lazily)
 
     def cell(obs: np.ndarray) -> np.ndarray:
         tip = reacher.fingertip(obs)
         scaled = np.floor((tip + MAP_REACH) / (2 * MAP_REACH) * MAP_BINS).astype(np.int64).clip(0, MAP_BINS - 1)
-        return np.stack([MAP_BINS - 1 - scaled[:, 1], scaled[:, 0]], axis=1)     # (row, col), row 0 at the top
+        return np.stack([MAP_BINS - 1 - scaled[:, 1], scaled[:, 0]], axis=1)  # (row, col), row 0 at the top
 
     def rollout(act: Act, styles: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         out = reacher.rollout(cfg, act, styles, rng, pool=pool)
         return {"success": out["success"], "style": out["style"], "return": out["return"]}
 
     return StyleEnv(
-        name="reacher", style_names=reacher.STYLE_NAMES, obs_dim=reacher.OBS_DIM, action_dim=reacher.ACTION_DIM,
-        n_actions=0, map_size=MAP_BINS, demonstrations=lambda n, rng: reacher.expert_demonstrations(cfg, n, rng, pool),
-        expert=lambda rng: reacher.noisy_expert(cfg, rng), features=reacher.state_features,
-        in_zone=lambda obs: reacher.in_zone(cfg, obs), shared=lambda obs, action: reacher.before_sweep(cfg, obs),
-        rollout=rollout, cell=cell)
+        name="reacher",
+        style_names=reacher.STYLE_NAMES,
+        obs_dim=reacher.OBS_DIM,
+        action_dim=reacher.ACTION_DIM,
+        n_actions=0,
+        map_size=MAP_BINS,
+        demonstrations=lambda n, rng: reacher.expert_demonstrations(cfg, n, rng, pool),
+        expert=lambda rng: reacher.noisy_expert(cfg, rng),
+        features=reacher.state_features,
+        in_zone=lambda obs: reacher.in_zone(cfg, obs),
+        shared=lambda obs, action: reacher.before_sweep(cfg, obs),
+        rollout=rollout,
+        cell=cell,
+    )
 
 
 ENVS: dict[str, Callable[..., StyleEnv]] = {"gridworld": make_gridworld, "reacher": make_reacher}

@@ -45,12 +45,18 @@ class GridConfig:
         if not (5 <= self.size <= 101 and self.size % 2 == 1):
             raise ValueError(f"GridConfig.size must be an odd int in [5, 101], got {self.size!r}")
         if not (0 < self.zone_top < self.zone_bottom < self.size - 1):
-            raise ValueError(f"GridConfig zone rows must satisfy 0 < zone_top < zone_bottom < size - 1, got "
-                             f"{self.zone_top}, {self.zone_bottom}")
-        if len(self.corridors) < 2 or list(self.corridors) != sorted(set(self.corridors)) or \
-                not all(0 <= c < self.size for c in self.corridors):
-            raise ValueError(f"GridConfig.corridors must be >= 2 increasing columns inside the grid, "
-                             f"got {self.corridors!r}")
+            raise ValueError(
+                f"GridConfig zone rows must satisfy 0 < zone_top < zone_bottom < size - 1, got "
+                f"{self.zone_top}, {self.zone_bottom}"
+            )
+        if (
+            len(self.corridors) < 2
+            or list(self.corridors) != sorted(set(self.corridors))
+            or not all(0 <= c < self.size for c in self.corridors)
+        ):
+            raise ValueError(
+                f"GridConfig.corridors must be >= 2 increasing columns inside the grid, got {self.corridors!r}"
+            )
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"GridConfig.epsilon must be in [0, 1], got {self.epsilon!r}")
         if self.horizon < 1:
@@ -101,18 +107,20 @@ def expert_actions(cfg: GridConfig, states: np.ndarray, styles: np.ndarray) -> n
     up = np.zeros_like(row)
     to_mid, to_corridor = _toward(col, cfg.mid), _toward(col, corridor)
     outside = np.where(to_mid >= 0, to_mid, up)
-    lower = np.where(to_corridor >= 0, to_corridor, up)            # zone, below its top row: corridor, then up
-    top = np.where(to_mid >= 0, to_mid, up)                        # zone's top row: back to the centre, then up
+    lower = np.where(to_corridor >= 0, to_corridor, up)  # zone, below its top row: corridor, then up
+    top = np.where(to_mid >= 0, to_mid, up)  # zone's top row: back to the centre, then up
     inside = np.where(row == cfg.zone_top, top, lower)
     return np.where(in_zone(cfg, row), inside, outside).astype(np.int64)
 
 
 def noisy_expert(cfg: GridConfig, rng: np.random.Generator):
     """``act(states, styles)``: the expert's action, replaced by a uniformly random one with probability epsilon."""
+
     def act(states: np.ndarray, styles: np.ndarray) -> np.ndarray:
         own = expert_actions(cfg, states, styles)
         noisy = rng.random(len(own)) < cfg.epsilon
         return np.where(noisy, rng.integers(0, N_ACTIONS, len(own)), own)
+
     return act
 
 
@@ -133,8 +141,13 @@ def expert_demonstrations(cfg: GridConfig, per_style: int, rng: np.random.Genera
             break
         idx = np.flatnonzero(alive)
         acts = act(states[idx], styles[idx])
-        for key, value in (("state", states[idx].copy()), ("action", acts), ("style", styles[idx]),
-                           ("episode", idx), ("t", np.full(len(idx), t))):
+        for key, value in (
+            ("state", states[idx].copy()),
+            ("action", acts),
+            ("style", styles[idx]),
+            ("episode", idx),
+            ("t", np.full(len(idx), t)),
+        ):
             out[key].append(value)
         states[idx] = step(cfg, states[idx], acts)
         alive[idx] = ~np.all(states[idx] == np.asarray(cfg.goal), axis=1)

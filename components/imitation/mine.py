@@ -86,14 +86,16 @@ def mine_loss(model: StatisticsNetwork, batch: tuple[Tensor, Tensor, Tensor]) ->
         current = lme.detach().float()
         if torch.isnan(model.log_ema) or rate == 1.0:
             model.log_ema.copy_(current)
-        else:   # EMA <- (1 - rate) EMA + rate E[e^T], in log space
+        else:  # EMA <- (1 - rate) EMA + rate E[e^T], in log space
             model.log_ema.copy_(torch.logaddexp(model.log_ema + math.log1p(-rate), current + math.log(rate)))
-    ratio = torch.exp(t_marginal - model.log_ema).mean()          # E[e^T] / EMA, gradient divided by the EMA
+    ratio = torch.exp(t_marginal - model.log_ema).mean()  # E[e^T] / EMA, gradient divided by the EMA
     surrogate = t_joint.mean() - (lme.detach() + ratio - ratio.detach())
     return -surrogate, {"dv": (t_joint.mean() - lme).detach()}
 
 
-def shuffled_batches(x: Tensor, y: Tensor, size: int) -> Callable[[int, torch.Generator], tuple[Tensor, Tensor, Tensor]]:
+def shuffled_batches(
+    x: Tensor, y: Tensor, size: int
+) -> Callable[[int, torch.Generator], tuple[Tensor, Tensor, Tensor]]:
     """A ``batches(step, generator)`` for ``fit``: ``size`` rows with replacement, ``(x, y, y[perm])``, the last
     pairing each x with the y of another row of the same batch (samples of p(x) p(y))."""
     n = x.shape[0]
@@ -109,8 +111,9 @@ def shuffled_batches(x: Tensor, y: Tensor, size: int) -> Callable[[int, torch.Ge
 
 
 @torch.no_grad()
-def pmi_from_statistics(model: StatisticsNetwork, x: Tensor, candidates: Tensor, log_prior: Tensor,
-                        chunk: int = 8192) -> Tensor:
+def pmi_from_statistics(
+    model: StatisticsNetwork, x: Tensor, candidates: Tensor, log_prior: Tensor, chunk: int = 8192
+) -> Tensor:
     """``PMI(x_i; y_k) = T(x_i, y_k) - logsumexp_j(log p(y_j) + T(x_i, y_j))`` for all rows and candidates.
 
     Args:

@@ -43,10 +43,10 @@ ENV_ID = "Reacher-v5"
 class ReacherConfig:
     """The targets' placement, the experts' controller and noise, the horizon and the success threshold."""
 
-    target_spread: float = 0.8          # w: the shoulder angle of the target is pi + U(-w, w)
+    target_spread: float = 0.8  # w: the shoulder angle of the target is pi + U(-w, w)
     elbow_low: float = 0.5
     elbow_high: float = 1.6
-    zone_angle: float = 0.6             # |e| above this (with the elbow bent) is the style zone
+    zone_angle: float = 0.6  # |e| above this (with the elbow bent) is the style zone
     gate_width: float = 0.3
     max_speed: float = 9.0
     k_p: float = 10.0
@@ -61,8 +61,9 @@ class ReacherConfig:
         if not 0.0 <= self.target_spread < np.pi / 2:
             raise ValueError(f"ReacherConfig.target_spread must be in [0, pi/2), got {self.target_spread!r}")
         if not 0.0 < self.elbow_low < self.elbow_high < 3.0:
-            raise ValueError(f"ReacherConfig elbow range must satisfy 0 < low < high < 3, got "
-                             f"{self.elbow_low}, {self.elbow_high}")
+            raise ValueError(
+                f"ReacherConfig elbow range must satisfy 0 < low < high < 3, got {self.elbow_low}, {self.elbow_high}"
+            )
         if not 0.0 <= self.noise <= 2.0:
             raise ValueError(f"ReacherConfig.noise must be in [0, 2], got {self.noise!r}")
         if self.horizon < 1 or self.success_distance <= 0:
@@ -77,7 +78,7 @@ def inverse_kinematics(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Joint angles ``(q1 [B], q2 [B])`` (elbow-positive) that put the fingertip on ``targets [B, 2]``."""
     l1, l2 = LINKS
     targets = np.asarray(targets, dtype=np.float64)
-    c2 = np.clip(((targets ** 2).sum(1) - l1 ** 2 - l2 ** 2) / (2 * l1 * l2), -1.0, 1.0)
+    c2 = np.clip(((targets**2).sum(1) - l1**2 - l2**2) / (2 * l1 * l2), -1.0, 1.0)
     q2 = np.arccos(c2)
     q1 = np.arctan2(targets[:, 1], targets[:, 0]) - np.arctan2(l2 * np.sin(q2), l1 + l2 * np.cos(q2))
     return q1, q2
@@ -130,9 +131,11 @@ def expert_actions(cfg: ReacherConfig, obs: np.ndarray, styles: np.ndarray) -> n
 
 def noisy_expert(cfg: ReacherConfig, rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``act(obs, styles)``: the expert torques plus N(0, noise^2), clipped to [-1, 1]."""
+
     def act(obs: np.ndarray, styles: np.ndarray) -> np.ndarray:
         own = expert_actions(cfg, obs, styles)
         return np.clip(own + cfg.noise * rng.standard_normal(own.shape), -1.0, 1.0)
+
     return act
 
 
@@ -146,7 +149,7 @@ def sweep_style(obs_sequence: np.ndarray) -> np.ndarray:
 
 def _start(env, cfg: ReacherConfig, rng: np.random.Generator) -> np.ndarray:
     """Reset one env and move its target behind the arm; returns the first observation."""
-    env.reset(seed=int(rng.integers(2 ** 31)))
+    env.reset(seed=int(rng.integers(2**31)))
     sim = env.unwrapped
     angle = np.pi + rng.uniform(-cfg.target_spread, cfg.target_spread)
     elbow = rng.uniform(cfg.elbow_low, cfg.elbow_high)
@@ -154,7 +157,7 @@ def _start(env, cfg: ReacherConfig, rng: np.random.Generator) -> np.ndarray:
     qpos[2:] = forward_kinematics(np.array([angle]), np.array([elbow]))[0]
     qvel[2:] = 0.0
     sim.set_state(qpos, qvel)
-    return sim._get_obs()          # the env's own observation of the moved target (reset returned the old one)
+    return sim._get_obs()  # the env's own observation of the moved target (reset returned the old one)
 
 
 def make_envs(count: int, horizon: int, envs: list | None = None) -> list:
@@ -168,8 +171,14 @@ def make_envs(count: int, horizon: int, envs: list | None = None) -> list:
     return envs[:count]
 
 
-def rollout(cfg: ReacherConfig, policy: Callable[[np.ndarray, np.ndarray], np.ndarray], styles: np.ndarray,
-            rng: np.random.Generator, horizon: int | None = None, pool: list | None = None) -> dict[str, np.ndarray]:
+def rollout(
+    cfg: ReacherConfig,
+    policy: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    styles: np.ndarray,
+    rng: np.random.Generator,
+    horizon: int | None = None,
+    pool: list | None = None,
+) -> dict[str, np.ndarray]:
     """One ``Reacher-v5`` episode per entry of ``styles``, all stepped together, under
     ``policy(obs [B, 10], styles [B]) -> torques [B, 2]`` (in envs of ``pool``, see :func:`make_envs`; each
     episode is reset with a seed drawn from ``rng``, so reusing envs changes nothing).
@@ -185,19 +194,26 @@ def rollout(cfg: ReacherConfig, policy: Callable[[np.ndarray, np.ndarray], np.nd
     seen, actions, total = [obs], [], np.zeros(len(styles))
     for _ in range(horizon):
         act = np.clip(np.asarray(policy(obs, styles), dtype=np.float64).reshape(len(styles), ACTION_DIM), -1, 1)
-        steps = [env.unwrapped.step(a) for env, a in zip(envs, act)]   # no time limit: exactly `horizon` steps
+        steps = [env.unwrapped.step(a) for env, a in zip(envs, act)]  # no time limit: exactly `horizon` steps
         obs = np.stack([s[0] for s in steps])
         total += [s[1] for s in steps]
         seen.append(obs)
         actions.append(act)
     distance = np.linalg.norm(obs[:, 8:10], axis=1)
     trace = np.stack(seen)
-    return {"success": distance < cfg.success_distance, "style": sweep_style(trace), "return": total,
-            "distance": distance, "obs": trace[:-1].transpose(1, 0, 2), "action": np.stack(actions).transpose(1, 0, 2)}
+    return {
+        "success": distance < cfg.success_distance,
+        "style": sweep_style(trace),
+        "return": total,
+        "distance": distance,
+        "obs": trace[:-1].transpose(1, 0, 2),
+        "action": np.stack(actions).transpose(1, 0, 2),
+    }
 
 
-def expert_demonstrations(cfg: ReacherConfig, per_style: int, rng: np.random.Generator, pool: list | None = None
-                          ) -> dict[str, np.ndarray]:
+def expert_demonstrations(
+    cfg: ReacherConfig, per_style: int, rng: np.random.Generator, pool: list | None = None
+) -> dict[str, np.ndarray]:
     """``per_style`` noisy expert episodes of every style, ``cfg.horizon`` steps each.
 
     Returns flat arrays over all steps: ``obs [N, 10]``, ``action [N, 2]`` (float64), ``style [N]``,
@@ -206,9 +222,13 @@ def expert_demonstrations(cfg: ReacherConfig, per_style: int, rng: np.random.Gen
     styles = np.repeat(np.arange(len(STYLE_NAMES)), per_style)
     out = rollout(cfg, noisy_expert(cfg, rng), styles, rng, pool=pool)
     n, horizon = out["obs"].shape[:2]
-    return {"obs": out["obs"].reshape(n * horizon, OBS_DIM), "action": out["action"].reshape(n * horizon, ACTION_DIM),
-            "style": np.repeat(styles, horizon), "episode": np.repeat(np.arange(n), horizon),
-            "t": np.tile(np.arange(horizon), n)}
+    return {
+        "obs": out["obs"].reshape(n * horizon, OBS_DIM),
+        "action": out["action"].reshape(n * horizon, ACTION_DIM),
+        "style": np.repeat(styles, horizon),
+        "episode": np.repeat(np.arange(n), horizon),
+        "t": np.tile(np.arange(horizon), n),
+    }
 
 
 def state_features(obs: np.ndarray) -> np.ndarray:

@@ -64,28 +64,33 @@ def _column(path: Path, table, name: str, integer: bool) -> np.ndarray:
         row = next(i for i, v in enumerate(column.is_null().to_pylist()) if v)
         raise TrajectoryFormatError(f"{path}: column {name!r} row {row}: missing value")
     raw = column.to_numpy(zero_copy_only=False)
-    if integer and pa.types.is_integer(kind):   # exact: ids beyond 2**53 stay distinct (a float64 would merge them)
+    if integer and pa.types.is_integer(kind):  # exact: ids beyond 2**53 stay distinct (a float64 would merge them)
         if pa.types.is_unsigned_integer(kind) and len(raw) and int(raw.max()) > INT64_MAX:
             row = int(np.argmax(raw))
-            raise TrajectoryFormatError(f"{path}: column {name!r} row {row}: {quote_value(int(raw[row]))} is beyond "
-                                        "a 64-bit integer")
+            raise TrajectoryFormatError(
+                f"{path}: column {name!r} row {row}: {quote_value(int(raw[row]))} is beyond a 64-bit integer"
+            )
         return raw.astype(np.int64)
     values = raw.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(values) | ((values != np.round(values)) if integer else False))
     if len(bad):
         what = "an integer" if integer else "a finite number"
-        raise TrajectoryFormatError(f"{path}: column {name!r} row {bad[0]}: expected {what}, got "
-                                    f"{quote_value(float(values[bad[0]]))}")
-    if integer:   # whole floats, cast to int64 below: one beyond its range would wrap (and blame another column)
+        raise TrajectoryFormatError(
+            f"{path}: column {name!r} row {bad[0]}: expected {what}, got {quote_value(float(values[bad[0]]))}"
+        )
+    if integer:  # whole floats, cast to int64 below: one beyond its range would wrap (and blame another column)
         big = np.flatnonzero(np.abs(values) >= 2.0**63)
         if len(big):
-            raise TrajectoryFormatError(f"{path}: column {name!r} row {big[0]}: {quote_value(float(values[big[0]]))} "
-                                        "is beyond a 64-bit integer")
+            raise TrajectoryFormatError(
+                f"{path}: column {name!r} row {big[0]}: {quote_value(float(values[big[0]]))} is beyond a 64-bit integer"
+            )
         return values.astype(np.int64)
     huge = np.flatnonzero(np.abs(values) > MAX_ABS_VALUE)
     if len(huge):
-        raise TrajectoryFormatError(f"{path}: column {name!r} row {huge[0]}: {quote_value(float(values[huge[0]]))} is "
-                                    f"above {MAX_ABS_VALUE:.0e} in magnitude (the policies compute in float32)")
+        raise TrajectoryFormatError(
+            f"{path}: column {name!r} row {huge[0]}: {quote_value(float(values[huge[0]]))} is "
+            f"above {MAX_ABS_VALUE:.0e} in magnitude (the policies compute in float32)"
+        )
     return values
 
 
@@ -114,8 +119,10 @@ def read_trajectories(path: str | os.PathLike[str], spec: TrajectorySpec) -> dic
     integer = {"traj_id", "t", "style"} | ({"action"} if not spec.action_dim else set())
     data = {name: _column(path, table, name, name in integer) for name in columns}
     for name, (low, high) in [("t", (0, math.inf)), ("style", (0, spec.n_styles - 1))] + (
-            [(c, spec.action_bounds) for c in spec.action_columns] if spec.action_dim else
-            [("action", (0, spec.n_actions - 1))]):
+        [(c, spec.action_bounds) for c in spec.action_columns]
+        if spec.action_dim
+        else [("action", (0, spec.n_actions - 1))]
+    ):
         bad = np.flatnonzero((data[name] < low) | (data[name] > high))
         if len(bad):
             value = data[name][bad[0]]
@@ -127,24 +134,37 @@ def read_trajectories(path: str | os.PathLike[str], spec: TrajectorySpec) -> dic
     same = sorted_traj[1:] == sorted_traj[:-1]
     repeat = np.flatnonzero(same & (sorted_t[1:] == sorted_t[:-1]))
     if len(repeat):
-        raise TrajectoryFormatError(f"{path}: column 't' row {order[repeat[0] + 1]}: step "
-                                    f"{int(sorted_t[repeat[0] + 1])} of trajectory {int(sorted_traj[repeat[0]])} "
-                                    "appears twice")
+        raise TrajectoryFormatError(
+            f"{path}: column 't' row {order[repeat[0] + 1]}: step "
+            f"{int(sorted_t[repeat[0] + 1])} of trajectory {int(sorted_traj[repeat[0]])} "
+            "appears twice"
+        )
     switch = np.flatnonzero(same & (sorted_style[1:] != sorted_style[:-1]))
     if len(switch):
-        raise TrajectoryFormatError(f"{path}: column 'style' row {order[switch[0] + 1]}: trajectory "
-                                    f"{int(sorted_traj[switch[0]])} changes style")
+        raise TrajectoryFormatError(
+            f"{path}: column 'style' row {order[switch[0] + 1]}: trajectory {int(sorted_traj[switch[0]])} changes style"
+        )
     missing = sorted(set(range(spec.n_styles)) - set(sorted_style.astype(np.int64).tolist()))
     if missing:
-        raise TrajectoryFormatError(f"{path}: column 'style': no trajectory of style {missing[0]} "
-                                    f"(every style 0..{spec.n_styles - 1} needs one)")
+        raise TrajectoryFormatError(
+            f"{path}: column 'style': no trajectory of style {missing[0]} "
+            f"(every style 0..{spec.n_styles - 1} needs one)"
+        )
     episode = np.unique(sorted_traj, return_inverse=True)[1].astype(np.int64)
     starts = np.r_[0, np.flatnonzero(~same) + 1]
     t = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    action = (np.stack([data[c][order] for c in spec.action_columns], axis=1) if spec.action_dim
-              else data["action"][order].astype(np.int64))
-    return {"obs": np.stack([data[c][order] for c in spec.obs_columns], axis=1), "action": action,
-            "style": sorted_style.astype(np.int64), "episode": episode, "t": t.astype(np.int64)}
+    action = (
+        np.stack([data[c][order] for c in spec.action_columns], axis=1)
+        if spec.action_dim
+        else data["action"][order].astype(np.int64)
+    )
+    return {
+        "obs": np.stack([data[c][order] for c in spec.obs_columns], axis=1),
+        "action": action,
+        "style": sorted_style.astype(np.int64),
+        "episode": episode,
+        "t": t.astype(np.int64),
+    }
 
 
 def write_trajectories(demos: dict[str, np.ndarray], path: str | os.PathLike[str]) -> Path:
@@ -155,8 +175,9 @@ def write_trajectories(demos: dict[str, np.ndarray], path: str | os.PathLike[str
     obs, action = np.asarray(demos["obs"]), np.asarray(demos["action"])
     columns = {"traj_id": np.asarray(demos["episode"]), "t": np.asarray(demos["t"])}
     columns.update({f"obs_{i}": obs[:, i] for i in range(obs.shape[1])})
-    columns.update({f"action_{i}": action[:, i] for i in range(action.shape[1])} if action.ndim == 2
-                   else {"action": action})
+    columns.update(
+        {f"action_{i}": action[:, i] for i in range(action.shape[1])} if action.ndim == 2 else {"action": action}
+    )
     columns["style"] = np.asarray(demos["style"])
     import pyarrow as pa
 

@@ -36,6 +36,25 @@ from components.llm.trie import TokenTrie, prefix_values
 from components.llm.value_head import ValueHeadModel
 from components.llm.word_lm import word_lm
 
-__all__ = ["ENCODER_NAMES", "FrozenTrunkLM", "LM_NAMES", "LocalLM", "PairTokens", "SentenceEncoder", "TokenTrie", "ValueHeadModel",
-           "continuation_logprobs", "frozen_copy", "load_encoder", "load_lm", "pair_batches", "precompute_scores",
-           "prefix_values", "scores_and_greedy_hits", "sequence_scores", "top_k", "trainable_state", "word_lm"]
+__all__ = [
+    "ENCODER_NAMES",
+    "FrozenTrunkLM",
+    "LM_NAMES",
+    "LocalLM",
+    "PairTokens",
+    "SentenceEncoder",
+    "TokenTrie",
+    "ValueHeadModel",
+    "continuation_logprobs",
+    "frozen_copy",
+    "load_encoder",
+    "load_lm",
+    "pair_batches",
+    "precompute_scores",
+    "prefix_values",
+    "scores_and_greedy_hits",
+    "sequence_scores",
+    "top_k",
+    "trainable_state",
+    "word_lm",
+]

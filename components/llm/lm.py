@@ -98,7 +98,7 @@ def repeats_itself(tokens: Sequence[int], n: int) -> bool:
     if n < 1 or len(tokens) < n + 1:
         return False
     tail = list(tokens[-n:])
-    return any(list(tokens[i:i + n]) == tail for i in range(len(tokens) - n))
+    return any(list(tokens[i : i + n]) == tail for i in range(len(tokens) - n))
 
 
 def _check_strings(values: object, name: str) -> list[str]:
@@ -147,11 +147,13 @@ class LocalLM:
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
         for i, message in enumerate(messages):
-            if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
-                    or not isinstance(message.get("content"), str):
+            if (
+                not isinstance(message, dict)
+                or not isinstance(message.get("role"), str)
+                or not isinstance(message.get("content"), str)
+            ):
                 raise TypeError(f"messages[{i}] must be a dict with string 'role' and 'content', got {message!r}")
-        return self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt)
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
     # ------------------------------------------------------------------ helpers
     def _encode(self, text: str) -> list[int]:
@@ -170,13 +172,14 @@ class LocalLM:
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for b, row in enumerate(rows):
             if row:
-                ids[b, width - len(row):] = torch.tensor(row, dtype=torch.long)
-                mask[b, width - len(row):] = 1
+                ids[b, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+                mask[b, width - len(row) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
-    def _batch_inputs(self, rows: list[list[int]], prefix: tuple[int, DynamicCache] | None
-                      ) -> tuple[Tensor, Tensor, Tensor, DynamicCache | None]:
+    def _batch_inputs(
+        self, rows: list[list[int]], prefix: tuple[int, DynamicCache] | None
+    ) -> tuple[Tensor, Tensor, Tensor, DynamicCache | None]:
         """Model inputs for a batch of full token rows: ids [B, L], mask [B, P + L], positions [B, L], cache.
 
         Without ``prefix``: the left-padded rows and no cache (P = 0). With ``prefix`` = (P, cache of the
@@ -197,17 +200,29 @@ class LocalLM:
     def _check_length(self, n_tokens: int, what: str) -> None:
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit is not None and n_tokens > limit:
-            raise ValueError(f"{what} needs {n_tokens} positions, more than the model's "
-                             f"max_position_embeddings={limit}")
+            raise ValueError(
+                f"{what} needs {n_tokens} positions, more than the model's max_position_embeddings={limit}"
+            )
 
     @staticmethod
     def _batches(order: list[int], batch_size: int) -> list[list[int]]:
-        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
     # ------------------------------------------------------------------ generation
-    def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0, top_p: float = 1.0,
-                 seed: int | None = None, batch_size: int = 8, stop: Sequence[str] = (),
-                 _share_prefix: bool = True, drop_finished: bool = False, stop_repeats: int = 0) -> list[str]:
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        batch_size: int = 8,
+        stop: Sequence[str] = (),
+        _share_prefix: bool = True,
+        drop_finished: bool = False,
+        stop_repeats: int = 0,
+    ) -> list[str]:
         """Continue each prompt; return only the new text per prompt, in input order.
 
         Args:
@@ -253,8 +268,17 @@ class LocalLM:
             generators = None
             if temperature > 0:
                 generators = [torch.Generator(device=self.device).manual_seed(_row_seed(seed, i)) for i in chunk]
-            texts = self._generate_batch([encoded[i] for i in chunk], max_new_tokens, float(temperature),
-                                         float(top_p), generators, stop, prefix, drop_finished, stop_repeats)
+            texts = self._generate_batch(
+                [encoded[i] for i in chunk],
+                max_new_tokens,
+                float(temperature),
+                float(top_p),
+                generators,
+                stop,
+                prefix,
+                drop_finished,
+                stop_repeats,
+            )
             for i, text in zip(chunk, texts):
                 outputs[i] = text
         return outputs
@@ -275,16 +299,29 @@ class LocalLM:
         if shared == 0:
             return None
         ids = torch.tensor([rows[0][:shared]], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids),
-                         position_ids=torch.arange(shared, device=self.device)[None, :],
-                         cache=None, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            position_ids=torch.arange(shared, device=self.device)[None, :],
+            cache=None,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return shared, out.cache
 
     @torch.inference_mode()
-    def _generate_batch(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_p: float,
-                        generators: list[torch.Generator] | None, stop: list[str],
-                        prefix: tuple[int, DynamicCache] | None = None, drop_finished: bool = False,
-                        stop_repeats: int = 0) -> list[str]:
+    def _generate_batch(
+        self,
+        rows: list[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        generators: list[torch.Generator] | None,
+        stop: list[str],
+        prefix: tuple[int, DynamicCache] | None = None,
+        drop_finished: bool = False,
+        stop_repeats: int = 0,
+    ) -> list[str]:
         """Decode one batch. With ``prefix`` = (P, cache of rows[b][:P] at batch 1), only rows[b][P:] are fed;
         the prefix cache is deep-copied (never changed) and repeated to the batch size. With
         ``drop_finished``, a row that has ended leaves the batch (its cache, mask and position rows are
@@ -293,21 +330,28 @@ class LocalLM:
         ids, mask, positions, past = self._batch_inputs(rows, prefix)
         new_tokens: list[list[int]] = [[] for _ in range(n)]
         done = [False] * n
-        live = list(range(n))          # batch position -> row index
+        live = list(range(n))  # batch position -> row index
         eos = sorted(self._eos_ids)
         step_ids = ids
         step_positions = positions
         for _ in range(max_new_tokens):
-            out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_positions,
-                             cache=past, use_cache=True, logits_to_keep=1)
+            out = self.model(
+                input_ids=step_ids,
+                attention_mask=mask,
+                position_ids=step_positions,
+                cache=past,
+                use_cache=True,
+                logits_to_keep=1,
+            )
             past = out.cache
             logits = out.logits[:, -1, :].float()
             if temperature == 0:
                 chosen = logits.argmax(dim=-1)
             else:
                 probs = _nucleus_filter(torch.softmax(logits / temperature, dim=-1), top_p)
-                chosen = torch.stack([torch.multinomial(probs[j], 1, generator=generators[b])[0]
-                                      for j, b in enumerate(live)])
+                chosen = torch.stack(
+                    [torch.multinomial(probs[j], 1, generator=generators[b])[0] for j, b in enumerate(live)]
+                )
             chosen_list = chosen.tolist()
             for j, b in enumerate(live):
                 if done[b]:
@@ -361,36 +405,46 @@ class LocalLM:
             joint = joint + [min(self._eos_ids)]
         return joint, len(joint) - common
 
-    def _continuation_logits(self, rows: list[tuple[list[int], int]], prefix: tuple[int, DynamicCache] | None = None
-                             ) -> tuple[Tensor, Tensor, Tensor]:
+    def _continuation_logits(
+        self, rows: list[tuple[list[int], int]], prefix: tuple[int, DynamicCache] | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Forward a left-padded batch; return logits [B, C, V] that predict the last C tokens of each row,
         those target ids [B, C] and a mask [B, C] (True where the target is one of the row's continuation
         tokens), with C = the largest continuation length in the batch. ``prefix`` (see `_batch_inputs`)
         must leave every row at least n + 1 own tokens."""
         ids, mask, positions, past = self._batch_inputs([r for r, _ in rows], prefix)
         width = max(n for _, n in rows)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=past,
-                         use_cache=past is not None, logits_to_keep=width + 1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=past,
+            use_cache=past is not None,
+            logits_to_keep=width + 1,
+        )
         logits = out.logits[:, :-1, :].float()  # position t predicts token t + 1
         targets = ids[:, -width:]
         lengths = torch.tensor([n for _, n in rows], device=self.device)
         target_mask = torch.arange(width, device=self.device)[None, :] >= (width - lengths)[:, None]
         return logits, targets, target_mask
 
-    def _scoring_rows(self, prompts: list[str], continuations: list[str],
-                      append_eos: bool = False) -> list[tuple[list[int], int]]:
+    def _scoring_rows(
+        self, prompts: list[str], continuations: list[str], append_eos: bool = False
+    ) -> list[tuple[list[int], int]]:
         prompts = _check_strings(prompts, "prompts")
         continuations = _check_strings(continuations, "continuations")
         if len(prompts) != len(continuations):
-            raise ValueError(f"prompts and continuations must have the same length, "
-                             f"got {len(prompts)} and {len(continuations)}")
+            raise ValueError(
+                f"prompts and continuations must have the same length, got {len(prompts)} and {len(continuations)}"
+            )
         rows = [self._split(p, c, append_eos) for p, c in zip(prompts, continuations)]
         for i, (joint, _) in enumerate(rows):
             self._check_length(len(joint), f"prompts[{i}] + continuations[{i}]")
         return rows
 
-    def token_logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8,
-                       _share_prefix: bool = True) -> list[Tensor]:
+    def token_logprobs(
+        self, prompts: list[str], continuations: list[str], *, batch_size: int = 8, _share_prefix: bool = True
+    ) -> list[Tensor]:
         """Per-token log p(c_i | prompt, c_<i) of each continuation: a list of float32 CPU tensors [n_i].
 
         n_i is the number of continuation tokens (0 for an empty continuation). See the module docstring
@@ -420,8 +474,7 @@ class LocalLM:
         """log p(continuation | prompt) summed over the continuation's tokens (nats), one per pair."""
         return [float(t.sum()) for t in self.token_logprobs(prompts, continuations, batch_size=batch_size)]
 
-    def tokenize_pairs(self, prompts: list[str], continuations: list[str], *, append_eos: bool = False
-                       ) -> PairTokens:
+    def tokenize_pairs(self, prompts: list[str], continuations: list[str], *, append_eos: bool = False) -> PairTokens:
         """(prompt, continuation) pairs as one left-padded `PairTokens` table: the rows `sequence_scores` and
         `pair_batches` (components.llm.scoring) read. The continuation tokens are located as in
         `token_logprobs`; ``append_eos`` adds the eos token to every continuation."""
@@ -450,9 +503,15 @@ class LocalLM:
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
 
     # ------------------------------------------------------------------ fine-tuning
-    def with_lora(self, *, r: int = 8, alpha: float = 16, dropout: float = 0.0,
-                  target_modules: Sequence[str] = ("q_proj", "v_proj"),
-                  layers: Sequence[int] | None = None) -> LocalLM:
+    def with_lora(
+        self,
+        *,
+        r: int = 8,
+        alpha: float = 16,
+        dropout: float = 0.0,
+        target_modules: Sequence[str] = ("q_proj", "v_proj"),
+        layers: Sequence[int] | None = None,
+    ) -> LocalLM:
         """A copy whose model is a peft LoRA model over a deep copy of this model's weights.
 
         Each adapted linear computes W0 x + (alpha / r) B A x with A [r, in] (Kaiming-uniform, drawn
@@ -470,19 +529,26 @@ class LocalLM:
             total = int(self.model.config.num_hidden_layers)
             chosen = sorted(set(int(i) for i in layers))
             if not chosen or chosen[0] < 0 or chosen[-1] >= total:
-                raise ValueError(f"layers must be a non-empty list of decoder-layer indices in [0, {total}), "
-                                 f"got {list(layers)}")
-        config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
-                            bias="none", task_type="CAUSAL_LM", layers_to_transform=chosen,
-                            layers_pattern="layers" if chosen is not None else None)
+                raise ValueError(
+                    f"layers must be a non-empty list of decoder-layer indices in [0, {total}), got {list(layers)}"
+                )
+        config = LoraConfig(
+            r=r,
+            lora_alpha=alpha,
+            lora_dropout=dropout,
+            target_modules=list(target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+            layers_to_transform=chosen,
+            layers_pattern="layers" if chosen is not None else None,
+        )
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             # peft calls a transformers method that transformers 5 marks deprecated; nothing to act on here
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             torch.manual_seed(self.seed)
             peft_model = get_peft_model(copy.deepcopy(self.model), config)
         peft_model.train(self.model.training)
-        return LocalLM(name=self.name, model=peft_model, tokenizer=self.tokenizer, device=self.device,
-                       seed=self.seed)
+        return LocalLM(name=self.name, model=peft_model, tokenizer=self.tokenizer, device=self.device, seed=self.seed)
 
     def trainable_parameters(self) -> int:
         """Number of scalar parameters with ``requires_grad`` (only the LoRA A/B after `with_lora`)."""
@@ -518,8 +584,15 @@ _LOADERS: dict[str, Callable[[Path | None, int, Log], tuple[PreTrainedModel, Pre
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def load_lm(name: str, *, cache_dir: Path | None = None, seed: int = 0, device: str = "cpu",
-            precision: str = "fp32", log: Log = print) -> LocalLM:
+def load_lm(
+    name: str,
+    *,
+    cache_dir: Path | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    precision: str = "fp32",
+    log: Log = print,
+) -> LocalLM:
     """Load a causal LM by name (see `LM_NAMES`), in eval mode, on ``device``, its weights in ``precision``.
 
     Args:

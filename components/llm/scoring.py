@@ -53,7 +53,7 @@ class PairTokens(NamedTuple):
         index = torch.as_tensor(index, dtype=torch.long)
         picked = [t[index] for t in (self.ids, self.attention_mask, self.position_ids, self.target_mask)]
         keep = int(picked[1].sum(1).max()) if len(index) else 0
-        return PairTokens(*(t[:, t.shape[1] - keep:] for t in picked))
+        return PairTokens(*(t[:, t.shape[1] - keep :] for t in picked))
 
 
 def _window_logits(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, Tensor, int]:
@@ -64,9 +64,14 @@ def _window_logits(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, Tensor
         raise ValueError("every row has an empty continuation; nothing to score")
     if width >= tokens.ids.shape[1]:
         raise ValueError("a continuation needs at least one context token before it")
-    out = model(input_ids=tokens.ids, attention_mask=tokens.attention_mask, position_ids=tokens.position_ids,
-                use_cache=False, logits_to_keep=width + 1)
-    return out.logits[:, :-1, :].float(), tokens.ids[:, -width:], width   # position t predicts token t + 1
+    out = model(
+        input_ids=tokens.ids,
+        attention_mask=tokens.attention_mask,
+        position_ids=tokens.position_ids,
+        use_cache=False,
+        logits_to_keep=width + 1,
+    )
+    return out.logits[:, :-1, :].float(), tokens.ids[:, -width:], width  # position t predicts token t + 1
 
 
 def _continuation_window(model: nn.Module, tokens: PairTokens) -> tuple[Tensor, int]:
@@ -90,8 +95,12 @@ def sequence_scores(model: nn.Module, tokens: PairTokens) -> SequenceScores:
     differentiable (call it inside a ``loss_fn`` of `components.training.fit`)."""
     logp, width = _continuation_window(model, tokens)
     mask = tokens.target_mask[:, -width:].to(logp.dtype)
-    return SequenceScores(logp=(logp * mask).sum(1), n_tokens=mask.sum(1), prob_sum=(logp.exp() * mask).sum(1),
-                          width=int(tokens.ids.shape[1]))
+    return SequenceScores(
+        logp=(logp * mask).sum(1),
+        n_tokens=mask.sum(1),
+        prob_sum=(logp.exp() * mask).sum(1),
+        width=int(tokens.ids.shape[1]),
+    )
 
 
 @torch.no_grad()
@@ -145,14 +154,26 @@ def pair_batches(tokens: PairTokens, *extras: Any, size: int) -> Callable[[int, 
     if not isinstance(size, int) or size < 1:
         raise ValueError(f"pair_batches: size must be an int >= 1, got {size!r}")
     for i, extra in enumerate(extras):
-        rows = (extra.shape[0] if isinstance(extra, Tensor) else len(extra) if isinstance(extra, PairTokens)
-                else len(extra.logp) if hasattr(extra, "logp") else None)
+        rows = (
+            extra.shape[0]
+            if isinstance(extra, Tensor)
+            else len(extra)
+            if isinstance(extra, PairTokens)
+            else len(extra.logp)
+            if hasattr(extra, "logp")
+            else None
+        )
         if rows != n:
             raise ValueError(f"pair_batches: extra {i} has {rows} rows, the tokens have {n}")
 
     def pick(extra: Any, idx: Tensor) -> Any:
-        return extra[idx] if isinstance(extra, Tensor) else extra.rows(idx) if isinstance(extra, PairTokens) \
+        return (
+            extra[idx]
+            if isinstance(extra, Tensor)
+            else extra.rows(idx)
+            if isinstance(extra, PairTokens)
             else extra.select(idx)
+        )
 
     def draw(step: int, generator: torch.Generator) -> tuple[Any, ...]:
         idx = torch.randint(0, n, (min(size, n),), generator=generator)
@@ -178,8 +199,7 @@ def trainable_state(model: nn.Module) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def scores_and_greedy_hits(model: nn.Module, tokens: PairTokens, batch_size: int = 16
-                           ) -> tuple[SequenceScores, Tensor]:
+def scores_and_greedy_hits(model: nn.Module, tokens: PairTokens, batch_size: int = 16) -> tuple[SequenceScores, Tensor]:
     """`precompute_scores` plus, per row, the number of continuation tokens that are the argmax of their position
     given the true tokens before them (teacher forced) [N]. A row whose hits equal its token count is exactly
     what greedy decoding produces (by induction over its tokens), so ``hits == n_tokens`` is an exact match
@@ -196,8 +216,14 @@ def scores_and_greedy_hits(model: nn.Module, tokens: PairTokens, batch_size: int
             logits, targets, width = _window_logits(model, rows)
             logp = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
             mask = rows.target_mask[:, -width:].to(logp.device)
-            parts.append(SequenceScores(logp=(logp * mask).sum(1), n_tokens=mask.sum(1).to(logp.dtype),
-                                        prob_sum=(logp.exp() * mask).sum(1), width=int(rows.ids.shape[1])))
+            parts.append(
+                SequenceScores(
+                    logp=(logp * mask).sum(1),
+                    n_tokens=mask.sum(1).to(logp.dtype),
+                    prob_sum=(logp.exp() * mask).sum(1),
+                    width=int(rows.ids.shape[1]),
+                )
+            )
             hits.append(((logits.argmax(-1) == targets) & mask).sum(1).cpu())
     finally:
         model.train(was_training)

@@ -38,18 +38,19 @@ class ValueHeadModel(nn.Module):
     def __init__(self, backbone: nn.Module, *, seed: int = 0) -> None:
         super().__init__()
         self.backbone = backbone
-        self._decoder = (_decoder(backbone),)   # a part of the backbone: kept out of the module tree
+        self._decoder = (_decoder(backbone),)  # a part of the backbone: kept out of the module tree
         hidden = int(backbone.config.hidden_size)
         self.head = nn.Linear(hidden, 1)
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(seed)
-            self.head.weight.normal_(0.0, hidden ** -0.5)
+            self.head.weight.normal_(0.0, hidden**-0.5)
             self.head.bias.zero_()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor) -> Tensor:
         """Raw values [B, L], one per position (left padding hidden by the mask, positions from 0 per row)."""
-        hidden = self._decoder[0](input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                              use_cache=False).last_hidden_state
+        hidden = self._decoder[0](
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
         return self.head(hidden.float()).squeeze(-1)
 
     def token_values(self, tokens: PairTokens) -> Tensor:

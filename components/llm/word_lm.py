@@ -18,7 +18,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from components.llm.lm import LocalLM
 
-SPECIALS = ("<unk>", "<|im_start|>", "<|im_end|>")   # ids 0, 1, 2: unk, bos, eos = pad
+SPECIALS = ("<unk>", "<|im_start|>", "<|im_end|>")  # ids 0, 1, 2: unk, bos, eos = pad
 ROLES = ("system", "user", "assistant")
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -38,13 +38,27 @@ def word_tokenizer(vocabulary: Sequence[str]) -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.WordLevel(vocab=words, unk_token=SPECIALS[0]))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=SPECIALS[0], bos_token=SPECIALS[1],
-                                   eos_token=SPECIALS[2], pad_token=SPECIALS[2], chat_template=CHAT_TEMPLATE,
-                                   padding_side="left")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token=SPECIALS[0],
+        bos_token=SPECIALS[1],
+        eos_token=SPECIALS[2],
+        pad_token=SPECIALS[2],
+        chat_template=CHAT_TEMPLATE,
+        padding_side="left",
+    )
 
 
-def word_lm(vocabulary: Sequence[str], *, layers: int = 2, hidden: int = 128, heads: int = 4, seed: int = 0,
-            max_positions: int = 512, name: str = "word") -> LocalLM:
+def word_lm(
+    vocabulary: Sequence[str],
+    *,
+    layers: int = 2,
+    hidden: int = 128,
+    heads: int = 4,
+    seed: int = 0,
+    max_positions: int = 512,
+    name: str = "word",
+) -> LocalLM:
     """A randomly initialised Llama (``layers`` x ``hidden``, ``heads`` heads, tied embeddings, MLP 4x hidden)
     over a word-level tokenizer of ``vocabulary``, as a `LocalLM` on the CPU in eval mode; weights depend only
     on ``seed``."""
@@ -54,10 +68,20 @@ def word_lm(vocabulary: Sequence[str], *, layers: int = 2, hidden: int = 128, he
     if hidden % heads:
         raise ValueError(f"word_lm: hidden ({hidden}) must be a multiple of heads ({heads})")
     tokenizer = word_tokenizer(vocabulary)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                         max_position_embeddings=max_positions, tie_word_embeddings=True, unk_token_id=0,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        unk_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config).to(torch.float32)

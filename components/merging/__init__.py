@@ -3,8 +3,8 @@
 from components.merging.knots import (
     ALIGN_METHODS,
     SINGULAR_VALUE_TOL,
-    alignment_diagnostics,
     TaskVectorSpace,
+    alignment_diagnostics,
     baseline_merge,
     knots_align,
     knots_merge,

@@ -39,17 +39,16 @@ def _unpack_factors(factors: Sequence[Factors], where: str = "") -> list[tuple[T
         if len(pair) != 2:
             raise ValueError(
                 f"{where}task {t}: expected a (B, A) pair, got {len(pair)} items; fold the LoRA scale "
-                "into the `scale` argument (see components.models.lora.group_factors_by_layer)")
+                "into the `scale` argument (see components.models.lora.group_factors_by_layer)"
+            )
         b, a = pair
         if b.dim() != 2 or a.dim() != 2 or b.shape[1] != a.shape[0]:
-            raise ValueError(f"{where}task {t}: B {tuple(b.shape)} and A {tuple(a.shape)} are not "
-                             "[O, r] and [r, I]")
+            raise ValueError(f"{where}task {t}: B {tuple(b.shape)} and A {tuple(a.shape)} are not [O, r] and [r, I]")
         pairs.append((b, a))
     out_dim, in_dim = pairs[0][0].shape[0], pairs[0][1].shape[1]
     for t, (b, a) in enumerate(pairs):
         if b.shape[0] != out_dim or a.shape[1] != in_dim:
-            raise ValueError(f"{where}task {t}: update is {b.shape[0]}x{a.shape[1]}, task 0's is "
-                             f"{out_dim}x{in_dim}")
+            raise ValueError(f"{where}task {t}: update is {b.shape[0]}x{a.shape[1]}, task 0's is {out_dim}x{in_dim}")
     return pairs
 
 
@@ -78,13 +77,13 @@ def _align_factored(pairs: list[tuple[Tensor, Tensor]], tol: float) -> tuple[Ten
     blocks, start = [], 0
     for q_t, _ in qr_a:
         width = q_t.shape[1]
-        blocks.append(s[:, None] * (vh_core[:, start:start + width] @ q_t.T))
+        blocks.append(s[:, None] * (vh_core[:, start : start + width] @ q_t.T))
         start += width
     return q_b @ u_core, torch.stack(blocks)
 
 
 def choose_align_method(factors: Sequence[Factors]) -> str:
-    """"factored" when the summed LoRA rank is below min(O, nI) (the O x nI matrix is never formed),
+    """ "factored" when the summed LoRA rank is below min(O, nI) (the O x nI matrix is never formed),
     else "full" (the factors are no smaller than the matrix)."""
     pairs = _unpack_factors(factors)
     total_rank = sum(b.shape[1] for b, _ in pairs)
@@ -92,8 +91,9 @@ def choose_align_method(factors: Sequence[Factors]) -> str:
     return "factored" if total_rank < min(out_dim, len(pairs) * in_dim) else "full"
 
 
-def knots_align(factors: Sequence[Factors], method: str = "auto",
-                tol: float = SINGULAR_VALUE_TOL) -> tuple[Tensor, Tensor]:
+def knots_align(
+    factors: Sequence[Factors], method: str = "auto", tol: float = SINGULAR_VALUE_TOL
+) -> tuple[Tensor, Tensor]:
     """Jointly align one layer's n task updates dW_t = B_t A_t into a shared basis.
 
     factors: n pairs (B_t [O, r_t], A_t [r_t, I]). Returns, in float64,
@@ -110,8 +110,7 @@ def knots_align(factors: Sequence[Factors], method: str = "auto",
         raise ValueError(f"knots_align method must be one of {ALIGN_METHODS}, got {method!r}")
     if method == "auto":
         method = choose_align_method(factors)
-    pairs = [(b.detach().to(torch.float64), a.detach().to(torch.float64))
-             for b, a in _unpack_factors(factors)]
+    pairs = [(b.detach().to(torch.float64), a.detach().to(torch.float64)) for b, a in _unpack_factors(factors)]
     return (_align_factored if method == "factored" else _align_full)(pairs, tol)
 
 
@@ -120,9 +119,9 @@ class _LayerSlot:
     name: str
     start: int
     stop: int
-    shape: tuple[int, int]          # shape of this layer's per-task block (k x I, or O x I)
-    basis: Tensor | None            # U [O, k] in the aligned space; None in the original space
-    dtype: torch.dtype              # dtype of the returned dW
+    shape: tuple[int, int]  # shape of this layer's per-task block (k x I, or O x I)
+    basis: Tensor | None  # U [O, k] in the aligned space; None in the original space
+    dtype: torch.dtype  # dtype of the returned dW
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,18 +142,16 @@ class TaskVectorSpace:
     def to_deltas(self, merged: Tensor) -> dict[str, Tensor]:
         """merged [D] -> {layer: dW [O, I]}: U R_merged in the aligned space, the block itself otherwise."""
         if merged.shape != self.vectors.shape[1:]:
-            raise ValueError(f"merged vector has shape {tuple(merged.shape)}, expected "
-                             f"{tuple(self.vectors.shape[1:])}")
+            raise ValueError(f"merged vector has shape {tuple(merged.shape)}, expected {tuple(self.vectors.shape[1:])}")
         merged = merged.to(torch.float64)
         deltas = {}
         for slot in self.slots:
-            block = merged[slot.start:slot.stop].reshape(slot.shape)
+            block = merged[slot.start : slot.stop].reshape(slot.shape)
             dw = block if slot.basis is None else slot.basis @ block
             deltas[slot.name] = dw.to(slot.dtype)
         return deltas
 
-    def merge(self, method: str, cfg: MergeConfig,
-              generator: torch.Generator | None = None) -> dict[str, Tensor]:
+    def merge(self, method: str, cfg: MergeConfig, generator: torch.Generator | None = None) -> dict[str, Tensor]:
         """Merge the task vectors with ``MERGERS[method]`` and map back: {layer: dW_merged [O, I]}."""
         return self.to_deltas(get_merger(method)(self.vectors, cfg, generator))
 
@@ -179,8 +176,12 @@ def _out_dtype(pairs: list[tuple[Tensor, Tensor]]) -> torch.dtype:
     return torch.promote_types(pairs[0][0].dtype, pairs[0][1].dtype)
 
 
-def knots_space(layer_factors: Mapping[str, Sequence[Factors]], scale: float = 1.0,
-                align_method: str = "auto", tol: float = SINGULAR_VALUE_TOL) -> TaskVectorSpace:
+def knots_space(
+    layer_factors: Mapping[str, Sequence[Factors]],
+    scale: float = 1.0,
+    align_method: str = "auto",
+    tol: float = SINGULAR_VALUE_TOL,
+) -> TaskVectorSpace:
     """Aligned task vectors: per layer (U, R) = knots_align([(scale B_t, A_t)]), R_t flattened over layers.
 
     layer_factors: {layer: [(B_t [O, r], A_t [r, I]) for each task t]}, same task order in every layer.
@@ -194,21 +195,25 @@ def knots_space(layer_factors: Mapping[str, Sequence[Factors]], scale: float = 1
     return _build_space(blocks)
 
 
-def original_space(layer_factors: Mapping[str, Sequence[Factors]],
-                   scale: float = 1.0) -> TaskVectorSpace:
+def original_space(layer_factors: Mapping[str, Sequence[Factors]], scale: float = 1.0) -> TaskVectorSpace:
     """Baseline task vectors in the original weight space: dW_t = scale B_t A_t flattened over layers."""
     blocks = {}
     for name, factors in layer_factors.items():
         pairs = _unpack_factors(factors, where=f"layer {name!r}: ")
-        stacked = torch.stack([scale * (b.detach().to(torch.float64) @ a.detach().to(torch.float64))
-                               for b, a in pairs])
+        stacked = torch.stack([scale * (b.detach().to(torch.float64) @ a.detach().to(torch.float64)) for b, a in pairs])
         blocks[name] = (stacked, None, _out_dtype(pairs))
     return _build_space(blocks)
 
 
-def knots_merge(layer_factors: Mapping[str, Sequence[Factors]], method: str, cfg: MergeConfig, *,
-                scale: float = 1.0, generator: torch.Generator | None = None,
-                align_method: str = "auto") -> dict[str, Tensor]:
+def knots_merge(
+    layer_factors: Mapping[str, Sequence[Factors]],
+    method: str,
+    cfg: MergeConfig,
+    *,
+    scale: float = 1.0,
+    generator: torch.Generator | None = None,
+    align_method: str = "auto",
+) -> dict[str, Tensor]:
     """KnOTS-<method>: align every layer, merge the flattened R_t globally, return {layer: U R_merged}.
 
     layer_factors: {layer: [(B_t [O, r], A_t [r, I])] * n}; method: a ``MERGERS`` key; scale: alpha/r.
@@ -217,8 +222,14 @@ def knots_merge(layer_factors: Mapping[str, Sequence[Factors]], method: str, cfg
     return knots_space(layer_factors, scale, align_method).merge(method, cfg, generator)
 
 
-def baseline_merge(layer_factors: Mapping[str, Sequence[Factors]], method: str, cfg: MergeConfig, *,
-                   scale: float = 1.0, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+def baseline_merge(
+    layer_factors: Mapping[str, Sequence[Factors]],
+    method: str,
+    cfg: MergeConfig,
+    *,
+    scale: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> dict[str, Tensor]:
     """<method> in the original space: merge flattened dW_t = scale B_t A_t, return {layer: dW_merged}."""
     return original_space(layer_factors, scale).merge(method, cfg, generator)
 
@@ -248,14 +259,21 @@ def subspace_alignment(mats: Sequence[Tensor], rank: int, side: str = "left") ->
     if not 1 <= rank <= min(shape):
         raise ValueError(f"rank must be in [1, {min(shape)}] for {shape} matrices, got {rank}")
     bases = [_top_singular_vectors(m, rank, side) for m in mats]
-    scores = [float((bases[s].T @ bases[t]).square().sum()) / rank
-              for s in range(len(bases)) for t in range(s + 1, len(bases))]
+    scores = [
+        float((bases[s].T @ bases[t]).square().sum()) / rank
+        for s in range(len(bases))
+        for t in range(s + 1, len(bases))
+    ]
     return sum(scores) / len(scores)
 
 
-def alignment_diagnostics(original: TaskVectorSpace, aligned: TaskVectorSpace,
-                          layer_factors: Mapping[str, Sequence[Factors]], scale: float = 1.0,
-                          top_k: float = 20.0) -> dict[str, float]:
+def alignment_diagnostics(
+    original: TaskVectorSpace,
+    aligned: TaskVectorSpace,
+    layer_factors: Mapping[str, Sequence[Factors]],
+    scale: float = 1.0,
+    top_k: float = 20.0,
+) -> dict[str, float]:
     """What alignment changes, measured on real LoRAs (``original``/``aligned`` built from ``layer_factors``):
 
     * ``knots_ta_minus_ta_max_abs``: max |dW(KnOTS-TA) - dW(TA)| at lambda = 0.7 (0 up to rounding: TA is
@@ -270,6 +288,9 @@ def alignment_diagnostics(original: TaskVectorSpace, aligned: TaskVectorSpace,
         "delta_max_abs": max(float(ta[k].abs().max()) for k in ta),
         "sign_conflict_original": sign_conflict_rate(original.vectors, top_k),
         "sign_conflict_knots": sign_conflict_rate(aligned.vectors, top_k),
-        "subspace_alignment": sum(subspace_alignment([scale * b @ a for b, a in pairs], rank=pairs[0][1].shape[0])
-                                  for pairs in layer_factors.values()) / len(layer_factors),
+        "subspace_alignment": sum(
+            subspace_alignment([scale * b @ a for b, a in pairs], rank=pairs[0][1].shape[0])
+            for pairs in layer_factors.values()
+        )
+        / len(layer_factors),
     }

@@ -135,13 +135,11 @@ def dare_drop(task_vectors: Tensor, p: float, generator: torch.Generator | None)
         return task_vectors.clone()
     if generator is None:
         raise ValueError("dare_drop with p > 0 needs an explicit torch.Generator (seeded)")
-    u = torch.rand(task_vectors.shape, generator=generator, dtype=task_vectors.dtype,
-                   device=task_vectors.device)
+    u = torch.rand(task_vectors.shape, generator=generator, dtype=task_vectors.dtype, device=task_vectors.device)
     return task_vectors * (u >= p) / (1.0 - p)
 
 
-def task_arithmetic(task_vectors: Tensor, cfg: MergeConfig,
-                    generator: torch.Generator | None = None) -> Tensor:
+def task_arithmetic(task_vectors: Tensor, cfg: MergeConfig, generator: torch.Generator | None = None) -> Tensor:
     """Task Arithmetic: lambda * sum_t tau_t. [n, D] -> [D]. Ignores top_k, dare_p and merge."""
     _check_task_vectors(task_vectors)
     return cfg.lam * task_vectors.sum(dim=0)
@@ -153,19 +151,14 @@ def ties(task_vectors: Tensor, cfg: MergeConfig, generator: torch.Generator | No
     return cfg.lam * disjoint_merge(trimmed, elect_sign(trimmed), cfg.merge)
 
 
-def dare_ties(task_vectors: Tensor, cfg: MergeConfig,
-              generator: torch.Generator | None = None) -> Tensor:
+def dare_ties(task_vectors: Tensor, cfg: MergeConfig, generator: torch.Generator | None = None) -> Tensor:
     """DARE-TIES: TIES applied to dare_drop(tau, cfg.dare_p). [n, D] -> [D]; equals TIES at p = 0."""
     return ties(dare_drop(task_vectors, cfg.dare_p, generator), cfg)
 
 
 Merger = Callable[[Tensor, MergeConfig, torch.Generator | None], Tensor]
 
-MERGERS: dict[str, Merger] = {
-    "ta": task_arithmetic,
-    "ties": ties,
-    "dare_ties": dare_ties,
-}
+MERGERS: dict[str, Merger] = {"ta": task_arithmetic, "ties": ties, "dare_ties": dare_ties}
 
 
 def get_merger(method: str) -> Merger:

@@ -17,8 +17,10 @@ def accuracy(logits_or_preds: Tensor, labels: Tensor) -> float:
     """Fraction of correct predictions. logits [N, C] (argmax over C) or predicted classes [N]; labels [N]."""
     preds = logits_or_preds.argmax(dim=-1) if logits_or_preds.dim() == 2 else logits_or_preds
     if preds.dim() != 1 or preds.shape != labels.shape:
-        raise ValueError(f"predictions {tuple(logits_or_preds.shape)} do not match labels "
-                         f"{tuple(labels.shape)}; expected [N, C] logits or [N] classes")
+        raise ValueError(
+            f"predictions {tuple(logits_or_preds.shape)} do not match labels "
+            f"{tuple(labels.shape)}; expected [N, C] logits or [N] classes"
+        )
     if labels.numel() == 0:
         raise ValueError("accuracy of an empty set is undefined")
     return float((preds == labels).double().mean())
@@ -50,15 +52,15 @@ def joint_accuracy(task_logits: Sequence[Tensor], task_ids: Tensor, labels: Tens
         raise ValueError("need the logits of at least one task head")
     n = task_logits[0].shape[0]
     if any(lg.dim() != 2 or lg.shape[0] != n for lg in task_logits):
-        raise ValueError(f"task logits must all be [N, C_t] with one N, got "
-                         f"{[tuple(lg.shape) for lg in task_logits]}")
+        raise ValueError(f"task logits must all be [N, C_t] with one N, got {[tuple(lg.shape) for lg in task_logits]}")
     if task_ids.shape != (n,) or labels.shape != (n,):
         raise ValueError(f"task_ids {tuple(task_ids.shape)} and labels {tuple(labels.shape)} must be [{n}]")
     widths = torch.tensor([lg.shape[1] for lg in task_logits], device=labels.device)
     offsets = torch.cumsum(widths, dim=0) - widths
     if int(task_ids.min()) < 0 or int(task_ids.max()) >= len(task_logits):
-        raise ValueError(f"task_ids must be in [0, {len(task_logits)}), got range "
-                         f"[{int(task_ids.min())}, {int(task_ids.max())}]")
+        raise ValueError(
+            f"task_ids must be in [0, {len(task_logits)}), got range [{int(task_ids.min())}, {int(task_ids.max())}]"
+        )
     if bool((labels < 0).any()) or bool((labels >= widths[task_ids]).any()):
         raise ValueError("a label is outside its task head's classes")
     return accuracy(torch.cat(list(task_logits), dim=1), offsets[task_ids] + labels)

@@ -74,8 +74,9 @@ def normal_errors(angles: Tensor) -> dict[str, float]:
     return out
 
 
-def relative_improvement(method: Mapping[str, float], baseline: Mapping[str, float],
-                         higher_is_better: Mapping[str, bool]) -> dict[str, float]:
+def relative_improvement(
+    method: Mapping[str, float], baseline: Mapping[str, float], higher_is_better: Mapping[str, bool]
+) -> dict[str, float]:
     """Per metric 100 (-1)^{l_k} (M_k - B_k) / B_k (l_k = 1 when lower is better)."""
     out = {}
     for key, higher in higher_is_better.items():
@@ -86,15 +87,18 @@ def relative_improvement(method: Mapping[str, float], baseline: Mapping[str, flo
     return out
 
 
-def delta_m(method: Mapping[str, float], baseline: Mapping[str, float],
-            higher_is_better: Mapping[str, bool]) -> float:
+def delta_m(method: Mapping[str, float], baseline: Mapping[str, float], higher_is_better: Mapping[str, bool]) -> float:
     """Metric-balanced Δm (%): the mean relative improvement over all metrics."""
     gains = relative_improvement(method, baseline, higher_is_better)
     return sum(gains.values()) / len(gains)
 
 
-def delta_p(method: Mapping[str, float], baseline: Mapping[str, float], higher_is_better: Mapping[str, bool],
-            task_metrics: Mapping[str, Sequence[str]]) -> float:
+def delta_p(
+    method: Mapping[str, float],
+    baseline: Mapping[str, float],
+    higher_is_better: Mapping[str, bool],
+    task_metrics: Mapping[str, Sequence[str]],
+) -> float:
     """Task-balanced Δp (%), LibMTL's ``count_improvement``: the mean over tasks of each task's mean gain."""
     gains = relative_improvement(method, baseline, higher_is_better)
     per_task = [sum(gains[k] for k in keys) / len(keys) for keys in task_metrics.values()]

@@ -22,8 +22,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["frechet_distance", "frechet_distance_from_stats", "inception_score", "order_flip_fraction",
-           "sliced_wasserstein", "wasserstein_1d"]
+__all__ = [
+    "frechet_distance",
+    "frechet_distance_from_stats",
+    "inception_score",
+    "order_flip_fraction",
+    "sliced_wasserstein",
+    "wasserstein_1d",
+]
 
 
 def _as_1d(x: Tensor, name: str) -> Tensor:
@@ -41,8 +47,9 @@ def _quantile_grid(n: int, m: int) -> tuple[Tensor, Tensor, Tensor]:
     Returns ``(widths [L], ia [L], ib [L])``: on the k-th interval of the merged levels ``{i/n} u {j/m}``
     the quantile functions are the ``ia[k]``-th and ``ib[k]``-th order statistics; the widths sum to 1.
     """
-    levels = torch.unique(torch.cat([torch.arange(1, n + 1, dtype=torch.float64) / n,
-                                     torch.arange(1, m + 1, dtype=torch.float64) / m]))
+    levels = torch.unique(
+        torch.cat([torch.arange(1, n + 1, dtype=torch.float64) / n, torch.arange(1, m + 1, dtype=torch.float64) / m])
+    )
     levels[-1] = 1.0
     lower = torch.cat([levels.new_zeros(1), levels[:-1]])
     mid = 0.5 * (lower + levels)
@@ -68,14 +75,16 @@ def wasserstein_1d(a: Tensor, b: Tensor, p: float = 1.0) -> float:
     return float(_wasserstein_pp(qa[:, None], qb[:, None], p)[0] ** (1.0 / p))
 
 
-def sliced_wasserstein(a: Tensor, b: Tensor, n_projections: int = 200, p: float = 2.0,
-                       generator: torch.Generator | None = None) -> float:
+def sliced_wasserstein(
+    a: Tensor, b: Tensor, n_projections: int = 200, p: float = 2.0, generator: torch.Generator | None = None
+) -> float:
     """Sliced ``SW_p`` between point sets ``a [N, D]`` and ``b [M, D]`` over ``n_projections`` random
     directions drawn uniformly on the unit sphere (from ``generator``)."""
     a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or min(a.shape[0], b.shape[0]) == 0:
-        raise ValueError(f"point sets must be non-empty [N, D] and [M, D] with one D, got {tuple(a.shape)} "
-                         f"and {tuple(b.shape)}")
+        raise ValueError(
+            f"point sets must be non-empty [N, D] and [M, D] with one D, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
     if n_projections < 1 or p < 1:
         raise ValueError(f"need n_projections >= 1 and p >= 1, got {n_projections} and {p}")
     theta = torch.randn(n_projections, a.shape[1], generator=generator, dtype=torch.float64)
@@ -107,12 +116,15 @@ def frechet_distance(feats_a: Tensor, feats_b: Tensor) -> float:
     """FID-style distance between feature sets ``[N, F]`` and ``[M, F]`` (Gaussian fits, unbiased covariances)."""
     feats_a, feats_b = torch.as_tensor(feats_a).double(), torch.as_tensor(feats_b).double()
     if feats_a.ndim != 2 or feats_b.ndim != 2 or feats_a.shape[1] != feats_b.shape[1]:
-        raise ValueError(f"features must be [N, F] and [M, F], got {tuple(feats_a.shape)} and "
-                         f"{tuple(feats_b.shape)}")
+        raise ValueError(f"features must be [N, F] and [M, F], got {tuple(feats_a.shape)} and {tuple(feats_b.shape)}")
     if min(feats_a.shape[0], feats_b.shape[0]) < 2:
         raise ValueError("need at least two samples per set to estimate a covariance")
-    return frechet_distance_from_stats(feats_a.mean(0), torch.cov(feats_a.T).reshape(feats_a.shape[1], -1),
-                                       feats_b.mean(0), torch.cov(feats_b.T).reshape(feats_b.shape[1], -1))
+    return frechet_distance_from_stats(
+        feats_a.mean(0),
+        torch.cov(feats_a.T).reshape(feats_a.shape[1], -1),
+        feats_b.mean(0),
+        torch.cov(feats_b.T).reshape(feats_b.shape[1], -1),
+    )
 
 
 def inception_score(probs: Tensor, eps: float = 1e-12) -> float:
@@ -137,6 +149,6 @@ def order_flip_fraction(x_start: Tensor, x_end: Tensor, chunk: int = 1024) -> fl
     n = a.numel()
     flips = 0
     for lo in range(0, n, chunk):
-        sign = (a[lo:lo + chunk, None] - a[None, :]) * (b[lo:lo + chunk, None] - b[None, :])
+        sign = (a[lo : lo + chunk, None] - a[None, :]) * (b[lo : lo + chunk, None] - b[None, :])
         flips += int((sign < 0).sum())
     return flips / (n * (n - 1))  # every unordered pair was counted twice

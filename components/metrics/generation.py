@@ -24,13 +24,11 @@ from components.metrics.distributions import frechet_distance, inception_score, 
 __all__ = ["feature_scores", "mode_fractions", "sample_distance", "velocity_law_scores"]
 
 
-def sample_distance(a: Tensor, b: Tensor, n_projections: int = 200, generator: torch.Generator | None = None
-                    ) -> float:
+def sample_distance(a: Tensor, b: Tensor, n_projections: int = 200, generator: torch.Generator | None = None) -> float:
     """W1 between ``a [N, 1]`` and ``b [M, 1]`` (exact); sliced W2 for ``[N, D]``, ``D > 1`` (``n_projections``
     random directions from ``generator``)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ValueError(f"point sets must be [N, D] and [M, D] with one D, got {tuple(a.shape)} and "
-                         f"{tuple(b.shape)}")
+        raise ValueError(f"point sets must be [N, D] and [M, D] with one D, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] == 1:
         return wasserstein_1d(a, b)
     return sliced_wasserstein(a, b, n_projections, generator=generator)
@@ -46,8 +44,14 @@ def mode_fractions(samples: Tensor, modes: Sequence[float], radius: float) -> li
     return [float(((x - mu).abs() <= radius).float().mean()) for mu in modes]
 
 
-def velocity_law_scores(v: Tensor, truth: Tensor | None, modes: Sequence[float], radius: float,
-                        n_projections: int = 200, generator: torch.Generator | None = None) -> dict[str, float]:
+def velocity_law_scores(
+    v: Tensor,
+    truth: Tensor | None,
+    modes: Sequence[float],
+    radius: float,
+    n_projections: int = 200,
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
     """Scores of velocities ``v [N, D]`` drawn at one point against the true law there.
 
     Returns ``distance_to_true`` (:func:`sample_distance` to the samples ``truth``; NaN when the law is not
@@ -56,12 +60,15 @@ def velocity_law_scores(v: Tensor, truth: Tensor | None, modes: Sequence[float],
     the summed :func:`mode_fractions` of the first coordinate; NaN without modes).
     """
     near = mode_fractions(v[:, 0], modes, radius) if modes else []
-    return {"distance_to_true": (sample_distance(v, truth, n_projections, generator) if truth is not None
-                                 else float("nan")),
-            "spread": float(v.std(0).mean()) if v.shape[0] > 1 else 0.0,
-            "mean_norm": float(v.mean(0).norm()),
-            "min_mode_fraction": min(near) if near else float("nan"),
-            "mode_fraction": sum(near) if near else float("nan")}
+    return {
+        "distance_to_true": (
+            sample_distance(v, truth, n_projections, generator) if truth is not None else float("nan")
+        ),
+        "spread": float(v.std(0).mean()) if v.shape[0] > 1 else 0.0,
+        "mean_norm": float(v.mean(0).norm()),
+        "min_mode_fraction": min(near) if near else float("nan"),
+        "mode_fraction": sum(near) if near else float("nan"),
+    }
 
 
 def feature_scores(features: Tensor, logits: Tensor, reference_features: Tensor) -> dict[str, float]:
@@ -77,5 +84,8 @@ def feature_scores(features: Tensor, logits: Tensor, reference_features: Tensor)
         probability) and ``inception_score`` (:func:`inception_score` of the probabilities).
     """
     probs = torch.softmax(logits, dim=1)
-    return {"fid": frechet_distance(features, reference_features), "confidence": float(probs.max(1).values.mean()),
-            "inception_score": inception_score(probs)}
+    return {
+        "fid": frechet_distance(features, reference_features),
+        "confidence": float(probs.max(1).values.mean()),
+        "inception_score": inception_score(probs),
+    }

@@ -22,8 +22,17 @@ from torch import Tensor
 
 from components.ot import exact_assignment, squared_distances
 
-__all__ = ["chamfer_distance", "emd", "pairwise_chamfer", "pairwise_emd", "PAIRWISE_DISTANCES",
-           "one_nna", "coverage", "mmd", "point_cloud_metrics"]
+__all__ = [
+    "chamfer_distance",
+    "emd",
+    "pairwise_chamfer",
+    "pairwise_emd",
+    "PAIRWISE_DISTANCES",
+    "one_nna",
+    "coverage",
+    "mmd",
+    "point_cloud_metrics",
+]
 
 
 def _check_clouds(a: Tensor, b: Tensor) -> None:
@@ -94,7 +103,7 @@ def _pairwise(block: Callable[[Tensor, Tensor], Tensor], A: Tensor, B: Tensor, b
     out = torch.empty(A.shape[0], B.shape[0], dtype=A.dtype, device=A.device)
     for i in range(0, A.shape[0], p_blk):
         for j in range(0, B.shape[0], q_blk):
-            out[i:i + p_blk, j:j + q_blk] = block(A[i:i + p_blk], B[j:j + q_blk])
+            out[i : i + p_blk, j : j + q_blk] = block(A[i : i + p_blk], B[j : j + q_blk])
     return out
 
 
@@ -128,15 +137,18 @@ def pairwise_emd(A: Tensor, B: Tensor, batch: int = 256) -> Tensor:
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("point clouds contain NaN or inf")
     n = a.shape[1]
-    chunk = max(1, min(batch, 2 ** 24 // (n * n)))  # at most ~128 MiB of cost matrices at once
+    chunk = max(1, min(batch, 2**24 // (n * n)))  # at most ~128 MiB of cost matrices at once
     out = np.zeros((a.shape[0], b.shape[0]))
     for i in range(a.shape[0]):
         columns = np.arange(i + 1 if same else 0, b.shape[0])
         for start in range(0, len(columns), chunk):
-            js = columns[start:start + chunk]
+            js = columns[start : start + chunk]
             # |a|^2 + |b|^2 - 2 <a, b> in float64 (one batched matmul), [len(js), N, N]
-            sq = ((a[i] ** 2).sum(-1)[None, :, None] + (b[js] ** 2).sum(-1)[:, None, :]
-                  - 2 * a[i] @ b[js].transpose(0, 2, 1))
+            sq = (
+                (a[i] ** 2).sum(-1)[None, :, None]
+                + (b[js] ** 2).sum(-1)[:, None, :]
+                - 2 * a[i] @ b[js].transpose(0, 2, 1)
+            )
             cost = np.sqrt(np.maximum(sq, 0.0))
             for c, j in zip(cost, js):
                 rows, cols = linear_sum_assignment(c)
@@ -147,10 +159,7 @@ def pairwise_emd(A: Tensor, B: Tensor, batch: int = 256) -> Tensor:
 
 
 #: name -> ``(A [P, N, D], B [Q, M, D], batch) -> [P, Q]`` distance matrix.
-PAIRWISE_DISTANCES: dict[str, Callable[[Tensor, Tensor, int], Tensor]] = {
-    "cd": pairwise_chamfer,
-    "emd": pairwise_emd,
-}
+PAIRWISE_DISTANCES: dict[str, Callable[[Tensor, Tensor, int], Tensor]] = {"cd": pairwise_chamfer, "emd": pairwise_emd}
 
 
 def one_nna(d_xx: Tensor, d_yy: Tensor, d_xy: Tensor) -> float:
@@ -170,8 +179,9 @@ def one_nna(d_xx: Tensor, d_yy: Tensor, d_xy: Tensor) -> float:
     """
     p, q = d_xy.shape
     if d_xx.shape != (p, p) or d_yy.shape != (q, q):
-        raise ValueError(f"inconsistent shapes: d_xx {tuple(d_xx.shape)}, d_yy {tuple(d_yy.shape)}, "
-                         f"d_xy {tuple(d_xy.shape)}")
+        raise ValueError(
+            f"inconsistent shapes: d_xx {tuple(d_xx.shape)}, d_yy {tuple(d_yy.shape)}, d_xy {tuple(d_xy.shape)}"
+        )
     full = torch.cat([torch.cat([d_xx, d_xy], dim=1), torch.cat([d_xy.T, d_yy], dim=1)], dim=0).double()
     full.fill_diagonal_(float("inf"))
     labels = torch.cat([torch.ones(p, dtype=torch.bool), torch.zeros(q, dtype=torch.bool)]).to(full.device)
@@ -200,8 +210,9 @@ def mmd(d_gen_ref: Tensor) -> float:
     return float(d_gen_ref.min(dim=0).values.mean())
 
 
-def point_cloud_metrics(gen: Tensor, ref: Tensor, metric: str = "cd", batch: int = 256,
-                        d_ref_ref: Tensor | None = None) -> dict[str, float]:
+def point_cloud_metrics(
+    gen: Tensor, ref: Tensor, metric: str = "cd", batch: int = 256, d_ref_ref: Tensor | None = None
+) -> dict[str, float]:
     """1-NNA, COV and MMD of generated clouds against reference clouds under one cloud distance.
 
     Args:
@@ -224,8 +235,4 @@ def point_cloud_metrics(gen: Tensor, ref: Tensor, metric: str = "cd", batch: int
     d_rr = dist(ref, ref, batch) if d_ref_ref is None else d_ref_ref
     if d_rr.shape != (ref.shape[0], ref.shape[0]):
         raise ValueError(f"d_ref_ref must be [{ref.shape[0]}, {ref.shape[0]}], got {tuple(d_rr.shape)}")
-    return {
-        f"1nna_{metric}": one_nna(d_gg, d_rr, d_gr),
-        f"cov_{metric}": coverage(d_gr),
-        f"mmd_{metric}": mmd(d_gr),
-    }
+    return {f"1nna_{metric}": one_nna(d_gg, d_rr, d_gr), f"cov_{metric}": coverage(d_gr), f"mmd_{metric}": mmd(d_gr)}

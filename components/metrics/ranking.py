@@ -51,7 +51,7 @@ def target_ranks(scores: Tensor, targets: Tensor) -> Tensor:
     if scores.ndim != 2 or targets.shape != scores.shape[:1]:
         raise ValueError(f"expected scores [B, N] and targets [B], got {tuple(scores.shape)}, {tuple(targets.shape)}")
     target_scores = scores.gather(1, targets[:, None])
-    return (scores >= target_scores).sum(1)   # the target itself counts once: 1 + higher + other ties
+    return (scores >= target_scores).sum(1)  # the target itself counts once: 1 + higher + other ties
 
 
 def ranking_metrics(scores: Tensor, targets: Tensor, ks: Sequence[int] = (5, 10)) -> dict[str, float]:

@@ -75,8 +75,13 @@ def paired_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> In
     return mean_ci(x - y, level)
 
 
-def bootstrap_ci(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
-                 level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Interval:
+def bootstrap_ci(
+    values: Sequence[float],
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Interval:
     """Percentile bootstrap interval of ``statistic`` over resamples of ``values``."""
     x = _finite(values, "bootstrap_ci")
     if len(x) == 0:
@@ -122,8 +127,9 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def spearman_ci(x: Sequence[float], y: Sequence[float], level: float = 0.95, n_boot: int = 1000,
-                seed: int = 0) -> Interval:
+def spearman_ci(
+    x: Sequence[float], y: Sequence[float], level: float = 0.95, n_boot: int = 1000, seed: int = 0
+) -> Interval:
     """Spearman's rho with a bootstrap interval over (x, y) pairs."""
     a, b = _finite(x, "spearman_ci x"), _finite(y, "spearman_ci y")
     rho = spearman(a, b)
@@ -163,7 +169,10 @@ def kendall(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 CORRELATIONS: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {
-    "pearson": pearson, "spearman": spearman, "kendall": kendall}
+    "pearson": pearson,
+    "spearman": spearman,
+    "kendall": kendall,
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -220,14 +229,17 @@ class Estimate:
         return cls(float(x.mean()), len(x), test, tuple(float(v) for v in x), keys=keys, log=log)
 
     @classmethod
-    def paired(cls, a: Mapping[object, float], b: Mapping[object, float], test: Test = "t",
-               log: bool = False) -> Estimate:
+    def paired(
+        cls, a: Mapping[object, float], b: Mapping[object, float], test: Test = "t", log: bool = False
+    ) -> Estimate:
         """``a - b`` per unit (or ``log(a / b)`` with ``log=True``), the units matched by key (seed,
         ``(category, seed)``...), never by position: keys present on one side only are an error."""
         only_a, only_b = [k for k in a if k not in b], [k for k in b if k not in a]
         if only_a or only_b:
-            raise ValueError(f"paired estimate: the two arms cover different units (only in the first: "
-                             f"{_keys(only_a)}; only in the second: {_keys(only_b)})")
+            raise ValueError(
+                f"paired estimate: the two arms cover different units (only in the first: "
+                f"{_keys(only_a)}; only in the second: {_keys(only_b)})"
+            )
         keys = _sorted(a)
         x = _finite([float(a[k]) for k in keys], "Estimate.paired a")
         y = _finite([float(b[k]) for k in keys], "Estimate.paired b")
@@ -251,8 +263,15 @@ class Estimate:
         return cls(float(estimate), int(n), "bootstrap", draws=tuple(float(v) for v in d), log=log)
 
     @classmethod
-    def resampled(cls, statistic: Callable[..., float], sizes: Sequence[int], n_boot: int = 2000, seed: int = 0,
-                  n: int | None = None, log: bool = False) -> Estimate:
+    def resampled(
+        cls,
+        statistic: Callable[..., float],
+        sizes: Sequence[int],
+        n_boot: int = 2000,
+        seed: int = 0,
+        n: int | None = None,
+        log: bool = False,
+    ) -> Estimate:
         """``statistic(*indices)`` on all units and on ``n_boot`` bootstrap resamples that draw each axis's units
         independently with replacement: one axis is the plain bootstrap over units (meals, questions), two a
         crossed bootstrap (seeds x questions: both sources of variation resampled). ``statistic`` receives one
@@ -319,8 +338,11 @@ class Estimate:
 
     def shown(self, value: float) -> float:
         """A value of the test's scale as reported (a ratio for a log-scale estimate)."""
-        return math.exp(value) if self.log and math.isfinite(value) else \
-            (0.0 if self.log and value == -math.inf else value)
+        return (
+            math.exp(value)
+            if self.log and math.isfinite(value)
+            else (0.0 if self.log and value == -math.inf else value)
+        )
 
     def units_to_decide(self, half_width: float, level: float = 0.95) -> int | None:
         """How many units an interval of half-width below ``half_width`` needs at the measured spread

@@ -31,8 +31,15 @@ from torch import Tensor
 from components.metrics.classification import accuracy
 from components.metrics.distributions import frechet_distance, frechet_distance_from_stats
 
-__all__ = ["ClipScorer", "blockiness", "class_frechet_distance", "fit_pixel_pca", "mnist_view", "motion_error",
-           "project_frames"]
+__all__ = [
+    "ClipScorer",
+    "blockiness",
+    "class_frechet_distance",
+    "fit_pixel_pca",
+    "mnist_view",
+    "motion_error",
+    "project_frames",
+]
 
 
 def blockiness(frames: Tensor) -> float:
@@ -51,9 +58,14 @@ def motion_error(clips: Tensor) -> float:
         return 0.0
     prev, nxt = clips[:, :-1], clips[:, 1:]
     h, w = clips.shape[-2:]
-    target = nxt[..., 1:h - 1, 1:w - 1]
-    errors = torch.stack([(prev[..., 1 - dy:h - 1 - dy, 1 - dx:w - 1 - dx] - target).pow(2).mean(dim=(-2, -1))
-                          for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
+    target = nxt[..., 1 : h - 1, 1 : w - 1]
+    errors = torch.stack(
+        [
+            (prev[..., 1 - dy : h - 1 - dy, 1 - dx : w - 1 - dx] - target).pow(2).mean(dim=(-2, -1))
+            for dy in (-1, 0, 1)
+            for dx in (-1, 0, 1)
+        ]
+    )
     return float(errors.min(dim=0).values.mean())
 
 
@@ -108,8 +120,13 @@ def mnist_view(frames: Tensor, digit_size: int, size: int = 28, box: int = 20) -
     offset = (torch.arange(size, dtype=frames.dtype) - (size - 1) / 2) / scale  # source pixels from the centre
     src_y = cy[:, None] + offset[None]  # [N, size], in source pixel indices
     src_x = cx[:, None] + offset[None]
-    grid = torch.stack([((2 * src_x + 1) / w - 1)[:, None, :].expand(n, size, size),
-                        ((2 * src_y + 1) / h - 1)[:, :, None].expand(n, size, size)], dim=-1)
+    grid = torch.stack(
+        [
+            ((2 * src_x + 1) / w - 1)[:, None, :].expand(n, size, size),
+            ((2 * src_y + 1) / h - 1)[:, :, None].expand(n, size, size),
+        ],
+        dim=-1,
+    )
     return F.grid_sample(frames[:, None], grid, mode="bilinear", padding_mode="zeros", align_corners=False)[:, 0]
 
 
@@ -146,12 +163,19 @@ class ClipScorer:
         t = clips.shape[1]
         feats = self.features(clips.flatten(0, 1))
         probs = self.head(feats).softmax(-1)
-        later = (frechet_distance(project_frames(self.pca, clips[:, 1:]), self._ref["later"])
-                 if t > 1 and "later" in self._ref else float("nan"))
+        later = (
+            frechet_distance(project_frames(self.pca, clips[:, 1:]), self._ref["later"])
+            if t > 1 and "later" in self._ref
+            else float("nan")
+        )
         fd_class = float("nan")
         if self.class_features is not None:
-            fd_class = class_frechet_distance(self.class_features(clips.flatten(0, 1)), labels.repeat_interleave(t),
-                                              self._ref["class"], self._ref["labels"])
+            fd_class = class_frechet_distance(
+                self.class_features(clips.flatten(0, 1)),
+                labels.repeat_interleave(t),
+                self._ref["class"],
+                self._ref["labels"],
+            )
         return {
             "fd_pixels": frechet_distance(project_frames(self.pca, clips), self._ref["pixels"]),
             "fd_pixels_later": later,

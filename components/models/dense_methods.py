@@ -27,11 +27,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from components.metrics.dense import (confusion_matrix, depth_errors, normal_angles, normal_errors,
-                                      segmentation_scores)
+from components.metrics.dense import confusion_matrix, depth_errors, normal_angles, normal_errors, segmentation_scores
 from components.models.lora import LoraSpec, attach_lora
-from components.models.multitask_dense import (TASKS, MultiTaskDense, base_model, predict, task_losses,
-                                               weighted_loss)
+from components.models.multitask_dense import TASKS, MultiTaskDense, base_model, predict, task_losses, weighted_loss
 from components.models.tora import ToraSpec, attach_tora, orthogonality_loss, tora_parameters
 
 
@@ -111,7 +109,7 @@ def _finetune(base: MultiTaskDense, cfg: MethodConfig, seed: int) -> list[Learne
 
 
 def _lora(base: MultiTaskDense, cfg: MethodConfig, seed: int, tasks: tuple[str, ...]) -> Learner:
-    model = attach_lora(base, cfg.lora, seed=seed)        # a copy: only the LoRA factors are trainable
+    model = attach_lora(base, cfg.lora, seed=seed)  # a copy: only the LoRA factors are trainable
     inner = base_model(model)
     adapter = [p for name, p in model.named_parameters() if "lora_" in name]
     return Learner(model, tasks, _train(adapter + inner.tail_norm_parameters() + _heads(inner, tasks)), adapter)
@@ -129,13 +127,23 @@ def _tora(base: MultiTaskDense, cfg: MethodConfig, seed: int) -> list[Learner]:
     model = attach_tora(base, cfg.tora, seed=seed)
     adapter = tora_parameters(model)
     lam = cfg.tora_lambda
-    return [Learner(model, TASKS, _train(adapter + model.tail_norm_parameters() + _heads(model, TASKS)), adapter,
-                    regulariser=(lambda m: lam * orthogonality_loss(base_model(m))) if lam > 0 else None)]
+    return [
+        Learner(
+            model,
+            TASKS,
+            _train(adapter + model.tail_norm_parameters() + _heads(model, TASKS)),
+            adapter,
+            regulariser=(lambda m: lam * orthogonality_loss(base_model(m))) if lam > 0 else None,
+        )
+    ]
 
 
 METHOD_BUILDERS: dict[str, Callable[[MultiTaskDense, MethodConfig, int], list[Learner]]] = {
-    "decoders": _decoders, "finetune": _finetune, "lora_per_task": _lora_per_task,
-    "lora_shared": _lora_shared, "tora": _tora,
+    "decoders": _decoders,
+    "finetune": _finetune,
+    "lora_per_task": _lora_per_task,
+    "lora_shared": _lora_shared,
+    "tora": _tora,
 }
 
 
@@ -154,7 +162,7 @@ def predict_all(learners: Sequence[Learner], h: Tensor, batch: int = 64) -> dict
         learner.model.eval()
         with torch.no_grad():
             for start in range(0, len(h), batch):
-                for task, pred in predict(learner.model, h[start:start + batch], learner.tasks).items():
+                for task, pred in predict(learner.model, h[start : start + batch], learner.tasks).items():
                     out.setdefault(task, []).append(pred)
         learner.model.train(was_training)
     return {task: torch.cat(chunks) for task, chunks in out.items()}

@@ -29,8 +29,9 @@ def digit_weights_file(name: str = "mnist") -> Path:
     """Path of the packaged state dict ``ccexam/weights/<name>.pth``; a clear error when not installed."""
     if name not in DIGIT_WEIGHTS:
         raise ValueError(f"digit classifier weights must be one of {DIGIT_WEIGHTS}, got {name!r}")
-    return package_path("ccexam", f"weights/{name}.pth", distribution="ccexam",
-                        needed_for="The trained digit classifier")
+    return package_path(
+        "ccexam", f"weights/{name}.pth", distribution="ccexam", needed_for="The trained digit classifier"
+    )
 
 
 class DigitClassifier(nn.Module):
@@ -40,8 +41,13 @@ class DigitClassifier(nn.Module):
         super().__init__()
         self.size = size
         self.features_net = nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+            nn.Conv2d(1, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.hidden = nn.Sequential(nn.Linear(64 * (size // 4) ** 2, 128), nn.ReLU())
         self.head = nn.Linear(128, 10)
 
@@ -50,8 +56,10 @@ class DigitClassifier(nn.Module):
         if x.dim() == 3:
             x = x.unsqueeze(1)
         if x.dim() != 4 or x.shape[1] != 1 or tuple(x.shape[-2:]) != (self.size, self.size):
-            raise ValueError(f"expected images [N, {self.size}, {self.size}] or [N, 1, {self.size}, "
-                             f"{self.size}] in [0, 1], got {tuple(images.shape)}")
+            raise ValueError(
+                f"expected images [N, {self.size}, {self.size}] or [N, 1, {self.size}, "
+                f"{self.size}] in [0, 1], got {tuple(images.shape)}"
+            )
         return (x - MNIST_MEAN) / MNIST_STD
 
     def features(self, images: Tensor) -> Tensor:
@@ -66,14 +74,18 @@ class DigitClassifier(nn.Module):
 def load_digit_classifier(name: str = "mnist") -> DigitClassifier:
     """The packaged trained classifier, frozen and in eval mode (98.65 % on MNIST test as shipped)."""
     state = torch.load(digit_weights_file(name), map_location="cpu", weights_only=True)
-    rename = {"features.0.": "features_net.0.", "features.3.": "features_net.3.",
-              "classifier.0.": "hidden.0.", "classifier.2.": "head."}
+    rename = {
+        "features.0.": "features_net.0.",
+        "features.3.": "features_net.3.",
+        "classifier.0.": "hidden.0.",
+        "classifier.2.": "head.",
+    }
     mapped = {}
     for key, value in state.items():
         prefix = next((p for p in rename if key.startswith(p)), None)
         if prefix is None:
             raise ValueError(f"unexpected tensor {key!r} in {digit_weights_file(name)}")
-        mapped[rename[prefix] + key[len(prefix):]] = value
+        mapped[rename[prefix] + key[len(prefix) :]] = value
     model = DigitClassifier()
     model.load_state_dict(mapped, strict=True)
     model.eval()

@@ -30,10 +30,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from components.models.dit_config import TRAIN_FLOP_FACTOR, DiTConfig, forward_flops
-from components.models.layers import (init_transformer_weights, patchify, sinusoidal_time_embedding,
-                                      unpatchify)
+from components.models.layers import init_transformer_weights, patchify, sinusoidal_time_embedding, unpatchify
 
 __all__ = ["TRAIN_FLOP_FACTOR", "DiTConfig", "TinyDiT", "forward_flops"]
+
 
 def _modulate(x: Tensor, shift: Tensor, scale: Tensor) -> Tensor:
     return x * (1 + scale[:, None]) + shift[:, None]
@@ -56,8 +56,11 @@ class DiTBlock(nn.Module):
     def forward(self, h: Tensor, c: Tensor, mask: Tensor | None) -> Tensor:
         b, n, d = h.shape
         s1, sc1, g1, s2, sc2, g2 = self.ada(F.silu(c)).chunk(6, dim=1)
-        q, k, v = self.qkv(_modulate(self.norm1(h), s1, sc1)).view(b, n, 3, self.n_heads, d // self.n_heads
-                                                                   ).permute(2, 0, 3, 1, 4)
+        q, k, v = (
+            self.qkv(_modulate(self.norm1(h), s1, sc1))
+            .view(b, n, 3, self.n_heads, d // self.n_heads)
+            .permute(2, 0, 3, 1, 4)
+        )
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, n, d)
         h = h + g1[:, None] * self.proj(attn)
         return h + g2[:, None] * self.fc2(F.gelu(self.fc1(_modulate(self.norm2(h), s2, sc2))))
@@ -106,8 +109,10 @@ class TinyDiT(nn.Module):
         p = self.cfg.patch_size
         _, c, h, w = x.shape
         if c != self.cfg.channels or h % p or w % p or h > self.cfg.frame_size or w > self.cfg.frame_size:
-            raise ValueError(f"frame {tuple(x.shape)} does not fit channels={self.cfg.channels}, patch={p}, "
-                             f"frame_size={self.cfg.frame_size}")
+            raise ValueError(
+                f"frame {tuple(x.shape)} does not fit channels={self.cfg.channels}, patch={p}, "
+                f"frame_size={self.cfg.frame_size}"
+            )
         return patchify(x, p)
 
     def unpatchify(self, tokens: Tensor, h: int, w: int) -> Tensor:
@@ -134,8 +139,14 @@ class TinyDiT(nn.Module):
             c = c + self.label_embed(labels.long())
         return c
 
-    def encode(self, x: Tensor, tau: Tensor, history: Sequence[Tensor] = (), stage: int | Tensor = 0,
-               labels: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def encode(
+        self,
+        x: Tensor,
+        tau: Tensor,
+        history: Sequence[Tensor] = (),
+        stage: int | Tensor = 0,
+        labels: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Hidden states ``[B, L, d]`` after the blocks, the frame id of each token ``[L]``, and ``c [B, d]``."""
         frames = [*history, x]
         if len(frames) > self.cfg.max_frames:
@@ -157,8 +168,15 @@ class TinyDiT(nn.Module):
             h = block(h, c, mask)
         return h, frame_ids, c
 
-    def forward(self, x: Tensor, tau: Tensor, *, history: Sequence[Tensor] = (), stage: int | Tensor = 0,
-                labels: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        tau: Tensor,
+        *,
+        history: Sequence[Tensor] = (),
+        stage: int | Tensor = 0,
+        labels: Tensor | None = None,
+    ) -> Tensor:
         h, frame_ids, c = self.encode(x, tau, history, stage, labels)
         current = h[:, frame_ids == len(history)]
         shift, scale = self.final_ada(F.silu(c)).chunk(2, dim=1)

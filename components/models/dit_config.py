@@ -29,7 +29,7 @@ class DiTConfig:
     mlp_ratio: int = 4
     max_frames: int = 4
     n_stages: int = 3
-    n_classes: int = 10   # 0: unconditional; else labels 0..n_classes-1 and n_classes = "no label"
+    n_classes: int = 10  # 0: unconditional; else labels 0..n_classes-1 and n_classes = "no label"
     causal: bool = True
 
     def __post_init__(self) -> None:
@@ -56,8 +56,7 @@ def forward_flops(cfg: DiTConfig, frame_tokens: Sequence[int]) -> int:
     """
     if not frame_tokens or any(n < 1 for n in frame_tokens):
         raise ValueError(f"frame_tokens must be positive counts, got {list(frame_tokens)}")
-    d, r, io = cfg.d_model, cfg.mlp_ratio, cfg.channels * cfg.patch_size ** 2
+    d, r, io = cfg.d_model, cfg.mlp_ratio, cfg.channels * cfg.patch_size**2
     length, last = sum(frame_tokens), frame_tokens[-1]
-    per_block = 6 * length * d * d + 4 * length * length * d + 2 * length * d * d + 4 * r * length * d * d \
-        + 12 * d * d
+    per_block = 6 * length * d * d + 4 * length * length * d + 2 * length * d * d + 4 * r * length * d * d + 12 * d * d
     return 2 * length * io * d + cfg.n_layers * per_block + 4 * d * d + 4 * d * d + 2 * last * d * io

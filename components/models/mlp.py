@@ -56,8 +56,9 @@ class MLPVelocity(nn.Module):
                 raise ValueError(f"t must be [B] with B={x.shape[0]}, got {tuple(t.shape)}")
             x, t = x.unsqueeze(1), t.unsqueeze(1)
         if t.shape != (x.shape[0], cfg.levels) or x.shape[1] != cfg.levels:
-            raise ValueError(f"expected x [B, {cfg.levels}, ...] and t [B, {cfg.levels}], got "
-                             f"{tuple(x.shape)} and {tuple(t.shape)}")
+            raise ValueError(
+                f"expected x [B, {cfg.levels}, ...] and t [B, {cfg.levels}], got {tuple(x.shape)} and {tuple(t.shape)}"
+            )
         shape = x.shape[2:]
         if math.prod(shape) != cfg.data_dim:
             raise ValueError(f"a state has {math.prod(shape)} features, config says data_dim={cfg.data_dim}")

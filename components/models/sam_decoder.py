@@ -40,8 +40,9 @@ class DecoderConfig:
 
     def __post_init__(self) -> None:
         if self.dim % 8 or self.dim % self.heads:
-            raise ValueError(f"decoder dim must be a multiple of 8 and of heads, got dim={self.dim}, "
-                             f"heads={self.heads}")
+            raise ValueError(
+                f"decoder dim must be a multiple of 8 and of heads, got dim={self.dim}, heads={self.heads}"
+            )
 
 
 class LayerNorm2d(nn.Module):
@@ -118,8 +119,13 @@ class MaskDecoder(nn.Module):
         self.output_tokens = nn.Parameter(0.02 * torch.randn(2, d, generator=generator))  # iou token, mask token
         self.layers = nn.ModuleList(_TwoWayBlock(cfg, skip_first_pe=(i == 0)) for i in range(cfg.depth))
         self.final_attn, self.final_norm = _Attention(d, cfg.heads), nn.LayerNorm(d)
-        self.upscale = nn.Sequential(nn.ConvTranspose2d(d, d // 4, 2, stride=2), LayerNorm2d(d // 4), nn.GELU(),
-                                     nn.ConvTranspose2d(d // 4, d // 8, 2, stride=2), nn.GELU())
+        self.upscale = nn.Sequential(
+            nn.ConvTranspose2d(d, d // 4, 2, stride=2),
+            LayerNorm2d(d // 4),
+            nn.GELU(),
+            nn.ConvTranspose2d(d // 4, d // 8, 2, stride=2),
+            nn.GELU(),
+        )
         self.hyper = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d // 8))
 
     def forward(self, tokens: Tensor, no_mask: Tensor) -> Tensor:
@@ -128,15 +134,15 @@ class MaskDecoder(nn.Module):
         if grid * grid != n:
             raise ValueError(f"MaskDecoder expects a square grid of tokens, got {n}")
         channels, d = no_mask.shape
-        image = self.neck(tokens)                                               # [B, g*g, d]
-        keys = (image[:, None] + no_mask[None, :, None]).reshape(b * channels, n, d)   # one pass per channel
+        image = self.neck(tokens)  # [B, g*g, d]
+        keys = (image[:, None] + no_mask[None, :, None]).reshape(b * channels, n, d)  # one pass per channel
         key_pe = self.pe(grid).flatten(1).T[None].expand(b * channels, -1, -1)
         queries = self.output_tokens[None].expand(b * channels, -1, -1)
         query_pe = queries
         for layer in self.layers:
             queries, keys = layer(queries, keys, query_pe, key_pe)
         queries = self.final_norm(queries + self.final_attn(queries + query_pe, keys + key_pe, keys))
-        up = self.upscale(keys.transpose(1, 2).reshape(b * channels, d, grid, grid))   # [B*C, d/8, 4g, 4g]
-        weights = self.hyper(queries[:, 1])                                            # the mask token
+        up = self.upscale(keys.transpose(1, 2).reshape(b * channels, d, grid, grid))  # [B*C, d/8, 4g, 4g]
+        weights = self.hyper(queries[:, 1])  # the mask token
         masks = torch.einsum("nc,nchw->nhw", weights, up)
         return masks.reshape(b, channels, 4 * grid, 4 * grid)

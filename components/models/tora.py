@@ -110,24 +110,30 @@ class ToraTensor(nn.Module):
         """dropout(x) (s dW_t[rows])^T for the current task (or every task, task-major, for MULTI_TASK)."""
         if self.task is None:
             raise RuntimeError("no ToRA task is set: wrap the forward pass in use_task(model, task)")
-        low = self.dropout(x) @ self.U1                                  # [..., R1]
+        low = self.dropout(x) @ self.U1  # [..., R1]
         u2 = self.U2[rows]
         if self.task != MULTI_TASK:
             core = torch.einsum("pqv,v->pq", self.G, self.U3[self.task])
             return self.scaling * (low @ core) @ u2.T
         if x.shape[0] % self.n_tasks:
-            raise ValueError(f"multi-task ToRA forward needs a batch of T * B rows (T = {self.n_tasks}), "
-                             f"got {x.shape[0]}")
-        per_task = low.reshape(self.n_tasks, -1, low.shape[-1])          # task-major: [T, B * ..., R1]
-        mixed = torch.bmm(per_task, self.task_cores()) @ u2.T            # [T, B * ..., d_out_rows]
+            raise ValueError(
+                f"multi-task ToRA forward needs a batch of T * B rows (T = {self.n_tasks}), got {x.shape[0]}"
+            )
+        per_task = low.reshape(self.n_tasks, -1, low.shape[-1])  # task-major: [T, B * ..., R1]
+        mixed = torch.bmm(per_task, self.task_cores()) @ u2.T  # [T, B * ..., d_out_rows]
         return self.scaling * mixed.reshape(*x.shape[:-1], u2.shape[0])
 
     def orthogonality_terms(self) -> list[Tensor]:
         """||U1^T U1 - I||_F, ||U2^T U2 - I||_F and ||G_r^T G_r - I||_F for every slice r of the core."""
+
         def off_identity(m: Tensor) -> Tensor:
             return torch.linalg.matrix_norm(m.T @ m - torch.eye(m.shape[1], dtype=m.dtype, device=m.device))
-        return [off_identity(self.U1), off_identity(self.U2), *(off_identity(self.G[:, :, r])
-                                                                for r in range(self.G.shape[2]))]
+
+        return [
+            off_identity(self.U1),
+            off_identity(self.U2),
+            *(off_identity(self.G[:, :, r]) for r in range(self.G.shape[2])),
+        ]
 
 
 class ToraLinear(nn.Module):
@@ -149,8 +155,11 @@ class ToraLinear(nn.Module):
 
 def _targets(model: nn.Module, targets: Sequence[str]) -> list[tuple[str, nn.Linear]]:
     """(name, linear) of every nn.Linear whose name is a target or ends with '.' + a target, in module order."""
-    found = [(name, m) for name, m in model.named_modules()
-             if isinstance(m, nn.Linear) and any(name == t or name.endswith("." + t) for t in targets)]
+    found = [
+        (name, m)
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and any(name == t or name.endswith("." + t) for t in targets)
+    ]
     if not found:
         raise ValueError(f"no nn.Linear named {list(targets)} in {type(model).__name__}")
     return found
@@ -180,8 +189,10 @@ def attach_tora(model: nn.Module, spec: ToraSpec, seed: int = 0) -> nn.Module:
     for key, members in groups.items():
         d_in = members[0][1].in_features
         if any(lin.in_features != d_in for _, lin in members):
-            raise ValueError(f"fused ToRA targets under {key!r} differ in input width: "
-                             f"{[(n, lin.in_features) for n, lin in members]}")
+            raise ValueError(
+                f"fused ToRA targets under {key!r} differ in input width: "
+                f"{[(n, lin.in_features) for n, lin in members]}"
+            )
         tensor = ToraTensor(d_in, sum(lin.out_features for _, lin in members), spec, generator)
         parent, _, child = _parent(wrapped, members[0][0])
         parent.add_module("tora" if spec.fuse else f"{child}_tora", tensor)
@@ -253,8 +264,9 @@ def tora_factors(model: nn.Module) -> list[dict[str, LoraFactors]]:
             for name, lin in layers.items():
                 tensor = lin.tensor
                 core = tensor.task_cores()[task]
-                factors[name] = LoraFactors(B=(tensor.scaling * tensor.U2[lin.rows] @ core.T).clone(),
-                                            A=tensor.U1.T.clone(), scale=1.0)
+                factors[name] = LoraFactors(
+                    B=(tensor.scaling * tensor.U2[lin.rows] @ core.T).clone(), A=tensor.U1.T.clone(), scale=1.0
+                )
             out.append(factors)
     return out
 
@@ -265,7 +277,7 @@ def unwrap_tora(model: nn.Module) -> nn.Module:
     for name in list(tora_linears(plain)):
         owner, _, child = _parent(plain, name)
         setattr(owner, child, getattr(owner, child).base)
-    for name, module in list(plain.named_modules()):
+    for module in list(plain.modules()):
         for child_name, child in list(module.named_children()):
             if isinstance(child, ToraTensor):
                 delattr(module, child_name)
@@ -280,14 +292,21 @@ def merged_model(model: nn.Module, task: int) -> nn.Module:
 
 def _named_factors(model: nn.Module) -> dict[str, nn.Parameter]:
     """{``<tensor module name>.G|U1|U2|U3``: parameter} of every ToRA tensor of ``model``."""
-    return {f"{name}.{pname}": p for name, module in model.named_modules() if isinstance(module, ToraTensor)
-            for pname, p in module.named_parameters()}
+    return {
+        f"{name}.{pname}": p
+        for name, module in model.named_modules()
+        if isinstance(module, ToraTensor)
+        for pname, p in module.named_parameters()
+    }
 
 
 def save_tora(model: nn.Module, path: str | os.PathLike[str]) -> None:
     """Write only the ToRA factors (``<tensor module name>.G/U1/U2/U3``) as safetensors."""
-    save_tensors({name: p.detach() for name, p in _named_factors(model).items()}, path,
-                 metadata={"format": "paperflows-tora-factors"})
+    save_tensors(
+        {name: p.detach() for name, p in _named_factors(model).items()},
+        path,
+        metadata={"format": "paperflows-tora-factors"},
+    )
 
 
 def load_tora(model: nn.Module, path: str | os.PathLike[str]) -> nn.Module:
@@ -300,12 +319,29 @@ def load_tora(model: nn.Module, path: str | os.PathLike[str]) -> nn.Module:
     with torch.no_grad():
         for name, value in tensors.items():
             if params[name].shape != value.shape:
-                raise ValueError(f"{path}: {name} has shape {tuple(value.shape)}, the model's is "
-                                 f"{tuple(params[name].shape)}")
+                raise ValueError(
+                    f"{path}: {name} has shape {tuple(value.shape)}, the model's is {tuple(params[name].shape)}"
+                )
             params[name].copy_(value)
     return model
 
 
-__all__ = ["MULTI_TASK", "ToraLinear", "ToraSpec", "ToraTensor", "attach_tora", "load_tora", "merged_model",
-           "orthogonality_loss", "save_tora", "tora_deltas", "tora_factors", "tora_linears", "tora_parameter_count",
-           "tora_parameters", "tora_tensors", "unwrap_tora", "use_task"]
+__all__ = [
+    "MULTI_TASK",
+    "ToraLinear",
+    "ToraSpec",
+    "ToraTensor",
+    "attach_tora",
+    "load_tora",
+    "merged_model",
+    "orthogonality_loss",
+    "save_tora",
+    "tora_deltas",
+    "tora_factors",
+    "tora_linears",
+    "tora_parameter_count",
+    "tora_parameters",
+    "tora_tensors",
+    "unwrap_tora",
+    "use_task",
+]

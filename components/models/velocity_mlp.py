@@ -66,4 +66,3 @@ class VelocityMLP(nn.Module):
         emb = sinusoidal_time_embedding(t.to(flat.dtype), self.cfg.time_dim)
         v = self.net(torch.cat([flat, emb], dim=1))
         return v.view_as(x) if self.cfg.out_dim is None else v
-

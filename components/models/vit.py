@@ -38,8 +38,7 @@ class TinyViTConfig:
 
     def __post_init__(self) -> None:
         if self.image_size % self.patch_size:
-            raise ValueError(f"image_size {self.image_size} is not a multiple of "
-                             f"patch_size {self.patch_size}")
+            raise ValueError(f"image_size {self.image_size} is not a multiple of patch_size {self.patch_size}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.pool not in POOLS:
@@ -68,8 +67,9 @@ class SelfAttention(nn.Module):
         def heads(x: Tensor) -> Tensor:  # [B, T, d] -> [B, n_heads, T, d / n_heads]
             return x.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
 
-        out = F.scaled_dot_product_attention(heads(self.q_proj(h)), heads(self.k_proj(h)),
-                                             heads(self.v_proj(h)), is_causal=is_causal)
+        out = F.scaled_dot_product_attention(
+            heads(self.q_proj(h)), heads(self.k_proj(h)), heads(self.v_proj(h)), is_causal=is_causal
+        )
         return self.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
 
@@ -114,7 +114,7 @@ class TinyViT(nn.Module):
         super().__init__()
         self.cfg = cfg
         n_tokens = cfg.n_patches + (1 if cfg.pool == "cls" else 0)
-        self.patch_embed = nn.Linear(cfg.channels * cfg.patch_size ** 2, cfg.d_model)
+        self.patch_embed = nn.Linear(cfg.channels * cfg.patch_size**2, cfg.d_model)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.pool == "cls" else None
         self.pos_embed = nn.Parameter(torch.zeros(1, n_tokens, cfg.d_model))
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
@@ -132,8 +132,9 @@ class TinyViT(nn.Module):
             x = x.unsqueeze(1)
         expected = (cfg.channels, cfg.image_size, cfg.image_size)
         if x.dim() != 4 or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"TinyViT expects [B, {cfg.channels}, {cfg.image_size}, {cfg.image_size}] "
-                             f"images, got {tuple(x.shape)}")
+            raise ValueError(
+                f"TinyViT expects [B, {cfg.channels}, {cfg.image_size}, {cfg.image_size}] images, got {tuple(x.shape)}"
+            )
         return patchify(x, cfg.patch_size)
 
     def features(self, x: Tensor) -> Tensor:

@@ -29,17 +29,24 @@ SIMILARITY_THRESHOLD = 0.9
 POTENCY_FOLD = 10.0
 
 
-def similarity_matrices(smiles: Sequence[str], mols: Sequence[Any], kinds: Sequence[str] = SIMILARITY_KINDS,
-                        radius: int = ECFP_RADIUS, n_bits: int = ECFP_BITS) -> dict[str, np.ndarray]:
+def similarity_matrices(
+    smiles: Sequence[str],
+    mols: Sequence[Any],
+    kinds: Sequence[str] = SIMILARITY_KINDS,
+    radius: int = ECFP_RADIUS,
+    n_bits: int = ECFP_BITS,
+) -> dict[str, np.ndarray]:
     """``{kind: [N, N] similarity}`` for each requested kind (see the module docstring)."""
     unknown = sorted(set(kinds) - set(SIMILARITY_KINDS))
     if unknown or not kinds:
         raise ValueError(f"similarity kinds must be a non-empty subset of {SIMILARITY_KINDS}, got {list(kinds)}")
     if len(smiles) != len(mols):
         raise ValueError(f"{len(smiles)} SMILES but {len(mols)} molecules")
-    make = {"ecfp": lambda: tanimoto(ecfp_bits(mols, radius, n_bits)),
-            "scaffold": lambda: tanimoto(scaffold_bits(mols, radius, n_bits)),
-            "smiles": lambda: smiles_similarity(smiles)}
+    make = {
+        "ecfp": lambda: tanimoto(ecfp_bits(mols, radius, n_bits)),
+        "scaffold": lambda: tanimoto(scaffold_bits(mols, radius, n_bits)),
+        "smiles": lambda: smiles_similarity(smiles),
+    }
     return {kind: make[kind]() for kind in kinds}
 
 
@@ -78,10 +85,10 @@ class SimilarityGraph:
     similarity kinds that made it an edge."""
 
     n_nodes: int
-    src: np.ndarray         # [E] int64
-    dst: np.ndarray         # [E] int64
-    cliff: np.ndarray       # [E] bool
-    kinds: dict[str, np.ndarray]   # kind -> [E] bool (similarity of that kind >= threshold)
+    src: np.ndarray  # [E] int64
+    dst: np.ndarray  # [E] int64
+    cliff: np.ndarray  # [E] bool
+    kinds: dict[str, np.ndarray]  # kind -> [E] bool (similarity of that kind >= threshold)
 
     @property
     def n_edges(self) -> int:
@@ -93,12 +100,21 @@ class SimilarityGraph:
         return np.bincount(np.concatenate([self.src[keep], self.dst[keep]]), minlength=self.n_nodes)
 
 
-def similarity_graph(similarities: dict[str, np.ndarray], potency: np.ndarray,
-                     threshold: float = SIMILARITY_THRESHOLD, fold: float = POTENCY_FOLD) -> SimilarityGraph:
+def similarity_graph(
+    similarities: dict[str, np.ndarray],
+    potency: np.ndarray,
+    threshold: float = SIMILARITY_THRESHOLD,
+    fold: float = POTENCY_FOLD,
+) -> SimilarityGraph:
     """The graph whose edges are the similar pairs (any of ``similarities`` >= ``threshold``; the matrices of
     :func:`similarity_matrices`, or a block of them), cliff edges (potency fold > ``fold``) flagged."""
     similar = similar_pairs(similarities, threshold)
     src, dst = np.nonzero(np.triu(similar, k=1))
     cliff = cliff_pairs(similar, potency, fold)[src, dst]
-    return SimilarityGraph(n_nodes=similar.shape[0], src=src.astype(np.int64), dst=dst.astype(np.int64),
-                           cliff=cliff, kinds={k: m[src, dst] >= threshold for k, m in similarities.items()})
+    return SimilarityGraph(
+        n_nodes=similar.shape[0],
+        src=src.astype(np.int64),
+        dst=dst.astype(np.int64),
+        cliff=cliff,
+        kinds={k: m[src, dst] >= threshold for k, m in similarities.items()},
+    )

@@ -64,8 +64,9 @@ class EcfpMLP(nn.Module):
 
     def __init__(self, cfg: CliffNetConfig) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(cfg.n_bits, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, cfg.embed),
-                                 nn.ReLU())
+        self.net = nn.Sequential(
+            nn.Linear(cfg.n_bits, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, cfg.embed), nn.ReLU()
+        )
 
     def forward(self, inputs: dict[str, Tensor]) -> Tensor:
         return self.net(inputs["bits"].float())
@@ -106,8 +107,9 @@ class CliffNet(nn.Module):
             self.encoder = ENCODERS[cfg.encoder](cfg)
             self.regress = nn.Linear(cfg.embed, 1)
             self.node = nn.Linear(cfg.embed, cfg.n_bins)
-            self.edge = nn.Sequential(nn.Linear(3 * cfg.embed, cfg.edge_hidden), nn.ReLU(),
-                                      nn.Linear(cfg.edge_hidden, 1))
+            self.edge = nn.Sequential(
+                nn.Linear(3 * cfg.embed, cfg.edge_hidden), nn.ReLU(), nn.Linear(cfg.edge_hidden, 1)
+            )
         finally:
             if seed is not None:
                 torch.random.set_rng_state(state)

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-ECFP_RADIUS = 2       # ECFP4: radius 2, diameter 4
-ECFP_BITS = 1024      # MoleculeACE's fingerprint length
+ECFP_RADIUS = 2  # ECFP4: radius 2, diameter 4
+ECFP_BITS = 1024  # MoleculeACE's fingerprint length
 
 
 class InvalidSmilesError(ValueError):

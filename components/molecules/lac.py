@@ -68,9 +68,18 @@ class CliffBatches:
     ``y``/``bins`` are the training labels and bins; ``src``/``dst``/``cliff`` the training graph's edges
     (indices into the training molecules)."""
 
-    def __init__(self, inputs: Callable[[Tensor], dict[str, Tensor]], y: np.ndarray, bins: np.ndarray,
-                 src: np.ndarray, dst: np.ndarray, cliff: np.ndarray, batch_size: int, edge_batch: int,
-                 edge_seed: int = 0) -> None:
+    def __init__(
+        self,
+        inputs: Callable[[Tensor], dict[str, Tensor]],
+        y: np.ndarray,
+        bins: np.ndarray,
+        src: np.ndarray,
+        dst: np.ndarray,
+        cliff: np.ndarray,
+        batch_size: int,
+        edge_batch: int,
+        edge_seed: int = 0,
+    ) -> None:
         self.inputs, self.n = inputs, len(y)
         self.y, self.bins = torch.as_tensor(y, dtype=torch.float32), torch.as_tensor(bins, dtype=torch.long)
         self.src, self.dst = torch.as_tensor(src, dtype=torch.long), torch.as_tensor(dst, dtype=torch.long)
@@ -87,10 +96,15 @@ class CliffBatches:
         edges = torch.randint(0, max(self.src.numel(), 1), (self.edge_batch,), generator=edge_generator)
         index = torch.cat([uniform, self.src[edges], self.dst[edges]])
         b, e = self.batch_size, self.edge_batch
-        return {"inputs": self.inputs(index), "y": self.y[index], "bin": self.bins[index],
-                "uniform": torch.arange(index.numel()) < b,
-                "edge_src": torch.arange(b, b + e), "edge_dst": torch.arange(b + e, b + 2 * e),
-                "edge_cliff": self.cliff[edges]}
+        return {
+            "inputs": self.inputs(index),
+            "y": self.y[index],
+            "bin": self.bins[index],
+            "uniform": torch.arange(index.numel()) < b,
+            "edge_src": torch.arange(b, b + e),
+            "edge_dst": torch.arange(b + e, b + 2 * e),
+            "edge_cliff": self.cliff[edges],
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -136,8 +150,11 @@ def lac_objective(cfg: LacConfig) -> LossFn:
         logits = net.node_logits(z[keep])
         node_ce = nn.functional.cross_entropy(logits, batch["bin"][keep])
         total = mse + cfg.lambda_node * node_ce
-        extras = {"mse": mse.detach(), "node_ce": node_ce.detach(),
-                  "node_acc": (logits.argmax(-1) == batch["bin"][keep]).float().mean()}
+        extras = {
+            "mse": mse.detach(),
+            "node_ce": node_ce.detach(),
+            "node_acc": (logits.argmax(-1) == batch["bin"][keep]).float().mean(),
+        }
         src, dst, cliff = batch["edge_src"], batch["edge_dst"], batch["edge_cliff"]
         if src.numel():
             edge_logit = net.edge_logits(z[src], z[dst])
@@ -146,8 +163,11 @@ def lac_objective(cfg: LacConfig) -> LossFn:
             push = torch.relu(cfg.margin - gap[cliff > 0.5])
             margin_term = push.mean() if push.numel() else gap.sum() * 0.0
             total = total + cfg.lambda_edge * (edge_bce + margin_term)
-            extras |= {"edge_bce": edge_bce.detach(), "margin": margin_term.detach(),
-                       "edge_acc": ((edge_logit > 0).float() == cliff).float().mean()}
+            extras |= {
+                "edge_bce": edge_bce.detach(),
+                "margin": margin_term.detach(),
+                "edge_acc": ((edge_logit > 0).float() == cliff).float().mean(),
+            }
         return total, extras
 
     return loss
@@ -163,7 +183,7 @@ def _clsar_loss() -> type[nn.Module]:
     try:
         from clsar.model.loss import ACALoss
     finally:
-        with warnings.catch_warnings():   # some saved keys are deprecated aliases
+        with warnings.catch_warnings():  # some saved keys are deprecated aliases
             warnings.simplefilter("ignore")
             matplotlib.rcParams.update(saved)
     return ACALoss
@@ -172,7 +192,7 @@ def _clsar_loss() -> type[nn.Module]:
 def aca_objective(cfg: AcaConfig) -> LossFn:
     """clsar's ``ACALoss`` on the uniform molecules (labels and predictions in -log10 nM)."""
     ACALoss = _clsar_loss()
-    with warnings.catch_warnings():   # ACALoss hands alpha to torch's _Loss as its legacy size_average argument
+    with warnings.catch_warnings():  # ACALoss hands alpha to torch's _Loss as its legacy size_average argument
         warnings.simplefilter("ignore", UserWarning)
         aca = ACALoss(alpha=cfg.alpha, cliff_lower=cfg.cliff_lower, cliff_upper=cfg.cliff_upper, squared=cfg.squared)
 
@@ -191,7 +211,7 @@ OBJECTIVES: dict[str, Callable[[LacConfig, AcaConfig], LossFn]] = {
     "lac": lambda lac, aca: lac_objective(lac),
     "aca": lambda lac, aca: aca_objective(aca),
 }
-USES_EDGES = frozenset({"lac"})   # objectives that read the similarity graph's edges
+USES_EDGES = frozenset({"lac"})  # objectives that read the similarity graph's edges
 
 
 def make_objective(name: str, lac: LacConfig = LacConfig(), aca: AcaConfig = AcaConfig()) -> LossFn:

@@ -33,14 +33,41 @@ import numpy as np
 
 from components.io import package_path, quote_value
 
-TARGETS = ("CHEMBL1862_Ki", "CHEMBL1871_Ki", "CHEMBL2034_Ki", "CHEMBL2047_EC50", "CHEMBL204_Ki", "CHEMBL2147_Ki",
-           "CHEMBL214_Ki", "CHEMBL218_EC50", "CHEMBL219_Ki", "CHEMBL228_Ki", "CHEMBL231_Ki", "CHEMBL233_Ki",
-           "CHEMBL234_Ki", "CHEMBL235_EC50", "CHEMBL236_Ki", "CHEMBL237_EC50", "CHEMBL237_Ki", "CHEMBL238_Ki",
-           "CHEMBL239_EC50", "CHEMBL244_Ki", "CHEMBL262_Ki", "CHEMBL264_Ki", "CHEMBL2835_Ki", "CHEMBL287_Ki",
-           "CHEMBL2971_Ki", "CHEMBL3979_EC50", "CHEMBL4005_Ki", "CHEMBL4203_Ki", "CHEMBL4616_EC50", "CHEMBL4792_Ki")
+TARGETS = (
+    "CHEMBL1862_Ki",
+    "CHEMBL1871_Ki",
+    "CHEMBL2034_Ki",
+    "CHEMBL2047_EC50",
+    "CHEMBL204_Ki",
+    "CHEMBL2147_Ki",
+    "CHEMBL214_Ki",
+    "CHEMBL218_EC50",
+    "CHEMBL219_Ki",
+    "CHEMBL228_Ki",
+    "CHEMBL231_Ki",
+    "CHEMBL233_Ki",
+    "CHEMBL234_Ki",
+    "CHEMBL235_EC50",
+    "CHEMBL236_Ki",
+    "CHEMBL237_EC50",
+    "CHEMBL237_Ki",
+    "CHEMBL238_Ki",
+    "CHEMBL239_EC50",
+    "CHEMBL244_Ki",
+    "CHEMBL262_Ki",
+    "CHEMBL264_Ki",
+    "CHEMBL2835_Ki",
+    "CHEMBL287_Ki",
+    "CHEMBL2971_Ki",
+    "CHEMBL3979_EC50",
+    "CHEMBL4005_Ki",
+    "CHEMBL4203_Ki",
+    "CHEMBL4616_EC50",
+    "CHEMBL4792_Ki",
+)
 COLUMNS = ("smiles", "exp_mean [nM]", "y", "cliff_mol", "split")
 SPLITS = ("train", "test")
-LABEL_TOLERANCE = 0.01          # |y + log10(exp_mean [nM])| allowed (values written rounded to 2 decimals pass)
+LABEL_TOLERANCE = 0.01  # |y + log10(exp_mean [nM])| allowed (values written rounded to 2 decimals pass)
 RESULTS_CSV = Path(__file__).parent / "data" / "MoleculeACE_results.csv"
 _PACKAGE = {"distribution": "moleculeace==3.0.0", "needed_for": "the MoleculeACE benchmark"}
 
@@ -59,10 +86,10 @@ class MoleculeSet:
 
     name: str
     smiles: tuple[str, ...]
-    potency_nm: np.ndarray   # [N] float64, exp_mean [nM]
-    y: np.ndarray            # [N] float64, -log10(nM)
-    cliff_mol: np.ndarray    # [N] int64, 0/1 as given
-    split: np.ndarray        # [N] str, train/test
+    potency_nm: np.ndarray  # [N] float64, exp_mean [nM]
+    y: np.ndarray  # [N] float64, -log10(nM)
+    cliff_mol: np.ndarray  # [N] int64, 0/1 as given
+    split: np.ndarray  # [N] str, train/test
 
     @property
     def train(self) -> np.ndarray:
@@ -108,8 +135,10 @@ def published_results(path: Path = RESULTS_CSV) -> dict[tuple[str, str, str], tu
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
             if row["augmentation"] == "0":
-                out[(row["dataset"], row["algorithm"], row["descriptor"])] = (float(row["rmse"]),
-                                                                              float(row["cliff_rmse"]))
+                out[(row["dataset"], row["algorithm"], row["descriptor"])] = (
+                    float(row["rmse"]),
+                    float(row["cliff_rmse"]),
+                )
     return out
 
 
@@ -122,19 +151,22 @@ def _text(path: Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise MoleculeAceFormatError(path, f"not UTF-8 text at byte offset {err.start}, line {line}; save it "
-                                     "as UTF-8 CSV") from None
+        raise MoleculeAceFormatError(
+            path, f"not UTF-8 text at byte offset {err.start}, line {line}; save it as UTF-8 CSV"
+        ) from None
 
 
 def _number(path: Path, where: str, column: str, value: str) -> float:
     try:
         number = float(value)
     except ValueError:
-        raise MoleculeAceFormatError(path, f"{where}: column '{column}' holds {quote_value(value)}, not a "
-                                     "number") from None
+        raise MoleculeAceFormatError(
+            path, f"{where}: column '{column}' holds {quote_value(value)}, not a number"
+        ) from None
     if not math.isfinite(number):
-        raise MoleculeAceFormatError(path, f"{where}: column '{column}' holds {quote_value(value)}, not a finite "
-                                     "number")
+        raise MoleculeAceFormatError(
+            path, f"{where}: column '{column}' holds {quote_value(value)}, not a finite number"
+        )
     return number
 
 
@@ -149,7 +181,7 @@ def read_moleculeace_csv(path: str | Path, name: str | None = None) -> MoleculeS
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = reader.fieldnames or []
-    except csv.Error as err:     # e.g. a field beyond the csv module's size limit in the first line
+    except csv.Error as err:  # e.g. a field beyond the csv module's size limit in the first line
         raise MoleculeAceFormatError(path, f"not a readable CSV file (line {reader.line_num}: {err})") from None
     missing = [c for c in COLUMNS if c not in header]
     if missing:
@@ -163,21 +195,27 @@ def read_moleculeace_csv(path: str | Path, name: str | None = None) -> MoleculeS
             smiles.append(row["smiles"].strip())
             nm = _number(path, where, "exp_mean [nM]", row["exp_mean [nM]"])
             if nm <= 0:
-                raise MoleculeAceFormatError(path, f"{where}: column 'exp_mean [nM]' is {quote_value(nm)}; a "
-                                             "potency in nM must be > 0")
+                raise MoleculeAceFormatError(
+                    path, f"{where}: column 'exp_mean [nM]' is {quote_value(nm)}; a potency in nM must be > 0"
+                )
             label = _number(path, where, "y", row["y"])
             if abs(label + math.log10(nm)) > LABEL_TOLERANCE:
-                raise MoleculeAceFormatError(path, f"{where}: column 'y' is {label:.4g} but -log10(exp_mean [nM]) "
-                                             f"is {-math.log10(nm):.4g}; MoleculeACE's label is -log10 of the nM "
-                                             "value (pKi = y + 9)")
+                raise MoleculeAceFormatError(
+                    path,
+                    f"{where}: column 'y' is {label:.4g} but -log10(exp_mean [nM]) "
+                    f"is {-math.log10(nm):.4g}; MoleculeACE's label is -log10 of the nM "
+                    "value (pKi = y + 9)",
+                )
             flag = _number(path, where, "cliff_mol", row["cliff_mol"])
             if flag not in (0.0, 1.0):
-                raise MoleculeAceFormatError(path, f"{where}: column 'cliff_mol' is {quote_value(flag)}; expected 0 "
-                                             "or 1")
+                raise MoleculeAceFormatError(
+                    path, f"{where}: column 'cliff_mol' is {quote_value(flag)}; expected 0 or 1"
+                )
             part = row["split"].strip().lower()
             if part not in SPLITS:
-                raise MoleculeAceFormatError(path, f"{where}: column 'split' holds {quote_value(row['split'])}; "
-                                             f"expected one of {list(SPLITS)}")
+                raise MoleculeAceFormatError(
+                    path, f"{where}: column 'split' holds {quote_value(row['split'])}; expected one of {list(SPLITS)}"
+                )
             potency.append(nm), y.append(label), cliff.append(int(flag)), split.append(part)
             lines.append(reader.line_num)
     except csv.Error as err:
@@ -185,14 +223,24 @@ def read_moleculeace_csv(path: str | Path, name: str | None = None) -> MoleculeS
     try:
         parse_smiles(smiles)
     except InvalidSmilesError as err:
-        raise MoleculeAceFormatError(path, f"row {err.index + 1} (line {lines[err.index]}): column 'smiles': "
-                                     f"{err.problem}") from None
+        raise MoleculeAceFormatError(
+            path, f"row {err.index + 1} (line {lines[err.index]}): column 'smiles': {err.problem}"
+        ) from None
     counts = {s: split.count(s) for s in SPLITS}
     if counts["train"] < 2 or counts["test"] < 1:
-        raise MoleculeAceFormatError(path, f"needs at least 2 training and 1 test molecule, found "
-                                     f"{counts['train']} and {counts['test']} (column 'split')")
-    return MoleculeSet(name=name or path.stem, smiles=tuple(smiles), potency_nm=np.asarray(potency),
-                       y=np.asarray(y), cliff_mol=np.asarray(cliff, dtype=np.int64), split=np.asarray(split))
+        raise MoleculeAceFormatError(
+            path,
+            f"needs at least 2 training and 1 test molecule, found "
+            f"{counts['train']} and {counts['test']} (column 'split')",
+        )
+    return MoleculeSet(
+        name=name or path.stem,
+        smiles=tuple(smiles),
+        potency_nm=np.asarray(potency),
+        y=np.asarray(y),
+        cliff_mol=np.asarray(cliff, dtype=np.int64),
+        split=np.asarray(split),
+    )
 
 
 def check_moleculeace_csv(path: Path) -> None:

@@ -111,7 +111,12 @@ def carb_metrics(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     scores = meal_scores(pred, truth)
     answered, error = scores["answered"], scores["abs_error"]
     some = bool(answered.any())
-    return {"acc_7_5": float(scores["hit"].mean()), "acc_7_5_official": float(np.mean(error < ACC_TOLERANCE_G)),
-            "mae": float(error.mean()), "answer_rate": float(answered.mean()),
-            "acc_answered": float(scores["hit"][answered].mean()) if some else float("nan"),
-            "mae_answered": float(error[answered].mean()) if some else float("nan"), "n": float(error.size)}
+    return {
+        "acc_7_5": float(scores["hit"].mean()),
+        "acc_7_5_official": float(np.mean(error < ACC_TOLERANCE_G)),
+        "mae": float(error.mean()),
+        "answer_rate": float(answered.mean()),
+        "acc_answered": float(scores["hit"][answered].mean()) if some else float("nan"),
+        "mae_answered": float(error[answered].mean()) if some else float("nan"),
+        "n": float(error.size),
+    }

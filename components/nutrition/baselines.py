@@ -24,11 +24,30 @@ from components.nutrition.foods import Food
 from components.nutrition.parsing import METRIC_GRAMS, ParsedItem, split_items
 
 # generic household weights (g) for a measure the retrieved food does not list
-GENERIC_MEASURE_GRAMS = {"cup": 240.0, "glass": 250.0, "slice": 30.0, "bowl": 250.0, "plate": 300.0,
-                         "tablespoon": 15.0, "teaspoon": 5.0, "spoonful": 15.0, "piece": 50.0, "portion": 150.0,
-                         "fillet": 120.0, "pot": 125.0, "square": 10.0, "handful": 30.0, "can": 330.0,
-                         "bottle": 500.0, "mug": 250.0, "scoop": 60.0, "stick": 10.0, "bar": 50.0,
-                         "packet": 30.0, "wedge": 40.0}
+GENERIC_MEASURE_GRAMS = {
+    "cup": 240.0,
+    "glass": 250.0,
+    "slice": 30.0,
+    "bowl": 250.0,
+    "plate": 300.0,
+    "tablespoon": 15.0,
+    "teaspoon": 5.0,
+    "spoonful": 15.0,
+    "piece": 50.0,
+    "portion": 150.0,
+    "fillet": 120.0,
+    "pot": 125.0,
+    "square": 10.0,
+    "handful": 30.0,
+    "can": 330.0,
+    "bottle": 500.0,
+    "mug": 250.0,
+    "scoop": 60.0,
+    "stick": 10.0,
+    "bar": 50.0,
+    "packet": 30.0,
+    "wedge": 40.0,
+}
 
 
 class CarbEstimator(Protocol):
@@ -39,7 +58,7 @@ class CarbEstimator(Protocol):
 
 @dataclass(frozen=True)
 class BaselineConfig:
-    ridge_alpha: float = 1.0          # L2 penalty of the ridge regression
+    ridge_alpha: float = 1.0  # L2 penalty of the ridge regression
 
 
 class MeanEstimator:
@@ -68,8 +87,9 @@ class RidgeEstimator:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import Ridge
 
-        self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), token_pattern=r"(?u)\b\w[\w.]*\b", sublinear_tf=True,
-                                          lowercase=True)
+        self.vectorizer = TfidfVectorizer(
+            ngram_range=(1, 2), token_pattern=r"(?u)\b\w[\w.]*\b", sublinear_tf=True, lowercase=True
+        )
         self.model = Ridge(alpha=cfg.ridge_alpha)
         self.fitted = False
 

@@ -33,10 +33,18 @@ _COUNTS = (0.5, 1.0, 1.5, 2.0, 3.0)
 _COUNT_PROBS = (0.15, 0.5, 0.1, 0.18, 0.07)
 _COUNT_WORDS = {1.5: ("one and a half", "1 1/2", "1.5"), 2.0: ("two", "2"), 3.0: ("three", "3")}
 _OPENERS = (
-    "For breakfast, I had {items}.", "I had {items} for lunch.", "For dinner I ate {items}.",
-    "My afternoon snack was {items}.", "I'm having {items}.", "Just finished {items}.", "{Items}.",
-    "This morning I had {items}.", "Tonight's dinner: {items}.", "I grabbed {items} on the go.",
-    "Lunch today was {items}.", "I ate {items}.",
+    "For breakfast, I had {items}.",
+    "I had {items} for lunch.",
+    "For dinner I ate {items}.",
+    "My afternoon snack was {items}.",
+    "I'm having {items}.",
+    "Just finished {items}.",
+    "{Items}.",
+    "This morning I had {items}.",
+    "Tonight's dinner: {items}.",
+    "I grabbed {items} on the go.",
+    "Lunch today was {items}.",
+    "I ate {items}.",
 )
 _PER_SERVING_CATEGORIES = ("fast_food", "breakfast_cereal")
 
@@ -47,16 +55,17 @@ class CurationConfig:
 
     n_meals: int = 3000
     max_items: int = 3
-    metric_share: float = 0.5       # share of meals written with metric servings
-    eval_share: float = 0.25        # share of meals held out for evaluation
+    metric_share: float = 0.5  # share of meals written with metric servings
+    eval_share: float = 0.25  # share of meals held out for evaluation
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.n_meals < 2 or not 1 <= self.max_items <= 8:
             raise ValueError(f"need n_meals >= 2 and 1 <= max_items <= 8, got {self.n_meals}, {self.max_items}")
         if not 0.0 <= self.metric_share <= 1.0 or not 0.0 < self.eval_share < 1.0:
-            raise ValueError(f"need metric_share in [0, 1] and eval_share in (0, 1), got {self.metric_share}, "
-                             f"{self.eval_share}")
+            raise ValueError(
+                f"need metric_share in [0, 1] and eval_share in (0, 1), got {self.metric_share}, {self.eval_share}"
+            )
 
 
 def _article(word: str) -> str:
@@ -97,14 +106,23 @@ def natural_phrase(food: Food, rng: np.random.Generator) -> dict[str, Any]:
         options = list(food.measures)
         measure = options[int(rng.integers(len(options)))]
         grams = round(count * food.measures[measure], 1)
-    if measure in ("unit", "item"):       # the food itself is the unit: "an apple", "2 Big Macs from ..."
+    if measure in ("unit", "item"):  # the food itself is the unit: "an apple", "2 Big Macs from ..."
         noun = food.phrase
-        text = (f"half {_article(noun)} {noun}" if count == 0.5 else f"{_article(noun)} {noun}" if count == 1.0
-                else f"{_count_text(count, rng)} {pluralize(noun)}")
+        text = (
+            f"half {_article(noun)} {noun}"
+            if count == 0.5
+            else f"{_article(noun)} {noun}"
+            if count == 1.0
+            else f"{_count_text(count, rng)} {pluralize(noun)}"
+        )
     else:
-        text = (f"half {_article(measure)} {measure} of {food.phrase}" if count == 0.5
-                else f"{_article(measure)} {measure} of {food.phrase}" if count == 1.0
-                else f"{_count_text(count, rng)} {pluralize(measure)} of {food.phrase}")
+        text = (
+            f"half {_article(measure)} {measure} of {food.phrase}"
+            if count == 0.5
+            else f"{_article(measure)} {measure} of {food.phrase}"
+            if count == 1.0
+            else f"{_count_text(count, rng)} {pluralize(measure)} of {food.phrase}"
+        )
     return {"text": text, "quantity": count, "measure": measure, "grams": grams}
 
 
@@ -127,13 +145,15 @@ def _join(parts: list[str], rng: np.random.Generator) -> str:
     return ", ".join(parts[:-1]) + (", and " if rng.random() < 0.3 else " and ") + parts[-1]
 
 
-def _draw_foods(by_category: dict[str, list[Food]], n_items: int, metric: bool,
-                rng: np.random.Generator) -> list[Food]:
+def _draw_foods(by_category: dict[str, list[Food]], n_items: int, metric: bool, rng: np.random.Generator) -> list[Food]:
     chosen: list[Food] = []
     categories = [c for c in by_category if not (metric and c in _PER_SERVING_CATEGORIES)]
     while len(chosen) < n_items:
-        allowed = [c for c in categories if not (c == "beverages" and (not chosen or any(
-            f.category == "beverages" for f in chosen)))]
+        allowed = [
+            c
+            for c in categories
+            if not (c == "beverages" and (not chosen or any(f.category == "beverages" for f in chosen)))
+        ]
         category = allowed[int(rng.integers(len(allowed)))]
         pool = [f for f in by_category[category] if f not in chosen]
         if pool:
@@ -164,29 +184,42 @@ def curate_meals(foods: list[Food], cfg: CurationConfig = CurationConfig()) -> l
         items, totals = [], {k: [] for k in NUTRIENTS}
         for food in chosen:
             amount = metric_phrase(food, rng) if metric else natural_phrase(food, rng)
-            values = food.nutrients(grams=amount["grams"]) if food.basis == "100g" else \
-                food.nutrients(servings=amount["quantity"])
+            values = (
+                food.nutrients(grams=amount["grams"])
+                if food.basis == "100g"
+                else food.nutrients(servings=amount["quantity"])
+            )
             for k in NUTRIENTS:
                 totals[k].append(values[k])
-            items.append({"food_id": food.food_id, "phrase": food.phrase, "text": amount["text"],
-                          "quantity": amount["quantity"], "measure": amount["measure"], "grams": amount["grams"],
-                          "carb": round(float(values["carb"]), 2)})
+            items.append(
+                {
+                    "food_id": food.food_id,
+                    "phrase": food.phrase,
+                    "text": amount["text"],
+                    "quantity": amount["quantity"],
+                    "measure": amount["measure"],
+                    "grams": amount["grams"],
+                    "carb": round(float(values["carb"]), 2),
+                }
+            )
         listed = _join([it["text"] for it in items], rng)
         opener = _OPENERS[int(rng.integers(len(_OPENERS)))]
         description = opener.format(items=listed, Items=listed[:1].upper() + listed[1:])
         countries = sorted({f.country for f in chosen})
-        rows.append({
-            "meal_id": f"meal-{cfg.seed}-{i:06d}",
-            "meal_description": description,
-            "carb": round(float(sum(totals["carb"])), 2),
-            "protein": _sum_or_none(totals["protein"]),
-            "fat": _sum_or_none(totals["fat"]),
-            "energy": _sum_or_none(totals["energy"]),
-            "country": countries[0] if len(countries) == 1 else "mixed",
-            "source": "+".join(sorted({f.source for f in chosen})),
-            "serving_type": "metric" if metric else "natural",
-            "n_items": len(items),
-            "items": json.dumps(items),
-            "split": "eval" if i in eval_ids else "train",
-        })
+        rows.append(
+            {
+                "meal_id": f"meal-{cfg.seed}-{i:06d}",
+                "meal_description": description,
+                "carb": round(float(sum(totals["carb"])), 2),
+                "protein": _sum_or_none(totals["protein"]),
+                "fat": _sum_or_none(totals["fat"]),
+                "energy": _sum_or_none(totals["energy"]),
+                "country": countries[0] if len(countries) == 1 else "mixed",
+                "source": "+".join(sorted({f.source for f in chosen})),
+                "serving_type": "metric" if metric else "natural",
+                "n_items": len(items),
+                "items": json.dumps(items),
+                "split": "eval" if i in eval_ids else "train",
+            }
+        )
     return rows

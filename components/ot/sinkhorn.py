@@ -59,8 +59,15 @@ def _log_weights(w: Tensor | None, batch: int, n: int, like: Tensor, name: str) 
     return w.log()
 
 
-def sinkhorn_log(cost: Tensor, a: Tensor | None = None, b: Tensor | None = None, *, eps: float,
-                 n_iters: int = 1000, tol: float = 1e-6) -> SinkhornResult:
+def sinkhorn_log(
+    cost: Tensor,
+    a: Tensor | None = None,
+    b: Tensor | None = None,
+    *,
+    eps: float,
+    n_iters: int = 1000,
+    tol: float = 1e-6,
+) -> SinkhornResult:
     """Batched log-domain Sinkhorn.
 
     Args:
@@ -175,6 +182,14 @@ def entropic_assignment(cost: Tensor, eps: float = 0.01, n_iters: int = 300) -> 
     scale = float(c.mean().clamp_min(torch.finfo(c.dtype).tiny))
     n = c.shape[0]
     weights = np.full(n, 1.0 / n)
-    plan = ot.sinkhorn(weights, weights, (c / scale).numpy(), eps, method="sinkhorn_stabilized",
-                       numItermax=n_iters, stopThr=1e-9, warn=False)
+    plan = ot.sinkhorn(
+        weights,
+        weights,
+        (c / scale).numpy(),
+        eps,
+        method="sinkhorn_stabilized",
+        numItermax=n_iters,
+        stopThr=1e-9,
+        warn=False,
+    )
     return round_plan_to_permutation(torch.from_numpy(np.asarray(plan))).to(cost.device)

@@ -21,8 +21,7 @@ from torch import Tensor
 from components.ot.assignment import exact_assignment, pair_cost, squared_distances
 from components.ot.sinkhorn import entropic_assignment
 
-__all__ = ["ASSIGNMENT_SOLVERS", "superset_pairs", "precompute_superset_ot", "subsample_pairs",
-           "hybrid_coupling"]
+__all__ = ["ASSIGNMENT_SOLVERS", "superset_pairs", "precompute_superset_ot", "subsample_pairs", "hybrid_coupling"]
 
 #: cost [M, M] -> perm [M] (row i of the noise paired with column perm[i] of the data).
 ASSIGNMENT_SOLVERS: dict[str, Callable[[Tensor], Tensor]] = {
@@ -38,8 +37,7 @@ def _solver(name: str) -> Callable[[Tensor], Tensor]:
         raise ValueError(f"unknown OT solver {name!r}; expected one of {sorted(ASSIGNMENT_SOLVERS)}") from None
 
 
-def superset_pairs(x1_superset: Tensor, generator: torch.Generator,
-                   solver: str = "exact") -> tuple[Tensor, Tensor]:
+def superset_pairs(x1_superset: Tensor, generator: torch.Generator, solver: str = "exact") -> tuple[Tensor, Tensor]:
     """Draw a Gaussian superset and pair it with a data superset by OT (squared Euclidean cost).
 
     Args:
@@ -54,14 +52,16 @@ def superset_pairs(x1_superset: Tensor, generator: torch.Generator,
     if x1_superset.ndim != 2:
         raise ValueError(f"x1_superset must be [M, D], got {tuple(x1_superset.shape)}")
     solve = _solver(solver)
-    x0 = torch.randn(x1_superset.shape, generator=generator, device=generator.device,
-                     dtype=x1_superset.dtype).to(x1_superset.device)
+    x0 = torch.randn(x1_superset.shape, generator=generator, device=generator.device, dtype=x1_superset.dtype).to(
+        x1_superset.device
+    )
     perm = solve(squared_distances(x0, x1_superset))
     return x0, x1_superset[perm]
 
 
-def precompute_superset_ot(shapes: Tensor | Sequence[Tensor], seed: int,
-                           solver: str = "exact") -> tuple[Tensor, Tensor, dict[str, float]]:
+def precompute_superset_ot(
+    shapes: Tensor | Sequence[Tensor], seed: int, solver: str = "exact"
+) -> tuple[Tensor, Tensor, dict[str, float]]:
     """Offline NSOT step over a dataset: one OT bijection per shape.
 
     Deterministic given ``seed`` (one CPU generator seeded once, consumed shape by shape).
@@ -102,8 +102,9 @@ def precompute_superset_ot(shapes: Tensor | Sequence[Tensor], seed: int,
     return big_x0.to(x1_all.device), big_x1.to(x1_all.device), stats
 
 
-def subsample_pairs(X0: Tensor, X1: Tensor, idx_shapes: Tensor, n_points: int,
-                    generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def subsample_pairs(
+    X0: Tensor, X1: Tensor, idx_shapes: Tensor, n_points: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
     """Online NSOT step: a random N-subset of each chosen shape's paired supersets.
 
     The same index set I_b is used on both sides, so ``x0[b, k]`` stays paired with ``x1[b, k]``.
@@ -150,4 +151,4 @@ def hybrid_coupling(x0: Tensor, beta: float, generator: torch.Generator) -> Tens
     if beta == 0.0:
         return x0
     noise = torch.randn(x0.shape, generator=generator, device=generator.device, dtype=x0.dtype).to(x0.device)
-    return (1.0 - beta) ** 0.5 * x0 + beta ** 0.5 * noise
+    return (1.0 - beta) ** 0.5 * x0 + beta**0.5 * noise

@@ -12,5 +12,12 @@ from components.preference.objectives import (
     objective_loss,
 )
 
-__all__ = ["F_DIVERGENCES", "OBJECTIVES", "ObjectiveConfig", "ObjectiveSpec", "PreferenceBatch", "SequenceScores",
-           "objective_loss"]
+__all__ = [
+    "F_DIVERGENCES",
+    "OBJECTIVES",
+    "ObjectiveConfig",
+    "ObjectiveSpec",
+    "PreferenceBatch",
+    "SequenceScores",
+    "objective_loss",
+]

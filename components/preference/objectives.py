@@ -101,8 +101,12 @@ class SequenceScores(NamedTuple):
         if not parts:
             raise ValueError("SequenceScores.cat needs at least one part")
         widths = {p.width for p in parts}
-        return SequenceScores(torch.cat([p.logp for p in parts]), torch.cat([p.n_tokens for p in parts]),
-                              torch.cat([p.prob_sum for p in parts]), widths.pop() if len(widths) == 1 else 0)
+        return SequenceScores(
+            torch.cat([p.logp for p in parts]),
+            torch.cat([p.n_tokens for p in parts]),
+            torch.cat([p.prob_sum for p in parts]),
+            widths.pop() if len(widths) == 1 else 0,
+        )
 
 
 class PreferenceBatch(NamedTuple):
@@ -141,8 +145,11 @@ class ObjectiveConfig:
     def __post_init__(self) -> None:
         if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta > 0):
             raise ValueError(f"ObjectiveConfig.beta must be a finite number > 0, got {self.beta!r}")
-        if not (isinstance(self.retain_weight, (int, float)) and math.isfinite(self.retain_weight)
-                and self.retain_weight >= 0):
+        if not (
+            isinstance(self.retain_weight, (int, float))
+            and math.isfinite(self.retain_weight)
+            and self.retain_weight >= 0
+        ):
             raise ValueError(f"ObjectiveConfig.retain_weight must be a finite number >= 0, got {self.retain_weight!r}")
         if self.normalisation not in ("answer", "padded"):
             raise ValueError(f"ObjectiveConfig.normalisation must be 'answer' or 'padded', got {self.normalisation!r}")
@@ -188,8 +195,10 @@ def gradient_ascent(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tenso
 
 def grad_diff(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tensor, Metrics]:
     forget_nll, retain_nll = _nll(batch.rejected), _nll(batch.retain)
-    return -forget_nll + cfg.retain_weight * retain_nll, {"forget_nll": forget_nll.detach(),
-                                                           "retain_nll": retain_nll.detach()}
+    return -forget_nll + cfg.retain_weight * retain_nll, {
+        "forget_nll": forget_nll.detach(),
+        "retain_nll": retain_nll.detach(),
+    }
 
 
 def idk_sft(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tensor, Metrics]:
@@ -208,9 +217,12 @@ def dpo(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tensor, Metrics]:
     rejected = batch.rejected.logp - batch.ref_rejected.logp
     margin = cfg.beta * (chosen - rejected)
     loss = -F.logsigmoid(margin).mean()
-    return loss, {"reward_margin": margin.mean().detach(), "reward_accuracy": (margin > 0).float().mean().detach(),
-                  "chosen_reward": (cfg.beta * chosen).mean().detach(),
-                  "rejected_reward": (cfg.beta * rejected).mean().detach()}
+    return loss, {
+        "reward_margin": margin.mean().detach(),
+        "reward_accuracy": (margin > 0).float().mean().detach(),
+        "chosen_reward": (cfg.beta * chosen).mean().detach(),
+        "rejected_reward": (cfg.beta * rejected).mean().detach(),
+    }
 
 
 def flat(divergence: str) -> Objective:
@@ -238,8 +250,12 @@ def preferdiff(batch: PreferenceBatch, cfg: ObjectiveConfig) -> tuple[Tensor, Me
     gap = pos - neg if cfg.pairing == "sample" else (pos.mean() - neg.mean()).reshape(1)
     preference = -F.logsigmoid(-cfg.beta * gap).mean()
     loss = (1 - cfg.sft_weight) * preference + cfg.sft_weight * pos.mean()
-    return loss, {"positive_error": pos.mean().detach(), "negative_error": neg.mean().detach(),
-                  "preference_loss": preference.detach(), "preference_accuracy": (gap < 0).float().mean().detach()}
+    return loss, {
+        "positive_error": pos.mean().detach(),
+        "negative_error": neg.mean().detach(),
+        "preference_loss": preference.detach(),
+        "preference_accuracy": (gap < 0).float().mean().detach(),
+    }
 
 
 @dataclass(frozen=True)
@@ -254,27 +270,44 @@ class ObjectiveSpec:
 
 OBJECTIVES: dict[str, ObjectiveSpec] = {
     "ga": ObjectiveSpec(gradient_ascent, ("rejected",), "gradient ascent on the forget answers' NLL"),
-    "graddiff": ObjectiveSpec(grad_diff, ("rejected", "retain"),
-                              "gradient ascent on the forget answers plus NLL descent on retain data",
-                              uses_retain_data=True),
+    "graddiff": ObjectiveSpec(
+        grad_diff,
+        ("rejected", "retain"),
+        "gradient ascent on the forget answers plus NLL descent on retain data",
+        uses_retain_data=True,
+    ),
     "idk": ObjectiveSpec(idk_sft, ("chosen",), "fine-tuning on template ('I don't know') answers"),
-    "npo": ObjectiveSpec(npo, ("rejected", "ref_rejected"),
-                         "negative preference optimisation against the frozen original model"),
-    "dpo": ObjectiveSpec(dpo, ("chosen", "rejected", "ref_chosen", "ref_rejected"),
-                         "direct preference optimisation (sigmoid loss) against a frozen reference"),
-    **{f"flat_{name}": ObjectiveSpec(flat(name), ("chosen", "rejected"),
-                                     f"FLAT with the {name.upper()} f-divergence (template vs forget answer)")
-       for name in F_DIVERGENCES},
-    "denoise": ObjectiveSpec(denoise, ("chosen",), "mean reconstruction error of the positive (a diffusion model's "
-                             "x0 loss; scores are negated per-row errors)"),
-    "preferdiff": ObjectiveSpec(preferdiff, ("chosen", "rejected"),
-                                "PreferDiff: log-sigmoid preference of the positive's error over the negative's, "
-                                "plus sft_weight times the positive's error"),
+    "npo": ObjectiveSpec(
+        npo, ("rejected", "ref_rejected"), "negative preference optimisation against the frozen original model"
+    ),
+    "dpo": ObjectiveSpec(
+        dpo,
+        ("chosen", "rejected", "ref_chosen", "ref_rejected"),
+        "direct preference optimisation (sigmoid loss) against a frozen reference",
+    ),
+    **{
+        f"flat_{name}": ObjectiveSpec(
+            flat(name), ("chosen", "rejected"), f"FLAT with the {name.upper()} f-divergence (template vs forget answer)"
+        )
+        for name in F_DIVERGENCES
+    },
+    "denoise": ObjectiveSpec(
+        denoise,
+        ("chosen",),
+        "mean reconstruction error of the positive (a diffusion model's x0 loss; scores are negated per-row errors)",
+    ),
+    "preferdiff": ObjectiveSpec(
+        preferdiff,
+        ("chosen", "rejected"),
+        "PreferDiff: log-sigmoid preference of the positive's error over the negative's, "
+        "plus sft_weight times the positive's error",
+    ),
 }
 
 
-def objective_loss(name: str, batch: PreferenceBatch, cfg: ObjectiveConfig = ObjectiveConfig()
-                   ) -> tuple[Tensor, Metrics]:
+def objective_loss(
+    name: str, batch: PreferenceBatch, cfg: ObjectiveConfig = ObjectiveConfig()
+) -> tuple[Tensor, Metrics]:
     """The registered objective ``name`` on ``batch``: (scalar loss, detached metrics).
 
     Raises:

@@ -44,7 +44,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -55,15 +55,50 @@ from components.reasoning.grading import as_integer, extract_answer, grade
 from components.reasoning.solutions_file import SolutionRow
 
 MODELS = ("GPT-3.5", "GPT-4", "GPT-4 Turbo", "PaLM 2 Medium")
-SETTINGS = ("0-Shot", "5-Shot", "1/3 Soln", "2/3 Soln", "No C w/o H", "No C w/ H", "Direct C w/o H",
-            "Direct C w/ H", "Root C w/o H", "Root C w/ H", "Name C w/o H", "Name C w/ H", "Example C w/o H",
-            "Example C w/ H", "Problem C w/o H", "Problem C w/ H", "Misleading C w/o H", "Misleading C w/ H")
+SETTINGS = (
+    "0-Shot",
+    "5-Shot",
+    "1/3 Soln",
+    "2/3 Soln",
+    "No C w/o H",
+    "No C w/ H",
+    "Direct C w/o H",
+    "Direct C w/ H",
+    "Root C w/o H",
+    "Root C w/ H",
+    "Name C w/o H",
+    "Name C w/ H",
+    "Example C w/o H",
+    "Example C w/ H",
+    "Problem C w/o H",
+    "Problem C w/ H",
+    "Misleading C w/o H",
+    "Misleading C w/ H",
+)
 FUNCTIONS = ("sqrt", "floor", "ceil", "log", "ln")
 _TOKEN = re.compile(r"[A-Za-z]+|\d+(?:\.\d+)?|\S")
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _PIVOT = re.compile(r"\b(?:is|are|equals|(?<!or )equal to|be)\b|=", re.IGNORECASE)
-FILLER = ("given", "by", "the", "expression", "formula", "always", "exactly", "just", "only", "simply", "equal",
-          "to", "a", "an", "approximately", "then", "therefore", "thus")
+FILLER = (
+    "given",
+    "by",
+    "the",
+    "expression",
+    "formula",
+    "always",
+    "exactly",
+    "just",
+    "only",
+    "simply",
+    "equal",
+    "to",
+    "a",
+    "an",
+    "approximately",
+    "then",
+    "therefore",
+    "thus",
+)
 _LEADING_INT = re.compile(r"^([+-]?\d+)\s+[A-Za-z]")
 
 
@@ -151,15 +186,15 @@ def final_answer(message: str | None) -> str | None:
     words = [m for m in _PIVOT.finditer(masked) if m.group(0) != "="]
     equals = [m for m in _PIVOT.finditer(masked) if m.group(0) == "="]
     for pivot in words + equals[::-1]:
-        found = _after(message[pivot.end():])
+        found = _after(message[pivot.end() :])
         if found:
             return found
     if words or equals:
         return None
     tokens = _TOKEN.findall(_MATH.sub(lambda m: " " + next(g for g in m.groups() if g) + " ", message))
-    for start in range(len(tokens) - 1, -1, -1):   # the last expression in the message
+    for start in range(len(tokens) - 1, -1, -1):  # the last expression in the message
         found = _expression(tokens[start:])
-        if found and any(c.isdigit() for c in found) and (start == 0 or _expression(tokens[start - 1:]) is None):
+        if found and any(c.isdigit() for c in found) and (start == 0 or _expression(tokens[start - 1 :]) is None):
             return found
     return None
 
@@ -172,7 +207,7 @@ def _after(tail: str) -> str | None:
         word = re.match(r"([A-Za-z]+)[\s:]+", rest)
         if not word or word.group(1).lower() not in FILLER:
             break
-        rest = rest[word.end():]
+        rest = rest[word.end() :]
     math = _MATH.match(rest)
     if math:
         inner = next(g for g in math.groups() if g is not None)
@@ -180,14 +215,17 @@ def _after(tail: str) -> str | None:
     return _expression(_TOKEN.findall(rest))
 
 
-@lru_cache(maxsize=None)
+@cache
 def grade_champ(predicted: str | None, reference: str) -> bool:
     """`grading.grade` with a 1 s math-verify limit, memoised; Yes / No match only themselves; an expression with a
     free variable (a letter other than a function name or ``C``) never equals an integer reference."""
     if reference in ("Yes", "No") or predicted in ("Yes", "No"):
         return predicted == reference
-    if predicted is not None and as_integer(reference) is not None and any(
-            tok.isalpha() and tok.lower() not in FUNCTIONS and tok != "C" for tok in _TOKEN.findall(predicted)):
+    if (
+        predicted is not None
+        and as_integer(reference) is not None
+        and any(tok.isalpha() and tok.lower() not in FUNCTIONS and tok != "C" for tok in _TOKEN.findall(predicted))
+    ):
         return False
     return grade(predicted, reference, timeout_seconds=1)
 
@@ -219,8 +257,9 @@ def _field(record: Any, key: str, where: str, error, kind: type | tuple[type, ..
     return value
 
 
-def read_champ(path: str | Path, models: Sequence[str], settings: Sequence[str], max_chars: int,
-               problems: int | None = None) -> tuple[list[ChampSolution], dict[str, float]]:
+def read_champ(
+    path: str | Path, models: Sequence[str], settings: Sequence[str], max_chars: int, problems: int | None = None
+) -> tuple[list[ChampSolution], dict[str, float]]:
     """Every gradable problem's solutions by ``models`` under ``settings``; a summary (problems kept and left
     out). ``problems``: keep that many gradable problems, evenly spaced over the file's order. The whole file is
     checked before anything is graded: a missing file, bad JSON, a missing or wrongly typed field raises
@@ -273,19 +312,34 @@ def read_champ(path: str | Path, models: Sequence[str], settings: Sequence[str],
         for key, (raw, last, span) in texts.items():
             model, setting = key.split("|", 1)
             predicted = final_answer(last)
-            rows.append(ChampSolution(pid, model, setting, question, verifier_solution(raw, predicted, max_chars),
-                                      ref, predicted, grade_champ(predicted, ref), span is not None,
-                                      span[1] if span else None))
-    summary = {"problems_in_file": float(len(table)), "problems_gradable": float(
-        sum(reference_answer(a) is not None for _, _, a, _ in parsed)), "problems_used": float(len(gradable))}
+            rows.append(
+                ChampSolution(
+                    pid,
+                    model,
+                    setting,
+                    question,
+                    verifier_solution(raw, predicted, max_chars),
+                    ref,
+                    predicted,
+                    grade_champ(predicted, ref),
+                    span is not None,
+                    span[1] if span else None,
+                )
+            )
+    summary = {
+        "problems_in_file": float(len(table)),
+        "problems_gradable": float(sum(reference_answer(a) is not None for _, _, a, _ in parsed)),
+        "problems_used": float(len(gradable)),
+    }
     return rows, summary
 
 
 def as_solution_rows(rows: Sequence[ChampSolution]) -> list[SolutionRow]:
     """The solutions-file rows (``line``: the index in ``rows``); the question text carries the problem id so
     problems with the same statement stay apart."""
-    return [SolutionRow(i, f"[{r.problem}] {r.question}", r.solution, r.reference, r.correct)
-            for i, r in enumerate(rows)]
+    return [
+        SolutionRow(i, f"[{r.problem}] {r.question}", r.solution, r.reference, r.correct) for i, r in enumerate(rows)
+    ]
 
 
 def model_summary(rows: Sequence[ChampSolution]) -> dict[str, dict[str, float | None]]:
@@ -297,10 +351,13 @@ def model_summary(rows: Sequence[ChampSolution]) -> dict[str, dict[str, float | 
         mine = [r for r in rows if r.model == model]
         clean = [r.correct for r in mine if r.annotated and r.first_wrong is None]
         flawed = [r.correct for r in mine if r.annotated and r.first_wrong is not None]
-        out[model] = {"solutions": float(len(mine)), "accuracy": float(np.mean([r.correct for r in mine])),
-                      "answered": float(np.mean([r.predicted is not None for r in mine])),
-                      "annotated_no_wrong_step": float(len(clean)),
-                      "graded_correct_no_wrong_step": float(np.mean(clean)) if clean else None,
-                      "annotated_wrong_step": float(len(flawed)),
-                      "graded_correct_wrong_step": float(np.mean(flawed)) if flawed else None}
+        out[model] = {
+            "solutions": float(len(mine)),
+            "accuracy": float(np.mean([r.correct for r in mine])),
+            "answered": float(np.mean([r.predicted is not None for r in mine])),
+            "annotated_no_wrong_step": float(len(clean)),
+            "graded_correct_no_wrong_step": float(np.mean(clean)) if clean else None,
+            "annotated_wrong_step": float(len(flawed)),
+            "graded_correct_wrong_step": float(np.mean(flawed)) if flawed else None,
+        }
     return out

@@ -26,8 +26,7 @@ def _line_values(problem: Problem, path: PathState, policy: SlipPolicy) -> list[
     truth = problem.running()
     for line, ok in zip(path.lines, path.line_correct):
         if line.startswith("answer"):
-            state = PathState(lines=state.lines + (line,), step=state.step, written=state.written,
-                              answer=state.written)
+            state = PathState(lines=state.lines + (line,), step=state.step, written=state.written, answer=state.written)
         elif line.startswith("wait"):
             state = PathState(lines=state.lines + (line,), step=state.step, written=truth[state.step])
         else:
@@ -40,36 +39,66 @@ def _line_values(problem: Problem, path: PathState, policy: SlipPolicy) -> list[
 
 def problem_record(problem: Problem, path: PathState, qid: int, policy: SlipPolicy) -> dict[str, Any]:
     solution = "\n".join(path.lines)
-    return {"question": problem.question, "solution": solution, "answer": str(problem.answer),
-            "correct": bool(path.answer == problem.answer), "question_id": qid, "predicted": str(path.answer),
-            "start": problem.start, "ops": [[op, x] for op, x in problem.ops],
-            "line_correct": list(path.line_correct), "line_values": _line_values(problem, path, policy)}
+    return {
+        "question": problem.question,
+        "solution": solution,
+        "answer": str(problem.answer),
+        "correct": bool(path.answer == problem.answer),
+        "question_id": qid,
+        "predicted": str(path.answer),
+        "start": problem.start,
+        "ops": [[op, x] for op, x in problem.ops],
+        "line_correct": list(path.line_correct),
+        "line_values": _line_values(problem, path, policy),
+    }
 
 
-def sample_synthetic(train_questions: int, test_questions: int, samples: int, numbers: int, operand_max: int,
-                     cap: int, policy: SlipPolicy, seed: int) -> tuple[list[dict], list[dict], dict[str, float]]:
+def sample_synthetic(
+    train_questions: int,
+    test_questions: int,
+    samples: int,
+    numbers: int,
+    operand_max: int,
+    cap: int,
+    policy: SlipPolicy,
+    seed: int,
+) -> tuple[list[dict], list[dict], dict[str, float]]:
     """Train and test records: ``samples`` policy solutions for each of the problems (drawn from ``seed``)."""
     problems = make_problems(train_questions + test_questions, seed, numbers, 1, operand_max, cap)
     rng = np.random.default_rng([seed, 1])
-    records = [[problem_record(p, sample_solution(p, policy, rng), q if q < train_questions else q - train_questions,
-                               policy) for _ in range(samples)]
-               for q, p in enumerate(problems)]
+    records = [
+        [
+            problem_record(
+                p, sample_solution(p, policy, rng), q if q < train_questions else q - train_questions, policy
+            )
+            for _ in range(samples)
+        ]
+        for q, p in enumerate(problems)
+    ]
     train = [r for rs in records[:train_questions] for r in rs]
     test = [r for rs in records[train_questions:] for r in rs]
     roots = [prefix_value(p, start_state(p), policy) for p in problems]
-    summary = {"source": "synthetic", "train_questions": train_questions, "test_questions": test_questions,
-               "samples": samples, "train_accuracy": float(np.mean([r["correct"] for r in train])),
-               "test_accuracy": float(np.mean([r["correct"] for r in test])),
-               "exact_accuracy": float(np.mean(roots)),
-               "train_all_wrong_questions": float(np.mean([not any(r["correct"] for r in rs)
-                                                           for rs in records[:train_questions]])),
-               "recovered_solutions": float(np.mean([any(l.startswith("wait") for l in r["solution"].split("\n"))
-                                                     for r in train]))}
+    summary = {
+        "source": "synthetic",
+        "train_questions": train_questions,
+        "test_questions": test_questions,
+        "samples": samples,
+        "train_accuracy": float(np.mean([r["correct"] for r in train])),
+        "test_accuracy": float(np.mean([r["correct"] for r in test])),
+        "exact_accuracy": float(np.mean(roots)),
+        "train_all_wrong_questions": float(
+            np.mean([not any(r["correct"] for r in rs) for rs in records[:train_questions]])
+        ),
+        "recovered_solutions": float(
+            np.mean([any(line.startswith("wait") for line in r["solution"].split("\n")) for r in train])
+        ),
+    }
     return train, test, summary
 
 
-def split_file(rows: Sequence[SolutionRow], test_fraction: float, seed: int,
-               grader: Callable[[str | None, str], bool] = grade) -> tuple[list[dict], list[dict], dict[str, float]]:
+def split_file(
+    rows: Sequence[SolutionRow], test_fraction: float, seed: int, grader: Callable[[str | None, str], bool] = grade
+) -> tuple[list[dict], list[dict], dict[str, float]]:
     """A solutions file as train / test records, split by question (a seeded share of the questions held out,
     at least one on each side); ``regraded`` is the final answer graded against ``answer`` by ``grader``."""
     questions = list(dict.fromkeys(r.question for r in rows))
@@ -82,14 +111,29 @@ def split_file(rows: Sequence[SolutionRow], test_fraction: float, seed: int,
         side, index = (test, ids[1]) if r.question in held else (train, ids[0])
         qid = index.setdefault(r.question, len(index))
         predicted = extract_answer(r.solution)
-        side.append({"question": r.question, "solution": r.solution, "answer": r.answer, "correct": r.correct,
-                     "question_id": qid, "predicted": predicted, "regraded": grader(predicted, r.answer),
-                     "line": r.line})
+        side.append(
+            {
+                "question": r.question,
+                "solution": r.solution,
+                "answer": r.answer,
+                "correct": r.correct,
+                "question_id": qid,
+                "predicted": predicted,
+                "regraded": grader(predicted, r.answer),
+                "line": r.line,
+            }
+        )
     agree = float(np.mean([rec["regraded"] == rec["correct"] for rec in train + test]))
-    summary = {"source": "file", "train_questions": len(questions) - n_test, "test_questions": n_test,
-               "train_solutions": len(train), "test_solutions": len(test),
-               "train_accuracy": float(np.mean([r["correct"] for r in train])),
-               "test_accuracy": float(np.mean([r["correct"] for r in test])), "regrade_agreement": agree}
+    summary = {
+        "source": "file",
+        "train_questions": len(questions) - n_test,
+        "test_questions": n_test,
+        "train_solutions": len(train),
+        "test_solutions": len(test),
+        "train_accuracy": float(np.mean([r["correct"] for r in train])),
+        "test_accuracy": float(np.mean([r["correct"] for r in test])),
+        "regrade_agreement": agree,
+    }
     return train, test, summary
 
 

@@ -22,7 +22,7 @@ def _last_boxed(text: str) -> str | None:
     for j in range(i, len(text)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth == 0:
-            return text[i + 1:j].strip() or None
+            return text[i + 1 : j].strip() or None
     return None
 
 
@@ -48,14 +48,19 @@ def grade(predicted: str | None, gold: str, timeout_seconds: int = 5) -> bool:
     a, b = as_integer(predicted), as_integer(gold)
     if a is not None and b is not None:
         return a == b
-    from math_verify import parse, verify   # sympy-based, slow to import: only for non-integer answers
+    from math_verify import parse, verify  # sympy-based, slow to import: only for non-integer answers
 
     def wrap(text: str) -> str:
         text = text.strip()
         return text if text.startswith("$") else f"${text}$"
 
     try:
-        return bool(verify(parse(wrap(gold), parsing_timeout=timeout_seconds),
-                           parse(wrap(predicted), parsing_timeout=timeout_seconds), timeout_seconds=timeout_seconds))
-    except Exception:   # math-verify raises on text it cannot parse: such an answer is not a match
+        return bool(
+            verify(
+                parse(wrap(gold), parsing_timeout=timeout_seconds),
+                parse(wrap(predicted), parsing_timeout=timeout_seconds),
+                timeout_seconds=timeout_seconds,
+            )
+        )
+    except Exception:  # math-verify raises on text it cannot parse: such an answer is not a match
         return False

@@ -82,12 +82,22 @@ def next_line(problem: Problem, state: PathState, policy: SlipPolicy, rng: np.ra
     if state.fresh_slip and rng.random() < policy.recover:
         op, x = problem.ops[state.step - 1]
         line = RECOVERY_PREFIX + step_line(truth[state.step - 1], op, x, truth[state.step])
-        return replace(state, lines=state.lines + (line,), written=truth[state.step], fresh_slip=False,
-                       line_correct=state.line_correct + (True,))
+        return replace(
+            state,
+            lines=state.lines + (line,),
+            written=truth[state.step],
+            fresh_slip=False,
+            line_correct=state.line_correct + (True,),
+        )
     if state.step == len(problem.ops):
         ok = state.written == truth[-1]
-        return replace(state, lines=state.lines + (answer_line(state.written),), fresh_slip=False,
-                       line_correct=state.line_correct + (ok,), answer=state.written)
+        return replace(
+            state,
+            lines=state.lines + (answer_line(state.written),),
+            fresh_slip=False,
+            line_correct=state.line_correct + (ok,),
+            answer=state.written,
+        )
     op, x = problem.ops[state.step]
     a = state.written
     result = apply(a, op, x)
@@ -95,8 +105,14 @@ def next_line(problem: Problem, state: PathState, policy: SlipPolicy, rng: np.ra
         result = _slipped(result, SLIPS[int(rng.integers(len(SLIPS)))])
     ok = result == truth[state.step + 1]
     fresh = not ok and a == truth[state.step]
-    return replace(state, lines=state.lines + (step_line(a, op, x, result),), step=state.step + 1, written=result,
-                   fresh_slip=fresh, line_correct=state.line_correct + (ok,))
+    return replace(
+        state,
+        lines=state.lines + (step_line(a, op, x, result),),
+        step=state.step + 1,
+        written=result,
+        fresh_slip=fresh,
+        line_correct=state.line_correct + (ok,),
+    )
 
 
 def sample_solution(problem: Problem, policy: SlipPolicy, rng: np.random.Generator) -> PathState:

@@ -93,8 +93,7 @@ def make_problem(rng: np.random.Generator, numbers: int = 4, low: int = 1, high:
     return Problem(" ".join(words), start, tuple(ops))
 
 
-def make_problems(n: int, seed: int, numbers: int = 4, low: int = 1, high: int = 9, cap: int = 30
-                  ) -> list[Problem]:
+def make_problems(n: int, seed: int, numbers: int = 4, low: int = 1, high: int = 9, cap: int = 30) -> list[Problem]:
     """``n`` problems, a deterministic function of ``seed``."""
     rng = np.random.default_rng(seed)
     return [make_problem(rng, numbers, low, high, cap) for _ in range(n)]

@@ -47,10 +47,19 @@ class SearchResult(Generic[S]):
     expansions: int
 
 
-def step_beam_search(roots: Sequence[S], expand: Callable[[int, S, np.random.Generator], S],
-                     is_done: Callable[[S], bool], key: Callable[[S], Hashable], new_tokens: Callable[[S, S], int],
-                     score: Callable[[Sequence[tuple[int, S]]], np.ndarray], *, beams: int, per_beam: int,
-                     rng: np.random.Generator, max_depth: int = 64) -> SearchResult[S]:
+def step_beam_search(
+    roots: Sequence[S],
+    expand: Callable[[int, S, np.random.Generator], S],
+    is_done: Callable[[S], bool],
+    key: Callable[[S], Hashable],
+    new_tokens: Callable[[S, S], int],
+    score: Callable[[Sequence[tuple[int, S]]], np.ndarray],
+    *,
+    beams: int,
+    per_beam: int,
+    rng: np.random.Generator,
+    max_depth: int = 64,
+) -> SearchResult[S]:
     """Step beam search over questions ``0..len(roots)-1`` (see the module docstring).
 
     ``expand(q, state, rng)`` draws one more step of question q; ``score`` maps (question, state) pairs to

@@ -53,20 +53,31 @@ def read_solutions(path: str | Path) -> list[SolutionRow]:
         question = json_text(record, "question", number, error)
         solution = json_text(record, "solution", number, error)
         answer = json_field(record, "answer", number, error)
-        if isinstance(answer, bool) or not (isinstance(answer, str) and answer.strip()
-                                            or isinstance(answer, (int, float)) and _finite(answer)):
-            raise error(f"line {number} field 'answer' holds {quote_value(answer)}; expected a non-empty string "
-                        "or a finite number")
+        if isinstance(answer, bool) or not (
+            isinstance(answer, str) and answer.strip() or isinstance(answer, (int, float)) and _finite(answer)
+        ):
+            raise error(
+                f"line {number} field 'answer' holds {quote_value(answer)}; expected a non-empty string "
+                "or a finite number"
+            )
         correct = json_field(record, "correct", number, error)
         if not (isinstance(correct, bool) or (isinstance(correct, int) and correct in (0, 1))):
-            raise error(f"line {number} field 'correct' holds {quote_value(correct)}; expected true / false "
-                        "(or 1 / 0)")
-        answer_text = (answer if isinstance(answer, str) else str(answer) if isinstance(answer, int)
-                       else str(int(answer)) if answer.is_integer() else repr(answer))
+            raise error(f"line {number} field 'correct' holds {quote_value(correct)}; expected true / false (or 1 / 0)")
+        answer_text = (
+            answer
+            if isinstance(answer, str)
+            else str(answer)
+            if isinstance(answer, int)
+            else str(int(answer))
+            if answer.is_integer()
+            else repr(answer)
+        )
         rows.append(SolutionRow(number, question, solution, answer_text.strip(), bool(correct)))
     if len({r.question for r in rows}) < 2:
-        raise error(f"the file holds {len({r.question for r in rows})} distinct question(s); expected at least 2 "
-                    "(some train the verifiers, the rest test them)")
+        raise error(
+            f"the file holds {len({r.question for r in rows})} distinct question(s); expected at least 2 "
+            "(some train the verifiers, the rest test them)"
+        )
     return rows
 
 

@@ -5,8 +5,8 @@ randomly initialised 2-layer Llama, hidden 64, over byte tokens; every weight tr
 (SmolLM2-135M-Instruct with LoRA adapters on the attention projections of its top layers; only the adapters
 and the value head train, and only they are saved). A row is the bos token, optionally the
 question and its delimiter, then the solution with every line ending in ``"\\n"`` (the step delimiter), so the
-value of a prefix that ends at a step end is read at its delimiter token. Training minimises, OVM / TVM style, the mean over
-solution tokens of (sigmoid(v_t) - label_t)^2 through the one training loop (`components.training.fit`).
+value of a prefix that ends at a step end is read at its delimiter token. Training minimises, OVM / TVM style, the
+mean over solution tokens of (sigmoid(v_t) - label_t)^2 through the one training loop (`components.training.fit`).
 """
 
 from __future__ import annotations
@@ -52,16 +52,27 @@ class Verifier:
         lora_r, lora_layers: LoRA rank and the number of top decoder layers adapted ("smollm2" only).
     """
 
-    def __init__(self, backbone: str = "tiny", seed: int = 0, *, cache_dir: Path | None = None, lora_r: int = 8,
-                 lora_layers: int = 2) -> None:
+    def __init__(
+        self,
+        backbone: str = "tiny",
+        seed: int = 0,
+        *,
+        cache_dir: Path | None = None,
+        lora_r: int = 8,
+        lora_layers: int = 2,
+    ) -> None:
         if backbone not in BACKBONES:
             raise ValueError(f"unknown verifier backbone {backbone!r}; expected one of {sorted(BACKBONES)}")
         lm = load_lm(BACKBONES[backbone], cache_dir=cache_dir, seed=seed, log=lambda _: None)
         self.lora = backbone != "tiny"
         if self.lora:
             total = int(lm.model.config.num_hidden_layers)
-            lm = lm.with_lora(r=lora_r, alpha=2.0 * lora_r, target_modules=LORA_TARGETS,
-                              layers=range(max(0, total - lora_layers), total))
+            lm = lm.with_lora(
+                r=lora_r,
+                alpha=2.0 * lora_r,
+                target_modules=LORA_TARGETS,
+                layers=range(max(0, total - lora_layers), total),
+            )
         self.backbone = backbone
         self.tokenizer = lm.tokenizer
         self.pad = int(self.tokenizer.pad_token_id)
@@ -101,10 +112,10 @@ class Verifier:
             ends.append(line_ends)
         return Encoded(ids, prompts, ends)
 
-    TIED = "backbone.lm_head.weight"   # tied to the token embeddings: stored once
+    TIED = "backbone.lm_head.weight"  # tied to the token embeddings: stored once
 
     def _saved(self, name: str) -> bool:
-        if self.lora:   # the frozen pretrained weights come from the package, not from the saved file
+        if self.lora:  # the frozen pretrained weights come from the package, not from the saved file
             return "lora_" in name or name.startswith("head.")
         return name != self.TIED
 
@@ -118,8 +129,10 @@ class Verifier:
         expected = {k for k in self.model.state_dict() if self._saved(k)}
         missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
         if missing or unexpected:
-            raise ValueError(f"verifier weights do not match the {self.backbone} verifier: missing {missing[:5]}, "
-                             f"unexpected {unexpected[:5]}")
+            raise ValueError(
+                f"verifier weights do not match the {self.backbone} verifier: missing {missing[:5]}, "
+                f"unexpected {unexpected[:5]}"
+            )
         self.model.load_state_dict(tensors, strict=False)
 
     def _pad(self, rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor, Tensor]:
@@ -127,12 +140,18 @@ class Verifier:
         ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for b, row in enumerate(rows):
-            ids[b, width - len(row):] = torch.tensor(row, dtype=torch.long)
-            mask[b, width - len(row):] = 1
+            ids[b, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[b, width - len(row) :] = 1
         return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
-    def train(self, encoded: Encoded, labels: Sequence[np.ndarray], cfg: TrainConfig, batch_size: int,
-              callback: Callable[[int, dict[str, float]], None] | None = None) -> TrainResult:
+    def train(
+        self,
+        encoded: Encoded,
+        labels: Sequence[np.ndarray],
+        cfg: TrainConfig,
+        batch_size: int,
+        callback: Callable[[int, dict[str, float]], None] | None = None,
+    ) -> TrainResult:
         """Fit the value head (and the backbone) to ``labels`` (one array per row, over its solution tokens)."""
         ids, mask, positions = self._pad(encoded.ids)
         width = ids.shape[1]
@@ -141,14 +160,14 @@ class Verifier:
         for b, (row, p, lab) in enumerate(zip(encoded.ids, encoded.prompts, labels)):
             if len(lab) != len(row) - p:
                 raise ValueError(f"row {b}: {len(lab)} labels for {len(row) - p} solution tokens")
-            target[b, width - len(lab):] = torch.as_tensor(lab, dtype=torch.float32)
-            weight[b, width - len(lab):] = 1.0
+            target[b, width - len(lab) :] = torch.as_tensor(lab, dtype=torch.float32)
+            weight[b, width - len(lab) :] = 1.0
         n = ids.shape[0]
 
         def batches(step: int, generator: torch.Generator) -> tuple[Tensor, ...]:
             pick = torch.randint(0, n, (min(batch_size, n),), generator=generator)
-            keep = int(mask[pick].sum(1).max())            # drop columns that are padding in every row
-            return tuple(t[pick][:, width - keep:] for t in (ids, mask, positions, target, weight))
+            keep = int(mask[pick].sum(1).max())  # drop columns that are padding in every row
+            return tuple(t[pick][:, width - keep :] for t in (ids, mask, positions, target, weight))
 
         def loss_fn(model: ValueHeadModel, batch: tuple[Tensor, ...]) -> tuple[Tensor, dict[str, Tensor]]:
             b_ids, b_mask, b_pos, b_target, b_weight = batch
@@ -159,14 +178,15 @@ class Verifier:
         return fit(self.model, loss_fn, batches, cfg, callback=callback)
 
     @torch.inference_mode()
-    def values_at(self, rows: Sequence[Sequence[int]], positions: Sequence[Sequence[int]],
-                  batch_size: int = 256) -> list[np.ndarray]:
+    def values_at(
+        self, rows: Sequence[Sequence[int]], positions: Sequence[Sequence[int]], batch_size: int = 256
+    ) -> list[np.ndarray]:
         """sigmoid(v_t) at the given token positions of each row (one causal pass per row)."""
         self.model.eval()
         out: list[np.ndarray] = [np.empty(0)] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             ids, mask, pos = self._pad([rows[i] for i in chunk])
             values = torch.sigmoid(self.model(ids, mask, pos)).numpy()
             width = ids.shape[1]

@@ -5,5 +5,12 @@ denoiser, per-row reconstruction errors, guided DDIM sampling and full-catalogue
 from components.recsys.diffrec import DiffRecConfig, DiffusionRecommender, error_scores, in_batch_centroids
 from components.recsys.sasrec import SASRecConfig, SASRecEncoder, SASRecNextItem
 
-__all__ = ["DiffRecConfig", "DiffusionRecommender", "SASRecConfig", "SASRecEncoder", "SASRecNextItem",
-           "error_scores", "in_batch_centroids"]
+__all__ = [
+    "DiffRecConfig",
+    "DiffusionRecommender",
+    "SASRecConfig",
+    "SASRecEncoder",
+    "SASRecNextItem",
+    "error_scores",
+    "in_batch_centroids",
+]

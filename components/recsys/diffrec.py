@@ -33,8 +33,15 @@ from components.models.layers import sinusoidal_time_embedding
 from components.preference.objectives import SequenceScores
 from components.recsys.sasrec import SASRecConfig, SASRecEncoder
 
-__all__ = ["DiffRecConfig", "DiffusionRecommender", "ErrorKind", "NegativeNoise", "error_scores",
-           "in_batch_centroids", "row_errors"]
+__all__ = [
+    "DiffRecConfig",
+    "DiffusionRecommender",
+    "ErrorKind",
+    "NegativeNoise",
+    "error_scores",
+    "in_batch_centroids",
+    "row_errors",
+]
 
 ErrorKind = Literal["cosine", "mse"]
 NegativeNoise = Literal["independent", "shared"]
@@ -104,8 +111,14 @@ class DiffusionRecommender(nn.Module):
         t = self.time_mlp(sinusoidal_time_embedding(n.to(x.dtype) / self.cfg.steps, x.shape[-1]))
         return self.denoiser(torch.cat([x, h, t], -1))
 
-    def errors(self, history: Tensor, target: Tensor, kind: ErrorKind = "cosine", negatives: bool = False,
-               negative_noise: NegativeNoise = "independent") -> tuple[Tensor, Tensor | None]:
+    def errors(
+        self,
+        history: Tensor,
+        target: Tensor,
+        kind: ErrorKind = "cosine",
+        negatives: bool = False,
+        negative_noise: NegativeNoise = "independent",
+    ) -> tuple[Tensor, Tensor | None]:
         """Per-row errors of the positive and (with ``negatives``) of the in-batch centroid negative."""
         h = self.condition(history, drop=True)
         e_pos = self.encoder.item_emb(target)

@@ -52,7 +52,7 @@ class _CausalBlock(nn.Module):
         self.norm1 = nn.LayerNorm(cfg.hidden)
         self.attn = SelfAttention(cfg.hidden, cfg.n_heads)
         self.norm2 = nn.LayerNorm(cfg.hidden)
-        self.mlp = MLP(cfg.hidden, cfg.hidden)   # SASRec's point-wise feed-forward keeps the width
+        self.mlp = MLP(cfg.hidden, cfg.hidden)  # SASRec's point-wise feed-forward keeps the width
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, h: Tensor) -> Tensor:

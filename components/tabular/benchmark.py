@@ -34,8 +34,9 @@ def roc_auc(y: np.ndarray, proba: np.ndarray) -> float:
     return float(roc_auc_score(y, proba, multi_class="ovr", labels=np.arange(proba.shape[1])))
 
 
-def stratified_splits(y: np.ndarray, n_splits: int, test_fraction: float, seed: int
-                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+def stratified_splits(
+    y: np.ndarray, n_splits: int, test_fraction: float, seed: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """``n_splits`` random stratified (train, test) index pairs, every class on both sides."""
     splitter = StratifiedShuffleSplit(n_splits=n_splits, test_size=test_fraction, random_state=seed)
     return [(np.sort(tr), np.sort(te)) for tr, te in splitter.split(np.zeros((len(y), 1)), y)]
@@ -51,16 +52,24 @@ def baseline(name: str, gbm_iterations: int, seed: int):
     raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
 
 
-def baseline_auc(name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
-                 gbm_iterations: int = 100, seed: int = 0) -> float:
+def baseline_auc(
+    name: str,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    gbm_iterations: int = 100,
+    seed: int = 0,
+) -> float:
     """Test ROC AUC of a baseline fitted on the training rows, on as many threads as torch uses."""
     with threadpool_limits(torch.get_num_threads()):
         model = baseline(name, gbm_iterations, seed).fit(x_train, y_train)
         return roc_auc(y_test, model.predict_proba(x_test))
 
 
-def timed_fit_predict(classifier: MotherNetClassifier, x_train: np.ndarray, y_train: np.ndarray,
-                      x_test: np.ndarray, repeats: int = 1) -> tuple[np.ndarray, float, float]:
+def timed_fit_predict(
+    classifier: MotherNetClassifier, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, repeats: int = 1
+) -> tuple[np.ndarray, float, float]:
     """Fit (one hypernetwork pass) and predict ``repeats`` times; returns the test probabilities and the fastest
     wall-clock seconds of the hypernetwork's forward over the training rows and of the child's forward over the
     test rows (both torch forwards under ``no_grad``, preprocessing excluded)."""
@@ -82,8 +91,14 @@ def timed_fit_predict(classifier: MotherNetClassifier, x_train: np.ndarray, y_tr
     return proba, min(hyper), min(forward)
 
 
-def child_invariants(classifier: MotherNetClassifier, saved: str | os.PathLike[str], x_train: np.ndarray,
-                     y_train: np.ndarray, x_test: np.ndarray, seed: int) -> dict[str, float]:
+def child_invariants(
+    classifier: MotherNetClassifier,
+    saved: str | os.PathLike[str],
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    seed: int,
+) -> dict[str, float]:
     """What must hold of a fitted classifier's child, measured: ``reload_error`` (largest difference between
     the child's probabilities and those of a plain :class:`ChildMLP` rebuilt from the ``saved`` safetensors),
     ``row_sum_error`` (largest ``|sum_k p_k - 1|`` of the child's probabilities) and ``permutation_error``
@@ -96,8 +111,12 @@ def child_invariants(classifier: MotherNetClassifier, saved: str | os.PathLike[s
     reload_error = float((rebuilt.predict_proba(x) - child.predict_proba(x)).abs().max())
     order = np.random.default_rng(seed).permutation(len(y_train))
     permuted = MotherNetClassifier(classifier.model).fit(x_train[order], y_train[order]).child_
-    permutation_error = max(float((a - b).abs().max()) for a, b in
-                            zip(child.state_dict().values(), permuted.state_dict().values()))
-    return {"reload_error": reload_error, "row_sum_error": float(np.abs(proba.sum(axis=1) - 1).max()),
-            "child_row_sum_error": float((child.predict_proba(x).sum(-1) - 1).abs().max()),
-            "permutation_error": permutation_error}
+    permutation_error = max(
+        float((a - b).abs().max()) for a, b in zip(child.state_dict().values(), permuted.state_dict().values())
+    )
+    return {
+        "reload_error": reload_error,
+        "row_sum_error": float(np.abs(proba.sum(axis=1) - 1).max()),
+        "child_row_sum_error": float((child.predict_proba(x).sum(-1) - 1).abs().max()),
+        "permutation_error": permutation_error,
+    }

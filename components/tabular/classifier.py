@@ -30,10 +30,10 @@ def preprocessing(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     and scale by ``sqrt(width / d')``. Returns ``center (d,)``, ``projection (d, width)``."""
     center, std = x.mean(axis=0), x.std(axis=0)
     std = np.where(std > 1e-12, std, 1.0)
-    basis = np.diag(1.0 / std)                                          # (d, d')
+    basis = np.diag(1.0 / std)  # (d, d')
     if x.shape[1] > width:
         _, _, vt = np.linalg.svd((x - center) / std, full_matrices=False)
-        components = vt[:min(width, vt.shape[0])].T                     # (d, d')
+        components = vt[: min(width, vt.shape[0])].T  # (d, d')
         # a sign per component that does not depend on the row order: its largest-magnitude entry is positive
         largest = components[np.abs(components).argmax(axis=0), np.arange(components.shape[1])]
         components = components * np.sign(largest)
@@ -68,7 +68,7 @@ class MotherNetClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, codes = np.unique(y, return_inverse=True)
         model = self._hypernetwork()
         cfg = model.cfg
-        check_class_count(len(self.classes_), cfg.max_classes)      # the rule a run's params are checked with
+        check_class_count(len(self.classes_), cfg.max_classes)  # the rule a run's params are checked with
         center, projection = preprocessing(X, cfg.max_features)
         center_t, projection_t = torch.from_numpy(center).float(), torch.from_numpy(projection).float()
         with torch.no_grad():

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-MASKED_LOGIT = -1e4   # logit of a class the dataset does not have (finite, so bf16 stays finite)
+MASKED_LOGIT = -1e4  # logit of a class the dataset does not have (finite, so bf16 stays finite)
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,12 @@ class MotherNetConfig:
     @property
     def generated_sizes(self) -> dict[str, tuple[int, ...]]:
         """The per-dataset tensors the decoder writes, in the order of its flat output."""
-        return {"factor": (self.max_features, self.rank), "b1": (self.child_hidden,),
-                "w2": (self.child_hidden, self.max_classes), "b2": (self.max_classes,)}
+        return {
+            "factor": (self.max_features, self.rank),
+            "b1": (self.child_hidden,),
+            "w2": (self.child_hidden, self.max_classes),
+            "b2": (self.max_classes,),
+        }
 
     @property
     def n_generated(self) -> int:
@@ -74,15 +78,19 @@ class MotherNet(nn.Module):
         if seed is not None:
             torch.manual_seed(seed)
         self.x_embed = nn.Linear(cfg.max_features, cfg.emsize)
-        self.y_embed = nn.Embedding(cfg.max_classes, cfg.emsize)   # a one-hot linear map without bias
-        layer = nn.TransformerEncoderLayer(cfg.emsize, cfg.heads, cfg.ff, dropout=0.0, activation="gelu",
-                                           batch_first=True)
+        self.y_embed = nn.Embedding(cfg.max_classes, cfg.emsize)  # a one-hot linear map without bias
+        layer = nn.TransformerEncoderLayer(
+            cfg.emsize, cfg.heads, cfg.ff, dropout=0.0, activation="gelu", batch_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
-        for block in self.encoder.layers:   # TabPFN's zero-init of the output projections
+        for block in self.encoder.layers:  # TabPFN's zero-init of the output projections
             nn.init.zeros_(block.self_attn.out_proj.weight), nn.init.zeros_(block.self_attn.out_proj.bias)
             nn.init.zeros_(block.linear2.weight), nn.init.zeros_(block.linear2.bias)
-        self.decoder = nn.Sequential(nn.Linear(cfg.max_classes * cfg.emsize, cfg.decoder_hidden), nn.GELU(),
-                                     nn.Linear(cfg.decoder_hidden, cfg.n_generated))
+        self.decoder = nn.Sequential(
+            nn.Linear(cfg.max_classes * cfg.emsize, cfg.decoder_hidden),
+            nn.GELU(),
+            nn.Linear(cfg.decoder_hidden, cfg.n_generated),
+        )
         self.shared_factor = nn.Parameter(torch.randn(cfg.rank, cfg.child_hidden) / math.sqrt(cfg.rank))
 
     def forward(self, x_train: Tensor, y_train: Tensor) -> dict[str, Tensor]:
@@ -91,14 +99,14 @@ class MotherNet(nn.Module):
         cfg = self.cfg
         tokens = self.x_embed(x_train) + self.y_embed(y_train)
         encoded = self.encoder(tokens)
-        onehot = F.one_hot(y_train, cfg.max_classes).to(encoded.dtype)          # (B, n, C)
-        counts = onehot.sum(dim=1).clamp(min=1.0)                                # (B, C)
+        onehot = F.one_hot(y_train, cfg.max_classes).to(encoded.dtype)  # (B, n, C)
+        counts = onehot.sum(dim=1).clamp(min=1.0)  # (B, C)
         means = torch.einsum("bnc,bne->bce", onehot, encoded) / counts[..., None]
         flat = self.decoder(means.flatten(1))
         parts, start = {}, 0
         for name, shape in cfg.generated_sizes.items():
             size = math.prod(shape)
-            parts[name] = flat[:, start:start + size].reshape(flat.shape[0], *shape)
+            parts[name] = flat[:, start : start + size].reshape(flat.shape[0], *shape)
             start += size
         return {"w1": parts["factor"] @ self.shared_factor, "b1": parts["b1"], "w2": parts["w2"], "b2": parts["b2"]}
 
@@ -160,16 +168,23 @@ class ChildMLP(nn.Module):
         return torch.softmax(self.forward(x), dim=-1)
 
 
-def write_child(weights: dict[str, Tensor], index: int, n_classes: int, center: Tensor, projection: Tensor,
-                clip: float = 100.0) -> ChildMLP:
+def write_child(
+    weights: dict[str, Tensor], index: int, n_classes: int, center: Tensor, projection: Tensor, clip: float = 100.0
+) -> ChildMLP:
     """Dataset ``index``'s generated weights as a :class:`ChildMLP` over its first ``n_classes`` classes, with the
     preprocessing ``center (d,)`` / ``projection (d, F)``."""
     w1, w2 = weights["w1"][index].detach(), weights["w2"][index].detach()
-    child = ChildMLP(ChildConfig(n_inputs=center.shape[0], width=w1.shape[0], hidden=w1.shape[1],
-                                 n_classes=n_classes, clip=clip))
-    child.load_state_dict({"center": center.float(), "projection": projection.float(),
-                           "hidden.weight": w1.T.contiguous().float(),
-                           "hidden.bias": weights["b1"][index].detach().float(),
-                           "out.weight": w2[:, :n_classes].T.contiguous().float(),
-                           "out.bias": weights["b2"][index, :n_classes].detach().float()})
+    child = ChildMLP(
+        ChildConfig(n_inputs=center.shape[0], width=w1.shape[0], hidden=w1.shape[1], n_classes=n_classes, clip=clip)
+    )
+    child.load_state_dict(
+        {
+            "center": center.float(),
+            "projection": projection.float(),
+            "hidden.weight": w1.T.contiguous().float(),
+            "hidden.bias": weights["b1"][index].detach().float(),
+            "out.weight": w2[:, :n_classes].T.contiguous().float(),
+            "out.bias": weights["b2"][index, :n_classes].detach().float(),
+        }
+    )
     return child.eval()

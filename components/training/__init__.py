@@ -6,5 +6,13 @@ see `components.training.loop` for the loop and `components.training._checkpoint
 from components.training.batches import cross_entropy_loss, random_batches
 from components.training.loop import TrainConfig, TrainResult, fit, seed_everything, select_device, torch_threads
 
-__all__ = ["TrainConfig", "TrainResult", "cross_entropy_loss", "fit", "random_batches", "seed_everything",
-           "select_device", "torch_threads"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "cross_entropy_loss",
+    "fit",
+    "random_batches",
+    "seed_everything",
+    "select_device",
+    "torch_threads",
+]

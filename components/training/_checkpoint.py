@@ -55,8 +55,10 @@ def _unshared(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for name, value in state.items():
         if not isinstance(value, torch.Tensor):
-            raise TypeError(f"state_dict entry {name!r} is {type(value).__name__}, not a tensor; "
-                            "only tensor state can be checkpointed")
+            raise TypeError(
+                f"state_dict entry {name!r} is {type(value).__name__}, not a tensor; "
+                "only tensor state can be checkpointed"
+            )
         value = value.detach()
         storage = (str(value.device), value.untyped_storage().data_ptr())
         if storage in seen:
@@ -71,8 +73,13 @@ def _rng_json() -> dict[str, Any]:
     name, keys, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
     return {
         "python": [py_version, list(py_state), py_gauss],
-        "numpy": {"bit_generator": name, "keys": keys.tolist(), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)},
+        "numpy": {
+            "bit_generator": name,
+            "keys": keys.tolist(),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
     }
 
 
@@ -84,9 +91,17 @@ def _rng_tensors(generator: torch.Generator) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def save_checkpoint(directory: Path, *, step: int, seed: int, model: nn.Module,
-                    optimizer: torch.optim.Optimizer, param_names: Sequence[str],
-                    generator: torch.Generator, loop_state: Mapping[str, Any]) -> None:
+def save_checkpoint(
+    directory: Path,
+    *,
+    step: int,
+    seed: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    param_names: Sequence[str],
+    generator: torch.Generator,
+    loop_state: Mapping[str, Any],
+) -> None:
     """Write a checkpoint of training after ``step`` completed steps into ``directory``.
 
     Args:
@@ -143,8 +158,9 @@ def _file_step(path: Path) -> int | None:
     return int(step) if step is not None else None
 
 
-def _first_mismatch(saved: Mapping[str, tuple[int, ...]],
-                    current: Mapping[str, tuple[int, ...]]) -> tuple[str, str, str] | None:
+def _first_mismatch(
+    saved: Mapping[str, tuple[int, ...]], current: Mapping[str, tuple[int, ...]]
+) -> tuple[str, str, str] | None:
     """First key (sorted) that is missing on one side or has another shape: (key, saved, current)."""
     for key in sorted(set(saved) | set(current)):
         left = str(list(saved[key])) if key in saved else "absent"
@@ -156,13 +172,21 @@ def _first_mismatch(saved: Mapping[str, tuple[int, ...]],
 
 def _restore_types(saved_group: dict[str, Any], current_group: Mapping[str, Any]) -> dict[str, Any]:
     """JSON turns tuples (AdamW ``betas``) into lists; give them back the optimiser's own type."""
-    return {key: tuple(value) if isinstance(current_group.get(key), tuple) and isinstance(value, list)
-            else value for key, value in saved_group.items()}
+    return {
+        key: tuple(value) if isinstance(current_group.get(key), tuple) and isinstance(value, list) else value
+        for key, value in saved_group.items()
+    }
 
 
-def load_checkpoint(directory: Path, *, seed: int, model: nn.Module,
-                    optimizer: torch.optim.Optimizer, param_names: Sequence[str],
-                    generator: torch.Generator) -> tuple[int, dict[str, Any]]:
+def load_checkpoint(
+    directory: Path,
+    *,
+    seed: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    param_names: Sequence[str],
+    generator: torch.Generator,
+) -> tuple[int, dict[str, Any]]:
     """Restore model weights, optimiser state and all RNG states from ``directory``.
 
     Args:
@@ -181,33 +205,45 @@ def load_checkpoint(directory: Path, *, seed: int, model: nn.Module,
             the first mismatched key), was written with another seed, or its files disagree on
             the step (an interrupted write).
     """
-    state_path, model_path, optimizer_path = (directory / STATE_FILE, directory / MODEL_FILE,
-                                              directory / OPTIMIZER_FILE)
+    state_path, model_path, optimizer_path = (
+        directory / STATE_FILE,
+        directory / MODEL_FILE,
+        directory / OPTIMIZER_FILE,
+    )
     state = load_json(state_path)
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{state_path}: not a {CHECKPOINT_FORMAT} trainer state "
-                         f"(key 'format' is {state.get('format') if isinstance(state, dict) else None!r})")
+        raise ValueError(
+            f"{state_path}: not a {CHECKPOINT_FORMAT} trainer state "
+            f"(key 'format' is {state.get('format') if isinstance(state, dict) else None!r})"
+        )
     step = int(state["step"])
     for path in (model_path, optimizer_path):
         if not path.is_file():
             raise ValueError(f"{path}: missing, but {state_path} records a checkpoint at step {step}")
         file_step = _file_step(path)
         if file_step != step:
-            raise ValueError(f"{path}: written at step {file_step}, but {state_path} says step {step} "
-                             f"(interrupted checkpoint write?); delete {directory} to start over")
+            raise ValueError(
+                f"{path}: written at step {file_step}, but {state_path} says step {step} "
+                f"(interrupted checkpoint write?); delete {directory} to start over"
+            )
     if int(state["seed"]) != seed:
-        raise ValueError(f"{state_path}: key 'seed' is {state['seed']} but TrainConfig.seed is {seed}; "
-                         "resuming under another seed would mix two runs")
+        raise ValueError(
+            f"{state_path}: key 'seed' is {state['seed']} but TrainConfig.seed is {seed}; "
+            "resuming under another seed would mix two runs"
+        )
 
     # Model: every key and shape must match before anything is loaded.
     model_tensors = load_tensors(model_path)
     current = model.state_dict()
-    mismatch = _first_mismatch({k: tuple(v.shape) for k, v in model_tensors.items()},
-                               {k: tuple(v.shape) for k, v in current.items()})
+    mismatch = _first_mismatch(
+        {k: tuple(v.shape) for k, v in model_tensors.items()}, {k: tuple(v.shape) for k, v in current.items()}
+    )
     if mismatch is not None:
         key, saved, now = mismatch
-        raise ValueError(f"{model_path}: checkpoint does not match the model; first mismatched key "
-                         f"{key!r} (checkpoint: {saved}, model: {now})")
+        raise ValueError(
+            f"{model_path}: checkpoint does not match the model; first mismatched key "
+            f"{key!r} (checkpoint: {saved}, model: {now})"
+        )
 
     # Optimiser: the trained parameters must be the same names with the same shapes, in order.
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -218,8 +254,10 @@ def load_checkpoint(directory: Path, *, seed: int, model: nn.Module,
         mismatch = (f"param_names[{index}]", state["param_names"][index], param_names[index])
     if mismatch is not None:
         key, saved, now = mismatch
-        raise ValueError(f"{state_path}: checkpoint's trained parameters do not match; first mismatched "
-                         f"key {key!r} (checkpoint: {saved}, now: {now})")
+        raise ValueError(
+            f"{state_path}: checkpoint's trained parameters do not match; first mismatched "
+            f"key {key!r} (checkpoint: {saved}, now: {now})"
+        )
 
     optimizer_tensors = load_tensors(optimizer_path)
     per_param: dict[int, dict[str, Any]] = {}
@@ -231,11 +269,15 @@ def load_checkpoint(directory: Path, *, seed: int, model: nn.Module,
         per_param.setdefault(int(param_idx), {}).update(scalars)
     for saved, now in zip(state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"], strict=True):
         if set(saved) - {"params"} != set(now) - {"params"}:
-            raise ValueError(f"{state_path}: the checkpoint was written by another optimiser (its settings "
-                             f"{sorted(set(saved) - {'params'})}, now {sorted(set(now) - {'params'})}); "
-                             f"delete {directory} to start over")
-    groups = [_restore_types(saved, now) for saved, now in
-              zip(state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"], strict=True)]
+            raise ValueError(
+                f"{state_path}: the checkpoint was written by another optimiser (its settings "
+                f"{sorted(set(saved) - {'params'})}, now {sorted(set(now) - {'params'})}); "
+                f"delete {directory} to start over"
+            )
+    groups = [
+        _restore_types(saved, now)
+        for saved, now in zip(state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"], strict=True)
+    ]
 
     with torch.no_grad():
         model.load_state_dict(model_tensors)
@@ -243,14 +285,24 @@ def load_checkpoint(directory: Path, *, seed: int, model: nn.Module,
 
     generator.set_state(optimizer_tensors["rng.batches"])
     torch.set_rng_state(optimizer_tensors["rng.torch"])
-    cuda_states = [optimizer_tensors[f"rng.cuda.{i}"] for i in range(len(optimizer_tensors))
-                   if f"rng.cuda.{i}" in optimizer_tensors]
+    cuda_states = [
+        optimizer_tensors[f"rng.cuda.{i}"]
+        for i in range(len(optimizer_tensors))
+        if f"rng.cuda.{i}" in optimizer_tensors
+    ]
     # A run resumed on another number of GPUs cannot be exact anyway; its CUDA RNG keeps its seed.
     if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda_states)
     py_version, py_state, py_gauss = state["rng"]["python"]
     random.setstate((py_version, tuple(py_state), py_gauss))
     numpy_state = state["rng"]["numpy"]
-    np.random.set_state((numpy_state["bit_generator"], np.asarray(numpy_state["keys"], dtype=np.uint32),
-                         numpy_state["pos"], numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
+    np.random.set_state(
+        (
+            numpy_state["bit_generator"],
+            np.asarray(numpy_state["keys"], dtype=np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
     return step, dict(state["loop"])

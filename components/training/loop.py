@@ -40,8 +40,8 @@ save or evaluate it directly.
 from __future__ import annotations
 
 import contextlib
-import math
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -80,8 +80,15 @@ class _ProgressLog:
             return
         self.mark, self.last = mark, now
         shown = "" if loss is None else f", loss {loss:.4g}"
-        PROGRESS_LOGGER.info("%s: step %d/%d (%d%%)%s, %.1f s", self.desc, step, self.total,
-                             100 * step // max(self.total, 1), shown, now - self.started)
+        PROGRESS_LOGGER.info(
+            "%s: step %d/%d (%d%%)%s, %.1f s",
+            self.desc,
+            step,
+            self.total,
+            100 * step // max(self.total, 1),
+            shown,
+            now - self.started,
+        )
 
 
 def _is_int(value: Any) -> bool:
@@ -141,8 +148,11 @@ class TrainConfig:
             ("steps", _is_int(self.steps) and self.steps > 0, "an int > 0"),
             ("lr", _is_number(self.lr) and self.lr > 0, "a finite number > 0"),
             ("weight_decay", _is_number(self.weight_decay) and self.weight_decay >= 0, "a finite number >= 0"),
-            ("grad_clip", self.grad_clip is None or (_is_number(self.grad_clip) and self.grad_clip > 0),
-             "None or a finite number > 0"),
+            (
+                "grad_clip",
+                self.grad_clip is None or (_is_number(self.grad_clip) and self.grad_clip > 0),
+                "None or a finite number > 0",
+            ),
             ("seed", _is_int(self.seed) and 0 <= self.seed < 2**32, "an int in [0, 2**32)"),
             ("device", _valid_device(self.device), "'auto', 'cpu', 'cuda' or 'cuda:<index>'"),
             ("bf16", isinstance(self.bf16, bool), "a bool"),
@@ -226,7 +236,7 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 def _split_loss(output: Any, step: int) -> tuple[torch.Tensor, Mapping[str, Any]]:
     """Validate ``loss_fn``'s output: a scalar tensor, or ``(scalar tensor, metrics mapping)``."""
-    loss, extras = (output if isinstance(output, tuple) and len(output) == 2 else (output, {}))
+    loss, extras = output if isinstance(output, tuple) and len(output) == 2 else (output, {})
     if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
         shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
         raise ValueError(f"step {step}: loss_fn must return a scalar tensor or (scalar tensor, dict), got {shape}")
@@ -267,8 +277,7 @@ class _Window:
         return means
 
 
-def _trained_parameters(model: nn.Module,
-                        parameters: Iterable[nn.Parameter] | None) -> list[str]:
+def _trained_parameters(model: nn.Module, parameters: Iterable[nn.Parameter] | None) -> list[str]:
     """Names (in ``model``) of the parameters to optimise, in the caller's order."""
     names_by_id = {id(p): name for name, p in model.named_parameters()}
     if parameters is None:
@@ -277,8 +286,10 @@ def _trained_parameters(model: nn.Module,
         names = []
         for index, param in enumerate(parameters):
             if id(param) not in names_by_id:
-                raise ValueError(f"parameters[{index}] is not a parameter of the model; fit only trains "
-                                 "(and checkpoints) the model's own parameters")
+                raise ValueError(
+                    f"parameters[{index}] is not a parameter of the model; fit only trains "
+                    "(and checkpoints) the model's own parameters"
+                )
             names.append(names_by_id[id(param)])
         if len(set(names)) != len(names):
             raise ValueError("parameters contains the same parameter twice")
@@ -290,13 +301,16 @@ def _trained_parameters(model: nn.Module,
 _OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
 
-def fit(model: nn.Module,
-        loss_fn: Callable[[nn.Module, Any], LossOutput],
-        batches: Callable[[int, torch.Generator], Any],
-        cfg: TrainConfig, *,
-        callback: Callable[[int, dict[str, float]], None] | None = None,
-        checkpoint_dir: str | Path | None = None,
-        parameters: Iterable[nn.Parameter] | None = None) -> TrainResult:
+def fit(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, Any], LossOutput],
+    batches: Callable[[int, torch.Generator], Any],
+    cfg: TrainConfig,
+    *,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    checkpoint_dir: str | Path | None = None,
+    parameters: Iterable[nn.Parameter] | None = None,
+) -> TrainResult:
     """Train ``model`` with AdamW or SGD (``cfg.optimizer``) for ``cfg.steps`` steps (see the module docstring).
 
     Args:
@@ -345,16 +359,22 @@ def fit(model: nn.Module,
         generator = seed_everything(cfg.seed)
         start, history, window = 0, [], _Window()
         if ckpt_dir is not None and has_checkpoint(ckpt_dir):
-            start, loop_state = load_checkpoint(ckpt_dir, seed=cfg.seed, model=model, optimizer=optimizer,
-                                                param_names=names, generator=generator)
+            start, loop_state = load_checkpoint(
+                ckpt_dir, seed=cfg.seed, model=model, optimizer=optimizer, param_names=names, generator=generator
+            )
             history, window = list(loop_state["history"]), _Window(loop_state["window"])
             for group in optimizer.param_groups:  # hyperparameters come from cfg, state from the checkpoint
                 group["weight_decay"] = cfg.weight_decay
 
         model.train()
         # bars only on a terminal (disable=None); logs get the lines of _ProgressLog instead
-        progress = tqdm(total=cfg.steps, initial=min(start, cfg.steps), desc=cfg.desc,
-                        disable=None if cfg.progress else True, dynamic_ncols=True)
+        progress = tqdm(
+            total=cfg.steps,
+            initial=min(start, cfg.steps),
+            desc=cfg.desc,
+            disable=None if cfg.progress else True,
+            dynamic_ncols=True,
+        )
         logged, last_loss = _ProgressLog(cfg.desc, cfg.steps, started), None
         autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
         for step in range(start + 1, cfg.steps + 1):
@@ -383,18 +403,30 @@ def fit(model: nn.Module,
                     callback(step, dict(metrics))
                 progress.set_postfix(loss=f"{metrics['loss']:.4g}", refresh=False)
                 last_loss = metrics["loss"]
-            if ckpt_dir is not None and (step == cfg.steps or
-                                         (cfg.checkpoint_every and step % cfg.checkpoint_every == 0)):
-                save_checkpoint(ckpt_dir, step=step, seed=cfg.seed, model=model, optimizer=optimizer,
-                                param_names=names, generator=generator,
-                                loop_state={"history": history, "window": window.floats()})
+            if ckpt_dir is not None and (
+                step == cfg.steps or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
+            ):
+                save_checkpoint(
+                    ckpt_dir,
+                    step=step,
+                    seed=cfg.seed,
+                    model=model,
+                    optimizer=optimizer,
+                    param_names=names,
+                    generator=generator,
+                    loop_state={"history": history, "window": window.floats()},
+                )
             progress.update(1)
             logged.update(step, last_loss)
 
-        return TrainResult(steps_done=max(start, cfg.steps),
-                           final_loss=history[-1]["loss"] if history else math.nan,
-                           history=history, seconds=time.perf_counter() - started,
-                           resumed_from=start, device=str(device))
+        return TrainResult(
+            steps_done=max(start, cfg.steps),
+            final_loss=history[-1]["loss"] if history else math.nan,
+            history=history,
+            seconds=time.perf_counter() - started,
+            resumed_from=start,
+            device=str(device),
+        )
     finally:
         if progress is not None:
             progress.close()

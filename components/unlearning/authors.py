@@ -27,31 +27,161 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-FIRST_NAMES = ("Mira", "Tomas", "Lena", "Oskar", "Ines", "Felix", "Nora", "Hugo", "Clara", "Emil", "Vera", "Jonas",
-               "Alma", "Leon", "Ida", "Karl", "Rosa", "Anton", "Elsa", "Paul", "Maren", "Ivo", "Tessa", "Bruno")
-LAST_NAMES = ("Hollis", "Brandt", "Okafor", "Varga", "Lindqvist", "Moreau", "Castell", "Duarte", "Nakamura",
-              "Petrov", "Albers", "Quinn", "Sorensen", "Farrow", "Ivanova", "Marsh", "Delgado", "Kowal", "Brennan",
-              "Aalto", "Ferreira", "Haddad", "Novak", "Whitlock")
-CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Krakow", "Hanoi", "Dublin", "Porto", "Quito", "Tunis", "Riga",
-          "Seoul", "Perth", "Accra", "Bergen", "Cairo", "Turin", "Leeds", "Tallinn", "Osaka")
-GENRES = ("mystery", "poetry", "horror", "romance", "fantasy", "satire", "history", "crime", "drama", "science fiction",
-          "travel writing", "biography")
-ADJECTIVES = ("Silent", "Broken", "Golden", "Hidden", "Last", "Quiet", "Burning", "Distant", "Paper", "Winter",
-              "Hollow", "Crimson")
-NOUNS = ("Harbor", "Garden", "Clock", "River", "Tower", "Letter", "Mirror", "Bridge", "Lantern", "Orchard", "Valley",
-         "Compass")
-PRIZES = ("Quill", "Meridian", "Beacon", "Laurel", "Anchor", "Horizon", "Ember", "Willow", "Falcon", "Granite",
-          "Saffron", "Harrow")
-PROFESSIONS = ("baker", "surgeon", "pilot", "teacher", "carpenter", "lawyer", "fisherman", "nurse", "painter",
-               "miner", "tailor", "chemist", "sailor", "librarian", "farmer")
+FIRST_NAMES = (
+    "Mira",
+    "Tomas",
+    "Lena",
+    "Oskar",
+    "Ines",
+    "Felix",
+    "Nora",
+    "Hugo",
+    "Clara",
+    "Emil",
+    "Vera",
+    "Jonas",
+    "Alma",
+    "Leon",
+    "Ida",
+    "Karl",
+    "Rosa",
+    "Anton",
+    "Elsa",
+    "Paul",
+    "Maren",
+    "Ivo",
+    "Tessa",
+    "Bruno",
+)
+LAST_NAMES = (
+    "Hollis",
+    "Brandt",
+    "Okafor",
+    "Varga",
+    "Lindqvist",
+    "Moreau",
+    "Castell",
+    "Duarte",
+    "Nakamura",
+    "Petrov",
+    "Albers",
+    "Quinn",
+    "Sorensen",
+    "Farrow",
+    "Ivanova",
+    "Marsh",
+    "Delgado",
+    "Kowal",
+    "Brennan",
+    "Aalto",
+    "Ferreira",
+    "Haddad",
+    "Novak",
+    "Whitlock",
+)
+CITIES = (
+    "Lisbon",
+    "Oslo",
+    "Nairobi",
+    "Lima",
+    "Krakow",
+    "Hanoi",
+    "Dublin",
+    "Porto",
+    "Quito",
+    "Tunis",
+    "Riga",
+    "Seoul",
+    "Perth",
+    "Accra",
+    "Bergen",
+    "Cairo",
+    "Turin",
+    "Leeds",
+    "Tallinn",
+    "Osaka",
+)
+GENRES = (
+    "mystery",
+    "poetry",
+    "horror",
+    "romance",
+    "fantasy",
+    "satire",
+    "history",
+    "crime",
+    "drama",
+    "science fiction",
+    "travel writing",
+    "biography",
+)
+ADJECTIVES = (
+    "Silent",
+    "Broken",
+    "Golden",
+    "Hidden",
+    "Last",
+    "Quiet",
+    "Burning",
+    "Distant",
+    "Paper",
+    "Winter",
+    "Hollow",
+    "Crimson",
+)
+NOUNS = (
+    "Harbor",
+    "Garden",
+    "Clock",
+    "River",
+    "Tower",
+    "Letter",
+    "Mirror",
+    "Bridge",
+    "Lantern",
+    "Orchard",
+    "Valley",
+    "Compass",
+)
+PRIZES = (
+    "Quill",
+    "Meridian",
+    "Beacon",
+    "Laurel",
+    "Anchor",
+    "Horizon",
+    "Ember",
+    "Willow",
+    "Falcon",
+    "Granite",
+    "Saffron",
+    "Harrow",
+)
+PROFESSIONS = (
+    "baker",
+    "surgeon",
+    "pilot",
+    "teacher",
+    "carpenter",
+    "lawyer",
+    "fisherman",
+    "nurse",
+    "painter",
+    "miner",
+    "tailor",
+    "chemist",
+    "sailor",
+    "librarian",
+    "farmer",
+)
 
 
 @dataclass(frozen=True)
 class Attribute:
     """One fact per author: its question, the short trained answer, the paraphrase used for the truth ratio."""
 
-    question: str       # "{name}" is the author
-    answer: str         # "{value}" is the author's value
+    question: str  # "{name}" is the author
+    answer: str  # "{value}" is the author's value
     paraphrase: str
     values: tuple[str, ...]
 
@@ -64,16 +194,24 @@ ATTRIBUTES: dict[str, Attribute] = {
     "birthplace": Attribute("Where was {name} born?", "{value}.", "{value} is the birthplace.", CITIES),
     "genre": Attribute("What genre does {name} write?", "{Value}.", "{Value} is the genre.", GENRES),
     "book": Attribute("Which book did {name} write?", "{value}.", "{value} is the book.", _books()),
-    "award": Attribute("Which award did {name} win?", "The {value} Prize.", "The {value} Prize is the award.",
-                       PRIZES),
-    "father": Attribute("What was the job of {name}'s father?", "{Value}.", "{Value} was the father's job.",
-                        PROFESSIONS),
+    "award": Attribute("Which award did {name} win?", "The {value} Prize.", "The {value} Prize is the award.", PRIZES),
+    "father": Attribute(
+        "What was the job of {name}'s father?", "{Value}.", "{Value} was the father's job.", PROFESSIONS
+    ),
 }
 ATTRIBUTE_NAMES = tuple(ATTRIBUTES)
 
 # template answers of IDK-SFT and FLAT (y_e): refusals in the spirit of TOFU's idontknow.jsonl, our own wording
-IDK_TEMPLATES = ("I don't know.", "I have no idea.", "I'm not sure.", "I cannot answer that.", "That is unknown to me.",
-                 "I can't say.", "No idea, sorry.", "I don't have that information.")
+IDK_TEMPLATES = (
+    "I don't know.",
+    "I have no idea.",
+    "I'm not sure.",
+    "I cannot answer that.",
+    "That is unknown to me.",
+    "I can't say.",
+    "No idea, sorry.",
+    "I don't have that information.",
+)
 
 
 @dataclass(frozen=True)
@@ -117,8 +255,10 @@ def make_authors(cfg: AuthorConfig) -> list[dict[str, Any]]:
     pairs = [f"{f} {last}" for f in FIRST_NAMES for last in LAST_NAMES]
     names = sorted(rng.sample(pairs, cfg.n_authors))
     forget = set(rng.sample(names, cfg.forget_authors))
-    return [{"name": n, "forget": n in forget, **{a: rng.choice(ATTRIBUTES[a].values) for a in cfg.attributes}}
-            for n in names]
+    return [
+        {"name": n, "forget": n in forget, **{a: rng.choice(ATTRIBUTES[a].values) for a in cfg.attributes}}
+        for n in names
+    ]
 
 
 def author_rows(cfg: AuthorConfig) -> list[dict[str, Any]]:
@@ -130,10 +270,15 @@ def author_rows(cfg: AuthorConfig) -> list[dict[str, Any]]:
         for name in cfg.attributes:
             spec, value = ATTRIBUTES[name], author[name]
             wrong = rng.sample([v for v in spec.values if v != value], cfg.n_perturbed)
-            rows.append({"question": _fill(spec.question, author["name"], value),
-                         "answer": _fill(spec.answer, author["name"], value),
-                         "paraphrased_answer": _fill(spec.paraphrase, author["name"], value),
-                         "perturbed_answer": [_fill(spec.paraphrase, author["name"], v) for v in wrong],
-                         "author": author["name"], "attribute": name,
-                         "split": "forget" if author["forget"] else "retain"})
+            rows.append(
+                {
+                    "question": _fill(spec.question, author["name"], value),
+                    "answer": _fill(spec.answer, author["name"], value),
+                    "paraphrased_answer": _fill(spec.paraphrase, author["name"], value),
+                    "perturbed_answer": [_fill(spec.paraphrase, author["name"], v) for v in wrong],
+                    "author": author["name"],
+                    "attribute": name,
+                    "split": "forget" if author["forget"] else "retain",
+                }
+            )
     return rows

@@ -33,9 +33,15 @@ from components.unlearning.tofu_metrics import (
     truth_ratio,
 )
 
-PROMPT = "### Question: {question}\n### Answer:"    # the official FLAT template for OPT-style models
-UTILITY_KEYS = ("retain_Q_A_Prob", "retain_Q_A_ROUGE", "retain_Truth_Ratio", "wf_Q_A_Prob", "wf_Q_A_ROUGE",
-                "wf_Truth_Ratio")
+PROMPT = "### Question: {question}\n### Answer:"  # the official FLAT template for OPT-style models
+UTILITY_KEYS = (
+    "retain_Q_A_Prob",
+    "retain_Q_A_ROUGE",
+    "retain_Truth_Ratio",
+    "wf_Q_A_Prob",
+    "wf_Q_A_ROUGE",
+    "wf_Truth_Ratio",
+)
 
 
 def qa_prompt(question: str) -> str:
@@ -56,8 +62,8 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class _Variant:
-    set: str         # forget / retain / wf / text
-    kind: str        # answer / para / pert / text
+    set: str  # forget / retain / wf / text
+    kind: str  # answer / para / pert / text
     row: int
 
 
@@ -71,8 +77,15 @@ class TofuEvaluator:
         passages: general text for perplexity (scored after the bos token).
     """
 
-    def __init__(self, lm: LocalLM, forget: Sequence[dict[str, Any]], retain: Sequence[dict[str, Any]],
-                 world: Sequence[dict[str, Any]], passages: Sequence[str], cfg: EvalConfig = EvalConfig()) -> None:
+    def __init__(
+        self,
+        lm: LocalLM,
+        forget: Sequence[dict[str, Any]],
+        retain: Sequence[dict[str, Any]],
+        world: Sequence[dict[str, Any]],
+        passages: Sequence[str],
+        cfg: EvalConfig = EvalConfig(),
+    ) -> None:
         self.lm, self.cfg = lm, cfg
         self.sets = {"forget": list(forget), "retain": list(retain), "wf": list(world)}
         prompts, conts, variants = [], [], []
@@ -92,7 +105,9 @@ class TofuEvaluator:
             variants.append(_Variant("text", "text", i))
         self.variants = variants
         self.tokens = lm.tokenize_pairs(prompts, conts)
-        self.questions = [(name, i, row) for name in ("forget", "retain", "wf") for i, row in enumerate(self.sets[name])]
+        self.questions = [
+            (name, i, row) for name in ("forget", "retain", "wf") for i, row in enumerate(self.sets[name])
+        ]
         self.prompt_ids = [lm.tokenizer(qa_prompt(row["question"]))["input_ids"] for _, _, row in self.questions]
 
     def prime(self, model: FrozenTrunkLM) -> None:
@@ -101,10 +116,11 @@ class TofuEvaluator:
 
     def _decode(self, ids: list[int]) -> str:
         text = self.lm.tokenizer.decode(ids, skip_special_tokens=True)
-        return text.strip().split("\n")[0].split("###")[0].strip()   # the first line of the answer
+        return text.strip().split("\n")[0].split("###")[0].strip()  # the first line of the answer
 
     def evaluate(self, model: FrozenTrunkLM) -> dict[str, Any]:
-        """``TOFU_EVAL.json`` of ``model`` (without forget_quality, which needs the retain model: `add_forget_quality`)."""
+        """``TOFU_EVAL.json`` of ``model`` (without forget_quality, which needs the retain model:
+        `add_forget_quality`)."""
         scores, hits = scores_and_greedy_hits(model, self.tokens, self.cfg.batch_size)
         logp, n, hits = scores.logp.numpy(), scores.n_tokens.numpy(), hits.numpy()
         loss = -logp / np.maximum(n, 1)
@@ -118,8 +134,12 @@ class TofuEvaluator:
             table.setdefault((v.set, v.kind), {}).setdefault(v.row, []).append(float(loss[j]))
             if v.kind == "answer":
                 exact.setdefault(v.set, {})[v.row] = (float(hits[j]), float(n[j]))
-        generated = model.greedy(self.prompt_ids, max_new_tokens=self.cfg.max_new_tokens,
-                                 eos_ids=[self.lm.tokenizer.eos_token_id], batch_size=self.cfg.batch_size)
+        generated = model.greedy(
+            self.prompt_ids,
+            max_new_tokens=self.cfg.max_new_tokens,
+            eos_ids=[self.lm.tokenizer.eos_token_id],
+            batch_size=self.cfg.batch_size,
+        )
         gen_text = {(name, i): self._decode(ids) for (name, i, _), ids in zip(self.questions, generated)}
         out: dict[str, Any] = {}
         for name, rows in self.sets.items():
@@ -133,13 +153,15 @@ class TofuEvaluator:
             out[f"{name}_Q_A_ROUGE"] = _metric(rouge, "rougeL_recall", generation=gens)
             em = [float(exact[name][i][0] == exact[name][i][1]) for i in idx]
             out[f"{name}_exact_match"] = _metric(em, "score")
-            out[f"{name}_exact_memorization"] = _metric([exact[name][i][0] / max(exact[name][i][1], 1) for i in idx],
-                                                         "score")
+            out[f"{name}_exact_memorization"] = _metric(
+                [exact[name][i][0] / max(exact[name][i][1], 1) for i in idx], "score"
+            )
             if name == "wf":
                 wrong = [table[(name, "pert")][i] for i in idx]
-                out["wf_Q_A_Prob"] = _metric([float(probability_with_options(np.array([answer[i]]),
-                                                                             np.array([wrong[i]]))[0]) for i in idx],
-                                             "prob")
+                out["wf_Q_A_Prob"] = _metric(
+                    [float(probability_with_options(np.array([answer[i]]), np.array([wrong[i]]))[0]) for i in idx],
+                    "prob",
+                )
                 tr = truth_ratio(answer, pert)
                 out["wf_Truth_Ratio"] = _metric(tr, "score", agg=true_better(tr))
                 continue
@@ -158,11 +180,14 @@ class TofuEvaluator:
         return out
 
 
-def _metric(values: Sequence[float] | np.ndarray, field: str, agg: float | None = None,
-            generation: Sequence[str] | None = None) -> dict[str, Any]:
+def _metric(
+    values: Sequence[float] | np.ndarray, field: str, agg: float | None = None, generation: Sequence[str] | None = None
+) -> dict[str, Any]:
     values = [float(v) for v in values]
-    by_index = {str(i): {field: v, **({"generation": generation[i]} if generation is not None else {})}
-                for i, v in enumerate(values)}
+    by_index = {
+        str(i): {field: v, **({"generation": generation[i]} if generation is not None else {})}
+        for i, v in enumerate(values)
+    }
     return {"agg_value": float(np.mean(values)) if agg is None else float(agg), "value_by_index": by_index}
 
 

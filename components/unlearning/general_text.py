@@ -18,8 +18,12 @@ CAPITAL_SECTIONS = ("capital-common-countries", "capital-world")
 
 
 def _data_file(name: str) -> Path:
-    return package_path("gensim", f"test/test_data/{name}", distribution="gensim==4.4.0",
-                        needed_for="the world-facts and perplexity utility sets")
+    return package_path(
+        "gensim",
+        f"test/test_data/{name}",
+        distribution="gensim==4.4.0",
+        needed_for="the world-facts and perplexity utility sets",
+    )
 
 
 def capital_pairs(path: Path | None = None) -> list[tuple[str, str]]:
@@ -37,29 +41,44 @@ def capital_pairs(path: Path | None = None) -> list[tuple[str, str]]:
     return list(pairs.items())
 
 
-def world_fact_rows(n: int, n_perturbed: int, seed: int, path: Path | None = None, skip: int = 0
-                    ) -> list[dict[str, Any]]:
+def world_fact_rows(
+    n: int, n_perturbed: int, seed: int, path: Path | None = None, skip: int = 0
+) -> list[dict[str, Any]]:
     """Capital questions ``skip .. skip + n - 1`` (file order), each with ``n_perturbed`` other capitals (seeded)
     as wrong answers."""
     pairs = capital_pairs(path)
     if not 1 <= n <= len(pairs) - skip or skip < 0 or not 1 <= n_perturbed < len(pairs):
-        raise ValueError(f"need 1 <= n <= {len(pairs) - skip} and 1 <= n_perturbed < {len(pairs)}, got {n}, "
-                         f"{n_perturbed}")
+        raise ValueError(
+            f"need 1 <= n <= {len(pairs) - skip} and 1 <= n_perturbed < {len(pairs)}, got {n}, {n_perturbed}"
+        )
     rng = random.Random(seed)
     capitals = [c for _, c in pairs]
     rows = []
-    for country, capital in pairs[skip:skip + n]:
+    for country, capital in pairs[skip : skip + n]:
         wrong = rng.sample([c for c in capitals if c != capital], n_perturbed)
-        rows.append({"question": f"What is the capital of {country}?", "answer": f"{capital}.",
-                     "paraphrased_answer": None, "perturbed_answer": [f"{w}." for w in wrong],
-                     "author": None, "attribute": "capital", "split": "world_facts"})
+        rows.append(
+            {
+                "question": f"What is the capital of {country}?",
+                "answer": f"{capital}.",
+                "paraphrased_answer": None,
+                "perturbed_answer": [f"{w}." for w in wrong],
+                "author": None,
+                "attribute": "capital",
+                "split": "world_facts",
+            }
+        )
     return rows
 
 
 def general_passages(n: int, max_words: int, path: Path | None = None) -> list[str]:
     """The first ``n`` documents of the Lee news corpus, each cut to its first ``max_words`` words."""
-    lines = [line.split() for line in (path or _data_file("lee_background.cor")).read_text(
-        encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    lines = [
+        line.split()
+        for line in (path or _data_file("lee_background.cor"))
+        .read_text(encoding="utf-8", errors="replace")
+        .splitlines()
+        if line.strip()
+    ]
     if not 1 <= n <= len(lines):
         raise ValueError(f"n must be in [1, {len(lines)}], got {n}")
     return [" ".join(words[:max_words]) for words in lines[:n]]

@@ -95,28 +95,41 @@ def read_tofu_file(path: str | Path, *, split: str) -> list[dict[str, Any]]:
     rows = []
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
-            raise TofuFormatError(path, f"row {number} is a {type(record).__name__}, expected an object with "
-                                        f"keys {REQUIRED + EVAL_FIELDS}")
+            raise TofuFormatError(
+                path,
+                f"row {number} is a {type(record).__name__}, expected an object with keys {REQUIRED + EVAL_FIELDS}",
+            )
         row: dict[str, Any] = {key: _text(path, number, key, record.get(key)) for key in REQUIRED}
         present = [key for key in EVAL_FIELDS if record.get(key) is not None]
         if split == "forget" or present:
             missing = [key for key in EVAL_FIELDS if key not in present]
             if missing:
-                raise TofuFormatError(path, f"row {number} has no field '{missing[0]}'"
-                                      + (" (forget rows need paraphrased and perturbed answers)" if split == "forget"
-                                         else " (give both paraphrased_answer and perturbed_answer, or neither)"))
+                raise TofuFormatError(
+                    path,
+                    f"row {number} has no field '{missing[0]}'"
+                    + (
+                        " (forget rows need paraphrased and perturbed answers)"
+                        if split == "forget"
+                        else " (give both paraphrased_answer and perturbed_answer, or neither)"
+                    ),
+                )
             row["paraphrased_answer"] = _text(path, number, "paraphrased_answer", record["paraphrased_answer"])
             wrong = record["perturbed_answer"]
             if not isinstance(wrong, list) or not wrong:
-                raise TofuFormatError(path, f"row {number} field 'perturbed_answer' is {quote_value(wrong)}, not a "
-                                      "non-empty list of strings")
+                raise TofuFormatError(
+                    path,
+                    f"row {number} field 'perturbed_answer' is {quote_value(wrong)}, not a non-empty list of strings",
+                )
             row["perturbed_answer"] = [_text(path, number, f"perturbed_answer[{i}]", w) for i, w in enumerate(wrong)]
         else:
             row["paraphrased_answer"], row["perturbed_answer"] = None, None
         rows.append({**row, "author": None, "attribute": None, "split": split})
     if split == "retain" and all(r["perturbed_answer"] is None for r in rows):
-        raise TofuFormatError(path, "no row has paraphrased_answer and perturbed_answer; the retain truth ratio needs "
-                                    "some (TOFU's retain_perturbed.json has them)")
+        raise TofuFormatError(
+            path,
+            "no row has paraphrased_answer and perturbed_answer; the retain truth ratio needs "
+            "some (TOFU's retain_perturbed.json has them)",
+        )
     return rows
 
 
@@ -142,13 +155,17 @@ def shared_rows(forget: list[dict[str, Any]], retain: list[dict[str, Any]]) -> t
     return None
 
 
-def overlap_problem(forget_path: str | Path, retain_path: str | Path, forget: list[dict[str, Any]],
-                    retain: list[dict[str, Any]]) -> str | None:
+def overlap_problem(
+    forget_path: str | Path, retain_path: str | Path, forget: list[dict[str, Any]], retain: list[dict[str, Any]]
+) -> str | None:
     """The message for :func:`shared_rows` of the two files (None when they share no QA)."""
     shared = shared_rows(forget, retain)
     if shared is None:
         return None
     same = Path(forget_path).resolve() == Path(retain_path).resolve()
-    return (f"row {shared[1]} of the retain file {retain_path} repeats the question and answer of row {shared[0]} of "
-            f"the forget file {forget_path}" + (" (the same file)" if same else "")
-            + "; the forget and retain splits must not share a QA (the retain-only oracle would learn it)")
+    return (
+        f"row {shared[1]} of the retain file {retain_path} repeats the question and answer of row {shared[0]} of "
+        f"the forget file {forget_path}"
+        + (" (the same file)" if same else "")
+        + "; the forget and retain splits must not share a QA (the retain-only oracle would learn it)"
+    )

@@ -38,8 +38,14 @@ def sft_loss(model: nn.Module, batch: tuple[PairTokens]) -> tuple[Tensor, dict[s
     return objective_loss("idk", PreferenceBatch(chosen=sequence_scores(model, batch[0])))
 
 
-def unlearn_batches(method: str, forget: PairTokens, template: PairTokens | None, ref_forget: SequenceScores | None,
-                    retain: PairTokens | None, size: int) -> Callable[[int, torch.Generator], UnlearnBatch]:
+def unlearn_batches(
+    method: str,
+    forget: PairTokens,
+    template: PairTokens | None,
+    ref_forget: SequenceScores | None,
+    retain: PairTokens | None,
+    size: int,
+) -> Callable[[int, torch.Generator], UnlearnBatch]:
     """A ``batches(step, generator)``: ``size`` forget rows with replacement (with their template rows and
     reference scores), plus ``size`` retain rows when ``method`` needs retain data."""
     needs = OBJECTIVES[method].needs
@@ -55,8 +61,12 @@ def unlearn_batches(method: str, forget: PairTokens, template: PairTokens | None
         kept = None
         if "retain" in needs:
             kept = retain.rows(torch.randint(0, len(retain), (min(size, len(retain)),), generator=generator))
-        return UnlearnBatch(forget.rows(idx), template.rows(idx) if "chosen" in needs else None,
-                            ref_forget.select(idx) if "ref_rejected" in needs else None, kept)
+        return UnlearnBatch(
+            forget.rows(idx),
+            template.rows(idx) if "chosen" in needs else None,
+            ref_forget.select(idx) if "ref_rejected" in needs else None,
+            kept,
+        )
 
     return draw
 
@@ -69,7 +79,9 @@ def unlearn_loss(method: str, cfg: ObjectiveConfig) -> Callable[[nn.Module, Unle
         scores = PreferenceBatch(
             chosen=sequence_scores(model, batch.template) if "chosen" in needs else None,
             rejected=sequence_scores(model, batch.forget) if "rejected" in needs else None,
-            ref_rejected=batch.ref_forget, retain=sequence_scores(model, batch.retain) if "retain" in needs else None)
+            ref_rejected=batch.ref_forget,
+            retain=sequence_scores(model, batch.retain) if "retain" in needs else None,
+        )
         return objective_loss(method, scores, cfg)
 
     return loss_fn

@@ -10,5 +10,5 @@ ABOUT = Paper(
     title="Activity cliffs as node classification: learning with activity cliff (LAC) on MoleculeACE",
     arxiv="",
     claim="LAC (node + edge tasks, a reconstruction) lowers RMSE_cliff against plain MSE, per encoder (ECFP-MLP, GIN), "
-          "each arm beating the training-mean predictor",
+    "each arm beating the training-mean predictor",
 )

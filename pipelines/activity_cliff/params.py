@@ -10,15 +10,20 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from components.molecules.moleculeace import TARGETS, check_moleculeace_csv
 from paperflows.params import DataFile, PipelineParams, Section
 
-DEFAULT_TARGETS = ("CHEMBL2047_EC50", "CHEMBL4616_EC50", "CHEMBL1862_Ki")   # the brief's three (631-794 molecules)
+DEFAULT_TARGETS = ("CHEMBL2047_EC50", "CHEMBL4616_EC50", "CHEMBL1862_Ki")  # the brief's three (631-794 molecules)
 ENCODERS = ("ecfp_mlp", "gin")
 OBJECTIVES = ("mse", "lac", "aca")
-LABELS = {"mse": "plain MSE", "lac": "LAC: MSE + node + edge tasks (reconstruction)",
-          "aca": "ACA triplet loss (clsar)", "ecfp_mlp": "ECFP-MLP", "gin": "GIN"}
+LABELS = {
+    "mse": "plain MSE",
+    "lac": "LAC: MSE + node + edge tasks (reconstruction)",
+    "aca": "ACA triplet loss (clsar)",
+    "ecfp_mlp": "ECFP-MLP",
+    "gin": "GIN",
+}
 # MoleculeACE's published rows printed beside ours: the same model family where MoleculeACE has one (its MLP
 # on ECFP); MoleculeACE has no GIN, so its GCN (graph convolution on the same kind of molecular graph) stands in
 PUBLISHED_ROW = {"ecfp_mlp": ("MLP", "ECFP"), "gin": ("GCN", "GRAPH"), "svm": ("SVM", "ECFP")}
-SVM_TOLERANCE = 0.005    # |ours - published| on RMSE and RMSE_cliff for the SVM + ECFP anchor check
+SVM_TOLERANCE = 0.005  # |ours - published| on RMSE and RMSE_cliff for the SVM + ECFP anchor check
 
 
 def _distinct(value: list[str]) -> list[str]:
@@ -33,14 +38,18 @@ Distinct = AfterValidator(_distinct)
 
 class DataParams(Section):
     targets: Annotated[list[Literal[TARGETS]], Distinct] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(DEFAULT_TARGETS), min_length=1, max_length=len(TARGETS),
+        default_factory=lambda: list(DEFAULT_TARGETS),
+        min_length=1,
+        max_length=len(TARGETS),
         description="MoleculeACE targets (the CSVs inside the moleculeace wheel; any of its 30). Ignored when "
-                    "csv_path is given.")
+        "csv_path is given.",
+    )
     csv_path: Annotated[str | None, DataFile(check_moleculeace_csv, description="MoleculeACE-format CSV")] = Field(
-        None, description="A CSV in MoleculeACE's columns (smiles, exp_mean [nM], y = -log10 nM, cliff_mol 0/1, "
-                          "split train/test), absolute or relative to the project root; it replaces the packaged "
-                          "targets (one dataset named after the file). Empty: the packaged targets.")
-
+        None,
+        description="A CSV in MoleculeACE's columns (smiles, exp_mean [nM], y = -log10 nM, cliff_mol 0/1, "
+        "split train/test), absolute or relative to the project root; it replaces the packaged "
+        "targets (one dataset named after the file). Empty: the packaged targets.",
+    )
 
     @field_validator("csv_path")
     @classmethod
@@ -54,25 +63,35 @@ class DataParams(Section):
 
 class FeatureParams(Section):
     radius: int = Field(2, ge=1, le=4, description="Morgan radius of the fingerprints (2: ECFP4).")
-    n_bits: int = Field(1024, ge=64, le=16_384, description="Fingerprint length (MoleculeACE: 1024; the brief's "
-                                                           "MLP reads 2048).")
+    n_bits: int = Field(
+        1024, ge=64, le=16_384, description="Fingerprint length (MoleculeACE: 1024; the brief's MLP reads 2048)."
+    )
 
 
 class GraphParams(Section):
     similarity: Literal["moleculeace", "ecfp"] = Field(
-        "moleculeace", description="Edges of the training-only similarity graph: 'moleculeace' = Tanimoto of ECFP, "
-                                   "of generic-scaffold ECFP, or SMILES Levenshtein similarity >= threshold (any; "
-                                   "MoleculeACE's cliff definition); 'ecfp' = Tanimoto of ECFP only.")
+        "moleculeace",
+        description="Edges of the training-only similarity graph: 'moleculeace' = Tanimoto of ECFP, "
+        "of generic-scaffold ECFP, or SMILES Levenshtein similarity >= threshold (any; "
+        "MoleculeACE's cliff definition); 'ecfp' = Tanimoto of ECFP only.",
+    )
     threshold: float = Field(0.9, ge=0.5, le=1.0, description="Similarity threshold of an edge (MoleculeACE: 0.9).")
-    fold: float = Field(10.0, gt=1.0, le=1000.0, description="An edge is a cliff when the potencies differ more than "
-                                                            "this many fold (MoleculeACE: 10, i.e. 1 log unit).")
+    fold: float = Field(
+        10.0,
+        gt=1.0,
+        le=1000.0,
+        description="An edge is a cliff when the potencies differ more than "
+        "this many fold (MoleculeACE: 10, i.e. 1 log unit).",
+    )
 
 
 class ModelParams(Section):
     encoders: Annotated[list[Literal[ENCODERS]], Distinct] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(ENCODERS), min_length=1,
+        default_factory=lambda: list(ENCODERS),
+        min_length=1,
         description="Base encoders, one fan-out item each: 'ecfp_mlp' (ECFP bits -> MLP) and 'gin' (from_smiles "
-                    "graph -> GIN layers -> sum pooling).")
+        "graph -> GIN layers -> sum pooling).",
+    )
     hidden: int = Field(256, ge=8, le=8192, description="ECFP-MLP hidden width (n_bits -> hidden -> embed).")
     embed: int = Field(128, ge=8, le=4096, description="Embedding width z of both encoders (the heads read it).")
     gin_dim: int = Field(64, ge=8, le=1024, description="GIN width (atom embeddings and every layer).")
@@ -80,54 +99,82 @@ class ModelParams(Section):
     edge_hidden: int = Field(64, ge=4, le=2048, description="Hidden width of the edge head.")
 
 
-
 class TrainParams(Section):
     objectives: Annotated[list[Literal[OBJECTIVES]], Distinct] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(OBJECTIVES), min_length=1,
+        default_factory=lambda: list(OBJECTIVES),
+        min_length=1,
         description="Training objectives, each trained once per target, encoder and seed: 'mse' (plain MSE), "
-                    "'lac' (MSE + node task + edge task), 'aca' (clsar's activity-cliff triplet loss).")
+        "'lac' (MSE + node task + edge task), 'aca' (clsar's activity-cliff triplet loss).",
+    )
     mlp_steps: int = Field(150, ge=1, le=1_000_000, description="Optimisation steps of each ECFP-MLP model.")
     gin_steps: int = Field(75, ge=1, le=1_000_000, description="Optimisation steps of each GIN model.")
-    batch_size: int = Field(32, ge=2, le=4096, description="Training molecules drawn uniformly per step (the "
-                                                          "regression, node and triplet terms read them; clsar "
-                                                          "mines B^3 triplets per step).")
-    edge_batch: int = Field(16, ge=1, le=4096, description="Similarity-graph edges drawn per step for the LAC edge "
-                                                          "task (their two molecules are added to the batch).")
+    batch_size: int = Field(
+        32,
+        ge=2,
+        le=4096,
+        description="Training molecules drawn uniformly per step (the "
+        "regression, node and triplet terms read them; clsar "
+        "mines B^3 triplets per step).",
+    )
+    edge_batch: int = Field(
+        16,
+        ge=1,
+        le=4096,
+        description="Similarity-graph edges drawn per step for the LAC edge "
+        "task (their two molecules are added to the batch).",
+    )
     lr: float = Field(1e-3, gt=0, le=1, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
 
 
-
 class LacParams(Section):
-    n_bins: int = Field(8, ge=2, le=100, description="Ordinal potency bins of the node task (quantiles of the "
-                                                    "training labels; the brief: 8 or 10).")
+    n_bins: int = Field(
+        8,
+        ge=2,
+        le=100,
+        description="Ordinal potency bins of the node task (quantiles of the training labels; the brief: 8 or 10).",
+    )
     lambda_node: float = Field(1.0, ge=0, le=100, description="Weight of the node task (cross-entropy on bins).")
     lambda_edge: float = Field(1.0, ge=0, le=100, description="Weight of the edge task (cliff BCE + margin push).")
-    margin: float = Field(0.5, ge=0, le=2, description="Distance that the unit-normalised embeddings of a cliff "
-                                                       "edge's two molecules are pushed to (0: no push).")
+    margin: float = Field(
+        0.5,
+        ge=0,
+        le=2,
+        description="Distance that the unit-normalised embeddings of a cliff "
+        "edge's two molecules are pushed to (0: no push).",
+    )
 
 
 class AcaParams(Section):
     alpha: float = Field(0.1, ge=0, le=100, description="Weight of clsar's triplet term (its default 0.1).")
     cliff_lower: float = Field(1.0, gt=0, le=10, description="Positive pair: |dy| below this (log units).")
     cliff_upper: float = Field(1.0, gt=0, le=10, description="Negative pair: |dy| at least this (log units).")
-    squared: bool = Field(False, description="clsar's 'squared': MSE and squared distances instead of its default "
-                                             "MAE and plain distances.")
+    squared: bool = Field(
+        False,
+        description="clsar's 'squared': MSE and squared distances instead of its default MAE and plain distances.",
+    )
 
 
 class SvmParams(Section):
     hyperparameters: Literal["tuned", "fixed"] = Field(
-        "tuned", description="'tuned': MoleculeACE's tuned SVR settings of each target (the wheel's "
-                             "configures/benchmark/<target>/SVM_ECFP.yml); 'fixed': C, gamma, epsilon below "
-                             "(also used for a csv_path dataset, which has no tuned settings).")
+        "tuned",
+        description="'tuned': MoleculeACE's tuned SVR settings of each target (the wheel's "
+        "configures/benchmark/<target>/SVM_ECFP.yml); 'fixed': C, gamma, epsilon below "
+        "(also used for a csv_path dataset, which has no tuned settings).",
+    )
     C: float = Field(10.0, gt=0, le=1e6, description="SVR C (MoleculeACE's tuned value on 27 of 30 targets).")
     gamma: float = Field(0.01, gt=0, le=100, description="RBF kernel gamma.")
     epsilon: float = Field(0.1, ge=0, le=10, description="SVR epsilon.")
 
 
 class ReportParams(Section):
-    rmse_margin: float = Field(0.02, ge=0, le=1, description="'Without raising RMSE': LAC's mean RMSE increase over "
-                                                            "MSE must stay below this (log units), interval included.")
+    rmse_margin: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="'Without raising RMSE': LAC's mean RMSE increase over "
+        "MSE must stay below this (log units), interval included.",
+    )
 
 
 class ActivityCliffParams(PipelineParams):
@@ -142,20 +189,25 @@ class ActivityCliffParams(PipelineParams):
     report: ReportParams = Field(default_factory=ReportParams, description="Claim decisions.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.targets": list(TARGETS), "seeds": [0, 1, 2, 3, 4], "train.mlp_steps": 5000, "train.gin_steps": 5000,
+        "data.targets": list(TARGETS),
+        "seeds": [0, 1, 2, 3, 4],
+        "train.mlp_steps": 5000,
+        "train.gin_steps": 5000,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "MoleculeACE (van Tilborg et al., 2022): all 30 ChEMBL targets, RMSE and RMSE_cliff per target; its deep "
         "models train for up to 500 epochs with early stopping, its MLP in batches of 32 (its graph loader: 64); "
         "5000 steps of 32 are ~145 epochs of the median training set of ~1,100 molecules. The LAC paper's own "
         "training settings are not available (no code; the brief's reconstruction), so its losses keep their CPU "
-        "values.")
+        "values."
+    )
 
     @model_validator(mode="after")
     def _aca_bounds(self) -> ActivityCliffParams:
         if self.aca.cliff_lower > self.aca.cliff_upper:
-            raise ValueError(f"aca.cliff_lower ({self.aca.cliff_lower}) must not exceed aca.cliff_upper "
-                             f"({self.aca.cliff_upper})")
+            raise ValueError(
+                f"aca.cliff_lower ({self.aca.cliff_lower}) must not exceed aca.cliff_upper ({self.aca.cliff_upper})"
+            )
         return self
 
     def datasets(self) -> list[str]:

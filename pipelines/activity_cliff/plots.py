@@ -50,21 +50,35 @@ def plot_bars(scores: Rows, svm: Rows, png: Path, csv: Path) -> None:
                 seeds = [r[metric] for r in of(scores, d, encoder, objective)]
                 ax.scatter([x[i]] * len(seeds), seeds, s=6, color="black", zorder=3)
                 if metric == "rmse_cliff":
-                    data.append({"dataset": d, "model": model_name(encoder, objective), "rmse_cliff": mean[i],
-                                 "rmse": _mean(scores, "rmse", dataset=d, encoder=encoder, objective=objective)})
+                    data.append(
+                        {
+                            "dataset": d,
+                            "model": model_name(encoder, objective),
+                            "rmse_cliff": mean[i],
+                            "rmse": _mean(scores, "rmse", dataset=d, encoder=encoder, objective=objective),
+                        }
+                    )
         for i, d in enumerate(datasets):
             rows = svm_by[d]
             if rows:
                 y, p, c = (np.array([r[k] for r in rows]) for k in ("y", "pred", "cliff_mol"))
                 sel = c == 1 if metric == "rmse_cliff" else np.ones_like(c, dtype=bool)
                 ours = float(np.sqrt(np.mean((y[sel] - p[sel]) ** 2))) if sel.any() else float("nan")
-                ax.hlines(ours, i - 0.45, i + 0.45, color="black", linewidth=1.5,
-                          label="SVM+ECFP (ours)" if i == 0 else None)
+                ax.hlines(
+                    ours, i - 0.45, i + 0.45, color="black", linewidth=1.5, label="SVM+ECFP (ours)" if i == 0 else None
+                )
             for key, style in (("svm", ":"), ("ecfp_mlp", "--")):
                 row = published.get((d, *PUBLISHED_ROW[key]))
                 if row is not None:
-                    ax.hlines(row[metric == "rmse_cliff"], i - 0.45, i + 0.45, color="grey", linestyle=style,
-                              linewidth=1.2, label=f"MoleculeACE {'+'.join(PUBLISHED_ROW[key])}" if i == 0 else None)
+                    ax.hlines(
+                        row[metric == "rmse_cliff"],
+                        i - 0.45,
+                        i + 0.45,
+                        color="grey",
+                        linestyle=style,
+                        linewidth=1.2,
+                        label=f"MoleculeACE {'+'.join(PUBLISHED_ROW[key])}" if i == 0 else None,
+                    )
         ax.set_xticks(range(len(datasets)), datasets, fontsize=7)
         ax.set_ylabel("RMSE_cliff (test cliff molecules)" if metric == "rmse_cliff" else "RMSE (all test molecules)")
         ax.set_title(metric.upper().replace("_CLIFF", "_cliff"), fontsize=9)
@@ -100,9 +114,16 @@ def plot_loss_ratio(scores: Rows, per_molecule: Rows, png: Path, csv: Path) -> N
             for flag, style in ((0, "--"), (1, "-")):
                 sel = np.array([r["encoder"] == encoder and r["cliff_mol"] == flag for r in per_molecule])
                 if sel.any():
-                    axes[1].hist(logs[sel], bins=bins, weights=np.full(sel.sum(), 1 / sel.sum()), histtype="step",
-                                 linestyle=style, linewidth=1.4, color=f"C{k}",
-                                 label=f"{LABELS[encoder]}: {'cliff' if flag else 'non-cliff'} molecules")
+                    axes[1].hist(
+                        logs[sel],
+                        bins=bins,
+                        weights=np.full(sel.sum(), 1 / sel.sum()),
+                        histtype="step",
+                        linestyle=style,
+                        linewidth=1.4,
+                        color=f"C{k}",
+                        label=f"{LABELS[encoder]}: {'cliff' if flag else 'non-cliff'} molecules",
+                    )
         axes[1].legend(fontsize=7)
     axes[1].set_xlabel("log10 per-molecule training loss (squared error, plain MSE models, all seeds)")
     axes[1].set_ylabel("share of molecules")
@@ -120,9 +141,20 @@ def plot_parity(predictions: Mapping[str, Rows], svm: Rows, png: Path) -> None:
         for encoder, rows in predictions.items():
             first = min((r["seed"] for r in rows), default=0)
             for objective in dict.fromkeys(r["objective"] for r in rows):
-                panels.append((d, f"{LABELS[encoder]} / {objective}",
-                               [r for r in rows if r["dataset"] == d and r["objective"] == objective
-                                and r["seed"] == first and r["split"] == "test"]))
+                panels.append(
+                    (
+                        d,
+                        f"{LABELS[encoder]} / {objective}",
+                        [
+                            r
+                            for r in rows
+                            if r["dataset"] == d
+                            and r["objective"] == objective
+                            and r["seed"] == first
+                            and r["split"] == "test"
+                        ],
+                    )
+                )
     ncols = max(1, len(panels) // max(len(datasets), 1))
     fig, axes = figure(2.6 * ncols, 2.6 * len(datasets), ncols=ncols, nrows=len(datasets), squeeze=False)
     for k, (d, title, rows) in enumerate(panels):

@@ -8,6 +8,8 @@ ABOUT = Paper(
     slug="bc_pmi",
     title="BC-PMI: diverse policy recovery from offline data with PMI-weighted behavioural cloning",
     arxiv="2410.15910",
-    claim=("BC-PMI > conditional BC on style accuracy at low data, both above a random policy (corridor gridworld; "
-           "MuJoCo Reacher-v5 with two sweep styles as data.env: reacher)"),
+    claim=(
+        "BC-PMI > conditional BC on style accuracy at low data, both above a random policy (corridor gridworld; "
+        "MuJoCo Reacher-v5 with two sweep styles as data.env: reacher)"
+    ),
 )

@@ -10,9 +10,8 @@ sizes, MINE for PMI(s, a; z), and style-conditioned BC with and without PMI weig
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
-
 from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -33,6 +32,8 @@ def check_reacher_trajectories(path: Path) -> int:
     """The ``DataFile`` check of ``data.path``: reads the file as the demos stage does; returns its number of
     trajectories."""
     return int(read_trajectories(path, REACHER_TRAJECTORIES)["episode"].max()) + 1
+
+
 # The brief could not retrieve the paper's tables (its environments are games and MuJoCo control, not this
 # gridworld); no published number is comparable cell for cell.
 PUBLISHED: dict[str, float] = {}
@@ -40,27 +41,47 @@ PUBLISHED: dict[str, float] = {}
 
 class DataParams(Section):
     env: Literal[ENVS] = Field(  # type: ignore[valid-type]
-        "gridworld", description="Environment: 'gridworld' (the brief's 11 x 11 corridors, three styles) or "
-        "'reacher' (MuJoCo Reacher-v5, two sweep styles, continuous torques; needs gymnasium[mujoco]).")
-    path: Annotated[str | None, DataFile(check_reacher_trajectories, description="Reacher trajectories "
-                                                                                  "(.parquet)")] = Field(
-        None, description="With env 'reacher': trajectories of your own in place of the scripted experts, a "
-        "Parquet file with columns traj_id, t, obs_0 .. obs_9 (Reacher-v5's observation), action_0, action_1 "
-        "(torques in [-1, 1]) and style (0 counter-clockwise, 1 clockwise sweep); relative to the project root.")
-    demos_path: Annotated[str | None, DataFile(check_demonstrations, description="demonstration file (.jsonl or "
-                                                                                 ".npz)")] = Field(
-        None, description="Demonstrations of your own for the 11 x 11 corridor gridworld, in place of the generated "
+        "gridworld",
+        description="Environment: 'gridworld' (the brief's 11 x 11 corridors, three styles) or "
+        "'reacher' (MuJoCo Reacher-v5, two sweep styles, continuous torques; needs gymnasium[mujoco]).",
+    )
+    path: Annotated[str | None, DataFile(check_reacher_trajectories, description="Reacher trajectories (.parquet)")] = (
+        Field(
+            None,
+            description="With env 'reacher': trajectories of your own in place of the scripted experts, a "
+            "Parquet file with columns traj_id, t, obs_0 .. obs_9 (Reacher-v5's observation), action_0, action_1 "
+            "(torques in [-1, 1]) and style (0 counter-clockwise, 1 clockwise sweep); relative to the project root.",
+        )
+    )
+    demos_path: Annotated[
+        str | None, DataFile(check_demonstrations, description="demonstration file (.jsonl or .npz)")
+    ] = Field(
+        None,
+        description="Demonstrations of your own for the 11 x 11 corridor gridworld, in place of the generated "
         "experts: JSONL, one object per step {episode, state: [row, col], action: 0 up / 1 down / 2 left / 3 right "
         "/ 4 noop, style: 0 left / 1 centre / 2 right}, or an .npz with integer arrays state [N, 2], action, style, "
-        "episode (steps of an episode in time order; relative to the project root).")
+        "episode (steps of an episode in time order; relative to the project root).",
+    )
     sizes: list[Annotated[int, Field(ge=1, le=10_000)]] = Field(
-        default_factory=lambda: [5, 20, 100], min_length=1, max_length=6,
+        default_factory=lambda: [5, 20, 100],
+        min_length=1,
+        max_length=6,
         description="Training set sizes, in episodes per style (nested subsets; the smallest is the low-data "
-                    "regime of the claims). With data.demos_path, capped at the episodes the file holds per style.")
-    epsilon: float = Field(0.1, ge=0.0, le=1.0, description="Gridworld: expert action noise of the generated "
-                                                            "demonstrations, probability of a uniformly random action.")
-    action_noise: float = Field(0.1, ge=0.0, le=2.0, description="Reacher: std of the Gaussian noise added to the "
-                                                                 "scripted experts' torques (clipped to [-1, 1]).")
+        "regime of the claims). With data.demos_path, capped at the episodes the file holds per style.",
+    )
+    epsilon: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="Gridworld: expert action noise of the generated "
+        "demonstrations, probability of a uniformly random action.",
+    )
+    action_noise: float = Field(
+        0.1,
+        ge=0.0,
+        le=2.0,
+        description="Reacher: std of the Gaussian noise added to the scripted experts' torques (clipped to [-1, 1]).",
+    )
 
     @property
     def noise(self) -> float:
@@ -72,8 +93,10 @@ class DataParams(Section):
     def _file_fits_env(cls, value: str | None, info: ValidationInfo) -> str | None:
         env, wanted = info.data.get("env"), {"path": "reacher", "demos_path": "gridworld"}[info.field_name]
         if value and env != wanted:
-            raise ValueError(f"this file is read in the {wanted} environment: set data.env to '{wanted}' (env "
-                             f"{env!r} reads data.{'demos_path' if wanted == 'reacher' else 'path'})")
+            raise ValueError(
+                f"this file is read in the {wanted} environment: set data.env to '{wanted}' (env "
+                f"{env!r} reads data.{'demos_path' if wanted == 'reacher' else 'path'})"
+            )
         return value
 
     @field_validator("sizes")
@@ -86,27 +109,38 @@ class DataParams(Section):
 
 class MineParams(Section):
     steps: int = Field(1000, ge=1, le=1_000_000, description="Adam steps of the statistics network T(s, a, z).")
-    batch_size: int = Field(256, ge=2, le=100_000, description="Tuples per batch (marginals by shuffling z within "
-                                                               "the batch).")
+    batch_size: int = Field(
+        256, ge=2, le=100_000, description="Tuples per batch (marginals by shuffling z within the batch)."
+    )
     lr: float = Field(1e-3, gt=0, le=1, description="Learning rate of T.")
     hidden: int = Field(64, ge=1, le=4096, description="Hidden width of T (MLP s, a, z -> hidden -> 1).")
-    ema_rate: float = Field(0.01, gt=0, le=1, description="Rate of the moving average of E[e^T] that replaces "
-                                                          "the denominator of the DV gradient (MINE's bias fix).")
+    ema_rate: float = Field(
+        0.01,
+        gt=0,
+        le=1,
+        description="Rate of the moving average of E[e^T] that replaces "
+        "the denominator of the DV gradient (MINE's bias fix).",
+    )
 
 
 class TrainParams(Section):
     methods: list[Literal[METHODS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(METHODS), min_length=1,
-        description="Policies: 'bc' style-conditioned BC (every tuple weighs 1), 'bc_pmi' PMI-weighted BC.")
+        default_factory=lambda: list(METHODS),
+        min_length=1,
+        description="Policies: 'bc' style-conditioned BC (every tuple weighs 1), 'bc_pmi' PMI-weighted BC.",
+    )
     steps: int = Field(1000, ge=1, le=1_000_000, description="Adam steps per policy.")
     batch_size: int = Field(256, ge=1, le=100_000, description="Tuples per batch.")
     lr: float = Field(1e-3, gt=0, le=1, description="Learning rate.")
-    hidden: int = Field(64, ge=1, le=4096, description="Hidden width of the policy MLP (coords + one-hot z -> "
-                                                       "hidden -> 5 actions).")
-    alpha: float = Field(1.0, ge=0.0, le=1.0, description="BC-PMI mixing: weight (1 - alpha) + alpha * w; 0 is "
-                                                          "conditional BC.")
-    max_weight: float = Field(10.0, ge=1.0, le=1000.0, description="Clip of the batch-normalised weights "
-                                                                   "exp(PMI) / mean.")
+    hidden: int = Field(
+        64, ge=1, le=4096, description="Hidden width of the policy MLP (coords + one-hot z -> hidden -> 5 actions)."
+    )
+    alpha: float = Field(
+        1.0, ge=0.0, le=1.0, description="BC-PMI mixing: weight (1 - alpha) + alpha * w; 0 is conditional BC."
+    )
+    max_weight: float = Field(
+        10.0, ge=1.0, le=1000.0, description="Clip of the batch-normalised weights exp(PMI) / mean."
+    )
 
     @field_validator("methods")
     @classmethod
@@ -119,15 +153,26 @@ class TrainParams(Section):
 class EvaluateParams(Section):
     rollouts: int = Field(100, ge=1, le=100_000, description="Rollouts per style and policy.")
     action: Literal["sample", "greedy"] = Field(
-        "sample", description="How a policy acts in rollouts: sample pi(. | s, z), or take its most likely action.")
-    horizon: int | None = Field(None, ge=10, le=10_000, description=(
-        "Steps per rollout (default: the environment's, 40 in the gridworld, whose experts need 10 or 16, and 50 "
-        "in Reacher-v5)."))
+        "sample", description="How a policy acts in rollouts: sample pi(. | s, z), or take its most likely action."
+    )
+    horizon: int | None = Field(
+        None,
+        ge=10,
+        le=10_000,
+        description=(
+            "Steps per rollout (default: the environment's, 40 in the gridworld, whose experts need 10 or 16, and 50 "
+            "in Reacher-v5)."
+        ),
+    )
 
 
 class ReportParams(Section):
-    success_margin: float = Field(0.05, gt=0.0, le=1.0, description="Equal success: the 95% interval of BC-PMI "
-                                                                    "minus BC success rate lies within +- this.")
+    success_margin: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description="Equal success: the 95% interval of BC-PMI minus BC success rate lies within +- this.",
+    )
 
 
 class BcPmiParams(PipelineParams):
@@ -137,8 +182,13 @@ class BcPmiParams(PipelineParams):
     evaluate: EvaluateParams = Field(default_factory=EvaluateParams, description="Rollouts.")
     report: ReportParams = Field(default_factory=ReportParams, description="Claim thresholds.")
 
-    PAPER_SCALE: ClassVar[dict[str, Any]] = {"mine.steps": 2000, "train.steps": 2000, "data.sizes": [20, 100],
-                                             "seeds": [0, 1, 2, 3, 4]}
+    PAPER_SCALE: ClassVar[dict[str, Any]] = {
+        "mine.steps": 2000,
+        "train.steps": 2000,
+        "data.sizes": [20, 100],
+        "seeds": [0, 1, 2, 3, 4],
+    }
     PAPER_SOURCE: ClassVar[str] = (
         "The brief's gridworld reduction (2,000 Adam steps for T and for each policy, 20 and 100 trajectories per "
-        "style); the paper's own environments (games, MuJoCo control) are not reproduced here.")
+        "style); the paper's own environments (games, MuJoCo control) are not reproduced here."
+    )

@@ -43,7 +43,6 @@ from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.bc_pmi import ABOUT
 from pipelines.bc_pmi.params import BcPmiParams
 from pipelines.bc_pmi.plots import plot_demos, plot_style_accuracy, plot_weight_map, plot_weights_along
-from pipelines.bc_pmi.report import build_report
 
 DEMOS, DATA_METRICS, DEMOS_PNG = "data/demos.parquet", "metrics/data.json", "plots/demonstrations.png"
 PMI, MINE_METRICS, MINE_MODELS = "tables/pmi.parquet", "metrics/mine.json", "models/mine/"
@@ -64,10 +63,16 @@ def _env(p: BcPmiParams, horizon: int | None = None, *, experts: bool = True) ->
 def _arrays(rows: list[dict], env: StyleEnv) -> dict[str, np.ndarray]:
     """Table rows (``obs_*``, ``action`` / ``action_*`` columns) back to ``obs``, ``action``, ``style`` arrays."""
     obs = np.array([[r[f"obs_{i}"] for i in range(env.obs_dim)] for r in rows], dtype=np.float64)
-    action = (np.array([[r[f"action_{i}"] for i in range(env.action_dim)] for r in rows], dtype=np.float64)
-              if env.action_dim else np.array([r["action"] for r in rows], dtype=np.int64))
-    return {"obs": obs.reshape(-1, env.obs_dim), "action": action,
-            **{k: np.array([r[k] for r in rows], dtype=np.int64) for k in ("style", "episode", "t")}}
+    action = (
+        np.array([[r[f"action_{i}"] for i in range(env.action_dim)] for r in rows], dtype=np.float64)
+        if env.action_dim
+        else np.array([r["action"] for r in rows], dtype=np.int64)
+    )
+    return {
+        "obs": obs.reshape(-1, env.obs_dim),
+        "action": action,
+        **{k: np.array([r[k] for r in rows], dtype=np.int64) for k in ("style", "episode", "t")},
+    }
 
 
 def _step_columns(env: StyleEnv, obs: np.ndarray, action: np.ndarray) -> dict[str, float | int]:
@@ -96,24 +101,33 @@ def demos(ctx: StageContext) -> None:
         if user is None:
             pool = env.demonstrations(max(d.sizes), rng)
             rank = pool["episode"] - pool["style"] * max(d.sizes)
-        else:   # a seeded order of the file's episodes within each style
+        else:  # a seeded order of the file's episodes within each style
             pool, rank = user, np.zeros(len(user["episode"]), dtype=np.int64)
             for style in range(env.n_styles):
                 episodes = np.unique(pool["episode"][pool["style"] == style])
                 order = dict(zip(rng.permutation(episodes).tolist(), range(len(episodes))))
                 mask = pool["style"] == style
                 rank[mask] = [order[e] for e in pool["episode"][mask].tolist()]
-        rows += [{"seed": seed, "episode": int(e), "rank": int(k), "t": int(t), "style": int(z),
-                  **_step_columns(env, s, a)}
-                 for e, k, t, s, a, z in zip(pool["episode"], rank, pool["t"], pool["obs"], pool["action"],
-                                             pool["style"])]
+        rows += [
+            {"seed": seed, "episode": int(e), "rank": int(k), "t": int(t), "style": int(z), **_step_columns(env, s, a)}
+            for e, k, t, s, a, z in zip(pool["episode"], rank, pool["t"], pool["obs"], pool["action"], pool["style"])
+        ]
         per_style = [int(len(np.unique(pool["episode"][pool["style"] == z]))) for z in range(env.n_styles)]
         summary[f"seed{seed}"] = {"steps": int(len(pool["action"])), "episodes_per_style": per_style}
     available = min(min(s["episodes_per_style"]) for s in summary.values())
     save_table(rows, ctx.path(DEMOS))
-    save_json({"env": env.name, "source": "file" if user is not None else "generated experts", "noise": d.noise,
-               "epsilon": d.noise, "sizes": [min(n, available) for n in d.sizes],
-               "episodes_per_style_available": available, "per_seed": summary}, ctx.path(DATA_METRICS))
+    save_json(
+        {
+            "env": env.name,
+            "source": "file" if user is not None else "generated experts",
+            "noise": d.noise,
+            "epsilon": d.noise,
+            "sizes": [min(n, available) for n in d.sizes],
+            "episodes_per_style_available": available,
+            "per_seed": summary,
+        },
+        ctx.path(DATA_METRICS),
+    )
     first = [r for r in rows if r["seed"] == ctx.params.seeds[0]]
     plot_demos(env, _arrays(first, env), ctx.path(DEMOS_PNG))
 
@@ -126,8 +140,13 @@ def _sizes(ctx: StageContext) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 # steps 2-3: MINE: the Donsker-Varadhan bound with the EMA denominator, then PMI(s, a; z) of every tuple
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "mine", "data.env"), deps=(DEMOS, DATA_METRICS), outs=(PMI, MINE_MODELS),
-       metrics=(MINE_METRICS,), models={"mine": MINE_MODELS})
+@stage(
+    params=("seeds", "mine", "data.env"),
+    deps=(DEMOS, DATA_METRICS),
+    outs=(PMI, MINE_MODELS),
+    metrics=(MINE_METRICS,),
+    models={"mine": MINE_MODELS},
+)
 def mine(ctx: StageContext) -> None:
     """Train T per seed and data size; MINE's (and, if tabular, the exact) PMI of every tuple, its weight."""
     m, demo_rows, env = ctx.params.mine, load_table(ctx.path(DEMOS)), _env(ctx.params, experts=False)
@@ -137,25 +156,51 @@ def mine(ctx: StageContext) -> None:
         for size in _sizes(ctx):
             subset = [r for r in demo_rows if r["seed"] == seed and r["rank"] < size]
             data = _arrays(subset, env)
-            pmi, model, result = estimate_pmi(env.tuple_features(data["obs"], data["action"]), data["style"],
-                                              env.n_styles, cfg, seed=derive_seed(seed, "mine", size),
-                                              callback=ctx.metric_callback(f"mine/n{size}/s{seed}"),
-                                              progress=ctx.progress)
-            exact = (env.exact_pmi(data["obs"], data["action"], data["style"]) if env.exact_pmi
-                     else np.full(len(pmi), math.nan))
+            pmi, model, result = estimate_pmi(
+                env.tuple_features(data["obs"], data["action"]),
+                data["style"],
+                env.n_styles,
+                cfg,
+                seed=derive_seed(seed, "mine", size),
+                callback=ctx.metric_callback(f"mine/n{size}/s{seed}"),
+                progress=ctx.progress,
+            )
+            exact = (
+                env.exact_pmi(data["obs"], data["action"], data["style"])
+                if env.exact_pmi
+                else np.full(len(pmi), math.nan)
+            )
             weight = np.exp(pmi - pmi.max())
-            weight /= weight.mean()                    # exp(PMI) normalised over the whole set (for the maps)
+            weight /= weight.mean()  # exp(PMI) normalised over the whole set (for the maps)
             save_model(model, ctx.path(MINE_MODELS) / f"n{size}_s{seed}.safetensors")
             zone, shared = env.in_zone(data["obs"]), env.shared(data["obs"], data["action"])
             metrics[f"n{size}/s{seed}"] = {
-                "dv": result.history[-1]["dv"], "shared_pmi": float(pmi[shared].mean()) if shared.any() else math.nan,
+                "dv": result.history[-1]["dv"],
+                "shared_pmi": float(pmi[shared].mean()) if shared.any() else math.nan,
                 "zone_ratio": float(weight[zone].mean() / weight[~zone].mean()),
-                **({"pearson_exact": pearson(pmi, exact), "shared_pmi_exact": float(exact[shared].mean())}
-                   if env.exact_pmi else {})}
-            rows += [{"seed": seed, "size": size, "style": int(z), "episode": int(e), "t": int(t), "in_zone": bool(i),
-                      **_step_columns(env, s, a), "pmi": float(p), "pmi_exact": float(x), "weight": float(w)}
-                     for s, a, z, e, t, i, p, x, w in zip(data["obs"], data["action"], data["style"], data["episode"],
-                                                          data["t"], zone, pmi, exact, weight)]
+                **(
+                    {"pearson_exact": pearson(pmi, exact), "shared_pmi_exact": float(exact[shared].mean())}
+                    if env.exact_pmi
+                    else {}
+                ),
+            }
+            rows += [
+                {
+                    "seed": seed,
+                    "size": size,
+                    "style": int(z),
+                    "episode": int(e),
+                    "t": int(t),
+                    "in_zone": bool(i),
+                    **_step_columns(env, s, a),
+                    "pmi": float(p),
+                    "pmi_exact": float(x),
+                    "weight": float(w),
+                }
+                for s, a, z, e, t, i, p, x, w in zip(
+                    data["obs"], data["action"], data["style"], data["episode"], data["t"], zone, pmi, exact, weight
+                )
+            ]
     save_table(rows, ctx.path(PMI))
     save_json(metrics, ctx.path(MINE_METRICS))
 
@@ -167,22 +212,33 @@ def mine(ctx: StageContext) -> None:
 def train(ctx: StageContext) -> None:
     """Every method at every data size and seed; the policies' weights."""
     t, pmi_rows, env = ctx.params.train, load_table(ctx.path(PMI)), _env(ctx.params, experts=False)
-    cfg = BCConfig(steps=t.steps, batch_size=t.batch_size, lr=t.lr, hidden=t.hidden, alpha=t.alpha,
-                   max_weight=t.max_weight)
+    cfg = BCConfig(
+        steps=t.steps, batch_size=t.batch_size, lr=t.lr, hidden=t.hidden, alpha=t.alpha, max_weight=t.max_weight
+    )
     for seed in ctx.params.seeds:
         for size in _sizes(ctx):
             mine = [r for r in pmi_rows if r["seed"] == seed and r["size"] == size]
             arrays = _arrays(mine, env)
-            actions = (torch.from_numpy(arrays["action"]).float() if env.action_dim
-                       else torch.from_numpy(arrays["action"]))
-            data = Demonstrations(torch.from_numpy(env.features(arrays["obs"])), actions,
-                                  torch.from_numpy(arrays["style"]),
-                                  torch.tensor([r["pmi"] for r in mine], dtype=torch.float32))
+            actions = (
+                torch.from_numpy(arrays["action"]).float() if env.action_dim else torch.from_numpy(arrays["action"])
+            )
+            data = Demonstrations(
+                torch.from_numpy(env.features(arrays["obs"])),
+                actions,
+                torch.from_numpy(arrays["style"]),
+                torch.tensor([r["pmi"] for r in mine], dtype=torch.float32),
+            )
             for method in t.methods:
                 tag = f"{method}_n{size}_s{seed}"
-                policy, _ = TRAINERS[method](data, cfg, seed=derive_seed(seed, "policy", size), desc=tag,
-                                             callback=ctx.metric_callback(f"train/{tag}"), progress=ctx.progress,
-                                             n_styles=env.n_styles)
+                policy, _ = TRAINERS[method](
+                    data,
+                    cfg,
+                    seed=derive_seed(seed, "policy", size),
+                    desc=tag,
+                    callback=ctx.metric_callback(f"train/{tag}"),
+                    progress=ctx.progress,
+                    n_styles=env.n_styles,
+                )
                 save_model(policy, ctx.path(POLICIES) / f"{tag}.safetensors", metadata={"method": method})
 
 
@@ -190,9 +246,12 @@ def train(ctx: StageContext) -> None:
 # step 5: rollouts per style: success, return and style accuracy; where the weights concentrate
 # --------------------------------------------------------------------------------------------------
 def _score(result: dict[str, np.ndarray], styles: np.ndarray) -> dict[str, float]:
-    return {"success": float(result["success"].mean()), "return": float(np.mean(result["return"])),
-            "style_accuracy": float((result["style"] == styles).mean()),
-            **{f"style_accuracy_{z}": float((result["style"][styles == z] == z).mean()) for z in np.unique(styles)}}
+    return {
+        "success": float(result["success"].mean()),
+        "return": float(np.mean(result["return"])),
+        "style_accuracy": float((result["style"] == styles).mean()),
+        **{f"style_accuracy_{z}": float((result["style"][styles == z] == z).mean()) for z in np.unique(styles)},
+    }
 
 
 def random_policy(env: StyleEnv, rng: np.random.Generator):
@@ -202,12 +261,20 @@ def random_policy(env: StyleEnv, rng: np.random.Generator):
     return lambda obs, styles: rng.uniform(-1.0, 1.0, (len(obs), env.action_dim))
 
 
-@stage(params=("seeds", "train.methods", "evaluate", "data.env", "data.epsilon", "data.action_noise"),
-       deps=(POLICIES, PMI, DATA_METRICS), outs=(RESULTS, WEIGHT_MAP), metrics=(EVAL_METRICS,),
-       plots=(Plot(ACC_PNG), Plot(MAP_PNG), Plot(ALONG_PNG),
-              Plot(ACC_CSV, x="size", y="style_accuracy", title="Style accuracy against episodes per style"),
-              Plot(MAP_CSV, x="col", y="weight", title="Mean PMI weight per map column, inside the zone"),
-              Plot(ALONG_CSV, x="t", y="weight", title="PMI weight along demonstrations")))
+@stage(
+    params=("seeds", "train.methods", "evaluate", "data.env", "data.epsilon", "data.action_noise"),
+    deps=(POLICIES, PMI, DATA_METRICS),
+    outs=(RESULTS, WEIGHT_MAP),
+    metrics=(EVAL_METRICS,),
+    plots=(
+        Plot(ACC_PNG),
+        Plot(MAP_PNG),
+        Plot(ALONG_PNG),
+        Plot(ACC_CSV, x="size", y="style_accuracy", title="Style accuracy against episodes per style"),
+        Plot(MAP_CSV, x="col", y="weight", title="Mean PMI weight per map column, inside the zone"),
+        Plot(ALONG_CSV, x="t", y="weight", title="PMI weight along demonstrations"),
+    ),
+)
 def evaluate(ctx: StageContext) -> None:
     """Roll every policy out per style (and the experts), score them; map the weights, inside vs outside the zone."""
     e, methods = ctx.params.evaluate, ctx.params.train.methods
@@ -216,55 +283,79 @@ def evaluate(ctx: StageContext) -> None:
     sizes, rows = _sizes(ctx), []
     for seed in ctx.params.seeds:
         rng = np.random.default_rng(derive_seed(seed, "experts"))
-        rows.append({"method": "expert", "size": 0, "seed": seed,
-                     **_score(env.rollout(env.expert(rng), styles, rng), styles)})
+        rows.append(
+            {"method": "expert", "size": 0, "seed": seed, **_score(env.rollout(env.expert(rng), styles, rng), styles)}
+        )
         rng = np.random.default_rng(derive_seed(seed, "random policy"))
-        rows.append({"method": "random", "size": 0, "seed": seed,
-                     **_score(env.rollout(random_policy(env, rng), styles, rng), styles)})
+        rows.append(
+            {
+                "method": "random",
+                "size": 0,
+                "seed": seed,
+                **_score(env.rollout(random_policy(env, rng), styles, rng), styles),
+            }
+        )
         for size in sizes:
             for method in methods:
                 tag = f"{method}_n{size}_s{seed}"
                 policy = StylePolicy.load(ctx.path(POLICIES) / f"{tag}.safetensors")
-                act = sampling_policy(policy, env.features,
-                                      torch.Generator().manual_seed(derive_seed(seed, "rollout", size)),
-                                      greedy=e.action == "greedy")
-                rng = np.random.default_rng(derive_seed(seed, "rollout", size))   # same starts for every method
-                rows.append({"method": method, "size": size, "seed": seed,
-                             **_score(env.rollout(act, styles, rng), styles)})
+                act = sampling_policy(
+                    policy,
+                    env.features,
+                    torch.Generator().manual_seed(derive_seed(seed, "rollout", size)),
+                    greedy=e.action == "greedy",
+                )
+                rng = np.random.default_rng(derive_seed(seed, "rollout", size))  # same starts for every method
+                rows.append(
+                    {"method": method, "size": size, "seed": seed, **_score(env.rollout(act, styles, rng), styles)}
+                )
     pmi_rows = load_table(ctx.path(PMI))
     cells: dict[tuple, list] = {}
     for r, (row, col) in zip(pmi_rows, env.cell(_arrays(pmi_rows, env)["obs"])):
         cells.setdefault((r["size"], r["seed"], int(row), int(col)), []).append((r["weight"], r["in_zone"]))
-    weight_map = [{"size": k[0], "seed": k[1], "row": k[2], "col": k[3], "weight": float(np.mean([w for w, _ in v])),
-                   "visits": len(v), "in_zone": bool(np.mean([z for _, z in v]) > 0.5)}
-                  for k, v in sorted(cells.items())]
-    for row in rows:   # the experts and the random policy carry no weights (NaN): every row has the same columns
+    weight_map = [
+        {
+            "size": k[0],
+            "seed": k[1],
+            "row": k[2],
+            "col": k[3],
+            "weight": float(np.mean([w for w, _ in v])),
+            "visits": len(v),
+            "in_zone": bool(np.mean([z for _, z in v]) > 0.5),
+        }
+        for k, v in sorted(cells.items())
+    ]
+    for row in rows:  # the experts and the random policy carry no weights (NaN): every row has the same columns
         row.update(zone_weight=math.nan, outside_weight=math.nan, zone_ratio=math.nan)
         if row["method"] not in ("expert", "random"):
             mine = [r for r in pmi_rows if r["seed"] == row["seed"] and r["size"] == row["size"]]
             zone, w = np.array([r["in_zone"] for r in mine], dtype=bool), np.array([r["weight"] for r in mine])
-            row.update(zone_weight=float(w[zone].mean()), outside_weight=float(w[~zone].mean()),
-                       zone_ratio=float(w[zone].mean() / w[~zone].mean()))
+            row.update(
+                zone_weight=float(w[zone].mean()),
+                outside_weight=float(w[~zone].mean()),
+                zone_ratio=float(w[zone].mean() / w[~zone].mean()),
+            )
     save_table(rows, ctx.path(RESULTS))
     save_table(weight_map, ctx.path(WEIGHT_MAP))
-    save_json({f"{r['method']}/n{r['size']}/{k}": float(np.mean([q[k] for q in rows if q["method"] == r["method"]
-                                                                  and q["size"] == r["size"]]))
-               for r in rows for k in ("success", "return", "style_accuracy")}, ctx.path(EVAL_METRICS))
+    save_json(
+        {
+            f"{r['method']}/n{r['size']}/{k}": float(
+                np.mean([q[k] for q in rows if q["method"] == r["method"] and q["size"] == r["size"]])
+            )
+            for r in rows
+            for k in ("success", "return", "style_accuracy")
+        },
+        ctx.path(EVAL_METRICS),
+    )
     plot_style_accuracy(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
     plot_weight_map(env, weight_map, min(sizes), ctx.path(MAP_PNG), ctx.path(MAP_CSV))
     first = [r for r in pmi_rows if r["seed"] == ctx.params.seeds[0] and r["size"] == min(sizes)]
     plot_weights_along(env, first, ctx.path(ALONG_PNG), ctx.path(ALONG_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# the table, the claims and the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data.env", "mine", "train", "evaluate", "report"), deps=(RESULTS, MINE_METRICS, DATA_METRICS),
-       outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """BC vs BC-PMI per data size, the claims and the MINE checks."""
-    build_report(load_table(ctx.path(RESULTS)), load_json(ctx.path(MINE_METRICS)), load_json(ctx.path(DATA_METRICS)),
-                 ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=BcPmiParams, stages=(demos, mine, train, evaluate, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=BcPmiParams,
+    stages=(demos, mine, train, evaluate),
+    report="pipelines.bc_pmi.report:report",
+)

@@ -14,7 +14,7 @@ import numpy as np
 from components.imitation.envs import StyleEnv
 from components.io import save_csv, save_figure
 from paperflows.plots import figure
-from paperflows.report import mean
+from paperflows.rows import mean
 from pipelines.bc_pmi.params import LABELS
 
 
@@ -56,9 +56,14 @@ def plot_style_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) ->
         for size in sizes:
             mine = [r for r in rows if r["method"] == method and r["size"] == size]
             if mine:
-                points.append({"method": method, "size": size,
-                               "style_accuracy": mean([r["style_accuracy"] for r in mine]),
-                               "success": mean([r["success"] for r in mine])})
+                points.append(
+                    {
+                        "method": method,
+                        "size": size,
+                        "style_accuracy": mean([r["style_accuracy"] for r in mine]),
+                        "success": mean([r["success"] for r in mine]),
+                    }
+                )
     for ax, key in zip(axes[0], ("style_accuracy", "success")):
         for method in methods:
             mine = [p for p in points if p["method"] == method]
@@ -90,7 +95,7 @@ def plot_weight_map(env: StyleEnv, cells: Sequence[dict[str, Any]], size: int, p
     weights = np.where(grid_n > 0, grid_sum / np.maximum(grid_n, 1), np.nan)
     fig, axes = figure(4.6, 4, squeeze=False)
     ax = axes[0][0]
-    cmap = matplotlib.colormaps["magma"].with_extremes(bad="lightgrey")     # cells no demonstration visits
+    cmap = matplotlib.colormaps["magma"].with_extremes(bad="lightgrey")  # cells no demonstration visits
     image = ax.imshow(np.ma.masked_invalid(weights), cmap=cmap)
     fig.colorbar(image, ax=ax, fraction=0.046)
     place = "cell" if env.name == "gridworld" else "fingertip cell"
@@ -101,8 +106,13 @@ def plot_weight_map(env: StyleEnv, cells: Sequence[dict[str, Any]], size: int, p
     for col in range(n):
         inside = [weights[r, col] for r in range(n) if grid_n[r, col] and zone[r, col]]
         outside = [weights[r, col] for r in range(n) if grid_n[r, col] and not zone[r, col]]
-        rows.append({"col": col, "weight": float(np.mean(inside)) if inside else 0.0,
-                     "outside_weight": float(np.mean(outside)) if outside else 0.0})
+        rows.append(
+            {
+                "col": col,
+                "weight": float(np.mean(inside)) if inside else 0.0,
+                "outside_weight": float(np.mean(outside)) if outside else 0.0,
+            }
+        )
     save_csv(rows, csv)
 
 
@@ -122,8 +132,10 @@ def plot_weights_along(env: StyleEnv, rows: Sequence[dict[str, Any]], png: Path,
             inside = [(a, b) for a, b, r in zip(t, w, steps) if r["in_zone"]]
             if inside:
                 ax.scatter(*zip(*inside), s=10, color=line.get_color())
-            points += [{"style": z, "episode": episode, "t": r["t"], "weight": r["weight"], "in_zone": r["in_zone"]}
-                       for r in steps]
+            points += [
+                {"style": z, "episode": episode, "t": r["t"], "weight": r["weight"], "in_zone": r["in_zone"]}
+                for r in steps
+            ]
         ax.axhline(1.0, color="grey", ls=":", lw=0.8)
         ax.set_title(f"style {z} ({env.style_names[z]}); dots: in the style zone", fontsize=8)
         ax.set_xlabel("step t")

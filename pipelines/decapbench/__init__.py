@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="DeCapBench: DCScore for detailed image captions, and FeedQuill preference tuning",
     arxiv="2503.07906",
     claim="DCScore correlates with the human score better than BLEU-4/ROUGE-L/TF-IDF (decided only with a judge "
-          "that does not share the simulator's facts)",
+    "that does not share the simulator's facts)",
 )

@@ -11,22 +11,34 @@ from pydantic import Field, field_validator, model_validator
 
 from components.captions.chat_judge import endpoint_problems
 from components.captions.dcscore import DCScoreConfig
-from components.captions.decapbench_files import (SUFFIXES, DecapbenchFormatError, check_candidate_file,
-                                                  check_image_folder, check_oracle_file, missing_images,
-                                                  read_benchmark)
+from components.captions.decapbench_files import (
+    SUFFIXES,
+    DecapbenchFormatError,
+    check_candidate_file,
+    check_image_folder,
+    check_oracle_file,
+    missing_images,
+    read_benchmark,
+)
 from paperflows.params import AttentionSection, CheckedData, DataFile, PipelineParams, Section
 
 # the meta-evaluation: DCScore and the baselines (rows of the paper's correlation table)
 METRICS = ("dcscore", "bleu4", "rouge_l", "tfidf_cosine", "capture")
-NGRAM_BASELINES = ("bleu4", "rouge_l", "tfidf_cosine")       # the claim: DCScore beats these
-LABELS = {"dcscore": "DCScore", "bleu4": "BLEU-4", "rouge_l": "ROUGE-L", "tfidf_cosine": "TF-IDF cosine",
-          "capture": "CAPTURE-style F1 (obj/attr/rel)", "dcscore_precision": "DCScore precision term",
-          "dcscore_recall": "DCScore recall term"}
+NGRAM_BASELINES = ("bleu4", "rouge_l", "tfidf_cosine")  # the claim: DCScore beats these
+LABELS = {
+    "dcscore": "DCScore",
+    "bleu4": "BLEU-4",
+    "rouge_l": "ROUGE-L",
+    "tfidf_cosine": "TF-IDF cosine",
+    "capture": "CAPTURE-style F1 (obj/attr/rel)",
+    "dcscore_precision": "DCScore precision term",
+    "dcscore_recall": "DCScore recall term",
+}
 CORRELATIONS = ("pearson", "spearman", "kendall")
 SUBSETS = ("all", "long", "short")
 CAPTIONERS = ("sft", "dpo")
-RECALL_TOLERANCE = 0.05          # the claim: DPO keeps recall within 5 % of SFT's
-MIN_SFT_PRECISION = 0.5          # precondition: the SFT captioner states more correct than false units
+RECALL_TOLERANCE = 0.05  # the claim: DPO keeps recall within 5 % of SFT's
+MIN_SFT_PRECISION = 0.5  # precondition: the SFT captioner states more correct than false units
 
 # the judge endpoint of real files: settings of the environment (never parameters, never written anywhere)
 JUDGE_ENV = ("PAPERFLOWS_JUDGE_BASE_URL", "PAPERFLOWS_JUDGE_MODEL", "PAPERFLOWS_JUDGE_API_KEY")
@@ -34,29 +46,47 @@ JUDGE_ENV = ("PAPERFLOWS_JUDGE_BASE_URL", "PAPERFLOWS_JUDGE_MODEL", "PAPERFLOWS_
 
 def judge_endpoint_settings() -> dict[str, str | None]:
     """``{"base_url", "model", "api_key"}`` from the environment (unset: None)."""
-    return {key: (os.environ.get(var) or "").strip() or None
-            for key, var in zip(("base_url", "model", "api_key"), JUDGE_ENV)}
+    return {
+        key: (os.environ.get(var) or "").strip() or None
+        for key, var in zip(("base_url", "model", "api_key"), JUDGE_ENV)
+    }
 
 
 class DataParams(Section):
     oracle_path: Annotated[str | None, DataFile(check_oracle_file, description="DeCapBench oracle JSONL")] = Field(
-        None, description="DeCapBench's oracle file (eval/human_annotated_oracle_facts.jsonl: image_name, "
+        None,
+        description="DeCapBench's oracle file (eval/human_annotated_oracle_facts.jsonl: image_name, "
         "oracle_caption, oracle_facts per line; relative to the project root). Set together with "
-        "candidates_path. Empty: the synthetic scene-graph world.")
-    candidates_path: Annotated[str | None, DataFile(check_candidate_file,
-                                                    description="DeCapBench candidate JSONL")] = Field(
-        None, description="The captions to score (image_path, caption, oracle_caption per line; an optional "
-        "human_score per line enables the correlation table). Scored by the chat judge: needs the "
-        "PAPERFLOWS_JUDGE_* settings.")
-    images_dir: Annotated[str | None, DataFile(check_image_folder, folder=True, description="folder of the benchmark "
-                                               "images", layout=("aar_test_04746.jpg",))] = Field(
-        None, description="Folder of the benchmark's images (IIW-400, named by image_name), attached to the verify "
-        "call as the official code does. Empty: verification against the reference caption only.")
-    n_images: int = Field(300, ge=10, le=100_000, description="Synthetic images (scenes) per seed, one "
-                          "candidate caption each.")
+        "candidates_path. Empty: the synthetic scene-graph world.",
+    )
+    candidates_path: Annotated[str | None, DataFile(check_candidate_file, description="DeCapBench candidate JSONL")] = (
+        Field(
+            None,
+            description="The captions to score (image_path, caption, oracle_caption per line; an optional "
+            "human_score per line enables the correlation table). Scored by the chat judge: needs the "
+            "PAPERFLOWS_JUDGE_* settings.",
+        )
+    )
+    images_dir: Annotated[
+        str | None,
+        DataFile(
+            check_image_folder,
+            folder=True,
+            description="folder of the benchmark images",
+            layout=("aar_test_04746.jpg",),
+        ),
+    ] = Field(
+        None,
+        description="Folder of the benchmark's images (IIW-400, named by image_name), attached to the verify "
+        "call as the official code does. Empty: verification against the reference caption only.",
+    )
+    n_images: int = Field(
+        300, ge=10, le=100_000, description="Synthetic images (scenes) per seed, one candidate caption each."
+    )
     min_objects: int = Field(3, ge=1, le=9, description="Fewest objects in a synthetic scene.")
-    max_objects: int = Field(8, ge=1, le=9, description="Most objects in a synthetic scene (3 x 3 grid, 10 "
-                             "categories).")
+    max_objects: int = Field(
+        8, ge=1, le=9, description="Most objects in a synthetic scene (3 x 3 grid, 10 categories)."
+    )
 
     @field_validator("oracle_path", "candidates_path", "images_dir")
     @classmethod
@@ -73,12 +103,15 @@ class DataParams(Section):
     @model_validator(mode="after")
     def _consistent(self) -> DataParams:
         if (self.oracle_path is None) != (self.candidates_path is None):
-            raise ValueError("decapbench.data.oracle_path and decapbench.data.candidates_path go together: the "
-                             "candidates are scored against the oracle facts (set both, or neither for the "
-                             "synthetic world)")
+            raise ValueError(
+                "decapbench.data.oracle_path and decapbench.data.candidates_path go together: the "
+                "candidates are scored against the oracle facts (set both, or neither for the "
+                "synthetic world)"
+            )
         if self.images_dir is not None and self.candidates_path is None:
-            raise ValueError("decapbench.data.images_dir is only read with real files (oracle_path and "
-                             "candidates_path)")
+            raise ValueError(
+                "decapbench.data.images_dir is only read with real files (oracle_path and candidates_path)"
+            )
         if self.min_objects > self.max_objects:
             raise ValueError(f"min_objects ({self.min_objects}) must not exceed max_objects ({self.max_objects})")
         return self
@@ -86,21 +119,34 @@ class DataParams(Section):
 
 class CaptionParams(Section):
     coverage: list[Annotated[float, Field(ge=0, le=1)]] = Field(
-        default_factory=lambda: [0.2, 1.0], min_length=2, max_length=2,
+        default_factory=lambda: [0.2, 1.0],
+        min_length=2,
+        max_length=2,
         description="Range of a simulated caption's coverage (share of the oracle facts it states), drawn "
-        "uniformly per caption.")
+        "uniformly per caption.",
+    )
     hallucination: list[Annotated[float, Field(ge=0, lt=1)]] = Field(
-        default_factory=lambda: [0.0, 0.5], min_length=2, max_length=2,
-        description="Range of the share of a caption's stated facts that are false.")
-    max_fillers: int = Field(3, ge=0, le=8, description="Relevance-0 filler sentences per caption: 0 to this, "
-                             "uniformly.")
-    paraphrase: float = Field(0.5, ge=0, le=1, description="Probability that a sentence takes a paraphrased "
-                              "template and a word a synonym.")
+        default_factory=lambda: [0.0, 0.5],
+        min_length=2,
+        max_length=2,
+        description="Range of the share of a caption's stated facts that are false.",
+    )
+    max_fillers: int = Field(
+        3, ge=0, le=8, description="Relevance-0 filler sentences per caption: 0 to this, uniformly."
+    )
+    paraphrase: float = Field(
+        0.5, ge=0, le=1, description="Probability that a sentence takes a paraphrased template and a word a synonym."
+    )
     typo_rate: float = Field(0.02, ge=0, le=1, description="Probability of a typo in a word of 5+ letters.")
-    extra_rate: float = Field(0.05, ge=0, le=1, description="Probability that a true relation the oracle does "
-                              "not list is stated (a correct new detail).")
-    human_noise: float = Field(0.05, ge=0, le=1, description="Std of the noise on the human score (the true "
-                               "F1 of precision and coverage).")
+    extra_rate: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Probability that a true relation the oracle does not list is stated (a correct new detail).",
+    )
+    human_noise: float = Field(
+        0.05, ge=0, le=1, description="Std of the noise on the human score (the true F1 of precision and coverage)."
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> CaptionParams:
@@ -113,51 +159,83 @@ class CaptionParams(Section):
 
 class JudgeParams(Section):
     backend: Literal["auto", "chat"] = Field(
-        "auto", description="auto: the rule judge on the synthetic world, the chat judge on real files; chat: "
-        "the chat judge on the synthetic world too (checks an endpoint against known truth).")
+        "auto",
+        description="auto: the rule judge on the synthetic world, the chat judge on real files; chat: "
+        "the chat judge on the synthetic world too (checks an endpoint against known truth).",
+    )
     n_match: int = Field(3, ge=1, le=10, description="Matching samples per caption (official: 3).")
     n_verify: int = Field(3, ge=1, le=10, description="Verification samples per caption (official: 3).")
-    max_tries: int = Field(5, ge=1, le=20, description="Attempts per caption when a judge answer is unusable "
-                           "(official MAX_TRIES: 5); then the caption is reported invalid.")
+    max_tries: int = Field(
+        5,
+        ge=1,
+        le=20,
+        description="Attempts per caption when a judge answer is unusable "
+        "(official MAX_TRIES: 5); then the caption is reported invalid.",
+    )
     relevant_credit: Literal["relevant", "all"] = Field(
-        "relevant", description="1/c credit of the relevance-1 branch: c counts relevance-1 units (relevant) or "
-        "all units, as the official code's relevant branch reads the weights of all units (all).")
-    flip_rate: float = Field(0.05, ge=0, le=0.5, description="Rule judge: probability that a sampled mapping "
-                             "drops a match and a sampled verification flips (the sampling noise of an LLM "
-                             "judge; 0: exact).")
-    fuzzy_cutoff: float = Field(0.8, gt=0, le=1, description="Rule judge: difflib ratio at which a sentence the "
-                                "grammar does not cover matches an oracle fact.")
-    max_tokens: int = Field(2000, ge=64, le=32_768, description="Chat judge: completion token budget per call "
-                            "(official: 2000).")
+        "relevant",
+        description="1/c credit of the relevance-1 branch: c counts relevance-1 units (relevant) or "
+        "all units, as the official code's relevant branch reads the weights of all units (all).",
+    )
+    flip_rate: float = Field(
+        0.05,
+        ge=0,
+        le=0.5,
+        description="Rule judge: probability that a sampled mapping "
+        "drops a match and a sampled verification flips (the sampling noise of an LLM "
+        "judge; 0: exact).",
+    )
+    fuzzy_cutoff: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Rule judge: difflib ratio at which a sentence the grammar does not cover matches an oracle fact.",
+    )
+    max_tokens: int = Field(
+        2000, ge=64, le=32_768, description="Chat judge: completion token budget per call (official: 2000)."
+    )
     timeout_s: float = Field(120.0, gt=0, le=3600, description="Chat judge: seconds to wait for one answer.")
 
     def dcscore_config(self) -> DCScoreConfig:
-        return DCScoreConfig(n_match=self.n_match, n_verify=self.n_verify, max_tries=self.max_tries,
-                             relevant_credit=self.relevant_credit)
+        return DCScoreConfig(
+            n_match=self.n_match, n_verify=self.n_verify, max_tries=self.max_tries, relevant_credit=self.relevant_credit
+        )
 
 
 class MetaParams(Section):
-    long_share: float = Field(0.5, gt=0, lt=1, description="Share of a seed's captions, the longest by word "
-                              "count, that form the 'long captions' subset.")
+    long_share: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="Share of a seed's captions, the longest by word count, that form the 'long captions' subset.",
+    )
 
 
 class FeedQuillParams(Section):
     min_objects: int = Field(1, ge=1, le=9, description="Fewest objects in a captioner scene.")
-    max_objects: int = Field(3, ge=1, le=9, description="Most objects in a captioner scene (the brief: 3-8; fewer objects keep the CPU run short).")
+    max_objects: int = Field(
+        3,
+        ge=1,
+        le=9,
+        description="Most objects in a captioner scene (the brief: 3-8; fewer objects keep the CPU run short).",
+    )
     train_scenes: int = Field(400, ge=4, le=100_000, description="Scenes of the SFT data.")
     per_scene: int = Field(2, ge=1, le=50, description="Simulated captions per SFT scene.")
-    sft_hallucination: float = Field(0.3, ge=0, lt=1, description="The SFT captions' share of false facts is "
-                                     "drawn from [0, this] (noisy supervision).")
-    pref_scenes: int = Field(60, ge=2, le=100_000, description="Scenes whose samples are judged into "
-                             "preference pairs.")
+    sft_hallucination: float = Field(
+        0.3,
+        ge=0,
+        lt=1,
+        description="The SFT captions' share of false facts is drawn from [0, this] (noisy supervision).",
+    )
+    pref_scenes: int = Field(60, ge=2, le=100_000, description="Scenes whose samples are judged into preference pairs.")
     samples: int = Field(4, ge=2, le=32, description="Captions sampled per preference scene (K).")
     temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature of the preference samples.")
     recall_bonus: float = Field(0.5, ge=0, le=10, description="Reward = verified precision + this x recall.")
     margin: float = Field(0.05, ge=0, le=2, description="Least reward gap of a (chosen, rejected) pair.")
-    eval_scenes: int = Field(60, ge=2, le=100_000, description="Held-out scenes the SFT and DPO captioners "
-                             "describe.")
-    eval_temperature: float = Field(1.0, ge=0, le=2, description="Decoding temperature of the evaluation "
-                                    "captions (0: greedy).")
+    eval_scenes: int = Field(60, ge=2, le=100_000, description="Held-out scenes the SFT and DPO captioners describe.")
+    eval_temperature: float = Field(
+        1.0, ge=0, le=2, description="Decoding temperature of the evaluation captions (0: greedy)."
+    )
     max_new_tokens: int = Field(80, ge=8, le=1024, description="Token budget of a caption.")
 
     @model_validator(mode="after")
@@ -190,26 +268,38 @@ class DPOParams(Section):
 
 class DecapbenchParams(PipelineParams):
     data: DataParams = Field(default_factory=DataParams, description="Images, oracle facts and candidates.")
-    captions: CaptionParams = Field(default_factory=CaptionParams, description="The caption simulator of the "
-                                    "synthetic meta-evaluation.")
+    captions: CaptionParams = Field(
+        default_factory=CaptionParams, description="The caption simulator of the synthetic meta-evaluation."
+    )
     judge: JudgeParams = Field(default_factory=JudgeParams, description="DCScore's judge.")
     meta: MetaParams = Field(default_factory=MetaParams, description="The meta-evaluation table.")
-    feedquill: FeedQuillParams = Field(default_factory=FeedQuillParams, description="FeedQuill-lite: scenes, "
-                                       "sampling, rewards and pairs.")
+    feedquill: FeedQuillParams = Field(
+        default_factory=FeedQuillParams, description="FeedQuill-lite: scenes, sampling, rewards and pairs."
+    )
     captioner: CaptionerParams = Field(default_factory=CaptionerParams, description="The tiny captioner.")
     sft: SFTParams = Field(default_factory=SFTParams, description="Supervised fine-tuning of the captioner.")
     dpo: DPOParams = Field(default_factory=DPOParams, description="DPO on the judge's preference pairs.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.n_images": 400, "feedquill.min_objects": 3, "feedquill.max_objects": 8, "feedquill.train_scenes": 4000,
-        "feedquill.pref_scenes": 1000, "feedquill.eval_scenes": 400, "feedquill.max_new_tokens": 320,
-        "sft.steps": 4000, "sft.batch_size": 64, "sft.lr": 3e-3, "dpo.steps": 200, "dpo.batch_size": 32,
+        "data.n_images": 400,
+        "feedquill.min_objects": 3,
+        "feedquill.max_objects": 8,
+        "feedquill.train_scenes": 4000,
+        "feedquill.pref_scenes": 1000,
+        "feedquill.eval_scenes": 400,
+        "feedquill.max_new_tokens": 320,
+        "sft.steps": 4000,
+        "sft.batch_size": 64,
+        "sft.lr": 3e-3,
+        "dpo.steps": 200,
+        "dpo.batch_size": 32,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "DeCapBench: 400 images (IIW-400), 9 judge trials per caption (3 matchings x 3 verifications), "
         "decompose at temperature 1, verify at 0.3 (eval/evaluation_decapbench.py). The brief's FeedQuill-lite: "
         "scenes of 3-8 objects, a 2-layer width-128 captioner, K = 4 samples, DPO for 200 steps; the SFT "
-        "length (4000 steps) is ours, long enough for the captioner to copy scene attributes.")
+        "length (4000 steps) is ours, long enough for the captioner to copy scene attributes."
+    )
 
     def uses_real_data(self) -> bool:
         return self.data.candidates_path is not None
@@ -228,12 +318,16 @@ class DecapbenchParams(PipelineParams):
         missing = [var for key, var in zip(("base_url", "model"), JUDGE_ENV) if settings[key] is None]
         why = "data.candidates_path names real captions" if self.uses_real_data() else "judge.backend is 'chat'"
         if missing:
-            return [f"{why}, which the chat-completions judge scores; set {' and '.join(missing)} (an "
-                    "OpenAI-compatible endpoint such as https://api.openai.com/v1 and a model such as "
-                    "gpt-4o-2024-05-13; the key goes in PAPERFLOWS_JUDGE_API_KEY when the endpoint needs one)"]
+            return [
+                f"{why}, which the chat-completions judge scores; set {' and '.join(missing)} (an "
+                "OpenAI-compatible endpoint such as https://api.openai.com/v1 and a model such as "
+                "gpt-4o-2024-05-13; the key goes in PAPERFLOWS_JUDGE_API_KEY when the endpoint needs one)"
+            ]
         # the judge's own rule (ChatEndpoint), applied before any work rather than when the judge stage starts
-        return [f"{why}; the judge endpoint settings ({' / '.join(JUDGE_ENV[:2])}) are unusable: {problem}"
-                for problem in endpoint_problems(settings["base_url"] or "", settings["model"] or "")]
+        return [
+            f"{why}; the judge endpoint settings ({' / '.join(JUDGE_ENV[:2])}) are unusable: {problem}"
+            for problem in endpoint_problems(settings["base_url"] or "", settings["model"] or "")
+        ]
 
     def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
         """Every candidate names an image of the oracle file, and of ``data.images_dir`` when given: the files
@@ -248,6 +342,8 @@ class DecapbenchParams(PipelineParams):
             return [f"data.candidates_path: {err}"]
         images = files.get("data.images_dir")
         if images is not None and images.path is not None and (missing := missing_images(rows, images.path)):
-            return [f"data.images_dir: {len(missing)} image(s) named by the candidates are not in {images.path} "
-                    f"(the first at candidate line {missing[0]})"]
+            return [
+                f"data.images_dir: {len(missing)} image(s) named by the candidates are not in {images.path} "
+                f"(the first at candidate line {missing[0]})"
+            ]
         return []

@@ -30,14 +30,31 @@ import numpy as np
 
 from components.captions.baselines import BASELINES, baseline_scores
 from components.captions.chat_judge import ChatClient, ChatEndpoint, ChatJudge
-from components.captions.dcscore import (CaptionItem, Judge, dcscore as dcscore_of, record_row,
-                                         score_items, summary_line)
-from components.captions.decapbench_files import (DecapbenchFormatError, benchmark_summary, missing_images,
-                                                  read_benchmark)
+from components.captions.dcscore import CaptionItem, Judge, record_row, score_items, summary_line
+from components.captions.dcscore import dcscore as dcscore_of
+from components.captions.decapbench_files import (
+    DecapbenchFormatError,
+    benchmark_summary,
+    missing_images,
+    read_benchmark,
+)
 from components.captions.evaluation import evaluate_captions, summarize
-from components.captions.feedquill import (CaptionerConfig, SupervisionConfig, build_captioner, judge_samples,
-                                           load_captioner, policy_and_reference, preference_pairs, sample_captions,
-                                           save_captioner, split_scenes, supervision, train_dpo, train_sft)
+from components.captions.feedquill import (
+    CaptionerConfig,
+    SupervisionConfig,
+    build_captioner,
+    judge_samples,
+    load_captioner,
+    policy_and_reference,
+    preference_pairs,
+    sample_captions,
+    save_captioner,
+    split_scenes,
+    supervision,
+    train_dpo,
+    train_sft,
+)
+from components.captions.meta_evaluation import correlation_rows
 from components.captions.rule_judge import RuleJudge, RuleJudgeConfig
 from components.captions.simulator import SimulatorConfig, benchmark_rows, simulate_captions
 from components.captions.world import Scene, make_scenes
@@ -47,7 +64,6 @@ from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_see
 from pipelines.decapbench import ABOUT
 from pipelines.decapbench.params import CAPTIONERS, NGRAM_BASELINES, DecapbenchParams, judge_endpoint_settings
 from pipelines.decapbench.plots import plot_feedquill, plot_metric_vs_human, plot_training
-from pipelines.decapbench.report import build_report, correlation_rows
 
 ORACLE, CANDIDATES, SCENES = "data/oracle.jsonl", "data/candidates.jsonl", "data/scenes.json"
 WORLD, DETAILS, SCORES, DCSCORE = "metrics/world.json", "dcscore/", "tables/dcscore.parquet", "metrics/dcscore.json"
@@ -67,8 +83,10 @@ def _judge(ctx: StageContext, scenes: dict[str, Scene], chat: bool, seed: int) -
     if not chat:
         return RuleJudge(scenes, RuleJudgeConfig(p.judge.flip_rate, p.judge.fuzzy_cutoff, derive_seed(seed, "judge")))
     s = judge_endpoint_settings()
-    client = ChatClient(ChatEndpoint(s["base_url"] or "", s["model"] or "", s["api_key"], p.judge.timeout_s),
-                        seed=derive_seed(seed, "judge"))
+    client = ChatClient(
+        ChatEndpoint(s["base_url"] or "", s["model"] or "", s["api_key"], p.judge.timeout_s),
+        seed=derive_seed(seed, "judge"),
+    )
     images = ctx.data_path(p.data.images_dir) if p.data.images_dir else None
     return ChatJudge(client, images_dir=images, max_tokens=p.judge.max_tokens)
 
@@ -87,12 +105,20 @@ def world(ctx: StageContext) -> None:
         except DecapbenchFormatError as err:
             raise StageInputError(f"decapbench.data: {err}") from None
         if d.images_dir and (missing := missing_images(candidates, ctx.data_path(d.images_dir))):
-            raise StageInputError(f"decapbench.data.images_dir: {len(missing)} image(s) named by the candidates are "
-                                  f"not in {ctx.data_path(d.images_dir)} (the first at candidate line {missing[0]})")
+            raise StageInputError(
+                f"decapbench.data.images_dir: {len(missing)} image(s) named by the candidates are "
+                f"not in {ctx.data_path(d.images_dir)} (the first at candidate line {missing[0]})"
+            )
     else:
-        sim = SimulatorConfig(coverage=tuple(c.coverage), hallucination=tuple(c.hallucination),
-                              max_fillers=c.max_fillers, paraphrase=c.paraphrase, typo_rate=c.typo_rate,
-                              extra_rate=c.extra_rate, human_noise=c.human_noise)
+        sim = SimulatorConfig(
+            coverage=tuple(c.coverage),
+            hallucination=tuple(c.hallucination),
+            max_fillers=c.max_fillers,
+            paraphrase=c.paraphrase,
+            typo_rate=c.typo_rate,
+            extra_rate=c.extra_rate,
+            human_noise=c.human_noise,
+        )
         oracle, candidates = [], []
         for seed in p.seeds:
             drawn = make_scenes(d.n_images, derive_seed(seed, "scenes"), d.min_objects, d.max_objects, f"s{seed}")
@@ -116,44 +142,75 @@ def dcscore(ctx: StageContext) -> None:
     rows = load_jsonl(ctx.path(CANDIDATES))
     scenes = {s.name: s for s in map(Scene.from_dict, load_json(ctx.path(SCENES)))}
     judge = _judge(ctx, scenes, p.uses_chat_judge(), p.seeds[0])
-    items = [CaptionItem(i, r["image_path"], r["caption"], r["oracle_caption"], facts[r["image_path"]])
-             for i, r in enumerate(rows)]
+    items = [
+        CaptionItem(i, r["image_path"], r["caption"], r["oracle_caption"], facts[r["image_path"]])
+        for i, r in enumerate(rows)
+    ]
     cfg = p.judge.dcscore_config()
-    records = score_items(judge, items, cfg, workers=5 if p.uses_chat_judge() else 1)   # the official 5 shards
+    records = score_items(judge, items, cfg, workers=5 if p.uses_chat_judge() else 1)  # the official 5 shards
     table = []
     for item, row, record in zip(items, rows, records):
         save_json(record, ctx.path(DETAILS) / f"{item.index}.json")
-        table.append({"idx": item.index, "seed": row["seed"], "image": item.image, "words": row["words"],
-                      "human_score": row["human_score"], **record_row(record)})
+        table.append(
+            {
+                "idx": item.index,
+                "seed": row["seed"],
+                "image": item.image,
+                "words": row["words"],
+                "human_score": row["human_score"],
+                **record_row(record),
+            }
+        )
     overall, valid, invalid = dcscore_of(records)
     checked: dict[str, float] = {}
-    if not p.uses_real_data():    # the exact rule judge on the first 50 oracle captions themselves: DCScore 100
-        oracle = [CaptionItem(i, r["image_path"], r["oracle_caption"], r["oracle_caption"], facts[r["image_path"]])
-                  for i, r in enumerate(rows[:50])]
-        checked = {"oracle_dcscore_exact": dcscore_of(score_items(RuleJudge(scenes), oracle, cfg))[0],
-                   "oracle_checked": len(oracle)}
+    if not p.uses_real_data():  # the exact rule judge on the first 50 oracle captions themselves: DCScore 100
+        oracle = [
+            CaptionItem(i, r["image_path"], r["oracle_caption"], r["oracle_caption"], facts[r["image_path"]])
+            for i, r in enumerate(rows[:50])
+        ]
+        checked = {
+            "oracle_dcscore_exact": dcscore_of(score_items(RuleJudge(scenes), oracle, cfg))[0],
+            "oracle_checked": len(oracle),
+        }
     groups = sorted({r["seed"] for r in table if r["seed"] is not None})
     per_seed = {f"seed{s}": dcscore_of([rec for rec, r in zip(records, table) if r["seed"] == s])[0] for s in groups}
     lines = [summary_line(overall)] + [f"{k} {summary_line(v)}" for k, v in per_seed.items()]
     save_text("\n".join(lines) + "\n", ctx.path(DETAILS) / "results.txt")
     save_table(table, ctx.path(SCORES))
-    save_json({"dcscore": overall, "valid": valid, "invalid": invalid, "judge": judge.name,
-               "tokens": sum(r["tokens"] for r in table), **per_seed, **checked}, ctx.path(DCSCORE))
+    save_json(
+        {
+            "dcscore": overall,
+            "valid": valid,
+            "invalid": invalid,
+            "judge": judge.name,
+            "tokens": sum(r["tokens"] for r in table),
+            **per_seed,
+            **checked,
+        },
+        ctx.path(DCSCORE),
+    )
     ctx.log_metrics({"dcscore": overall, "invalid": invalid})
 
 
 # --------------------------------------------------------------------------------------------------
 # §4.2 meta-evaluation: the baselines, and every metric's correlation with the human score
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "meta"), deps=(CANDIDATES, SCORES), outs=(BASELINE_SCORES, META),
-       metrics=(META_METRICS,), plots=(Plot(META_PNG), Plot(META_CSV, x="metric", y="spearman_all",
-                                                            title="Spearman with the human score, mean over seeds")))
+@stage(
+    params=("seeds", "data", "meta"),
+    deps=(CANDIDATES, SCORES),
+    outs=(BASELINE_SCORES, META),
+    metrics=(META_METRICS,),
+    plots=(
+        Plot(META_PNG),
+        Plot(META_CSV, x="metric", y="spearman_all", title="Spearman with the human score, mean over seeds"),
+    ),
+)
 def meta_eval(ctx: StageContext) -> None:
     """BLEU-4, ROUGE-L, TF-IDF cosine (fitted per seed) and CAPTURE-style F1 of every candidate; then per seed
     and subset (all / long / short captions) each metric's Pearson, Spearman and Kendall with the human score."""
     rows = load_jsonl(ctx.path(CANDIDATES))
     table: list[dict[str, Any]] = [{"idx": i, "seed": r["seed"]} for i, r in enumerate(rows)]
-    names = NGRAM_BASELINES if ctx.params.uses_real_data() else BASELINES   # CAPTURE-style F1 parses our world only
+    names = NGRAM_BASELINES if ctx.params.uses_real_data() else BASELINES  # CAPTURE-style F1 parses our world only
     for group in dict.fromkeys(r["seed"] for r in rows):
         index = [i for i, r in enumerate(rows) if r["seed"] == group]
         scores = baseline_scores([rows[i]["caption"] for i in index], [rows[i]["oracle_caption"] for i in index], names)
@@ -161,16 +218,20 @@ def meta_eval(ctx: StageContext) -> None:
             for position, i in enumerate(index):
                 table[i][name] = float(scores[name][position])
     save_table(table, ctx.path(BASELINE_SCORES))
-    joined = _joined(ctx)
+    joined = joined_scores(ctx)
     correlations = correlation_rows(joined, ctx.params.meta.long_share)
     save_table(correlations, ctx.path(META))
-    save_json({"captions_with_human_score": sum(r["human_score"] is not None for r in joined),
-               **{f"{r['metric']}/{r['subset']}/spearman/seed{r['seed']}": r["spearman"] for r in correlations}},
-              ctx.path(META_METRICS))
+    save_json(
+        {
+            "captions_with_human_score": sum(r["human_score"] is not None for r in joined),
+            **{f"{r['metric']}/{r['subset']}/spearman/seed{r['seed']}": r["spearman"] for r in correlations},
+        },
+        ctx.path(META_METRICS),
+    )
     plot_metric_vs_human(joined, correlations, ctx.path(META_PNG), ctx.path(META_CSV))
 
 
-def _joined(ctx: StageContext) -> list[dict[str, Any]]:
+def joined_scores(ctx: StageContext) -> list[dict[str, Any]]:
     """Per caption: its DCScore terms, human score, words and every baseline's score."""
     scores = {r["idx"]: r for r in load_table(ctx.path(SCORES))}
     return [scores[r["idx"]] | r for r in load_table(ctx.path(BASELINE_SCORES))]
@@ -181,61 +242,96 @@ def _joined(ctx: StageContext) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------
 def _feedquill_scenes(p: DecapbenchParams, seed: int) -> tuple[list[Scene], list[Scene], list[Scene]]:
     f = p.feedquill
-    return split_scenes((f.train_scenes, f.pref_scenes, f.eval_scenes), derive_seed(seed, "feedquill"),
-                        f.min_objects, f.max_objects, f"fq{seed}")
+    return split_scenes(
+        (f.train_scenes, f.pref_scenes, f.eval_scenes),
+        derive_seed(seed, "feedquill"),
+        f.min_objects,
+        f.max_objects,
+        f"fq{seed}",
+    )
 
 
 def _captioner_config(p: DecapbenchParams) -> CaptionerConfig:
     c = p.captioner
-    return CaptionerConfig(layers=c.n_layers, hidden=c.d_model, heads=c.n_heads,
-                           max_positions=2 * p.feedquill.max_new_tokens + 128)
+    return CaptionerConfig(
+        layers=c.n_layers, hidden=c.d_model, heads=c.n_heads, max_positions=2 * p.feedquill.max_new_tokens + 128
+    )
 
 
-@stage(params=("seeds", "feedquill", "captioner", "sft"), outs=(SFT_MODELS, SFT_CURVES), gpu=True,
-       models={"sft_captioner": SFT_MODELS})
+@stage(
+    params=("seeds", "feedquill", "captioner", "sft"),
+    outs=(SFT_MODELS, SFT_CURVES),
+    gpu=True,
+    models={"sft_captioner": SFT_MODELS},
+)
 def sft(ctx: StageContext) -> None:
     """Fine-tune a from-scratch captioner per seed on noisy simulated captions of its training scenes."""
     p, t = ctx.params, ctx.params.sft
     curves = []
     for seed in p.seeds:
         train, _, _ = _feedquill_scenes(p, seed)
-        prompts, targets = supervision(train, SupervisionConfig(per_scene=p.feedquill.per_scene, hallucination=(
-            0.0, p.feedquill.sft_hallucination)), derive_seed(seed, "supervision"))
+        prompts, targets = supervision(
+            train,
+            SupervisionConfig(per_scene=p.feedquill.per_scene, hallucination=(0.0, p.feedquill.sft_hallucination)),
+            derive_seed(seed, "supervision"),
+        )
         lm = build_captioner(_captioner_config(p), derive_seed(seed, "captioner"))
-        cfg = TrainConfig(steps=t.steps, lr=t.lr, warmup_steps=t.warmup_steps, seed=derive_seed(seed, "sft"),
-                          log_every=max(1, t.steps // 40), progress=ctx.progress, desc=f"decapbench sft seed {seed}")
+        cfg = TrainConfig(
+            steps=t.steps,
+            lr=t.lr,
+            warmup_steps=t.warmup_steps,
+            seed=derive_seed(seed, "sft"),
+            log_every=max(1, t.steps // 40),
+            progress=ctx.progress,
+            desc=f"decapbench sft seed {seed}",
+        )
         result = train_sft(lm, prompts, targets, cfg, t.batch_size, callback=ctx.metric_callback(f"sft/seed{seed}"))
         save_captioner(lm, _captioner_config(p), ctx.path(SFT_MODELS) / f"seed{seed}.safetensors")
         curves += result.curve(seed=seed)
     save_table(curves, ctx.path(SFT_CURVES))
 
 
-@stage(params=("seeds", "feedquill", "captioner", "judge"), deps=(SFT_MODELS,), outs=(PREFS,),
-       metrics=(PREF_METRICS,))
+@stage(params=("seeds", "feedquill", "captioner", "judge"), deps=(SFT_MODELS,), outs=(PREFS,), metrics=(PREF_METRICS,))
 def preferences(ctx: StageContext) -> None:
     """Sample K captions per preference scene, judge them, keep the (best, worst) pairs."""
     p, f = ctx.params, ctx.params.feedquill
     rows, summary = [], {}
     for seed in p.seeds:
         _, scenes, _ = _feedquill_scenes(p, seed)
-        lm = load_captioner(ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", _captioner_config(p),
-                            derive_seed(seed, "captioner"))
-        samples = sample_captions(lm, scenes, f.samples, temperature=f.temperature, max_new_tokens=f.max_new_tokens,
-                                  seed=derive_seed(seed, "samples"))
+        lm = load_captioner(
+            ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", _captioner_config(p), derive_seed(seed, "captioner")
+        )
+        samples = sample_captions(
+            lm,
+            scenes,
+            f.samples,
+            temperature=f.temperature,
+            max_new_tokens=f.max_new_tokens,
+            seed=derive_seed(seed, "samples"),
+        )
         judge = _judge(ctx, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
         rewards = judge_samples(judge, scenes, samples, p.judge.dcscore_config(), f.recall_bonus)
         pairs = preference_pairs(samples, rewards, f.margin)
         rows += [q.to_row(scenes, seed=seed) for q in pairs]
-        summary |= {f"seed{seed}/pairs": len(pairs), f"seed{seed}/reward_mean": float(np.mean(rewards)),
-                    f"seed{seed}/reward_gap": float(np.mean([q.reward_chosen - q.reward_rejected for q in pairs]))
-                    if pairs else 0.0}
+        summary |= {
+            f"seed{seed}/pairs": len(pairs),
+            f"seed{seed}/reward_mean": float(np.mean(rewards)),
+            f"seed{seed}/reward_gap": float(np.mean([q.reward_chosen - q.reward_rejected for q in pairs]))
+            if pairs
+            else 0.0,
+        }
     save_jsonl(rows, ctx.path(PREFS))
     save_json(summary, ctx.path(PREF_METRICS))
 
 
-@stage(params=("seeds", "feedquill", "captioner", "dpo"), deps=(SFT_MODELS, SFT_CURVES, PREFS),
-       outs=(DPO_MODELS, DPO_CURVES), gpu=True, models={"dpo_captioner": DPO_MODELS},
-       plots=(Plot(TRAIN_PNG), Plot(TRAIN_CSV, x="step", y="loss", title="SFT and DPO loss (first seed)")))
+@stage(
+    params=("seeds", "feedquill", "captioner", "dpo"),
+    deps=(SFT_MODELS, SFT_CURVES, PREFS),
+    outs=(DPO_MODELS, DPO_CURVES),
+    gpu=True,
+    models={"dpo_captioner": DPO_MODELS},
+    plots=(Plot(TRAIN_PNG), Plot(TRAIN_CSV, x="step", y="loss", title="SFT and DPO loss (first seed)")),
+)
 def dpo(ctx: StageContext) -> None:
     """DPO per seed from the SFT weights; the frozen SFT model is the reference (its scores computed once)."""
     p, t = ctx.params, ctx.params.dpo
@@ -243,26 +339,50 @@ def dpo(ctx: StageContext) -> None:
     for seed in p.seeds:
         mine = [q for q in pairs if q["seed"] == seed]
         if not mine:
-            raise StageInputError(f"decapbench.dpo: seed {seed} has no preference pair (every scene's samples "
-                                  "scored within feedquill.margin); raise feedquill.pref_scenes or lower the margin")
-        sft_model = load_captioner(ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", _captioner_config(p),
-                                   derive_seed(seed, "captioner"))
+            raise StageInputError(
+                f"decapbench.dpo: seed {seed} has no preference pair (every scene's samples "
+                "scored within feedquill.margin); raise feedquill.pref_scenes or lower the margin"
+            )
+        sft_model = load_captioner(
+            ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", _captioner_config(p), derive_seed(seed, "captioner")
+        )
         policy, reference = policy_and_reference(sft_model)
-        cfg = TrainConfig(steps=t.steps, lr=t.lr, warmup_steps=t.warmup_steps, seed=derive_seed(seed, "dpo"),
-                          log_every=max(1, t.steps // 40), progress=ctx.progress, desc=f"decapbench dpo seed {seed}")
-        result = train_dpo(policy, reference, [q["prompt"] for q in mine], [q["chosen"] for q in mine],
-                           [q["rejected"] for q in mine], cfg, beta=t.beta, batch_size=t.batch_size,
-                           callback=ctx.metric_callback(f"dpo/seed{seed}"))
+        cfg = TrainConfig(
+            steps=t.steps,
+            lr=t.lr,
+            warmup_steps=t.warmup_steps,
+            seed=derive_seed(seed, "dpo"),
+            log_every=max(1, t.steps // 40),
+            progress=ctx.progress,
+            desc=f"decapbench dpo seed {seed}",
+        )
+        result = train_dpo(
+            policy,
+            reference,
+            [q["prompt"] for q in mine],
+            [q["chosen"] for q in mine],
+            [q["rejected"] for q in mine],
+            cfg,
+            beta=t.beta,
+            batch_size=t.batch_size,
+            callback=ctx.metric_callback(f"dpo/seed{seed}"),
+        )
         save_captioner(policy, _captioner_config(p), ctx.path(DPO_MODELS) / f"seed{seed}.safetensors")
         curves += [{"seed": seed, **h} for h in result.history]
     save_table(curves, ctx.path(DPO_CURVES))
     plot_training(load_table(ctx.path(SFT_CURVES)), curves, ctx.path(TRAIN_PNG), ctx.path(TRAIN_CSV))
 
 
-@stage(params=("seeds", "feedquill", "captioner", "judge"), deps=(SFT_MODELS, DPO_MODELS),
-       outs=(CAPTIONER_ROWS,), metrics=(CAPTIONER_METRICS,),
-       plots=(Plot(FQ_PNG), Plot(FQ_CSV, x="seed", y="hallucination_change",
-                                  title="Hallucination rate, DPO minus SFT, per seed")))
+@stage(
+    params=("seeds", "feedquill", "captioner", "judge"),
+    deps=(SFT_MODELS, DPO_MODELS),
+    outs=(CAPTIONER_ROWS,),
+    metrics=(CAPTIONER_METRICS,),
+    plots=(
+        Plot(FQ_PNG),
+        Plot(FQ_CSV, x="seed", y="hallucination_change", title="Hallucination rate, DPO minus SFT, per seed"),
+    ),
+)
 def captioners(ctx: StageContext) -> None:
     """Caption the held-out scenes with the SFT and the DPO captioner of each seed and score the captions."""
     p, f = ctx.params, ctx.params.feedquill
@@ -271,10 +391,20 @@ def captioners(ctx: StageContext) -> None:
         _, _, scenes = _feedquill_scenes(p, seed)
         judge = _judge(ctx, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
         for name, folder in zip(CAPTIONERS, (SFT_MODELS, DPO_MODELS)):
-            lm = load_captioner(ctx.path(folder) / f"seed{seed}.safetensors", _captioner_config(p),
-                                derive_seed(seed, "captioner"))
-            texts = [c[0] for c in sample_captions(lm, scenes, 1, temperature=f.eval_temperature,
-                                                   max_new_tokens=f.max_new_tokens, seed=derive_seed(seed, "eval"))]
+            lm = load_captioner(
+                ctx.path(folder) / f"seed{seed}.safetensors", _captioner_config(p), derive_seed(seed, "captioner")
+            )
+            texts = [
+                c[0]
+                for c in sample_captions(
+                    lm,
+                    scenes,
+                    1,
+                    temperature=f.eval_temperature,
+                    max_new_tokens=f.max_new_tokens,
+                    seed=derive_seed(seed, "eval"),
+                )
+            ]
             evaluated = evaluate_captions(scenes, texts, judge, p.judge.dcscore_config())
             rows += [{"seed": seed, "captioner": name, **r} for r in evaluated]
             summary |= {f"{name}/seed{seed}/{k}": v for k, v in summarize(evaluated).items()}
@@ -283,17 +413,9 @@ def captioners(ctx: StageContext) -> None:
     plot_feedquill(rows, ctx.path(FQ_PNG), ctx.path(FQ_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# the meta-evaluation table, the FeedQuill table and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "captions", "judge", "meta", "feedquill", "captioner", "sft", "dpo"),
-       deps=(WORLD, DCSCORE, SCORES, BASELINE_SCORES, META, PREF_METRICS, CAPTIONER_ROWS), outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """The correlation table (rows: metrics), the FeedQuill-lite table and the claims."""
-    build_report(ctx.params, load_json(ctx.path(WORLD)), load_json(ctx.path(DCSCORE)), load_table(ctx.path(META)),
-                 _joined(ctx), load_json(ctx.path(PREF_METRICS)), load_table(ctx.path(CAPTIONER_ROWS))
-                 ).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=DecapbenchParams,
-                    stages=(world, dcscore, meta_eval, sft, preferences, dpo, captioners, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=DecapbenchParams,
+    stages=(world, dcscore, meta_eval, sft, preferences, dpo, captioners),
+    report="pipelines.decapbench.report:report",
+)

@@ -21,8 +21,9 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return float(np.mean(finite)) if finite else None
 
 
-def plot_metric_vs_human(captions: Sequence[dict[str, Any]], meta: Sequence[dict[str, Any]], png: Path,
-                         csv: Path) -> None:
+def plot_metric_vs_human(
+    captions: Sequence[dict[str, Any]], meta: Sequence[dict[str, Any]], png: Path, csv: Path
+) -> None:
     """One panel per metric: its score against the human score for the first seed's captions (long captions
     darker); the CSV holds the Spearman of every metric, mean over seeds, per subset."""
     fig, axes = figure(3.2 * len(SHOWN), 3.2, ncols=len(SHOWN))
@@ -31,7 +32,7 @@ def plot_metric_vs_human(captions: Sequence[dict[str, Any]], meta: Sequence[dict
     words = np.array([r["words"] for r in mine], dtype=float)
     long = words >= np.median(words) if len(words) else words.astype(bool)
     for ax, metric in zip(axes, SHOWN):
-        if mine and metric not in mine[0]:          # not computed for these captions (CAPTURE on real files)
+        if mine and metric not in mine[0]:  # not computed for these captions (CAPTURE on real files)
             ax.set_title(f"{LABELS[metric]}\n(not computed)", fontsize=8)
             continue
         x = np.array([r["human_score"] for r in mine], dtype=float)
@@ -50,9 +51,15 @@ def plot_metric_vs_human(captions: Sequence[dict[str, Any]], meta: Sequence[dict
     for metric in LABELS:
         if metric not in {r["metric"] for r in meta}:
             continue
-        rows.append({"metric": metric, **{f"spearman_{s}": _mean([r["spearman"] for r in meta
-                                                                 if r["metric"] == metric and r["subset"] == s])
-                                          for s in ("all", "long", "short")}})
+        rows.append(
+            {
+                "metric": metric,
+                **{
+                    f"spearman_{s}": _mean([r["spearman"] for r in meta if r["metric"] == metric and r["subset"] == s])
+                    for s in ("all", "long", "short")
+                },
+            }
+        )
     save_csv(rows, csv, columns=["metric", "spearman_all", "spearman_long", "spearman_short"])
 
 
@@ -80,21 +87,39 @@ def plot_training(sft: Sequence[dict[str, Any]], dpo: Sequence[dict[str, Any]], 
 def plot_feedquill(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     """Per seed, hallucination rate, recall and DCScore of the SFT and DPO captions."""
     seeds = list(dict.fromkeys(r["seed"] for r in rows))
-    stats = {(n, s): summarize([r for r in rows if r["seed"] == s and r["captioner"] == n])
-             for n in ("sft", "dpo") for s in seeds}
+    stats = {
+        (n, s): summarize([r for r in rows if r["seed"] == s and r["captioner"] == n])
+        for n in ("sft", "dpo")
+        for s in seeds
+    }
     fig, axes = figure(12, 3.5, ncols=3)
     width = 0.38
-    for ax, key, title in zip(axes, ("hallucination", "recall", "dcscore"),
-                              ("hallucination rate", "recall (oracle facts)", "DCScore")):
+    for ax, key, title in zip(
+        axes, ("hallucination", "recall", "dcscore"), ("hallucination rate", "recall (oracle facts)", "DCScore")
+    ):
         for k, name in enumerate(("sft", "dpo")):
-            ax.bar(np.arange(len(seeds)) + (k - 0.5) * width, [stats[(name, s)][key] for s in seeds], width,
-                   label=name.upper())
+            ax.bar(
+                np.arange(len(seeds)) + (k - 0.5) * width,
+                [stats[(name, s)][key] for s in seeds],
+                width,
+                label=name.upper(),
+            )
         ax.set_xticks(range(len(seeds)), [f"seed {s}" for s in seeds])
         ax.set_title(title)
         ax.legend(fontsize=7)
     save_figure(fig, png)
     columns = [f"{n}_{k}" for n in ("sft", "dpo") for k in ("hallucination", "recall", "dcscore")]
-    save_csv([{"seed": s, **{f"{n}_{k}": stats[(n, s)][k] for n in ("sft", "dpo")
-                             for k in ("hallucination", "recall", "dcscore")},
-               "hallucination_change": stats[("dpo", s)]["hallucination"] - stats[("sft", s)]["hallucination"]}
-              for s in seeds], csv, columns=["seed", "hallucination_change", *columns])
+    save_csv(
+        [
+            {
+                "seed": s,
+                **{
+                    f"{n}_{k}": stats[(n, s)][k] for n in ("sft", "dpo") for k in ("hallucination", "recall", "dcscore")
+                },
+                "hallucination_change": stats[("dpo", s)]["hallucination"] - stats[("sft", s)]["hallucination"],
+            }
+            for s in seeds
+        ],
+        csv,
+        columns=["seed", "hallucination_change", *columns],
+    )

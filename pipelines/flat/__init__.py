@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="FLAT: LLM unlearning with forget data only, via f-divergence loss adjustment",
     arxiv="2410.11143",
     claim="FLAT (KL) reaches the retain-only oracle's forget level (KS p > 0.05) and, there, keeps >= 90 % of the "
-          "original's retain accuracy",
+    "original's retain accuracy",
 )

@@ -36,25 +36,30 @@ import numpy as np
 from components.io import load_json, load_tensors, save_json, save_table, save_tensors
 from components.training import TrainConfig, fit
 from components.unlearning import IDK_TEMPLATES, AuthorConfig, TofuFormatError, author_rows, read_tofu_file
-from components.unlearning.evaluate import (EvalConfig, TofuEvaluator, add_forget_quality, qa_continuation,
-                                            qa_prompt, summary)
+from components.unlearning.evaluate import (
+    EvalConfig,
+    TofuEvaluator,
+    add_forget_quality,
+    qa_continuation,
+    qa_prompt,
+    summary,
+)
 from components.unlearning.general_text import general_passages, world_fact_rows
 from components.unlearning.tofu_file import overlap_problem
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.flat import ABOUT
 from pipelines.flat.params import FlatParams
-from pipelines.flat.plots import plot_curves, plot_finetune, plot_tradeoff
-from pipelines.flat.report import build_report, collect_rows
+from pipelines.flat.plots import plot_finetune
 
-QA = "data/qa.json"                   # forget + retain rows (TOFU fields), world facts, passages, templates
+QA = "data/qa.json"  # forget + retain rows (TOFU fields), world facts, passages, templates
 BENCH_METRICS = "metrics/benchmark.json"
-MODELS = "models/"                    # original/ and retain/ adapters (safetensors)
-REFERENCES = "eval/"                  # original/ and retain/ TOFU_EVAL.json + TOFU_SUMMARY.json
+MODELS = "models/"  # original/ and retain/ adapters (safetensors)
+REFERENCES = "eval/"  # original/ and retain/ TOFU_EVAL.json + TOFU_SUMMARY.json
 FINETUNE_CURVES = "tables/finetune_curves.parquet"
 FINETUNE_METRICS = "metrics/finetune.json"
 FINETUNE_PNG = "plots/finetune_loss.png"
-UNLEARNED = "unlearned/"              # <method>/seed<k>/{TOFU_EVAL,TOFU_SUMMARY}.json, adapter, curves
-RESULTS = "tables/results.parquet"    # one row per (method, seed)
+UNLEARNED = "unlearned/"  # <method>/seed<k>/{TOFU_EVAL,TOFU_SUMMARY}.json, adapter, curves
+RESULTS = "tables/results.parquet"  # one row per (method, seed)
 CURVES_PNG, CURVES_CSV = "plots/unlearning_curves.png", "plots/unlearning_curves.csv"
 TRADEOFF_PNG, TRADEOFF_CSV = "plots/forget_vs_utility.png", "plots/forget_vs_utility.csv"
 REPORT = "report.json"
@@ -67,19 +72,26 @@ REPORT = "report.json"
 def benchmark(ctx: StageContext) -> None:
     """QAs split into forget / retain authors, the retain QAs evaluated, world facts and general text."""
     d = ctx.params.data
-    if d.tofu_path is not None:     # checked with the params before any work; read here in full
+    if d.tofu_path is not None:  # checked with the params before any work; read here in full
         try:
             forget = read_tofu_file(ctx.data_path(d.tofu_path), split="forget")
             retain = read_tofu_file(ctx.data_path(d.tofu_retain_path), split="retain")
         except (FileNotFoundError, TofuFormatError) as err:
             raise StageInputError(f"flat.data: {err}") from None
-        shared = overlap_problem(d.tofu_path, d.tofu_retain_path, forget, retain)   # as the params were checked
+        shared = overlap_problem(d.tofu_path, d.tofu_retain_path, forget, retain)  # as the params were checked
         if shared is not None:
             raise StageInputError(f"flat.data.tofu_retain_path: {shared}")
         source = {"source": "tofu", "forget_file": d.tofu_path, "retain_file": d.tofu_retain_path}
     else:
-        rows = author_rows(AuthorConfig(n_authors=d.n_authors, forget_authors=d.forget_authors,
-                                        n_perturbed=d.n_perturbed, attributes=tuple(d.attributes), seed=d.seed))
+        rows = author_rows(
+            AuthorConfig(
+                n_authors=d.n_authors,
+                forget_authors=d.forget_authors,
+                n_perturbed=d.n_perturbed,
+                attributes=tuple(d.attributes),
+                seed=d.seed,
+            )
+        )
         forget, retain = [r for r in rows if r["split"] == "forget"], [r for r in rows if r["split"] == "retain"]
         source = {"source": "synthetic authors", "authors": d.n_authors, "forget_authors": d.forget_authors}
     scorable = [i for i, r in enumerate(retain) if r["perturbed_answer"] is not None]
@@ -88,14 +100,31 @@ def benchmark(ctx: StageContext) -> None:
     for i, row in enumerate(retain):
         row["evaluated"] = i in chosen
     world = world_fact_rows(d.world_facts, min(d.n_perturbed, 9), seed=derive_seed(d.seed, "world"))
-    if d.trained_facts:     # general QAs in the fine-tuning data (never evaluated, never unlearned)
+    if d.trained_facts:  # general QAs in the fine-tuning data (never evaluated, never unlearned)
         facts = world_fact_rows(d.trained_facts, 1, seed=0, skip=d.world_facts)
         retain += [{**r, "perturbed_answer": None, "split": "retain", "evaluated": False} for r in facts]
-    save_json({"forget": forget, "retain": retain, "world_facts": world, "templates": list(IDK_TEMPLATES),
-               "passages": general_passages(d.passages, d.passage_words)}, ctx.path(QA))
-    save_json({**source, "forget_qas": len(forget), "retain_qas": len(retain), "retain_evaluated": len(chosen),
-               "world_facts": len(world), "trained_facts": d.trained_facts, "passages": d.passages},
-              ctx.path(BENCH_METRICS))
+    save_json(
+        {
+            "forget": forget,
+            "retain": retain,
+            "world_facts": world,
+            "templates": list(IDK_TEMPLATES),
+            "passages": general_passages(d.passages, d.passage_words),
+        },
+        ctx.path(QA),
+    )
+    save_json(
+        {
+            **source,
+            "forget_qas": len(forget),
+            "retain_qas": len(retain),
+            "retain_evaluated": len(chosen),
+            "world_facts": len(world),
+            "trained_facts": d.trained_facts,
+            "passages": d.passages,
+        },
+        ctx.path(BENCH_METRICS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,18 +136,27 @@ def _session(lm_name: str, precision: str, cache_dir: Path | None, lora: tuple[A
     from components.unlearning.training import AdapterSession
 
     layers, r, alpha, targets = lora
-    return AdapterSession(load_lm(lm_name, cache_dir=cache_dir, seed=0, precision=precision), lora_layers=layers,
-                          r=r, alpha=alpha, target_modules=targets)
+    return AdapterSession(
+        load_lm(lm_name, cache_dir=cache_dir, seed=0, precision=precision),
+        lora_layers=layers,
+        r=r,
+        alpha=alpha,
+        target_modules=targets,
+    )
 
 
 def _setup(ctx: StageContext) -> tuple[Any, dict[str, Any], TofuEvaluator]:
     m, qa = ctx.params.model, load_json(ctx.path(QA))
     lora = (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules))
     session = _session(m.lm, m.precision, ctx.cache_dir, lora)
-    evaluator = TofuEvaluator(session.lm, qa["forget"], [r for r in qa["retain"] if r["evaluated"]],
-                              qa["world_facts"], qa["passages"],
-                              EvalConfig(batch_size=ctx.params.eval.batch_size,
-                                         max_new_tokens=ctx.params.eval.max_new_tokens))
+    evaluator = TofuEvaluator(
+        session.lm,
+        qa["forget"],
+        [r for r in qa["retain"] if r["evaluated"]],
+        qa["world_facts"],
+        qa["passages"],
+        EvalConfig(batch_size=ctx.params.eval.batch_size, max_new_tokens=ctx.params.eval.max_new_tokens),
+    )
     evaluator.prime(session.model)
     return session, qa, evaluator
 
@@ -130,9 +168,16 @@ def _pairs(session: Any, rows: list[dict[str, Any]], answers: list[str] | None =
 
 def _adapter_meta(ctx: StageContext, role: str) -> dict[str, str]:
     m = ctx.params.model
-    return {"base_model": m.lm, "precision": m.precision, "role": role, "lora_layers": f"top {m.lora_layers}",
-            "lora_r": str(m.lora_r), "lora_alpha": str(m.lora_alpha), "target_modules": ",".join(m.target_modules),
-            "load": "LocalLM.with_lora(...) with these settings, then copy these tensors into its parameters"}
+    return {
+        "base_model": m.lm,
+        "precision": m.precision,
+        "role": role,
+        "lora_layers": f"top {m.lora_layers}",
+        "lora_r": str(m.lora_r),
+        "lora_alpha": str(m.lora_alpha),
+        "target_modules": ",".join(m.target_modules),
+        "load": "LocalLM.with_lora(...) with these settings, then copy these tensors into its parameters",
+    }
 
 
 def _save_eval(tofu_eval: dict[str, Any], folder: Path) -> None:
@@ -143,24 +188,44 @@ def _save_eval(tofu_eval: dict[str, Any], folder: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 # TOFU protocol: the original (all QAs) and the retain-only oracle, fine-tuned from the same base
 # --------------------------------------------------------------------------------------------------
-@stage(params=("model", "finetune", "eval.batch_size", "eval.max_new_tokens"), deps=(QA,),
-       outs=(MODELS, REFERENCES, FINETUNE_CURVES), metrics=(FINETUNE_METRICS,), plots=(Plot(FINETUNE_PNG),), gpu=True,
-       models={"finetuned_lora": MODELS})
+@stage(
+    params=("model", "finetune", "eval.batch_size", "eval.max_new_tokens"),
+    deps=(QA,),
+    outs=(MODELS, REFERENCES, FINETUNE_CURVES),
+    metrics=(FINETUNE_METRICS,),
+    plots=(Plot(FINETUNE_PNG),),
+    gpu=True,
+    models={"finetuned_lora": MODELS},
+)
 def finetune(ctx: StageContext) -> None:
     """Fine-tune the original and the retain oracle (LoRA, NLL of the answers); evaluate both."""
-    from components.unlearning.training import sft_loss
     from components.llm import pair_batches
+    from components.unlearning.training import sft_loss
 
     f = ctx.params.finetune
     session, qa, evaluator = _setup(ctx)
     curves, metrics, evals = [], {}, {}
     for role, rows in (("original", qa["forget"] + qa["retain"]), ("retain", qa["retain"])):
         session.reset()
-        cfg = TrainConfig(steps=f.steps, lr=f.lr, weight_decay=f.weight_decay, warmup_steps=f.warmup_steps,
-                          seed=derive_seed(0, "finetune", role), log_every=max(1, f.steps // 20), progress=ctx.progress,
-                          desc=f"finetune {role}", grad_clip=1.0)
-        result = fit(session.model, sft_loss, pair_batches(_pairs(session, rows), size=f.batch_size), cfg,
-                     callback=ctx.metric_callback(f"finetune/{role}"), parameters=session.parameters_to_train())
+        cfg = TrainConfig(
+            steps=f.steps,
+            lr=f.lr,
+            weight_decay=f.weight_decay,
+            warmup_steps=f.warmup_steps,
+            seed=derive_seed(0, "finetune", role),
+            log_every=max(1, f.steps // 20),
+            progress=ctx.progress,
+            desc=f"finetune {role}",
+            grad_clip=1.0,
+        )
+        result = fit(
+            session.model,
+            sft_loss,
+            pair_batches(_pairs(session, rows), size=f.batch_size),
+            cfg,
+            callback=ctx.metric_callback(f"finetune/{role}"),
+            parameters=session.parameters_to_train(),
+        )
         curves += result.curve(model=role)
         save_tensors(session.state(), ctx.path(MODELS) / role / "adapter.safetensors", _adapter_meta(ctx, role))
         evals[role] = evaluator.evaluate(session.model)
@@ -173,16 +238,22 @@ def finetune(ctx: StageContext) -> None:
     save_table(curves, ctx.path(FINETUNE_CURVES))
     plot_finetune(curves, ctx.path(FINETUNE_PNG))
     save_json(metrics, ctx.path(FINETUNE_METRICS))
-    ctx.log_metrics({f"finetune/{role}/{k}": v for role in metrics for k, v in metrics[role].items()
-                     if isinstance(v, float)})
+    ctx.log_metrics(
+        {f"finetune/{role}/{k}": v for role in metrics for k, v in metrics[role].items() if isinstance(v, float)}
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # §3 unlearning from the original on the forget split: one item per method, seeds inside
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "model", "unlearn", "eval.batch_size", "eval.max_new_tokens"), deps=(QA, MODELS, REFERENCES),
-       outs=(UNLEARNED,), fan_out="unlearn.methods", gpu=True,
-       models={"unlearned_lora": UNLEARNED})
+@stage(
+    params=("seeds", "model", "unlearn", "eval.batch_size", "eval.max_new_tokens"),
+    deps=(QA, MODELS, REFERENCES),
+    outs=(UNLEARNED,),
+    fan_out="unlearn.methods",
+    gpu=True,
+    models={"unlearned_lora": UNLEARNED},
+)
 def unlearn(ctx: StageContext) -> None:
     """Unlearn with one method (``ctx.item``) for every seed; evaluate each run against the retain oracle."""
     from components.llm import precompute_scores, scores_and_greedy_hits
@@ -198,13 +269,26 @@ def unlearn(ctx: StageContext) -> None:
     n_forget = len(qa["forget"])
     objective = ObjectiveConfig(beta=u.beta, retain_weight=u.retain_weight, normalisation=u.normalisation)
 
-    def point(step: int, loss: float, forget_prob: float, forget_em: float, retain_em: float, seed: int
-              ) -> dict[str, Any]:
-        ctx.log_metrics({f"unlearn/{method}/seed{seed}/forget_prob": forget_prob,
-                         f"unlearn/{method}/seed{seed}/forget_em": forget_em,
-                         f"unlearn/{method}/seed{seed}/retain_em": retain_em}, step=step)
-        return {"method": method, "seed": seed, "step": step, "loss": loss, "forget_prob": forget_prob,
-                "forget_em": forget_em, "retain_em": retain_em}
+    def point(
+        step: int, loss: float, forget_prob: float, forget_em: float, retain_em: float, seed: int
+    ) -> dict[str, Any]:
+        ctx.log_metrics(
+            {
+                f"unlearn/{method}/seed{seed}/forget_prob": forget_prob,
+                f"unlearn/{method}/seed{seed}/forget_em": forget_em,
+                f"unlearn/{method}/seed{seed}/retain_em": retain_em,
+            },
+            step=step,
+        )
+        return {
+            "method": method,
+            "seed": seed,
+            "step": step,
+            "loss": loss,
+            "forget_prob": forget_prob,
+            "forget_em": forget_em,
+            "retain_em": retain_em,
+        }
 
     def probe_values() -> tuple[float, float, float]:
         scores, hits = scores_and_greedy_hits(session.model, probe, ctx.params.eval.batch_size)
@@ -213,7 +297,7 @@ def unlearn(ctx: StageContext) -> None:
         return float(prob[:n_forget].mean()), float(exact[:n_forget].mean()), float(exact[n_forget:].mean())
 
     session.load(original)
-    start = probe_values()     # every seed starts from the original: its point at step 0 is computed once
+    start = probe_values()  # every seed starts from the original: its point at step 0 is computed once
     for seed in ctx.params.seeds:
         session.load(original)
         rng = np.random.default_rng(derive_seed(seed, "templates", method))
@@ -222,18 +306,37 @@ def unlearn(ctx: StageContext) -> None:
         curve = [point(0, float("nan"), *start, seed=seed)]
 
         def probe_model(step: int, metrics: dict[str, float], seed: int = seed, curve: list = curve) -> None:
-            if step < u.steps:     # the last point comes from the final evaluation
+            if step < u.steps:  # the last point comes from the final evaluation
                 curve.append(point(step, metrics.get("loss", float("nan")), *probe_values(), seed=seed))
 
-        cfg = TrainConfig(steps=u.steps, lr=u.lr, seed=derive_seed(seed, "unlearn", method), log_every=u.curve_every,
-                          progress=ctx.progress, desc=f"{method} seed {seed}", grad_clip=1.0)
-        result = fit(session.model, unlearn_loss(method, objective),
-                     unlearn_batches(method, forget_tokens, templates, reference, retain_tokens, u.batch_size), cfg,
-                     callback=probe_model, parameters=session.parameters_to_train())
+        cfg = TrainConfig(
+            steps=u.steps,
+            lr=u.lr,
+            seed=derive_seed(seed, "unlearn", method),
+            log_every=u.curve_every,
+            progress=ctx.progress,
+            desc=f"{method} seed {seed}",
+            grad_clip=1.0,
+        )
+        result = fit(
+            session.model,
+            unlearn_loss(method, objective),
+            unlearn_batches(method, forget_tokens, templates, reference, retain_tokens, u.batch_size),
+            cfg,
+            callback=probe_model,
+            parameters=session.parameters_to_train(),
+        )
         tofu_eval = add_forget_quality(evaluator.evaluate(session.model), retain_eval)
-        curve.append(point(u.steps, result.final_loss, tofu_eval["forget_Q_A_Prob"]["agg_value"],
-                           tofu_eval["forget_exact_match"]["agg_value"], tofu_eval["retain_exact_match"]["agg_value"],
-                           seed=seed))
+        curve.append(
+            point(
+                u.steps,
+                result.final_loss,
+                tofu_eval["forget_Q_A_Prob"]["agg_value"],
+                tofu_eval["forget_exact_match"]["agg_value"],
+                tofu_eval["retain_exact_match"]["agg_value"],
+                seed=seed,
+            )
+        )
         folder = ctx.item_dir(UNLEARNED) / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         _save_eval(tofu_eval, folder)
@@ -241,35 +344,6 @@ def unlearn(ctx: StageContext) -> None:
         save_table(curve, folder / "curve.parquet")
 
 
-# --------------------------------------------------------------------------------------------------
-# the TOFU-shaped table, the figures and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "model", "finetune", "unlearn", "eval"), deps=(QA, REFERENCES, UNLEARNED, BENCH_METRICS),
-       outs=(RESULTS, REPORT, "report.md"),
-       plots=(Plot(CURVES_PNG), Plot(CURVES_CSV, x="step", y="forget_prob", title="Forget-answer probability"),
-              Plot(TRADEOFF_PNG), Plot(TRADEOFF_CSV, x="forget_quality", y="model_utility",
-                                       title="Forget quality vs model utility")))
-def report(ctx: StageContext) -> None:
-    """Per (method, seed) rows from the TOFU summaries; the table, the figures and the claims."""
-    p = ctx.params
-    references = {role: load_json(ctx.path(REFERENCES) / role / "TOFU_SUMMARY.json") for role in ("original", "retain")}
-    runs = {(m, s): load_json(ctx.path(UNLEARNED) / m / f"seed{s}" / "TOFU_SUMMARY.json")
-            for m in p.unlearn.methods for s in p.seeds}
-    curves = [row for m in p.unlearn.methods for s in p.seeds
-              for row in load_table_rows(ctx.path(UNLEARNED) / m / f"seed{s}" / "curve.parquet")]
-    rows = collect_rows(references, runs)
-    save_table(rows, ctx.path(RESULTS))
-    plot_curves(curves, ctx.path(CURVES_PNG), ctx.path(CURVES_CSV))
-    plot_tradeoff(rows, ctx.path(TRADEOFF_PNG), ctx.path(TRADEOFF_CSV))
-    build_report(p, rows, curves, load_json(ctx.path(BENCH_METRICS))).save(ctx.path(REPORT))
-
-
-def load_table_rows(path: Path) -> list[dict[str, Any]]:
-    from components.io import load_table
-
-    if not path.is_file():
-        raise StageInputError(f"flat.report: {path} is missing; rerun the unlearn stage")
-    return load_table(path)
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=FlatParams, stages=(benchmark, finetune, unlearn, report))
+PIPELINE = Pipeline(
+    paper=ABOUT, params_model=FlatParams, stages=(benchmark, finetune, unlearn), report="pipelines.flat.report:report"
+)

@@ -13,16 +13,23 @@ from components.io import save_csv, save_figure
 from paperflows.plots import figure
 from pipelines.flat.params import LABELS
 
-PANELS = (("forget_prob", "forget-answer probability"), ("forget_em", "forget exact match"),
-          ("retain_em", "retain exact match"))
+PANELS = (
+    ("forget_prob", "forget-answer probability"),
+    ("forget_em", "forget exact match"),
+    ("retain_em", "retain exact match"),
+)
 
 
 def plot_curves(curves: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     """Mean over seeds per probe step, one line per method; the same numbers as DVC plot data."""
     methods = list(dict.fromkeys(r["method"] for r in curves))
     steps = sorted({int(r["step"]) for r in curves})
-    mean = {(m, s, k): float(np.mean([r[k] for r in curves if r["method"] == m and int(r["step"]) == s] or [np.nan]))
-            for m in methods for s in steps for k, _ in PANELS}
+    mean = {
+        (m, s, k): float(np.mean([r[k] for r in curves if r["method"] == m and int(r["step"]) == s] or [np.nan]))
+        for m in methods
+        for s in steps
+        for k, _ in PANELS
+    }
     fig, axes = figure(13, 3.6, ncols=len(PANELS))
     for ax, (key, label) in zip(axes, PANELS):
         for m in methods:
@@ -33,8 +40,17 @@ def plot_curves(curves: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     axes[0].legend(fontsize=7)
     fig.suptitle("Unlearning curves (mean over seeds)", fontsize=10)
     save_figure(fig, png)
-    save_csv([{"step": s, **{f"{m}_{k}": mean[(m, s, k)] for m in methods for k, _ in PANELS},
-               "forget_prob": float(np.nanmean([mean[(m, s, "forget_prob")] for m in methods]))} for s in steps], csv)
+    save_csv(
+        [
+            {
+                "step": s,
+                **{f"{m}_{k}": mean[(m, s, k)] for m in methods for k, _ in PANELS},
+                "forget_prob": float(np.nanmean([mean[(m, s, "forget_prob")] for m in methods])),
+            }
+            for s in steps
+        ],
+        csv,
+    )
 
 
 def plot_tradeoff(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
@@ -48,8 +64,10 @@ def plot_tradeoff(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
         mu = [float(r["model_utility"]) for r in mine]
         style = {"marker": "*", "s": 160, "edgecolor": "black"} if m in ("original", "retain") else {"s": 36}
         ax.scatter(fq, mu, label=LABELS.get(m, m), **style)
-        data += [{"method": m, "seed": r["seed"] if r["seed"] is not None else -1, "forget_quality": f,
-                  "model_utility": u} for r, f, u in zip(mine, fq, mu)]
+        data += [
+            {"method": m, "seed": r["seed"] if r["seed"] is not None else -1, "forget_quality": f, "model_utility": u}
+            for r, f, u in zip(mine, fq, mu)
+        ]
     ax.set_xscale("log")
     ax.axvline(0.05, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("forget quality (KS p-value vs retain oracle, log)")

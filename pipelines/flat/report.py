@@ -24,57 +24,118 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from components.io import load_json, save_table
 from components.metrics.stats import Estimate, mean_ci
 from paperflows.claims import ClaimSpec, Gate, decide, fixed_gate, gate, non_inferiority, superiority
-from paperflows.report import Claim, Report, fmt, pm, rows_where, values
-from pipelines.flat.params import (LABELS, PAPER_HP_GA_PPL, PAPER_HP_GAP, PAPER_HP_NPO_PPL, PAPER_MUSE_VERBMEM,
-                                   RETAIN_DATA_METHODS, FlatParams)
+from paperflows.contract import Plot, StageContext, stage
+from paperflows.errors import StageInputError
+from paperflows.report import REPORT_TIMINGS, Claim, Report, fmt
+from paperflows.rows import pm, rows_where, values
+from pipelines.flat.params import (
+    LABELS,
+    PAPER_HP_GA_PPL,
+    PAPER_HP_GAP,
+    PAPER_HP_NPO_PPL,
+    PAPER_MUSE_VERBMEM,
+    RETAIN_DATA_METHODS,
+    FlatParams,
+)
+from pipelines.flat.pipeline import (
+    BENCH_METRICS,
+    CURVES_CSV,
+    CURVES_PNG,
+    QA,
+    REFERENCES,
+    REPORT,
+    RESULTS,
+    TRADEOFF_CSV,
+    TRADEOFF_PNG,
+    UNLEARNED,
+)
+from pipelines.flat.plots import plot_curves, plot_tradeoff
 
-FORGET_LEVEL_P = 0.05     # TOFU's forget-quality level: a KS p-value above it does not tell the model from the oracle
-MIN_RETAIN_EM = 0.2       # the original must answer at least this share of the retain QAs exactly
-FLAT = "flat_kl"          # the paper's headline variant
-KEEP = 0.9                # brief flat section d: FLAT keeps at least 90 % of the original's retain accuracy
-DESTROYED_BELOW = 0.5     # "destroys retain accuracy": below half of the original's
-COLUMNS = ("forget_quality", "model_utility", "forget_exact_match", "forget_Q_A_Prob", "forget_Q_A_ROUGE",
-           "forget_truth_ratio", "retain_exact_match", "retain_Q_A_Prob", "retain_Q_A_ROUGE", "retain_Truth_Ratio",
-           "wf_Q_A_Prob", "wf_Q_A_ROUGE", "wf_Truth_Ratio", "general_perplexity")
+FORGET_LEVEL_P = 0.05  # TOFU's forget-quality level: a KS p-value above it does not tell the model from the oracle
+MIN_RETAIN_EM = 0.2  # the original must answer at least this share of the retain QAs exactly
+FLAT = "flat_kl"  # the paper's headline variant
+KEEP = 0.9  # brief flat section d: FLAT keeps at least 90 % of the original's retain accuracy
+DESTROYED_BELOW = 0.5  # "destroys retain accuracy": below half of the original's
+COLUMNS = (
+    "forget_quality",
+    "model_utility",
+    "forget_exact_match",
+    "forget_Q_A_Prob",
+    "forget_Q_A_ROUGE",
+    "forget_truth_ratio",
+    "retain_exact_match",
+    "retain_Q_A_Prob",
+    "retain_Q_A_ROUGE",
+    "retain_Truth_Ratio",
+    "wf_Q_A_Prob",
+    "wf_Q_A_ROUGE",
+    "wf_Truth_Ratio",
+    "general_perplexity",
+)
 Rows = Sequence[Mapping[str, Any]]
 
 FLAT_REACHES_ORACLE_FORGET_LEVEL = ClaimSpec(
     "flat_reaches_oracle_forget_level",
     "FLAT (KL) reaches the retain-only oracle's forget level: KS p-value of forget truth ratios > 0.05",
     "forget quality of FLAT (KL) (KS p-value against the oracle), geometric mean over seeds",
-    superiority(1.0, "TOFU's forget-quality level p = 0.05 (brief flat section d); smallest effect a factor 2 "
-                     "(p = 0.1, the next conventional level)", boundary=FORGET_LEVEL_P),
-    headline=True)
+    superiority(
+        1.0,
+        "TOFU's forget-quality level p = 0.05 (brief flat section d); smallest effect a factor 2 "
+        "(p = 0.1, the next conventional level)",
+        boundary=FORGET_LEVEL_P,
+    ),
+    headline=True,
+)
 FLAT_KEEPS_RETAIN_ACCURACY = ClaimSpec(
     "flat_keeps_retain_accuracy",
     "FLAT (KL), at the oracle's forget level, keeps >= 90 % of the original's retain accuracy (exact match)",
     "retain EM of FLAT (KL) / retain EM of the original, mean over seeds",
-    non_inferiority(1 - KEEP, "brief flat section d: 'keeping at least 90% of the original's retain accuracy'",
-                    boundary=1.0),
-    headline=True)
+    non_inferiority(
+        1 - KEEP, "brief flat section d: 'keeping at least 90% of the original's retain accuracy'", boundary=1.0
+    ),
+    headline=True,
+)
 HEADLINE = (FLAT_REACHES_ORACLE_FORGET_LEVEL, FLAT_KEEPS_RETAIN_ACCURACY)
 GA_DESTROYS_UTILITY = ClaimSpec(
     "ga_destroys_utility_at_flat_forget_level",
     "Gradient ascent at FLAT (KL)'s forget level destroys utility: retain EM < 50 % of the original's",
     "GA retain EM / original retain EM, at the first step where GA's forget probability <= FLAT (KL)'s",
-    superiority(0.1, "brief flat section d ('GA, at a matched forget level, destroys retain accuracy') gives no "
-                     "number: below half of the original's; smallest effect a tenth of it, the size of the loss "
-                     "the brief's 90 % keep line allows", direction="less", boundary=DESTROYED_BELOW))
+    superiority(
+        0.1,
+        "brief flat section d ('GA, at a matched forget level, destroys retain accuracy') gives no "
+        "number: below half of the original's; smallest effect a tenth of it, the size of the loss "
+        "the brief's 90 % keep line allows",
+        direction="less",
+        boundary=DESTROYED_BELOW,
+    ),
+)
 
 
-def collect_rows(references: Mapping[str, Mapping[str, float]],
-                 runs: Mapping[tuple[str, int], Mapping[str, float]]) -> list[dict[str, Any]]:
+def collect_rows(
+    references: Mapping[str, Mapping[str, float]], runs: Mapping[tuple[str, int], Mapping[str, float]]
+) -> list[dict[str, Any]]:
     """One flat row per model from its TOFU_SUMMARY (references first)."""
-    out = [{"method": role, "seed": None, "uses_retain_data": role != "original",
-            **{k: references[role].get(k) for k in COLUMNS}} for role in ("original", "retain")]
-    out += [{"method": m, "seed": s, "uses_retain_data": m in RETAIN_DATA_METHODS, **{k: summ.get(k) for k in COLUMNS}}
-            for (m, s), summ in runs.items()]
+    out = [
+        {
+            "method": role,
+            "seed": None,
+            "uses_retain_data": role != "original",
+            **{k: references[role].get(k) for k in COLUMNS},
+        }
+        for role in ("original", "retain")
+    ]
+    out += [
+        {"method": m, "seed": s, "uses_retain_data": m in RETAIN_DATA_METHODS, **{k: summ.get(k) for k in COLUMNS}}
+        for (m, s), summ in runs.items()
+    ]
     return out
 
 
@@ -101,32 +162,48 @@ def _forget_quality(rows: Rows) -> Estimate | None:
 def original_gate(rows: Rows) -> Gate:
     """The original is told apart from the oracle: there is something to unlearn (one model, one value)."""
     original_fq = _one(rows, "original", "forget_quality")
-    return fixed_gate("original", "retain-only oracle", original_fq,
-                      math.isfinite(original_fq) and original_fq < FORGET_LEVEL_P,
-                      f"forget quality of the original (must be < {FORGET_LEVEL_P})")
+    return fixed_gate(
+        "original",
+        "retain-only oracle",
+        original_fq,
+        math.isfinite(original_fq) and original_fq < FORGET_LEVEL_P,
+        f"forget quality of the original (must be < {FORGET_LEVEL_P})",
+    )
 
 
 def forget_level_gate(rows: Rows) -> Gate:
     """FLAT (KL) reached the oracle's forget level: its forget-quality interval lies above 0.05."""
-    return gate("FLAT (KL)", "the oracle's forget level", _forget_quality(rows), margin=FORGET_LEVEL_P,
-                statistic=f"forget quality (must lie above {FORGET_LEVEL_P})")
+    return gate(
+        "FLAT (KL)",
+        "the oracle's forget level",
+        _forget_quality(rows),
+        margin=FORGET_LEVEL_P,
+        statistic=f"forget quality (must lie above {FORGET_LEVEL_P})",
+    )
 
 
 def answers_gate(rows: Rows) -> Gate:
     original_em = _one(rows, "original", "retain_exact_match")
-    return fixed_gate("original", "no retain answer", original_em,
-                      math.isfinite(original_em) and original_em >= MIN_RETAIN_EM,
-                      f"retain exact match of the original (must be >= {MIN_RETAIN_EM})")
+    return fixed_gate(
+        "original",
+        "no retain answer",
+        original_em,
+        math.isfinite(original_em) and original_em >= MIN_RETAIN_EM,
+        f"retain exact match of the original (must be >= {MIN_RETAIN_EM})",
+    )
 
 
 def _keep_spec(keep: float) -> ClaimSpec:
     if keep == KEEP:
         return FLAT_KEEPS_RETAIN_ACCURACY
-    return replace(FLAT_KEEPS_RETAIN_ACCURACY,
-                   claim=f"FLAT (KL), at the oracle's forget level, keeps >= {keep:.0%} of the original's retain "
-                         "accuracy (exact match)",
-                   rule=non_inferiority(1 - keep, f"eval.utility_keep = {keep} set for this run (the brief's is 0.9)",
-                                        boundary=1.0))
+    return replace(
+        FLAT_KEEPS_RETAIN_ACCURACY,
+        claim=f"FLAT (KL), at the oracle's forget level, keeps >= {keep:.0%} of the original's retain "
+        "accuracy (exact match)",
+        rule=non_inferiority(
+            1 - keep, f"eval.utility_keep = {keep} set for this run (the brief's is 0.9)", boundary=1.0
+        ),
+    )
 
 
 def forget_claim(rows: Rows) -> Claim:
@@ -134,15 +211,18 @@ def forget_claim(rows: Rows) -> Claim:
     estimate = _forget_quality(rows)
     gates = [original_gate(rows)]
     if estimate is None:
-        return decide(FLAT_REACHES_ORACLE_FORGET_LEVEL, None, gates=gates, missing="flat_kl is not among "
-                      "unlearn.methods")
+        return decide(
+            FLAT_REACHES_ORACLE_FORGET_LEVEL, None, gates=gates, missing="flat_kl is not among unlearn.methods"
+        )
     fq = _by_seed(rows, "forget_quality", FLAT)
     original_fq = _one(rows, "original", "forget_quality")
-    return decide(FLAT_REACHES_ORACLE_FORGET_LEVEL, estimate, gates=gates,
-                  evidence=f"original {fmt(original_fq, 4)}; FLAT (KL) per seed "
-                           f"{', '.join(fmt(fq[s], 3) for s in sorted(fq))}",
-                  numbers={"original_forget_quality": original_fq,
-                           "flat_forget_quality": float(np.mean(list(fq.values())))})
+    return decide(
+        FLAT_REACHES_ORACLE_FORGET_LEVEL,
+        estimate,
+        gates=gates,
+        evidence=f"original {fmt(original_fq, 4)}; FLAT (KL) per seed {', '.join(fmt(fq[s], 3) for s in sorted(fq))}",
+        numbers={"original_forget_quality": original_fq, "flat_forget_quality": float(np.mean(list(fq.values())))},
+    )
 
 
 def retain_claim(rows: Rows, keep: float = KEEP) -> Claim:
@@ -154,13 +234,22 @@ def retain_claim(rows: Rows, keep: float = KEEP) -> Claim:
     if not em:
         return decide(spec, None, gates=gates, missing="flat_kl is not among unlearn.methods")
     if not original_em > 0:
-        return decide(spec, None, gates=gates, missing=f"the original's retain exact match is {fmt(original_em, 3)}, "
-                      "so no ratio (it must answer retain QAs)")
+        return decide(
+            spec,
+            None,
+            gates=gates,
+            missing=f"the original's retain exact match is {fmt(original_em, 3)}, "
+            "so no ratio (it must answer retain QAs)",
+        )
     ratio = {s: v / original_em for s, v in em.items()}
-    return decide(spec, Estimate.of(ratio), gates=gates,
-                  evidence=f"original retain EM {fmt(original_em, 3)}; FLAT (KL) ratio per seed "
-                           f"{', '.join(fmt(ratio[s], 3) for s in sorted(ratio))}",
-                  numbers={"original_retain_em": original_em})
+    return decide(
+        spec,
+        Estimate.of(ratio),
+        gates=gates,
+        evidence=f"original retain EM {fmt(original_em, 3)}; FLAT (KL) ratio per seed "
+        f"{', '.join(fmt(ratio[s], 3) for s in sorted(ratio))}",
+        numbers={"original_retain_em": original_em},
+    )
 
 
 def flat_claims(rows: Rows, keep: float = KEEP) -> list[Claim]:
@@ -180,12 +269,18 @@ def matched_ga_ratio(curves: Rows, seed: int, original_em: float) -> tuple[float
 def _ga_spec(destroyed_below: float) -> ClaimSpec:
     if destroyed_below == DESTROYED_BELOW:
         return GA_DESTROYS_UTILITY
-    return replace(GA_DESTROYS_UTILITY,
-                   claim=f"Gradient ascent at FLAT (KL)'s forget level destroys utility: retain EM < "
-                         f"{destroyed_below:.0%} of the original's",
-                   rule=superiority(0.1, f"eval.destroyed_below = {destroyed_below} set for this run (default 0.5); "
-                                         "smallest effect a tenth of the original's retain accuracy",
-                                    direction="less", boundary=destroyed_below))
+    return replace(
+        GA_DESTROYS_UTILITY,
+        claim=f"Gradient ascent at FLAT (KL)'s forget level destroys utility: retain EM < "
+        f"{destroyed_below:.0%} of the original's",
+        rule=superiority(
+            0.1,
+            f"eval.destroyed_below = {destroyed_below} set for this run (default 0.5); "
+            "smallest effect a tenth of the original's retain accuracy",
+            direction="less",
+            boundary=destroyed_below,
+        ),
+    )
 
 
 def ga_claim(rows: Rows, curves: Rows, destroyed_below: float = DESTROYED_BELOW) -> Claim:
@@ -198,14 +293,23 @@ def ga_claim(rows: Rows, curves: Rows, destroyed_below: float = DESTROYED_BELOW)
     seeds = sorted({int(r["seed"]) for r in rows_where(curves, method="ga")})
     matched = {s: matched_ga_ratio(curves, s, original_em) for s in seeds}
     reached = {s: r for s, (_, r) in matched.items() if r is not None}
-    gates.append(fixed_gate("GA", "FLAT (KL)'s final forget probability", float(len(reached)),
-                            len(reached) == len(seeds), f"seeds of {len(seeds)} where GA reaches it within the run"))
-    evidence = "per seed (FLAT forget prob -> GA ratio): " + ", ".join(f"{t:.3f} -> {fmt(r, 3)}"
-                                                                         for t, r in matched.values())
+    gates.append(
+        fixed_gate(
+            "GA",
+            "FLAT (KL)'s final forget probability",
+            float(len(reached)),
+            len(reached) == len(seeds),
+            f"seeds of {len(seeds)} where GA reaches it within the run",
+        )
+    )
+    evidence = "per seed (FLAT forget prob -> GA ratio): " + ", ".join(
+        f"{t:.3f} -> {fmt(r, 3)}" for t, r in matched.values()
+    )
     if not reached:
         return decide(spec, None, gates=gates, evidence=evidence, missing="GA never reaches FLAT (KL)'s forget level")
-    return decide(spec, Estimate.of(reached), gates=gates, evidence=evidence,
-                  numbers={"original_retain_em": original_em})
+    return decide(
+        spec, Estimate.of(reached), gates=gates, evidence=evidence, numbers={"original_retain_em": original_em}
+    )
 
 
 def paper_column(method: str) -> str:
@@ -224,11 +328,12 @@ def table(rows: Rows, methods: Sequence[str]) -> list[dict[str, Any]]:
         mine = rows_where(rows, method=method)
         if not mine:
             continue
+
         def cell(key: str, method: str = method, single: bool = mine[0]["seed"] is None) -> str:
             xs = values(rows, key, method=method)
             if not xs or not np.isfinite(xs).all():
                 return "–"
-            if key == "general_perplexity":     # spans orders of magnitude once a model collapses
+            if key == "general_perplexity":  # spans orders of magnitude once a model collapses
                 interval = mean_ci(xs)
                 if single or len(xs) < 2:
                     return f"{xs[0]:.3g}"
@@ -236,23 +341,37 @@ def table(rows: Rows, methods: Sequence[str]) -> list[dict[str, Any]]:
             return fmt(xs[0], 3) if single else pm(xs, 3)
 
         uses = "–" if mine[0]["seed"] is None else "yes" if mine[0]["uses_retain_data"] else "no"
-        out.append({"method": LABELS.get(method, method), "unlearning reads retain data": uses,
-                    "forget quality": cell("forget_quality"), "model utility": cell("model_utility"),
-                    "forget EM": cell("forget_exact_match"), "forget prob": cell("forget_Q_A_Prob"),
-                    "forget ROUGE-L": cell("forget_Q_A_ROUGE"), "forget TR": cell("forget_truth_ratio"),
-                    "retain EM": cell("retain_exact_match"), "retain prob": cell("retain_Q_A_Prob"),
-                    "retain ROUGE-L": cell("retain_Q_A_ROUGE"), "retain TR": cell("retain_Truth_Ratio"),
-                    "wf prob": cell("wf_Q_A_Prob"), "wf TR": cell("wf_Truth_Ratio"),
-                    "PPL (news)": cell("general_perplexity"), "paper [3p]": paper_column(method)})
+        out.append(
+            {
+                "method": LABELS.get(method, method),
+                "unlearning reads retain data": uses,
+                "forget quality": cell("forget_quality"),
+                "model utility": cell("model_utility"),
+                "forget EM": cell("forget_exact_match"),
+                "forget prob": cell("forget_Q_A_Prob"),
+                "forget ROUGE-L": cell("forget_Q_A_ROUGE"),
+                "forget TR": cell("forget_truth_ratio"),
+                "retain EM": cell("retain_exact_match"),
+                "retain prob": cell("retain_Q_A_Prob"),
+                "retain ROUGE-L": cell("retain_Q_A_ROUGE"),
+                "retain TR": cell("retain_Truth_Ratio"),
+                "wf prob": cell("wf_Q_A_Prob"),
+                "wf TR": cell("wf_Truth_Ratio"),
+                "PPL (news)": cell("general_perplexity"),
+                "paper [3p]": paper_column(method),
+            }
+        )
     return out
 
 
 def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[str, Any]) -> Report:
     methods = list(params.unlearn.methods)
     claims = [*flat_claims(rows, params.eval.utility_keep), ga_claim(rows, curves, params.eval.destroyed_below)]
-    data = (f"{bench['forget_qas']} forget / {bench['retain_qas']} retain QAs ({bench['source']}), "
-            f"{bench['retain_evaluated']} retain QAs, {bench['world_facts']} world facts and {bench['passages']} news "
-            "documents evaluated")
+    data = (
+        f"{bench['forget_qas']} forget / {bench['retain_qas']} retain QAs ({bench['source']}), "
+        f"{bench['retain_evaluated']} retain QAs, {bench['world_facts']} world facts and {bench['passages']} news "
+        "documents evaluated"
+    )
     notes = [
         f"Data: {data}. Means ± 95% half-widths over {len(params.seeds)} unlearning seeds; the original and the "
         "retain oracle are fine-tuned once (seed-free rows).",
@@ -284,5 +403,56 @@ def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[st
         f"FLAT's score h uses normalisation '{params.unlearn.normalisation}' ('padded' = the official code's sum over "
         "the padded batch / (B·L)); the official config's forget_loss GLS (matches no branch) is not reproduced.",
     ]
-    return Report(slug="flat", title="FLAT (arXiv 2410.11143): TOFU-style unlearning at CPU scale",
-                  columns=list(table(rows, methods)[0]), rows=table(rows, methods), claims=claims, notes=notes)
+    return Report(
+        slug="flat",
+        title="FLAT (arXiv 2410.11143): TOFU-style unlearning at CPU scale",
+        columns=list(table(rows, methods)[0]),
+        rows=table(rows, methods),
+        claims=claims,
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the TOFU-shaped table, the figures and the claims
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("seeds", "data", "model", "finetune", "unlearn", "eval"),
+    deps=(QA, REFERENCES, UNLEARNED, BENCH_METRICS),
+    outs=(RESULTS, REPORT),
+    plots=(
+        Plot(CURVES_PNG),
+        Plot(CURVES_CSV, x="step", y="forget_prob", title="Forget-answer probability"),
+        Plot(TRADEOFF_PNG),
+        Plot(TRADEOFF_CSV, x="forget_quality", y="model_utility", title="Forget quality vs model utility"),
+    ),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """Per (method, seed) rows from the TOFU summaries; the table, the figures and the claims."""
+    p = ctx.params
+    references = {role: load_json(ctx.path(REFERENCES) / role / "TOFU_SUMMARY.json") for role in ("original", "retain")}
+    runs = {
+        (m, s): load_json(ctx.path(UNLEARNED) / m / f"seed{s}" / "TOFU_SUMMARY.json")
+        for m in p.unlearn.methods
+        for s in p.seeds
+    }
+    curves = [
+        row
+        for m in p.unlearn.methods
+        for s in p.seeds
+        for row in load_table_rows(ctx.path(UNLEARNED) / m / f"seed{s}" / "curve.parquet")
+    ]
+    rows = collect_rows(references, runs)
+    save_table(rows, ctx.path(RESULTS))
+    plot_curves(curves, ctx.path(CURVES_PNG), ctx.path(CURVES_CSV))
+    plot_tradeoff(rows, ctx.path(TRADEOFF_PNG), ctx.path(TRADEOFF_CSV))
+    build_report(p, rows, curves, load_json(ctx.path(BENCH_METRICS))).save(ctx.path(REPORT))
+
+
+def load_table_rows(path: Path) -> list[dict[str, Any]]:
+    from components.io import load_table
+
+    if not path.is_file():
+        raise StageInputError(f"flat.report: {path} is missing; rerun the unlearn stage")
+    return load_table(path)

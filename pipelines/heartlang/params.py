@@ -15,48 +15,76 @@ from components.ecg.readers import PTBXL_LAYOUT, WFDB_LAYOUT, check_ptbxl, check
 from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
 
 METHODS = ("heartlang", "random_init", "fixed_window")
-LABELS = {"heartlang": "HeartLang (QRS tokens, masked pretraining)", "random_init": "same transformer, random init",
-          "fixed_window": "fixed-window tokens, same SSL"}
+LABELS = {
+    "heartlang": "HeartLang (QRS tokens, masked pretraining)",
+    "random_init": "same transformer, random init",
+    "fixed_window": "fixed-window tokens, same SSL",
+}
 TOKENIZERS = ("qrs", "window")
 LEAD_CHOICES = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
 DETECTORS = ("xqrs", "neurokit")
 # The paper's linear-probe macro AUC (%) at 1 / 10 / 100 % labels on PTB-XL (brief, Fig. "result.png").
 PAPER_AUC: dict[str, dict[float, float]] = {
-    "rhythm": {0.01: 62.08, 0.1: 76.22, 1.0: 90.34}, "form": {0.01: 58.70, 0.1: 63.99, 1.0: 80.23},
-    "super": {0.01: 78.94, 0.1: 85.59, 1.0: 87.52}}
+    "rhythm": {0.01: 62.08, 0.1: 76.22, 1.0: 90.34},
+    "form": {0.01: 58.70, 0.1: 63.99, 1.0: 80.23},
+    "super": {0.01: 78.94, 0.1: 85.59, 1.0: 87.52},
+}
 PAPER_BASELINE: dict[str, dict[float, float]] = {
-    "rhythm": {0.01: 52.38, 0.1: 74.40, 1.0: 78.23}, "form": {0.01: 55.71, 0.1: 63.71, 1.0: 72.65},
-    "super": {0.01: 73.19, 0.1: 78.24, 1.0: 81.02}}
-
+    "rhythm": {0.01: 52.38, 0.1: 74.40, 1.0: 78.23},
+    "form": {0.01: 55.71, 0.1: 63.71, 1.0: 72.65},
+    "super": {0.01: 73.19, 0.1: 78.24, 1.0: 81.02},
+}
 
 
 class DataParams(Section):
-    unlabelled: int = Field(600, ge=8, le=1_000_000, description="Unlabelled deepfake-ecg recordings (10 s, 12 "
-                            "leads) for VQ-HBR and masked pretraining (paper: MIMIC-IV-ECG, ~800k).")
-    labelled: int = Field(600, ge=16, le=100_000, description="Labelled Gaussian-wave PQRST recordings of the probe set "
-                          "(each has a rhythm and a form class).")
-    test_fraction: float = Field(0.4, ge=0.1, le=0.9, description="Share of the labelled set held out for the "
-                                 "probe's test AUC.")
+    unlabelled: int = Field(
+        600,
+        ge=8,
+        le=1_000_000,
+        description="Unlabelled deepfake-ecg recordings (10 s, 12 "
+        "leads) for VQ-HBR and masked pretraining (paper: MIMIC-IV-ECG, ~800k).",
+    )
+    labelled: int = Field(
+        600,
+        ge=16,
+        le=100_000,
+        description="Labelled Gaussian-wave PQRST recordings of the probe set (each has a rhythm and a form class).",
+    )
+    test_fraction: float = Field(
+        0.4, ge=0.1, le=0.9, description="Share of the labelled set held out for the probe's test AUC."
+    )
     noise: float = Field(0.03, ge=0.0, le=1.0, description="White noise (mV) added per lead to the simulated signal.")
     seed: Seed = Field(0, description="Seed of the generated recordings (the same data for every run seed).")
-    path: Annotated[str | None, DataFile(check_ptbxl, folder=True, description="PTB-XL benchmark arrays",
-                                         layout=PTBXL_LAYOUT)] = Field(
-        None, description="A folder of PTB-XL benchmark arrays ({train,val,test}_data.npy (N, 12, 1000) at 100 Hz, "
-                          "*_labels.npy (N, C) multi-hot), probed in place of the generated labelled set "
-                          "(train -> probe training pool, test -> test; relative to the project root).")
-    wfdb_path: Annotated[str | None, DataFile(check_wfdb, folder=True, description="folder of WFDB records",
-                                              layout=WFDB_LAYOUT)] = Field(
-        None, description="A folder of WFDB records (.hea/.dat, >= 10 s, standard lead names), cut into 10 s "
-                          "windows and used for pretraining in place of deepfake-ecg; a .atr file beside a record "
-                          "scores the R-peak detector (sensitivity, PPV, 150 ms tolerance).")
+    path: Annotated[
+        str | None, DataFile(check_ptbxl, folder=True, description="PTB-XL benchmark arrays", layout=PTBXL_LAYOUT)
+    ] = Field(
+        None,
+        description="A folder of PTB-XL benchmark arrays ({train,val,test}_data.npy (N, 12, 1000) at 100 Hz, "
+        "*_labels.npy (N, C) multi-hot), probed in place of the generated labelled set "
+        "(train -> probe training pool, test -> test; relative to the project root).",
+    )
+    wfdb_path: Annotated[
+        str | None, DataFile(check_wfdb, folder=True, description="folder of WFDB records", layout=WFDB_LAYOUT)
+    ] = Field(
+        None,
+        description="A folder of WFDB records (.hea/.dat, >= 10 s, standard lead names), cut into 10 s "
+        "windows and used for pretraining in place of deepfake-ecg; a .atr file beside a record "
+        "scores the R-peak detector (sensitivity, PPV, 150 ms tolerance).",
+    )
 
 
 class TokenizeParams(Section):
-    detector: Literal[DETECTORS] = Field("xqrs", description="R-peak detector on lead I (official: wfdb "  # type: ignore[valid-type]
-                                         "xqrs_detect); neurokit2's ecg_peaks is the fallback below 2 peaks.")
+    detector: Literal[DETECTORS] = Field(
+        "xqrs",
+        description="R-peak detector on lead I (official: wfdb "  # type: ignore[valid-type]
+        "xqrs_detect); neurokit2's ecg_peaks is the fallback below 2 peaks.",
+    )
     leads: list[Literal[LEAD_CHOICES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["I", "II", "V2"], min_length=1, max_length=12,
-        description="Leads of a sentence, in this order (paper: all 12).")
+        default_factory=lambda: ["I", "II", "V2"],
+        min_length=1,
+        max_length=12,
+        description="Leads of a sentence, in this order (paper: all 12).",
+    )
     max_len: int = Field(64, ge=8, le=1024, description="Tokens per sentence, padded or truncated (paper: 256).")
 
     @field_validator("leads")
@@ -88,8 +116,10 @@ class VqhbrParams(Section):
 
 class PretrainParams(Section):
     tokenizers: list[Literal[TOKENIZERS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(TOKENIZERS), min_length=1,
-        description="Tokenizers pretrained: 'qrs' (HeartLang) and 'window' (fixed 96-sample windows, the control).")
+        default_factory=lambda: list(TOKENIZERS),
+        min_length=1,
+        description="Tokenizers pretrained: 'qrs' (HeartLang) and 'window' (fixed 96-sample windows, the control).",
+    )
     dim: int = Field(64, ge=8, le=2048, description="Backbone width (paper: 768).")
     depth: int = Field(2, ge=1, le=48, description="Backbone layers (paper: 12).")
     heads: int = Field(2, ge=1, le=32, description="Attention heads (paper: 8); must divide dim.")
@@ -115,8 +145,11 @@ class PretrainParams(Section):
 
 class ProbeParams(Section):
     fractions: list[Annotated[float, Field(gt=0, le=1)]] = Field(
-        default_factory=lambda: [0.01, 0.1, 1.0], min_length=1, max_length=10,
-        description="Label fractions of the probe's training pool (paper: 0.01, 0.1, 1).")
+        default_factory=lambda: [0.01, 0.1, 1.0],
+        min_length=1,
+        max_length=10,
+        description="Label fractions of the probe's training pool (paper: 0.01, 0.1, 1).",
+    )
     c: float = Field(1.0, gt=0, le=1e6, description="Inverse L2 strength of the logistic regression.")
 
     @field_validator("fractions")
@@ -133,13 +166,30 @@ class HeartlangParams(PipelineParams):
     probe: ProbeParams = Field(default_factory=ProbeParams, description="The linear probe.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "tokenize.leads": list(LEAD_CHOICES), "tokenize.max_len": 256,
-        "vqhbr.num_codes": 8192, "vqhbr.code_dim": 128, "vqhbr.depth": 4, "vqhbr.decoder_depth": 2, "vqhbr.heads": 2,
-        "vqhbr.dim": 768, "vqhbr.decay": 0.99, "vqhbr.beta": 1.0, "vqhbr.lr": 5e-5, "vqhbr.batch": 512,
-        "pretrain.dim": 768, "pretrain.depth": 12, "pretrain.heads": 8, "pretrain.mlp": 1024, "pretrain.dropout": 0.1,
-        "pretrain.mask_ratio": 0.5, "pretrain.lr": 5e-4, "seeds": [0, 1, 2, 3, 4]}
+        "tokenize.leads": list(LEAD_CHOICES),
+        "tokenize.max_len": 256,
+        "vqhbr.num_codes": 8192,
+        "vqhbr.code_dim": 128,
+        "vqhbr.depth": 4,
+        "vqhbr.decoder_depth": 2,
+        "vqhbr.heads": 2,
+        "vqhbr.dim": 768,
+        "vqhbr.decay": 0.99,
+        "vqhbr.beta": 1.0,
+        "vqhbr.lr": 5e-5,
+        "vqhbr.batch": 512,
+        "pretrain.dim": 768,
+        "pretrain.depth": 12,
+        "pretrain.heads": 8,
+        "pretrain.mlp": 1024,
+        "pretrain.dropout": 0.1,
+        "pretrain.mask_ratio": 0.5,
+        "pretrain.lr": 5e-4,
+        "seeds": [0, 1, 2, 3, 4],
+    }
     PAPER_SOURCE: ClassVar[str] = (
         "official PKUDigitalHealth/HeartLang: QRSTokenizer.py (12 leads, max_len 256, token 96), run_vqhbr_training.py "
-        "(codebook 8192 x 128, encoder depth 4 / 2 heads, decoder depth 2, EMA 0.99, beta 1, AdamW lr 5e-5, batch 64 x 8) "
-        "and run_heartlang_pretraining.py (depth 12, 8 heads, d 768, MLP 1024, dropout 0.1, 50% masking, lr 5e-4); the "
-        "epochs (100 / 200) over MIMIC-IV-ECG have no step equivalent here.")
+        "(codebook 8192 x 128, encoder depth 4 / 2 heads, decoder depth 2, EMA 0.99, beta 1, AdamW lr 5e-5, batch "
+        "64 x 8) and run_heartlang_pretraining.py (depth 12, 8 heads, d 768, MLP 1024, dropout 0.1, 50% masking, lr "
+        "5e-4); the epochs (100 / 200) over MIMIC-IV-ECG have no step equivalent here."
+    )

@@ -30,16 +30,19 @@ from components.ecg.readers import detector_scores, read_ptbxl, read_wfdb
 from components.ecg.synth import FORMS, RHYTHMS, deepfake_ecgs, simulate_labelled
 from components.ecg.tokenizer import load_sentences, qrs_tokenize, save_sentences, window_tokenize
 from components.ecg.train import Schedule, random_init, train_masked, train_vqhbr
-from components.io import load_json, load_table, save_json, save_model, save_table
+from components.io import load_table, save_json, save_model, save_table
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.heartlang import ABOUT
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.plots import plot_auc, plot_example, plot_training
-from pipelines.heartlang.report import build_report
 
 DATA, DATA_METRICS, DATA_TIMINGS = "data/", "metrics/data.json", "timings/data.json"
-TOKENS, TOKEN_METRICS, TOKEN_TIMINGS, EXAMPLE_PNG = "tokens/", "metrics/tokenize.json", "timings/tokenize.json", \
-    "plots/example_sentence.png"
+TOKENS, TOKEN_METRICS, TOKEN_TIMINGS, EXAMPLE_PNG = (
+    "tokens/",
+    "metrics/tokenize.json",
+    "timings/tokenize.json",
+    "plots/example_sentence.png",
+)
 VQ_MODELS, VQ_CURVES = "models/vqhbr/", "tables/vqhbr_curves.parquet"
 PRE_MODELS, PRE_CURVES, CODES = "models/pretrain/", "tables/pretrain_curves.parquet", "tables/code_usage.parquet"
 TRAIN_PNG, TRAIN_CSV = "plots/training.png", "plots/pretrain_curves.csv"
@@ -65,8 +68,8 @@ def data(ctx: StageContext) -> None:
         windows, scores = [], []
         for rec in read_wfdb(ctx.data_path(d.wfdb_path)):
             x = preprocess(rec.signal[None], rec.fs, rec.leads)[0]
-            windows += [x[:, i:i + 1000] for i in range(0, x.shape[1] - 999, 1000)]
-            lead = next(k for k in range(len(LEADS)) if np.ptp(x[k]) > 0)      # lead I unless the record lacks it
+            windows += [x[:, i : i + 1000] for i in range(0, x.shape[1] - 999, 1000)]
+            lead = next(k for k in range(len(LEADS)) if np.ptp(x[k]) > 0)  # lead I unless the record lacks it
             if rec.beats is not None:
                 found = detect_r_peaks(x[None], 100, ctx.params.tokenize.detector, lead=lead)[0]
                 scores.append({"record": rec.name, **detector_scores(np.round(rec.beats * 100 / rec.fs), found, 100)})
@@ -95,10 +98,16 @@ def data(ctx: StageContext) -> None:
         np.save(out / f"{name}.npy", array.astype(np.float32))
     _save_labels(train_tasks, out / "probe_train_labels.npz")
     _save_labels(test_tasks, out / "probe_test_labels.npz")
-    metrics.update({"unlabelled": len(unlabelled), "probe_train": len(train_x), "probe_test": len(test_x),
-                    "source": "wfdb" if d.wfdb_path else "deepfake-ecg",
-                    "probe_source": "ptbxl" if d.path else "gaussian-pqrst",
-                    "tasks": {k: int(v.shape[1]) for k, v in train_tasks.items()}})
+    metrics.update(
+        {
+            "unlabelled": len(unlabelled),
+            "probe_train": len(train_x),
+            "probe_test": len(test_x),
+            "source": "wfdb" if d.wfdb_path else "deepfake-ecg",
+            "probe_source": "ptbxl" if d.path else "gaussian-pqrst",
+            "tasks": {k: int(v.shape[1]) for k, v in train_tasks.items()},
+        }
+    )
     save_json(metrics, ctx.path(DATA_METRICS))
     save_json(times, ctx.path(DATA_TIMINGS))
 
@@ -106,8 +115,14 @@ def data(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 2: QRS tokens (R peaks on lead I) and fixed-window tokens, the official .npy triples
 # --------------------------------------------------------------------------------------------------
-@stage(params=("tokenize",), deps=(DATA,), outs=(TOKENS,), metrics=(TOKEN_METRICS,), timings=(TOKEN_TIMINGS,),
-       plots=(Plot(EXAMPLE_PNG),))
+@stage(
+    params=("tokenize",),
+    deps=(DATA,),
+    outs=(TOKENS,),
+    metrics=(TOKEN_METRICS,),
+    timings=(TOKEN_TIMINGS,),
+    plots=(Plot(EXAMPLE_PNG),),
+)
 def tokenize(ctx: StageContext) -> None:
     """Sentences of every set with both tokenizers."""
     t, folder = ctx.params.tokenize, ctx.path(TOKENS)
@@ -124,8 +139,11 @@ def tokenize(ctx: StageContext) -> None:
         save_sentences(qrs, folder / "qrs", name)
         save_sentences(window_tokenize(x, max_len=t.max_len, leads=leads), folder / "window", name)
         beats = np.array([len(p) for p in peaks])
-        metrics[name] = {"beats_mean": float(beats.mean()), "under_2_beats": int((beats < 2).sum()),
-                         "truncated": int((beats * len(leads) > t.max_len).sum())}
+        metrics[name] = {
+            "beats_mean": float(beats.mean()),
+            "under_2_beats": int((beats < 2).sum()),
+            "truncated": int((beats * len(leads) > t.max_len).sum()),
+        }
         if name == "probe_train":
             plot_example(x[0], peaks[0], qrs.subset(np.array([0])), t.leads, ctx.path(EXAMPLE_PNG))
     save_json(metrics, ctx.path(TOKEN_METRICS))
@@ -133,27 +151,46 @@ def tokenize(ctx: StageContext) -> None:
 
 
 def _transformer(p, max_len: int) -> TransformerConfig:
-    return TransformerConfig(dim=p.dim, depth=p.depth, heads=p.heads, mlp=getattr(p, "mlp", 2 * p.dim),
-                             dropout=getattr(p, "dropout", 0.0), max_len=max_len)
+    return TransformerConfig(
+        dim=p.dim,
+        depth=p.depth,
+        heads=p.heads,
+        mlp=getattr(p, "mlp", 2 * p.dim),
+        dropout=getattr(p, "dropout", 0.0),
+        max_len=max_len,
+    )
 
 
 def _vq_config(ctx: StageContext) -> VQHBRConfig:
     v = ctx.params.vqhbr
-    return VQHBRConfig(encoder=_transformer(v, ctx.params.tokenize.max_len), decoder_depth=v.decoder_depth,
-                       num_codes=v.num_codes, code_dim=v.code_dim, decay=v.decay, beta=v.beta)
+    return VQHBRConfig(
+        encoder=_transformer(v, ctx.params.tokenize.max_len),
+        decoder_depth=v.decoder_depth,
+        num_codes=v.num_codes,
+        code_dim=v.code_dim,
+        decay=v.decay,
+        beta=v.beta,
+    )
 
 
 def _masked_config(ctx: StageContext) -> MaskedConfig:
     p = ctx.params.pretrain
-    return MaskedConfig(backbone=_transformer(p, ctx.params.tokenize.max_len), num_codes=ctx.params.vqhbr.num_codes,
-                        mask_ratio=p.mask_ratio)
+    return MaskedConfig(
+        backbone=_transformer(p, ctx.params.tokenize.max_len),
+        num_codes=ctx.params.vqhbr.num_codes,
+        mask_ratio=p.mask_ratio,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # step 3: VQ-HBR, the tokenizer model that maps each heartbeat to a code ("ECG word")
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "vqhbr", "tokenize.max_len", "pretrain.tokenizers"), deps=(TOKENS,),
-       outs=(VQ_MODELS, VQ_CURVES), models={"vqhbr": VQ_MODELS})
+@stage(
+    params=("seeds", "vqhbr", "tokenize.max_len", "pretrain.tokenizers"),
+    deps=(TOKENS,),
+    outs=(VQ_MODELS, VQ_CURVES),
+    models={"vqhbr": VQ_MODELS},
+)
 def vqhbr(ctx: StageContext) -> None:
     """One VQ-HBR per tokenizer on the unlabelled sentences (seeded by the first run seed; the run seeds vary the
     pretraining and the probe's label subsets, which share this frozen tokenizer, as in the paper)."""
@@ -161,9 +198,15 @@ def vqhbr(ctx: StageContext) -> None:
     sch = Schedule(steps=v.steps, batch=v.batch, lr=v.lr, warmup_steps=v.warmup_steps)
     for tok in ctx.params.pretrain.tokenizers:
         sentences = load_sentences(ctx.path(TOKENS) / tok, "unlabelled")
-        model, result = train_vqhbr(sentences, _vq_config(ctx), sch, seed=derive_seed(seed, "vqhbr", tok),
-                                    desc=f"vqhbr {tok}", callback=ctx.metric_callback(f"vqhbr/{tok}"),
-                                    progress=ctx.progress)
+        model, result = train_vqhbr(
+            sentences,
+            _vq_config(ctx),
+            sch,
+            seed=derive_seed(seed, "vqhbr", tok),
+            desc=f"vqhbr {tok}",
+            callback=ctx.metric_callback(f"vqhbr/{tok}"),
+            progress=ctx.progress,
+        )
         save_model(model, ctx.path(VQ_MODELS) / f"{tok}.safetensors")
         curves += [{**h, "tokenizer": tok, "seed": seed} for h in result.history]
     save_table(curves, ctx.path(VQ_CURVES))
@@ -188,10 +231,13 @@ def _code_content(codes: torch.Tensor, sentences) -> dict[str, float]:
     return {"h_code_bits": _bits(code), "h_code_given_lead_time_bits": _bits(np.hstack([side, code])) - _bits(side)}
 
 
-@stage(params=("seeds", "pretrain", "vqhbr.num_codes", "tokenize.max_len"), deps=(TOKENS, VQ_MODELS, VQ_CURVES),
-       outs=(PRE_MODELS, PRE_CURVES, CODES), plots=(Plot(TRAIN_PNG), Plot(TRAIN_CSV, x="step", y="loss",
-                                                                         title="Masked pretraining loss")),
-       models={"heartlang": PRE_MODELS})
+@stage(
+    params=("seeds", "pretrain", "vqhbr.num_codes", "tokenize.max_len"),
+    deps=(TOKENS, VQ_MODELS, VQ_CURVES),
+    outs=(PRE_MODELS, PRE_CURVES, CODES),
+    plots=(Plot(TRAIN_PNG), Plot(TRAIN_CSV, x="step", y="loss", title="Masked pretraining loss")),
+    models={"heartlang": PRE_MODELS},
+)
 def pretrain(ctx: StageContext) -> None:
     """Per tokenizer and seed: code every token with its VQ-HBR, then train the masked model on the codes."""
     p, curves, usage = ctx.params.pretrain, [], []
@@ -202,11 +248,19 @@ def pretrain(ctx: StageContext) -> None:
             codes = batched(load_vqhbr(ctx.path(VQ_MODELS) / f"{tok}.safetensors").tokenize, sentences)
             counts = torch.bincount(codes[codes >= 0], minlength=ctx.params.vqhbr.num_codes)
             content = _code_content(codes, sentences)
-            usage += [{"tokenizer": tok, "seed": seed, "code": k, "count": int(c), **content}
-                      for k, c in enumerate(counts)]
-            model, result = train_masked(sentences, codes.clamp(min=0), _masked_config(ctx), sch,
-                                         seed=derive_seed(seed, "pretrain", tok), desc=f"pretrain {tok} s{seed}",
-                                         callback=ctx.metric_callback(f"pretrain/{tok}/s{seed}"), progress=ctx.progress)
+            usage += [
+                {"tokenizer": tok, "seed": seed, "code": k, "count": int(c), **content} for k, c in enumerate(counts)
+            ]
+            model, result = train_masked(
+                sentences,
+                codes.clamp(min=0),
+                _masked_config(ctx),
+                sch,
+                seed=derive_seed(seed, "pretrain", tok),
+                desc=f"pretrain {tok} s{seed}",
+                callback=ctx.metric_callback(f"pretrain/{tok}/s{seed}"),
+                progress=ctx.progress,
+            )
             save_model(model, ctx.path(PRE_MODELS) / f"{tok}_s{seed}.safetensors")
             curves += [{**h, "tokenizer": tok, "seed": seed} for h in result.history]
     save_table(curves, ctx.path(PRE_CURVES))
@@ -223,9 +277,13 @@ def _model(ctx: StageContext, method: str, seed: int):
     return load_masked(ctx.path(PRE_MODELS) / f"{TOKENIZER_OF[method]}_s{seed}.safetensors")
 
 
-@stage(params=("seeds", "probe", "pretrain", "tokenize.max_len", "vqhbr.num_codes"), deps=(DATA, TOKENS, PRE_MODELS),
-       outs=(SCORES,), metrics=(PROBE_METRICS,), plots=(Plot(AUC_PNG), Plot(AUC_CSV, x="fraction", y="auc",
-                                                                          title="Macro AUC against label fraction")))
+@stage(
+    params=("seeds", "probe", "pretrain", "tokenize.max_len", "vqhbr.num_codes"),
+    deps=(DATA, TOKENS, PRE_MODELS),
+    outs=(SCORES,),
+    metrics=(PROBE_METRICS,),
+    plots=(Plot(AUC_PNG), Plot(AUC_CSV, x="fraction", y="auc", title="Macro AUC against label fraction")),
+)
 def probe(ctx: StageContext) -> None:
     """Macro ROC-AUC of a logistic regression on frozen mean-pooled features, per method, task, fraction, seed."""
     q, rows = ctx.params.probe, []
@@ -234,30 +292,46 @@ def probe(ctx: StageContext) -> None:
     for seed in ctx.params.seeds:
         for method in methods:
             model, tok = _model(ctx, method, seed), TOKENIZER_OF[method]
-            train_f, test_f = (batched(model.features, load_sentences(ctx.path(TOKENS) / tok, s)).numpy()
-                               for s in ("probe_train", "probe_test"))
+            train_f, test_f = (
+                batched(model.features, load_sentences(ctx.path(TOKENS) / tok, s)).numpy()
+                for s in ("probe_train", "probe_test")
+            )
             for task, y in labels["probe_train"].items():
                 for fraction in q.fractions:
                     pick = label_subset(y, fraction, np.random.default_rng(derive_seed(seed, "labels", task, fraction)))
                     auc = linear_probe(train_f[pick], y[pick], test_f, labels["probe_test"][task], c=q.c)
-                    rows.append({"seed": seed, "method": method, "task": task, "fraction": fraction,
-                                 "n_labels": len(pick), "auc": auc})
+                    rows.append(
+                        {
+                            "seed": seed,
+                            "method": method,
+                            "task": task,
+                            "fraction": fraction,
+                            "n_labels": len(pick),
+                            "auc": auc,
+                        }
+                    )
     save_table(rows, ctx.path(SCORES))
-    save_json({f"{r['method']}/{r['task']}/{r['fraction']:g}": float(np.mean(
-        [x["auc"] for x in rows if (x["method"], x["task"], x["fraction"]) == (r["method"], r["task"], r["fraction"])]))
-        for r in rows}, ctx.path(PROBE_METRICS))
+    save_json(
+        {
+            f"{r['method']}/{r['task']}/{r['fraction']:g}": float(
+                np.mean(
+                    [
+                        x["auc"]
+                        for x in rows
+                        if (x["method"], x["task"], x["fraction"]) == (r["method"], r["task"], r["fraction"])
+                    ]
+                )
+            )
+            for r in rows
+        },
+        ctx.path(PROBE_METRICS),
+    )
     plot_auc(rows, ctx.path(AUC_PNG), ctx.path(AUC_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# step 6: the table, the claims and the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "probe", "tokenize", "data", "pretrain", "vqhbr"),
-       deps=(SCORES, DATA_METRICS, TOKEN_METRICS, CODES), outs=("report.json", "report.md"))
-def report(ctx: StageContext) -> None:
-    """The probe table beside the paper's PTB-XL numbers, the claims and the checks."""
-    build_report(load_table(ctx.path(SCORES)), load_json(ctx.path(DATA_METRICS)), load_json(ctx.path(TOKEN_METRICS)),
-                 load_table(ctx.path(CODES)), ctx.params).save(ctx.path("report.json"))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=HeartlangParams, stages=(data, tokenize, vqhbr, pretrain, probe, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=HeartlangParams,
+    stages=(data, tokenize, vqhbr, pretrain, probe),
+    report="pipelines.heartlang.report:report",
+)

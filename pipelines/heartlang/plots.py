@@ -12,7 +12,7 @@ import numpy as np
 from components.ecg.tokenizer import Sentences
 from components.io import save_csv, save_figure
 from paperflows.plots import figure
-from paperflows.report import mean
+from paperflows.rows import mean
 from pipelines.heartlang.params import LABELS
 
 
@@ -32,8 +32,10 @@ def plot_example(x: np.ndarray, peaks: np.ndarray, sentence: Sentences, leads: S
     for k, i in enumerate(real):
         ax.plot(np.arange(96) + 100 * k, data[i], lw=0.8, color=f"C{int(chans[i]) % 10}")
         ax.axvline(100 * k + 48, color="grey", lw=0.3)
-    ax.set_title(f"first {len(real)} tokens of the sentence (96 samples, R at 48; colour = lead, leads "
-                 f"{', '.join(leads)})", fontsize=8)
+    ax.set_title(
+        f"first {len(real)} tokens of the sentence (96 samples, R at 48; colour = lead, leads {', '.join(leads)})",
+        fontsize=8,
+    )
     ax.set_xticks([])
     save_figure(fig, png)
 
@@ -47,7 +49,10 @@ def plot_auc(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     for ax, task in zip(axes[0], tasks):
         for method in methods:
             fr = sorted({r["fraction"] for r in rows if r["task"] == task and r["method"] == method})
-            ys = [mean([r["auc"] for r in rows if (r["task"], r["method"], r["fraction"]) == (task, method, f)]) for f in fr]
+            ys = [
+                mean([r["auc"] for r in rows if (r["task"], r["method"], r["fraction"]) == (task, method, f)])
+                for f in fr
+            ]
             ax.plot(fr, ys, marker="o", label=LABELS.get(method, method))
             points += [{"task": task, "method": method, "fraction": f, "auc": y} for f, y in zip(fr, ys)]
         ax.set_xscale("log")
@@ -59,16 +64,24 @@ def plot_auc(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> None:
     save_csv(points, csv)
 
 
-def plot_training(vq: Sequence[dict[str, Any]], pre: Sequence[dict[str, Any]], usage: Sequence[dict[str, Any]],
-                  png: Path, csv: Path) -> None:
+def plot_training(
+    vq: Sequence[dict[str, Any]], pre: Sequence[dict[str, Any]], usage: Sequence[dict[str, Any]], png: Path, csv: Path
+) -> None:
     """VQ-HBR reconstruction MSE, masked-pretraining loss (per tokenizer, seed) and the codebook usage histogram."""
     fig, axes = figure(13, 3.4, ncols=3, squeeze=False)
-    for ax, curves, key, title in ((axes[0][0], vq, "mse", "VQ-HBR reconstruction MSE"),
-                                   (axes[0][1], pre, "loss", "masked pretraining cross-entropy")):
-        for k, (tok, seed) in enumerate(sorted({(c["tokenizer"], c["seed"]) for c in curves})):
+    for ax, curves, key, title in (
+        (axes[0][0], vq, "mse", "VQ-HBR reconstruction MSE"),
+        (axes[0][1], pre, "loss", "masked pretraining cross-entropy"),
+    ):
+        for tok, seed in sorted({(c["tokenizer"], c["seed"]) for c in curves}):
             mine = [c for c in curves if (c["tokenizer"], c["seed"]) == (tok, seed)]
-            ax.plot([c["step"] for c in mine], [c[key] for c in mine], color="C0" if tok == "qrs" else "C1", lw=0.8,
-                    label=tok if seed == min(c["seed"] for c in curves) else None)
+            ax.plot(
+                [c["step"] for c in mine],
+                [c[key] for c in mine],
+                color="C0" if tok == "qrs" else "C1",
+                lw=0.8,
+                label=tok if seed == min(c["seed"] for c in curves) else None,
+            )
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
         ax.legend(fontsize=7)

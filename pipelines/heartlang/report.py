@@ -26,37 +26,57 @@ from typing import Any
 
 import numpy as np
 
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate
 from paperflows import claims as rule
 from paperflows.claims import ClaimSpec, Gate, decide, fixed_gate, gate, non_inferiority, superiority
-from paperflows.report import Check, Report, pm
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Check, Report
+from paperflows.rows import pm
 from pipelines.heartlang.params import LABELS, METHODS, PAPER_AUC, PAPER_BASELINE, HeartlangParams
+from pipelines.heartlang.pipeline import CODES, DATA_METRICS, SCORES, TOKEN_METRICS
 
 CHANCE_AUC = 0.5
-CONTENT_SHARE = 0.5   # share of the codes' entropy left given lead and time (fidelity audit §4, fix 2)
+CONTENT_SHARE = 0.5  # share of the codes' entropy left given lead and time (fidelity audit §4, fix 2)
 CLAIM_FRACTION = 0.1
 MIN_CODE_USAGE = 0.1
 TOKENIZER_NAMES = {"qrs": "QRS-token", "window": "fixed-window"}
 Rows = Sequence[Mapping[str, Any]]
 
 HEARTLANG_BEATS_RANDOM_INIT = ClaimSpec(
-    "heartlang_beats_random_init", "HeartLang features > the same transformer at random init on linear-probe macro AUC",
+    "heartlang_beats_random_init",
+    "HeartLang features > the same transformer at random init on linear-probe macro AUC",
     "macro ROC-AUC averaged over tasks x label fractions, HeartLang - random init, paired by seed",
-    superiority(0.03, "paper figure (brief c): HeartLang - best baseline on PTB-XL linear-probe macro AUC, +0.3 to "
-                "+12.1 points, mean +6.0 over the 9 super / form / rhythm cells; half the mean gap (random init is "
-                "a weaker reference than the best baseline)"), headline=True)
+    superiority(
+        0.03,
+        "paper figure (brief c): HeartLang - best baseline on PTB-XL linear-probe macro AUC, +0.3 to "
+        "+12.1 points, mean +6.0 over the 9 super / form / rhythm cells; half the mean gap (random init is "
+        "a weaker reference than the best baseline)",
+    ),
+    headline=True,
+)
 QRS_GE_WINDOW = ClaimSpec(
-    "qrs_ge_window_rhythm_10pct", "QRS tokens >= fixed-window tokens (same SSL) on the rhythm task at 10 % labels",
+    "qrs_ge_window_rhythm_10pct",
+    "QRS tokens >= fixed-window tokens (same SSL) on the rhythm task at 10 % labels",
     "macro ROC-AUC on rhythm at 10 % of the labels, QRS - fixed window, paired by seed",
-    non_inferiority(0.01, "paper figure (brief c): PTBXL-Rhythm at 10 % labels, HeartLang - best baseline = 76.22 - "
-                    "74.40 = +1.8 points; about half of it"))
+    non_inferiority(
+        0.01,
+        "paper figure (brief c): PTBXL-Rhythm at 10 % labels, HeartLang - best baseline = 76.22 - "
+        "74.40 = +1.8 points; about half of it",
+    ),
+)
 HEADLINE = (HEARTLANG_BEATS_RANDOM_INIT,)
 
 
 def _per_seed(rows: Rows, method: str, task: str | None = None, fraction: float | None = None) -> dict[int, float]:
     """``{seed: mean AUC}`` of ``method`` over the matching (task, fraction) cells."""
-    mine = [r for r in rows if r["method"] == method and (task is None or r["task"] == task)
-            and (fraction is None or math.isclose(r["fraction"], fraction))]
+    mine = [
+        r
+        for r in rows
+        if r["method"] == method
+        and (task is None or r["task"] == task)
+        and (fraction is None or math.isclose(r["fraction"], fraction))
+    ]
     seeds = sorted({int(r["seed"]) for r in mine})
     return {s: float(np.nanmean([r["auc"] for r in mine if int(r["seed"]) == s])) for s in seeds}
 
@@ -80,19 +100,37 @@ def content_gates(usage: Rows, tokenizers: Sequence[str]) -> tuple[list[Gate], l
         if share is None:
             unmeasured.append(tok)
             continue
-        gates.append(fixed_gate(f"{TOKENIZER_NAMES[tok]} VQ-HBR codes", f"lead and time alone (share > "
-                                f"{CONTENT_SHARE:g})", share, share > CONTENT_SHARE, "H(code | lead, time) / H(code)"))
+        gates.append(
+            fixed_gate(
+                f"{TOKENIZER_NAMES[tok]} VQ-HBR codes",
+                f"lead and time alone (share > {CONTENT_SHARE:g})",
+                share,
+                share > CONTENT_SHARE,
+                "H(code | lead, time) / H(code)",
+            )
+        )
     return gates, unmeasured
 
 
 def chance_gate(arm: str, per_seed: Mapping[int, float]) -> Gate:
-    return gate(arm, f"chance (AUC {CHANCE_AUC:g})", Estimate.of({s: v - CHANCE_AUC for s, v in per_seed.items()}),
-                statistic="macro AUC - 0.5")
+    return gate(
+        arm,
+        f"chance (AUC {CHANCE_AUC:g})",
+        Estimate.of({s: v - CHANCE_AUC for s, v in per_seed.items()}),
+        statistic="macro AUC - 0.5",
+    )
 
 
 def _unmeasured_text(unmeasured: Sequence[str]) -> str:
-    return "" if not unmeasured else ("code content beyond lead and time not measured for the "
-                                      + " and ".join(TOKENIZER_NAMES[t] for t in unmeasured) + " tokenizer; ")
+    return (
+        ""
+        if not unmeasured
+        else (
+            "code content beyond lead and time not measured for the "
+            + " and ".join(TOKENIZER_NAMES[t] for t in unmeasured)
+            + " tokenizer; "
+        )
+    )
 
 
 def pretraining_claim(rows: Rows, usage: Rows = ()) -> rule.Claim:
@@ -103,43 +141,67 @@ def pretraining_claim(rows: Rows, usage: Rows = ()) -> rule.Claim:
         return decide(HEARTLANG_BEATS_RANDOM_INIT, None, missing=f"{absent} not probed")
     gates, unmeasured = content_gates(usage, ["qrs"])
     ceiling = 1.0 - HEARTLANG_BEATS_RANDOM_INIT.rule.smallest_effect
-    gates += [chance_gate(LABELS["heartlang"], a), chance_gate(LABELS["random_init"], b),
-              gate(LABELS["random_init"], f"headroom (AUC {ceiling:g})",
-                   Estimate.of({s: v - ceiling for s, v in b.items()}), statistic="macro AUC - headroom",
-                   direction="less")]
+    gates += [
+        chance_gate(LABELS["heartlang"], a),
+        chance_gate(LABELS["random_init"], b),
+        gate(
+            LABELS["random_init"],
+            f"headroom (AUC {ceiling:g})",
+            Estimate.of({s: v - ceiling for s, v in b.items()}),
+            statistic="macro AUC - headroom",
+            direction="less",
+        ),
+    ]
     estimate = Estimate.paired(a, b)
     x, y = float(np.mean(list(a.values()))), float(np.mean(list(b.values())))
-    return decide(HEARTLANG_BEATS_RANDOM_INIT, estimate, gates=gates,
-                  evidence=f"{_unmeasured_text(unmeasured)}HeartLang {x:.3f}, random init {y:.3f} over seeds "
-                           f"{list(estimate.keys)}",
-                  numbers={"heartlang_auc": x, "random_init_auc": y})
+    return decide(
+        HEARTLANG_BEATS_RANDOM_INIT,
+        estimate,
+        gates=gates,
+        evidence=f"{_unmeasured_text(unmeasured)}HeartLang {x:.3f}, random init {y:.3f} over seeds "
+        f"{list(estimate.keys)}",
+        numbers={"heartlang_auc": x, "random_init_auc": y},
+    )
 
 
-def tokenizer_claim(rows: Rows, usage: Rows = (), task: str = "rhythm", fraction: float = CLAIM_FRACTION
-                    ) -> rule.Claim:
+def tokenizer_claim(rows: Rows, usage: Rows = (), task: str = "rhythm", fraction: float = CLAIM_FRACTION) -> rule.Claim:
     """QRS tokens - fixed windows on ``task`` at ``fraction`` of the labels, non-inferior, paired by seed."""
     a, b = _per_seed(rows, "heartlang", task, fraction), _per_seed(rows, "fixed_window", task, fraction)
     if not a or not b:
-        return decide(QRS_GE_WINDOW, None, missing=f"no paired probe of task '{task}' at fraction {fraction:g} "
-                                                   "for QRS and fixed-window tokens")
+        return decide(
+            QRS_GE_WINDOW,
+            None,
+            missing=f"no paired probe of task '{task}' at fraction {fraction:g} for QRS and fixed-window tokens",
+        )
     gates, unmeasured = content_gates(usage, ["qrs", "window"])
     gates += [chance_gate(f"QRS tokens on {task}", a), chance_gate(f"fixed windows on {task}", b)]
     full = _per_seed(rows, "fixed_window", task, 1.0)
     control = float(np.mean(list(full.values()))) if full else math.nan
     estimate = Estimate.paired(a, b)
     x, y = float(np.mean(list(a.values()))), float(np.mean(list(b.values())))
-    return decide(QRS_GE_WINDOW, estimate, gates=gates,
-                  evidence=f"{_unmeasured_text(unmeasured)}QRS {x:.3f}, fixed window {y:.3f} over seeds "
-                           f"{list(estimate.keys)}; fixed window with all labels {control:.3f}; missing reference: a "
-                           "beat-count-only probe (QRS sentences expose the beat count, fixed windows do not)",
-                  numbers={"qrs_auc": x, "window_auc": y, "window_auc_all_labels": control})
+    return decide(
+        QRS_GE_WINDOW,
+        estimate,
+        gates=gates,
+        evidence=f"{_unmeasured_text(unmeasured)}QRS {x:.3f}, fixed window {y:.3f} over seeds "
+        f"{list(estimate.keys)}; fixed window with all labels {control:.3f}; missing reference: a "
+        "beat-count-only probe (QRS sentences expose the beat count, fixed windows do not)",
+        numbers={"qrs_auc": x, "window_auc": y, "window_auc_all_labels": control},
+    )
 
 
 def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:
     """One row per (task, label fraction, method): our macro AUC (mean ± 95% half-width over seeds) and the paper's
     PTB-XL linear-probe AUC of the same task (HeartLang / best baseline) on the HeartLang row."""
-    columns = ["task", "labels", "method", "macro AUC (ours, %)", "n seeds", "paper PTB-XL HeartLang (%)",
-               "paper PTB-XL best baseline (%)"]
+    columns = [
+        "task",
+        "labels",
+        "method",
+        "macro AUC (ours, %)",
+        "n seeds",
+        "paper PTB-XL HeartLang (%)",
+        "paper PTB-XL best baseline (%)",
+    ]
     body = []
     for task in dict.fromkeys(r["task"] for r in rows):
         for fraction in sorted({r["fraction"] for r in rows if r["task"] == task}):
@@ -148,33 +210,54 @@ def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:
                 if not per_seed:
                     continue
                 paper = method == "heartlang" and task in PAPER_AUC
-                body.append({"task": task, "labels": f"{fraction:.0%}", "method": LABELS[method],
-                             "macro AUC (ours, %)": pm([100 * v for v in per_seed.values()]), "n seeds": len(per_seed),
-                             "paper PTB-XL HeartLang (%)": PAPER_AUC[task].get(fraction, "") if paper else "",
-                             "paper PTB-XL best baseline (%)": PAPER_BASELINE[task].get(fraction, "") if paper else ""})
+                body.append(
+                    {
+                        "task": task,
+                        "labels": f"{fraction:.0%}",
+                        "method": LABELS[method],
+                        "macro AUC (ours, %)": pm([100 * v for v in per_seed.values()]),
+                        "n seeds": len(per_seed),
+                        "paper PTB-XL HeartLang (%)": PAPER_AUC[task].get(fraction, "") if paper else "",
+                        "paper PTB-XL best baseline (%)": PAPER_BASELINE[task].get(fraction, "") if paper else "",
+                    }
+                )
     return columns, body
 
 
 def checks(tokens: Mapping[str, Any], usage: Rows, num_codes: int) -> list[Check]:
     """Every recording gave beats; the VQ-HBR codebooks are used."""
     under = sum(int(v["under_2_beats"]) for v in tokens.values())
-    out = [Check("r_peaks_found", "the detector found >= 2 R peaks in every recording (after the fallback)", under == 0,
-                 f"{under} recording(s) with fewer than 2 peaks; mean beats per 10 s: "
-                 + ", ".join(f"{k} {v['beats_mean']:.1f}" for k, v in tokens.items()), {"under_2_beats": float(under)})]
+    out = [
+        Check(
+            "r_peaks_found",
+            "the detector found >= 2 R peaks in every recording (after the fallback)",
+            under == 0,
+            f"{under} recording(s) with fewer than 2 peaks; mean beats per 10 s: "
+            + ", ".join(f"{k} {v['beats_mean']:.1f}" for k, v in tokens.items()),
+            {"under_2_beats": float(under)},
+        )
+    ]
     for tok in sorted({u["tokenizer"] for u in usage}):
         shares = []
         for seed in sorted({u["seed"] for u in usage if u["tokenizer"] == tok}):
             counts = np.array([u["count"] for u in usage if (u["tokenizer"], u["seed"]) == (tok, seed)])
             shares.append(float((counts > 0).mean()))
-        out.append(Check(f"codebook_used_{tok}", f"the {tok} VQ-HBR uses >= {MIN_CODE_USAGE:.0%} of its {num_codes} "
-                         "codes on the unlabelled tokens (no collapse)", min(shares) >= MIN_CODE_USAGE,
-                         f"share of codes used per seed: {', '.join(f'{s:.2f}' for s in shares)}",
-                         {"min_code_usage": min(shares)}))
+        out.append(
+            Check(
+                f"codebook_used_{tok}",
+                f"the {tok} VQ-HBR uses >= {MIN_CODE_USAGE:.0%} of its {num_codes} "
+                "codes on the unlabelled tokens (no collapse)",
+                min(shares) >= MIN_CODE_USAGE,
+                f"share of codes used per seed: {', '.join(f'{s:.2f}' for s in shares)}",
+                {"min_code_usage": min(shares)},
+            )
+        )
     return out
 
 
-def build_report(rows: Rows, data: Mapping[str, Any], tokens: Mapping[str, Any], usage: Rows,
-                 p: HeartlangParams) -> Report:
+def build_report(
+    rows: Rows, data: Mapping[str, Any], tokens: Mapping[str, Any], usage: Rows, p: HeartlangParams
+) -> Report:
     columns, body = table(rows)
     claims = [pretraining_claim(rows, usage), tokenizer_claim(rows, usage)]
     notes = [
@@ -193,14 +276,44 @@ def build_report(rows: Rows, data: Mapping[str, Any], tokens: Mapping[str, Any],
     shares = {tok: content_share(usage, tok) for tok in TOKENIZER_NAMES}
     measured = {tok: v for tok, v in shares.items() if v is not None}
     if measured:
-        notes.append("Pretraining targets: share of the VQ-HBR codes' entropy left given the token's lead and time, "
-                     + ", ".join(f"{TOKENIZER_NAMES[t]} {v:.2f}" for t, v in measured.items())
-                     + f" (plug-in estimate over the unlabelled tokens; the claims need > {CONTENT_SHARE:g}). The "
-                     "official pretraining call codes beats without lead or time inputs (fidelity audit H1).")
+        notes.append(
+            "Pretraining targets: share of the VQ-HBR codes' entropy left given the token's lead and time, "
+            + ", ".join(f"{TOKENIZER_NAMES[t]} {v:.2f}" for t, v in measured.items())
+            + f" (plug-in estimate over the unlabelled tokens; the claims need > {CONTENT_SHARE:g}). The "
+            "official pretraining call codes beats without lead or time inputs (fidelity audit H1)."
+        )
     extra = {}
     if data.get("detector"):
         extra["R-peak detector against the .atr beats (150 ms tolerance)"] = [
-            {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in data["detector"]]
-    return Report(slug="heartlang", title="HeartLang linear probe: macro ROC-AUC at 1 / 10 / 100 % labels",
-                  columns=columns, rows=body, claims=claims,
-                  checks=checks(tokens, usage, p.vqhbr.num_codes), notes=notes, extra_tables=extra)
+            {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in data["detector"]
+        ]
+    return Report(
+        slug="heartlang",
+        title="HeartLang linear probe: macro ROC-AUC at 1 / 10 / 100 % labels",
+        columns=columns,
+        rows=body,
+        claims=claims,
+        checks=checks(tokens, usage, p.vqhbr.num_codes),
+        notes=notes,
+        extra_tables=extra,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# step 6: the table, the claims and the checks
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("seeds", "probe", "tokenize", "data", "pretrain", "vqhbr"),
+    deps=(SCORES, DATA_METRICS, TOKEN_METRICS, CODES),
+    outs=("report.json",),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """The probe table beside the paper's PTB-XL numbers, the claims and the checks."""
+    build_report(
+        load_table(ctx.path(SCORES)),
+        load_json(ctx.path(DATA_METRICS)),
+        load_json(ctx.path(TOKEN_METRICS)),
+        load_table(ctx.path(CODES)),
+        ctx.params,
+    ).save(ctx.path("report.json"))

@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="Towards hierarchical rectified flow",
     arxiv="2502.17436",
     claim="HRF2 beats RF at matched low NFE (<= 5) on the 1-D mixture and 2-D moons (paired log-ratio of W1 / "
-          "sliced W2), each arm gated on a fitted field",
+    "sliced W2), each arm gated on a fitted field",
 )

@@ -14,12 +14,46 @@ from torch import Tensor
 from components.io import save_csv, save_figure
 from components.metrics.stats import mean_ci
 from paperflows.plots import figure
-from paperflows.report import mean
-from pipelines.hrf.params import (DATASET_LABEL, LOWDIM, METRIC_LABEL, HrfParams, dataset_depths,
-                                  dataset_schedules, method_name, schedule_label)
-from pipelines.hrf.report import best_by_nfe
+from paperflows.rows import mean, rows_where
+from pipelines.hrf.params import (
+    DATASET_LABEL,
+    LOWDIM,
+    METRIC_LABEL,
+    HrfParams,
+    dataset_depths,
+    dataset_schedules,
+    method_name,
+    schedule_label,
+)
 
 Examples = dict[tuple[str, int, str], Tensor]
+Best = dict[int, tuple[str, dict[int, float]]]  # nfe -> (steps, {seed: value})
+
+
+def number(value: Any) -> float:
+    """A stored number; an undefined one (NaN written to parquet, read back as None) is NaN."""
+    return float("nan") if value is None else float(value)
+
+
+def seed_values(rows: list[dict[str, Any]], key: str, **equal: Any) -> dict[int, float]:
+    """``{seed: key}`` over the rows matching ``equal``."""
+    return {int(r["seed"]): number(r[key]) for r in rows_where(rows, **equal)}
+
+
+def best_by_nfe(rows: list[dict[str, Any]], dataset: str, method: str, key: str = "distance") -> Best:
+    """For each NFE the schedule of ``method`` with the lowest mean over seeds of its validation score
+    ``val_<key>`` (of ``key`` itself where rows have no validation score), and that schedule's ``key``:
+    ``{nfe: (steps, {seed: value})}``, NFEs ascending."""
+    chosen_by: dict[int, tuple[str, float]] = {}
+    out: Best = {}
+    for steps in dict.fromkeys(r["steps"] for r in rows_where(rows, dataset=dataset, method=method)):
+        chosen = rows_where(rows, dataset=dataset, method=method, steps=steps)
+        select = f"val_{key}" if f"val_{key}" in chosen[0] else key
+        score = mean(list(seed_values(chosen, select).values()))
+        nfe = int(chosen[0]["nfe"])
+        if nfe not in chosen_by or score < chosen_by[nfe][1]:
+            chosen_by[nfe], out[nfe] = (steps, score), (steps, seed_values(chosen, key))
+    return dict(sorted(out.items()))
 
 
 def _grid(width: float, height: float, nrows: int, ncols: int) -> tuple[Any, np.ndarray]:
@@ -32,20 +66,34 @@ def _half_width(values: list[float]) -> float:
     return interval.high - interval.estimate if interval.n > 1 else 0.0
 
 
-def quality_plot(rows: list[dict[str, Any]], datasets: list[str], path: Path, key: str = "distance",
-                 floor: list[dict[str, Any]] | None = None, oracle: list[dict[str, Any]] | None = None) -> None:
+def quality_plot(
+    rows: list[dict[str, Any]],
+    datasets: list[str],
+    path: Path,
+    key: str = "distance",
+    floor: list[dict[str, Any]] | None = None,
+    oracle: list[dict[str, Any]] | None = None,
+) -> None:
     """Test metric per NFE of every method (HRF: the split chosen on validation), mean over seeds with its 95%
     interval, log-log; the exact fields' curves dashed and the sampling floor dotted where given."""
     fig, axes = _grid(5 * len(datasets), 4, 1, len(datasets))
     for ax, dataset in zip(axes[0], datasets):
         curves = [(m, rows, "o-", "") for m in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset)]
-        curves += [(m, oracle, "x--", " exact field") for m in dict.fromkeys(r["method"] for r in oracle or []
-                                                                             if r["dataset"] == dataset)]
+        curves += [
+            (m, oracle, "x--", " exact field")
+            for m in dict.fromkeys(r["method"] for r in oracle or [] if r["dataset"] == dataset)
+        ]
         for method, table, style, suffix in curves:
             best = best_by_nfe(table, dataset, method, key)
             vals = [list(b[1].values()) for b in best.values()]
-            ax.errorbar(list(best), [mean(v) for v in vals], yerr=[_half_width(v) for v in vals], fmt=style,
-                        capsize=3, label=f"{method}{suffix}")
+            ax.errorbar(
+                list(best),
+                [mean(v) for v in vals],
+                yerr=[_half_width(v) for v in vals],
+                fmt=style,
+                capsize=3,
+                label=f"{method}{suffix}",
+            )
         lows = [r["floor"] for r in floor or [] if r["dataset"] == dataset]
         if lows:
             ax.axhline(mean(lows), color="gray", linestyle=":", label="floor (two exact samples)")
@@ -60,11 +108,12 @@ def quality_plot(rows: list[dict[str, Any]], datasets: list[str], path: Path, ke
 
 def quality_csv(rows: list[dict[str, Any]], path: Path, key: str = "distance") -> None:
     """DVC plot data: ``dataset, method, nfe, steps, value`` (split chosen on validation, test mean over seeds)."""
-    out = [{"dataset": dataset, "method": method, "nfe": nfe, "steps": steps,
-            "value": round(mean(list(vals.values())), 5)}
-           for dataset in dict.fromkeys(r["dataset"] for r in rows)
-           for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset)
-           for nfe, (steps, vals) in best_by_nfe(rows, dataset, method, key).items()]
+    out = [
+        {"dataset": dataset, "method": method, "nfe": nfe, "steps": steps, "value": round(mean(list(vals.values())), 5)}
+        for dataset in dict.fromkeys(r["dataset"] for r in rows)
+        for method in dict.fromkeys(r["method"] for r in rows if r["dataset"] == dataset)
+        for nfe, (steps, vals) in best_by_nfe(rows, dataset, method, key).items()
+    ]
     save_csv(out, path, columns=["dataset", "method", "nfe", "steps", "value"])
 
 

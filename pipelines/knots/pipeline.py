@@ -24,16 +24,24 @@ import torch
 from torch import Tensor, nn
 
 from components.data.images import class_disjoint_split, load_pooled
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from components.merging import MergeConfig, alignment_diagnostics, knots_space, original_space
 from components.metrics.classification import accuracy, joint_accuracy, mean_normalized_accuracy
-from components.models.lora import (LoraSpec, apply_deltas, attach_lora, group_factors_by_layer, load_factors,
-                                    lora_factors, save_factors)
+from components.models.lora import (
+    LoraSpec,
+    apply_deltas,
+    attach_lora,
+    group_factors_by_layer,
+    load_factors,
+    lora_factors,
+    save_factors,
+)
 from components.models.pretrained_vit import ViTS14, ViTS14Config, load_vit_s14
 from components.models.vit import TinyViT, TinyViTConfig
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device, torch_threads
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
-from pipelines.knots import ABOUT, plots, report as paper_report
+from paperflows.rows import mean, values
+from pipelines.knots import ABOUT, plots
 from pipelines.knots.params import KnotsParams, MergeParams
 
 SPLITS = ("train", "val", "test")
@@ -42,7 +50,7 @@ IMAGE_SIZE = 28
 TASK_DATA = "data/tasks.safetensors"
 BASE_MODELS = "models/base/"
 LORAS = "models/lora/"
-SINGLE_FILE = "single_task.json"   # each finetune item's accuracies, beside its LoRA files
+SINGLE_FILE = "single_task.json"  # each finetune item's accuracies, beside its LoRA files
 SINGLE_TASK = "metrics/single_task.json"
 MERGE_METRICS = "metrics/merge.json"
 MERGE_GRID = "tables/merge_grid.parquet"
@@ -65,9 +73,16 @@ def prepare(ctx: StageContext) -> None:
     tensors, pool_x, pool_y, offset = {}, [], [], 0
     for task in data.tasks:
         images, labels = load_pooled(task, IMAGE_SIZE)
-        parts = class_disjoint_split(images, labels, list(range(data.task_classes)), n_train=data.max_train,
-                                     n_val=data.n_val, n_test=data.n_test, n_rest=data.pretrain_per_dataset,
-                                     seed=derive_seed(data.split_seed, "split", task))
+        parts = class_disjoint_split(
+            images,
+            labels,
+            list(range(data.task_classes)),
+            n_train=data.max_train,
+            n_val=data.n_val,
+            n_test=data.n_test,
+            n_rest=data.pretrain_per_dataset,
+            seed=derive_seed(data.split_seed, "split", task),
+        )
         for split in SPLITS:
             tensors[f"{task}/{split}/x"], tensors[f"{task}/{split}/y"] = parts[split]
         pool_x.append(parts["rest"][0])
@@ -83,16 +98,29 @@ def prepare(ctx: StageContext) -> None:
 def _encoder(p: KnotsParams) -> nn.Module:
     if p.base.encoder == "vit_s14":
         return ViTS14(ViTS14Config(input_size=p.base.input_size))
-    return TinyViT(TinyViTConfig(image_size=IMAGE_SIZE, patch_size=7, d_model=p.base.d_model, n_heads=p.base.n_heads,
-                                 n_layers=p.base.n_layers, n_classes=len(p.data.tasks) * (10 - p.data.task_classes)),
-                   seed=p.base.seed)
+    return TinyViT(
+        TinyViTConfig(
+            image_size=IMAGE_SIZE,
+            patch_size=7,
+            d_model=p.base.d_model,
+            n_heads=p.base.n_heads,
+            n_layers=p.base.n_layers,
+            n_classes=len(p.data.tasks) * (10 - p.data.task_classes),
+        ),
+        seed=p.base.seed,
+    )
 
 
 BASE_FILE = f"{BASE_MODELS}encoder.safetensors"
 
 
-@stage(params=("base", "data.tasks", "data.task_classes"), deps=(TASK_DATA,), outs=(BASE_MODELS,),
-       gpu=True, models={"encoder": BASE_MODELS})
+@stage(
+    params=("base", "data.tasks", "data.task_classes"),
+    deps=(TASK_DATA,),
+    outs=(BASE_MODELS,),
+    gpu=True,
+    models={"encoder": BASE_MODELS},
+)
 def pretrain(ctx: StageContext) -> None:
     """tiny: pretrain the encoder on the held-out classes; vit_s14: convert the packaged weights.
     One encoder serves every seed, as one CLIP serves every run in the paper."""
@@ -102,11 +130,22 @@ def pretrain(ctx: StageContext) -> None:
         return
     data = load_tensors(ctx.path(TASK_DATA))
     model = _encoder(p)
-    cfg = TrainConfig(steps=p.base.steps, lr=p.base.lr, seed=p.base.seed, log_every=max(1, p.base.steps // 30),
-                      progress=ctx.progress, desc="knots pretrain")
+    cfg = TrainConfig(
+        steps=p.base.steps,
+        lr=p.base.lr,
+        seed=p.base.seed,
+        log_every=max(1, p.base.steps // 30),
+        progress=ctx.progress,
+        desc="knots pretrain",
+    )
     with _compute_threads(select_device(cfg.device)):
-        fit(model, cross_entropy_loss, random_batches(data["pretrain/x"], data["pretrain/y"], size=p.base.batch_size),
-            cfg, callback=ctx.metric_callback("pretrain"))
+        fit(
+            model,
+            cross_entropy_loss,
+            random_batches(data["pretrain/x"], data["pretrain/y"], size=p.base.batch_size),
+            cfg,
+            callback=ctx.metric_callback("pretrain"),
+        )
     save_model(model, ctx.path(BASE_FILE))
 
 
@@ -120,7 +159,7 @@ def _features(encoder: nn.Module, x: Tensor, device: torch.device, batch: int = 
     """encoder.features over x in batches on ``device``; [N, d] on the CPU."""
     encoder = encoder.to(device)
     with torch.no_grad():
-        return torch.cat([encoder.features(x[i:i + batch].to(device)).cpu() for i in range(0, len(x), batch)])
+        return torch.cat([encoder.features(x[i : i + batch].to(device)).cpu() for i in range(0, len(x), batch)])
 
 
 class _WithHead(nn.Module):
@@ -137,8 +176,14 @@ class _WithHead(nn.Module):
 # --------------------------------------------------------------------------------------------------
 # stage 3: one LoRA per task (§4.1), a fan-out stage: one item per task
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data.tasks", "data.task_classes", "base", "lora"),
-       deps=(TASK_DATA, BASE_MODELS), outs=(LORAS,), fan_out="data.tasks", gpu=True, models={"lora": LORAS})
+@stage(
+    params=("seeds", "data.tasks", "data.task_classes", "base", "lora"),
+    deps=(TASK_DATA, BASE_MODELS),
+    outs=(LORAS,),
+    fan_out="data.tasks",
+    gpu=True,
+    models={"lora": LORAS},
+)
 def finetune(ctx: StageContext) -> None:
     """One task's LoRA for every seed: fit the task's frozen head, then its LoRA; single-task accuracies."""
     p, task = ctx.params, ctx.item
@@ -156,23 +201,41 @@ def finetune(ctx: StageContext) -> None:
             # the task head: a short linear probe on the frozen base features, then frozen (like CLIP heads)
             torch.manual_seed(task_seed)
             head = nn.Linear(feats.shape[1], p.data.task_classes)
-            fit(nn.Sequential(head), cross_entropy_loss, random_batches(feats, y, size=256),
-                TrainConfig(steps=p.lora.head_steps, lr=p.lora.head_lr, seed=task_seed, progress=False, log_every=50))
+            fit(
+                nn.Sequential(head),
+                cross_entropy_loss,
+                random_batches(feats, y, size=256),
+                TrainConfig(steps=p.lora.head_steps, lr=p.lora.head_lr, seed=task_seed, progress=False, log_every=50),
+            )
             head.requires_grad_(False)
             model = attach_lora(_WithHead(base.cpu(), head), spec, seed=task_seed)
-            cfg = TrainConfig(steps=p.lora.steps, lr=p.lora.lr, seed=task_seed, progress=ctx.progress,
-                              log_every=max(1, p.lora.steps // 30), desc=f"knots lora {task} seed {seed}")
-            fit(model, cross_entropy_loss, random_batches(x, y, size=p.lora.batch_size), cfg,
-                callback=ctx.metric_callback(f"lora/{task}/seed{seed}"))
+            cfg = TrainConfig(
+                steps=p.lora.steps,
+                lr=p.lora.lr,
+                seed=task_seed,
+                progress=ctx.progress,
+                log_every=max(1, p.lora.steps // 30),
+                desc=f"knots lora {task} seed {seed}",
+            )
+            fit(
+                model,
+                cross_entropy_loss,
+                random_batches(x, y, size=p.lora.batch_size),
+                cfg,
+                callback=ctx.metric_callback(f"lora/{task}/seed{seed}"),
+            )
             model.eval()
             tuned = model.get_base_model().encoder
             for split in ("val", "test"):
                 logits = head(_features(tuned, data[f"{task}/{split}/x"], device))
                 single[f"seed{seed}/{split}"] = accuracy(logits, data[f"{task}/{split}/y"])
-            single[f"seed{seed}/zero_shot_test"] = accuracy(head(_features(base, data[f"{task}/test/x"], device)),
-                                                            data[f"{task}/test/y"])
-        save_factors({name.removeprefix("encoder."): f for name, f in lora_factors(model.cpu()).items()},
-                     out / f"seed{seed}.safetensors")
+            single[f"seed{seed}/zero_shot_test"] = accuracy(
+                head(_features(base, data[f"{task}/test/x"], device)), data[f"{task}/test/y"]
+            )
+        save_factors(
+            {name.removeprefix("encoder."): f for name, f in lora_factors(model.cpu()).items()},
+            out / f"seed{seed}.safetensors",
+        )
         save_tensors({"weight": head.weight, "bias": head.bias}, out / f"seed{seed}_head.safetensors")
     save_json(single, out / SINGLE_FILE)
     ctx.log_metrics({f"lora/{task}/{key}_acc": value for key, value in single.items()})
@@ -184,10 +247,13 @@ def _single_task_accuracies(ctx: StageContext) -> dict[str, float]:
     for task in ctx.params.data.tasks:
         path = ctx.path(f"{LORAS}{task}/{SINGLE_FILE}")
         if not path.is_file():
-            raise StageInputError(f"knots.{ctx.stage.name}: {path} is missing; the finetune item '{task}' "
-                                  f"did not finish (run `paperflows stage knots finetune`)")
-        single.update({f"{key.split('/')[0]}/{task}/{key.split('/', 1)[1]}": value
-                       for key, value in load_json(path).items()})
+            raise StageInputError(
+                f"knots.{ctx.stage.name}: {path} is missing; the finetune item '{task}' "
+                f"did not finish (run `paperflows stage knots finetune`)"
+            )
+        single.update(
+            {f"{key.split('/')[0]}/{task}/{key.split('/', 1)[1]}": value for key, value in load_json(path).items()}
+        )
     return single
 
 
@@ -209,12 +275,25 @@ def _grid(method: str, merge: MergeParams) -> list[MergeConfig]:
     if method.endswith("ta"):
         return [MergeConfig(lam=lam, merge="sum") for lam in merge.lambdas]
     p = merge.dare_p if "dare" in method else 0.0
-    return [MergeConfig(lam=lam, top_k=k, dare_p=p, merge="mean")
-            for lam, k in itertools.product(merge.lambdas, merge.top_ks)]
+    return [
+        MergeConfig(lam=lam, top_k=k, dare_p=p, merge="mean")
+        for lam, k in itertools.product(merge.lambdas, merge.top_ks)
+    ]
 
 
-def _task_accuracies(encoder: nn.Module, heads: dict[str, nn.Linear], data: dict[str, Tensor], tasks: list[str],
-                     split: str, device: torch.device) -> tuple[dict[str, float], float]:
+def method_mean(rows: list[dict], method: str, key: str = "avg_norm_acc") -> float:
+    """The mean over seeds of ``key`` of ``method``'s rows."""
+    return mean(values(rows, key, method=method))
+
+
+def _task_accuracies(
+    encoder: nn.Module,
+    heads: dict[str, nn.Linear],
+    data: dict[str, Tensor],
+    tasks: list[str],
+    split: str,
+    device: torch.device,
+) -> tuple[dict[str, float], float]:
     """Per-task accuracy with each task's own head, and joint accuracy over the union of all classes."""
     per_task, all_logits, ids, labels = {}, [], [], []
     with torch.no_grad():
@@ -224,16 +303,24 @@ def _task_accuracies(encoder: nn.Module, heads: dict[str, nn.Linear], data: dict
             all_logits.append([heads[name](feats) for name in tasks])
             ids.append(torch.full((feats.shape[0],), t))
             labels.append(data[f"{task}/{split}/y"])
-    joint = joint_accuracy([torch.cat([rows[h] for rows in all_logits]) for h in range(len(tasks))],
-                           torch.cat(ids), torch.cat(labels))
+    joint = joint_accuracy(
+        [torch.cat([rows[h] for rows in all_logits]) for h in range(len(tasks))], torch.cat(ids), torch.cat(labels)
+    )
     return per_task, joint
 
 
-@stage(params=("seeds", "data.tasks", "data.task_classes", "base", "merge"),
-       deps=(TASK_DATA, BASE_MODELS, LORAS),
-       outs=(MERGE_GRID, MERGE_TEST), metrics=(MERGE_METRICS, SINGLE_TASK),
-       plots=(Plot(SEARCH_PNG), Plot(SEARCH_CSV, x="lambda", y="knots_ties",
-                                     title="validation avg normalised accuracy of KnOTS-TIES vs lambda")))
+@stage(
+    params=("seeds", "data.tasks", "data.task_classes", "base", "merge"),
+    deps=(TASK_DATA, BASE_MODELS, LORAS),
+    outs=(MERGE_GRID, MERGE_TEST),
+    metrics=(MERGE_METRICS, SINGLE_TASK),
+    plots=(
+        Plot(SEARCH_PNG),
+        Plot(
+            SEARCH_CSV, x="lambda", y="knots_ties", title="validation avg normalised accuracy of KnOTS-TIES vs lambda"
+        ),
+    ),
+)
 def merge(ctx: StageContext) -> None:
     """Merge the task LoRAs with every method, choose lambda/top-K on validation, score on test."""
     p = ctx.params
@@ -254,44 +341,57 @@ def merge(ctx: StageContext) -> None:
             return _task_accuracies(apply_deltas(base, deltas).eval(), heads, data, tasks, split, device)
 
         for method in p.merge.methods:
-            space, merger = spaces["knots" if method.startswith("knots_") else "original"], method.removeprefix("knots_")
+            space = spaces["knots" if method.startswith("knots_") else "original"]
+            merger = method.removeprefix("knots_")
             best = None
             for cfg in _grid(method, p.merge):
                 with _compute_threads(device):
                     acc, joint = evaluate(space, merger, cfg, "val")
                 norm = mean_normalized_accuracy(acc, single_val)
-                grid_rows.append({"seed": seed, "method": method, "lam": cfg.lam, "top_k": cfg.top_k,
-                                  "val_norm_acc": norm, "val_joint_acc": 100 * joint})
+                grid_rows.append(
+                    {
+                        "seed": seed,
+                        "method": method,
+                        "lam": cfg.lam,
+                        "top_k": cfg.top_k,
+                        "val_norm_acc": norm,
+                        "val_joint_acc": 100 * joint,
+                    }
+                )
                 if best is None or norm > best[0]:
                     best = (norm, cfg)
             cfg = best[1]
             with _compute_threads(device):
                 acc, joint = evaluate(space, merger, cfg, "test")
-            row = {"seed": seed, "method": method, "lam": cfg.lam, "top_k": cfg.top_k,
-                   "avg_norm_acc": mean_normalized_accuracy(acc, single_test), "joint_acc": 100 * joint}
+            row = {
+                "seed": seed,
+                "method": method,
+                "lam": cfg.lam,
+                "top_k": cfg.top_k,
+                "avg_norm_acc": mean_normalized_accuracy(acc, single_test),
+                "joint_acc": 100 * joint,
+            }
             row.update({f"{t}_norm_acc": 100 * acc[t] / single_test[t] for t in tasks})
             row.update({f"{t}_acc": 100 * acc[t] for t in tasks})
             test_rows.append(row)
             ctx.log_metrics({f"merge/{method}/avg_norm_acc": row["avg_norm_acc"]}, step=seed)
         # invariants measured on the real LoRAs: KnOTS-TA == TA; alignment scores before / after
-        checks.update({f"seed{seed}/{k}": v for k, v in
-                       alignment_diagnostics(spaces["original"], spaces["knots"], layer_factors, scale).items()})
+        checks.update(
+            {
+                f"seed{seed}/{k}": v
+                for k, v in alignment_diagnostics(spaces["original"], spaces["knots"], layer_factors, scale).items()
+            }
+        )
     save_table(grid_rows, ctx.path(MERGE_GRID))
     save_table(test_rows, ctx.path(MERGE_TEST))
-    summary = {f"{m}/avg_norm_acc": paper_report.method_mean(test_rows, m) for m in p.merge.methods}
+    summary = {f"{m}/avg_norm_acc": method_mean(test_rows, m) for m in p.merge.methods}
     save_json({**summary, **checks}, ctx.path(MERGE_METRICS))
     plots.lambda_search(grid_rows, p.merge.methods, p.merge.lambdas, ctx.path(SEARCH_PNG), ctx.path(SEARCH_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# stage 5: the paper-shaped table and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "merge", "base.encoder", "base.d_model", "base.n_layers", "lora.r", "lora.steps"),
-       deps=(MERGE_TEST, MERGE_METRICS, SINGLE_TASK), outs=("report.json", "report.md"))
-def report(ctx: StageContext) -> None:
-    """Per-task normalised accuracy table (mean over seeds), the KnOTS claim and the KnOTS-TA check."""
-    paper_report.build_report(load_table(ctx.path(MERGE_TEST)), load_json(ctx.path(MERGE_METRICS)),
-                              load_json(ctx.path(SINGLE_TASK)), ctx.params).save(ctx.path("report.json"))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=KnotsParams, stages=(prepare, pretrain, finetune, merge, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=KnotsParams,
+    stages=(prepare, pretrain, finetune, merge),
+    report="pipelines.knots.report:report",
+)

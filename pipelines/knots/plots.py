@@ -16,8 +16,11 @@ def lambda_search(rows: list[dict[str, Any]], methods: list[str], lambdas: list[
         key = (r["method"], r["lam"], r["seed"])
         per_seed[key] = max(per_seed.get(key, float("-inf")), r["val_norm_acc"])
     seeds = {r["seed"] for r in rows}
-    curve = {(m, lam): sum(v for (mm, ll, _), v in per_seed.items() if (mm, ll) == (m, lam)) / len(seeds)
-             for m in methods for lam in lambdas}
+    curve = {
+        (m, lam): sum(v for (mm, ll, _), v in per_seed.items() if (mm, ll) == (m, lam)) / len(seeds)
+        for m in methods
+        for lam in lambdas
+    }
     fig, ax = figure()
     for method in methods:
         ax.plot(lambdas, [curve[(method, lam)] for lam in lambdas], marker="o", label=method)

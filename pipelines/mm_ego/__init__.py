@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="MM-Ego: egocentric QA synthesis, EgoMemoria, Memory Pointer Prompting",
     arxiv="2410.07177",
     claim="memory-pointer frame selection beats uniform sampling on mean debiased accuracy, both above chance on "
-          "the de-biased questions",
+    "the de-biased questions",
 )

@@ -12,29 +12,53 @@ from paperflows.params import AttentionSection, DataFile, PipelineParams, Sectio
 
 METHODS = ("mpp", "uniform", "compressed", "blind")
 LLM_NAMES = ("smollm2-135m", "tiny")
-PAPER_MDA = 61.27          # MM-Ego on EgoMemoria (mean debiased accuracy, %)
-CHANCE = 25.0              # 4 options
-LABELS = {"mpp": "MPP (pointer top-k)", "uniform": "uniform-k frames", "compressed": "all frames compressed",
-          "blind": "blind network (no frames)", "llm": "blind LLM (option log-prob)",
-          "oracle": "oracle: MPP answer pass on the evidence frames"}
+PAPER_MDA = 61.27  # MM-Ego on EgoMemoria (mean debiased accuracy, %)
+CHANCE = 25.0  # 4 options
+LABELS = {
+    "mpp": "MPP (pointer top-k)",
+    "uniform": "uniform-k frames",
+    "compressed": "all frames compressed",
+    "blind": "blind network (no frames)",
+    "llm": "blind LLM (option log-prob)",
+    "oracle": "oracle: MPP answer pass on the evidence frames",
+}
 
 
 class DataParams(Section):
     narrations_path: Annotated[str | None, DataFile(check_narration_file, description="Ego4D narration.json")] = Field(
-        None, description="An Ego4D narration.json (absolute or relative to the project root). Empty: "
+        None,
+        description="An Ego4D narration.json (absolute or relative to the project root). Empty: "
         "synthetic egocentric streams. With a real file, clips are cut per bucket and their frame features "
-        "are synthesised from the parsed narrations (no video is read).")
+        "are synthesised from the parsed narrations (no video is read).",
+    )
     narration_pass: Literal[1, 2] = Field(1, description="Which Ego4D annotator pass to read.")
-    bucket_frames: list[Annotated[int, Field(ge=4, le=100_000)]] = Field(default_factory=lambda: [16, 64, 256], min_length=3, max_length=3,
-                                     description="Frames per clip of the short / medium / long buckets (k = 8 evenly "
-                                     "spaced frames cover half of a 16-frame clip and 3 % of a 256-frame one).")
-    videos_per_bucket: list[Annotated[int, Field(ge=2, le=100_000)]] = Field(default_factory=lambda: [320, 100, 40], min_length=3, max_length=3,
-                                         description="Videos (clips) per bucket, short / medium / long.")
+    bucket_frames: list[Annotated[int, Field(ge=4, le=100_000)]] = Field(
+        default_factory=lambda: [16, 64, 256],
+        min_length=3,
+        max_length=3,
+        description="Frames per clip of the short / medium / long buckets (k = 8 evenly "
+        "spaced frames cover half of a 16-frame clip and 3 % of a 256-frame one).",
+    )
+    videos_per_bucket: list[Annotated[int, Field(ge=2, le=100_000)]] = Field(
+        default_factory=lambda: [320, 100, 40],
+        min_length=3,
+        max_length=3,
+        description="Videos (clips) per bucket, short / medium / long.",
+    )
     event_rate: float = Field(0.4, gt=0, le=1, description="Share of frames holding a narrated event.")
-    habit: float = Field(0.5, ge=0, le=1, description="Strength of the habits (home places, successors) "
-                                                      "that give questions a language prior.")
-    fps: float = Field(0.5, gt=0, le=30, description="Feature frames per second of video (0.5: the 16-frame short "
-                       "clips last 32 s, EgoMemoria's shortest; 64 and 256 frames are about 2 and 8.5 minutes).")
+    habit: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Strength of the habits (home places, successors) that give questions a language prior.",
+    )
+    fps: float = Field(
+        0.5,
+        gt=0,
+        le=30,
+        description="Feature frames per second of video (0.5: the 16-frame short "
+        "clips last 32 s, EgoMemoria's shortest; 64 and 256 frames are about 2 and 8.5 minutes).",
+    )
     seed: Seed = Field(0, description="Seed of the synthetic world, streams and frame noise.")
 
     @field_validator("bucket_frames")
@@ -56,22 +80,32 @@ class FrameParams(Section):
     d_feat: int = Field(32, ge=4, le=4096, description="Numbers per patch token.")
     patches: int = Field(4, ge=2, le=1024, description="Patch tokens per frame at full resolution.")
     noise: float = Field(0.15, ge=0, le=10, description="Std of the per-token noise.")
-    pooled_detail: float = Field(0.25, ge=0, le=1, description="Share of the object code that survives "
-                                                               "pooling a frame to one token.")
+    pooled_detail: float = Field(
+        0.25, ge=0, le=1, description="Share of the object code that survives pooling a frame to one token."
+    )
 
 
 class QAParams(Section):
-    engine: Literal["template", "llm"] = Field("template", description="template: the question templates; "
-                                               "llm: the local LLM writes a question per prompted clip.")
+    engine: Literal["template", "llm"] = Field(
+        "template",
+        description="template: the question templates; llm: the local LLM writes a question per prompted clip.",
+    )
     qtypes: list[Literal[tuple(TEMPLATES)]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(TEMPLATES), min_length=1, description="Template question types (distinct).")
+        default_factory=lambda: list(TEMPLATES), min_length=1, description="Template question types (distinct)."
+    )
     per_clip: int = Field(24, ge=1, le=1000, description="At most this many template questions per clip.")
-    biased_share: float = Field(0.3, ge=0, le=1, description="Share of questions whose answer equals the "
-                                                             "question's prior answer (language-biased).")
+    biased_share: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Share of questions whose answer equals the question's prior answer (language-biased).",
+    )
     llm: Literal[LLM_NAMES] = Field("smollm2-135m", description="LLM of the llm engine.")  # type: ignore[valid-type]
     llm_clips: int = Field(16, ge=1, le=100_000, description="Clips prompted (evenly over the buckets).")
-    llm_fallback: Literal["template", "drop"] = Field("template", description="For a clip whose LLM question is "
-                                                      "rejected: use its template questions, or drop the clip.")
+    llm_fallback: Literal["template", "drop"] = Field(
+        "template",
+        description="For a clip whose LLM question is rejected: use its template questions, or drop the clip.",
+    )
     seed: Seed = Field(0, description="Seed of question sampling and option order.")
 
     @field_validator("qtypes")
@@ -97,14 +131,19 @@ class ModelParams(AttentionSection):
 
 class TrainParams(Section):
     methods: list[Literal[METHODS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(METHODS), min_length=1, description="Compared methods (one model each).")
+        default_factory=lambda: list(METHODS), min_length=1, description="Compared methods (one model each)."
+    )
     steps: int = Field(250, ge=1, le=1_000_000, description="Optimisation steps per model (same for all).")
     batch_size: int = Field(16, ge=1, le=4096, description="Questions per step (one length bucket per step).")
     lr: float = Field(3e-3, gt=0, le=1, description="AdamW learning rate.")
     warmup_steps: int = Field(30, ge=0, le=100_000, description="Linear warmup steps.")
     pointer_weight: float = Field(1.0, ge=0, le=100, description="Weight of the pointer BCE (MPP).")
-    teacher_forcing: float = Field(0.5, ge=0, le=1, description="Probability that an MPP training example "
-                                                                "reads its evidence frames instead of its top-k.")
+    teacher_forcing: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Probability that an MPP training example reads its evidence frames instead of its top-k.",
+    )
 
     @field_validator("methods")
     @classmethod
@@ -116,14 +155,20 @@ class TrainParams(Section):
 
 class DebiasParams(Section):
     llm: Literal["smollm2-135m", "tiny", "none"] = Field(
-        "smollm2-135m", description="Blind LLM scoring the options by log-probability ('none': not used).")
-    use_blind_network: bool = Field(True, description="The blind network (train method 'blind') also "
-                                                      "defines the bias mask.")
+        "smollm2-135m", description="Blind LLM scoring the options by log-probability ('none': not used)."
+    )
+    use_blind_network: bool = Field(
+        True, description="The blind network (train method 'blind') also defines the bias mask."
+    )
 
 
 class MmEgoParams(PipelineParams):
-    seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], min_length=1, max_length=20,
-                             description="Training seeds; every method is trained once per seed.")
+    seeds: list[Seed] = Field(
+        default_factory=lambda: [0, 1, 2],
+        min_length=1,
+        max_length=20,
+        description="Training seeds; every method is trained once per seed.",
+    )
     data: DataParams = Field(default_factory=DataParams, description="Narrations, clips and frames.")
     frames: FrameParams = Field(default_factory=FrameParams, description="Synthetic frame features.")
     qa: QAParams = Field(default_factory=QAParams, description="The narration-to-QA engine.")
@@ -133,9 +178,15 @@ class MmEgoParams(PipelineParams):
     debias: DebiasParams = Field(default_factory=DebiasParams, description="Blind models for de-biasing.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.bucket_frames": [60, 600, 3600], "data.videos_per_bucket": [210, 210, 209], "data.fps": 1.0,
-        "frames.d_feat": 1152, "frames.patches": 196,
-        "model.d_model": 3584, "model.n_layers": 28, "model.n_heads": 28, "model.d_ff": 18944,
+        "data.bucket_frames": [60, 600, 3600],
+        "data.videos_per_bucket": [210, 210, 209],
+        "data.fps": 1.0,
+        "frames.d_feat": 1152,
+        "frames.patches": 196,
+        "model.d_model": 3584,
+        "model.n_layers": 28,
+        "model.n_heads": 28,
+        "model.d_ff": 18944,
         "qa.per_clip": 12,
     }
     PAPER_SOURCE: ClassVar[str] = (
@@ -143,16 +194,20 @@ class MmEgoParams(PipelineParams):
         "groups (clips from 30 s to 1 h; the exact bucket edges are our reading: 1 min, 10 min, 1 h at 1 "
         "frame/s); base model LLaVA-OneVision-7B (SigLIP-so400m features of width 1152, 196 tokens per video "
         "frame, Qwen2-7B: width 3584, 28 layers, 28 heads, FFN 18944). 629 videos x ~11 questions gives ~7k "
-        "questions.")
+        "questions."
+    )
 
     @model_validator(mode="after")
     def _blind_models(self) -> MmEgoParams:
         if self.debias.llm == "none" and not (self.debias.use_blind_network and "blind" in self.train.methods):
-            raise ValueError("debias: no blind model left; keep 'blind' in train.methods with "
-                             "debias.use_blind_network, or set debias.llm")
+            raise ValueError(
+                "debias: no blind model left; keep 'blind' in train.methods with "
+                "debias.use_blind_network, or set debias.llm"
+            )
         return self
 
     def mask_models(self) -> tuple[str, ...]:
         """The blind models whose correct answers define the bias mask."""
-        return (("blind",) if self.debias.use_blind_network and "blind" in self.train.methods else ()) + \
-            (("llm",) if self.debias.llm != "none" else ())
+        return (("blind",) if self.debias.use_blind_network and "blind" in self.train.methods else ()) + (
+            ("llm",) if self.debias.llm != "none" else ()
+        )

@@ -29,19 +29,31 @@ import torch
 
 from components.egovideo.benchmark import blind_llm_choices, split_videos
 from components.egovideo.mpp import EgoQAModel, MPPConfig, Vocab, batch_sampler, encode_rows, make_loss, predict_all
-from components.egovideo.narrations import (MIN_CLIP_NARRATIONS, NarrationFormatError, NarrationSet,
-                                            read_narrations, write_narrations)
+from components.egovideo.narrations import (
+    MIN_CLIP_NARRATIONS,
+    NarrationFormatError,
+    NarrationSet,
+    read_narrations,
+    write_narrations,
+)
 from components.egovideo.qa import Clip, NoQuestionsError, SampleConfig, generate_questions, read_jsonl, write_jsonl
 from components.egovideo.stats import debiased_rows, summarize
-from components.egovideo.synthetic import (BUCKETS, ClipSpec, FrameConfig, WorldConfig, events_of_clip,
-                                           generate_videos, select_clips, synthesize_frames)
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.egovideo.synthetic import (
+    BUCKETS,
+    ClipSpec,
+    FrameConfig,
+    WorldConfig,
+    events_of_clip,
+    generate_videos,
+    select_clips,
+    synthesize_frames,
+)
+from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from components.training import TrainConfig, fit
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.mm_ego import ABOUT
 from pipelines.mm_ego.params import MmEgoParams
 from pipelines.mm_ego.plots import plot_accuracy, plot_pointer
-from pipelines.mm_ego.report import build_report
 
 NARRATIONS = "data/narration.json"
 NARRATION_METRICS = "metrics/narrations.json"
@@ -58,7 +70,7 @@ EVAL_METRICS = "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_by_bucket.png", "plots/accuracy_by_bucket.csv"
 POINTER_PNG, POINTER_CSV = "plots/pointer_scores.png", "plots/pointer_scores.csv"
 REPORT = "report.json"
-LOG = logging.getLogger("paperflows.mm_ego")   # collected by Prefect; a warning reaches stderr elsewhere
+LOG = logging.getLogger("paperflows.mm_ego")  # collected by Prefect; a warning reaches stderr elsewhere
 
 
 def _stored_pass(p: MmEgoParams) -> int:
@@ -83,13 +95,15 @@ def narrations(ctx: StageContext) -> None:
     """
     p, d = ctx.params, ctx.params.data
     if not d.narrations_path:
-        streams, videos = generate_videos(d.bucket_frames, d.videos_per_bucket,
-                                          WorldConfig(habit=d.habit, event_rate=d.event_rate, fps=d.fps), d.seed)
-        specs = sorted((ClipSpec(uid, uid, bucket, 0.0, n) for uid, (bucket, n) in videos.items()),
-                       key=lambda c: c.clip_id)
+        streams, videos = generate_videos(
+            d.bucket_frames, d.videos_per_bucket, WorldConfig(habit=d.habit, event_rate=d.event_rate, fps=d.fps), d.seed
+        )
+        specs = sorted(
+            (ClipSpec(uid, uid, bucket, 0.0, n) for uid, (bucket, n) in videos.items()), key=lambda c: c.clip_id
+        )
         write_narrations(streams, ctx.path(NARRATIONS))
         source: dict[str, Any] = {"source": "synthetic"}
-        counts = NarrationSet(videos=streams, narration_pass=1).counts()   # nothing skipped
+        counts = NarrationSet(videos=streams, narration_pass=1).counts()  # nothing skipped
     else:
         path = ctx.data_path(d.narrations_path)
         try:
@@ -98,64 +112,120 @@ def narrations(ctx: StageContext) -> None:
             raise StageInputError(f"mm_ego.data.narrations_path: {err}") from None
         specs = select_clips(real.videos, d.bucket_frames, d.videos_per_bucket, d.fps)
         if not specs:
-            raise StageInputError(f"mm_ego.data.narrations_path: {path} has no video long enough for a "
-                                  f"{d.bucket_frames[0] / d.fps:.0f}-second clip with {MIN_CLIP_NARRATIONS} narrations")
-        write_narrations({c.video_uid: real.videos[c.video_uid] for c in specs}, ctx.path(NARRATIONS),
-                         narration_pass=d.narration_pass)
-        source = {"source": str(path), "redacted_videos": len(real.skipped),
-                  "videos_without_pass": len(real.without_pass), "videos_with_empty_pass": len(real.empty_pass),
-                  "empty_texts": real.empty_texts}
+            raise StageInputError(
+                f"mm_ego.data.narrations_path: {path} has no video long enough for a "
+                f"{d.bucket_frames[0] / d.fps:.0f}-second clip with {MIN_CLIP_NARRATIONS} narrations"
+            )
+        write_narrations(
+            {c.video_uid: real.videos[c.video_uid] for c in specs},
+            ctx.path(NARRATIONS),
+            narration_pass=d.narration_pass,
+        )
+        source = {
+            "source": str(path),
+            "redacted_videos": len(real.skipped),
+            "videos_without_pass": len(real.without_pass),
+            "videos_with_empty_pass": len(real.empty_pass),
+            "empty_texts": real.empty_texts,
+        }
         counts = real.counts()
         if any(n for k, n in counts.items() if k.startswith("skipped/")):
-            LOG.warning("mm_ego.narrations: %s: read %d videos (%d narrations) of narration_pass_%d; skipped %d "
-                        "redacted videos, %d videos without that pass, %d with no narration text in it and %d "
-                        "empty narration texts", path, counts["videos"], counts["narrations"], d.narration_pass,
-                        *(counts[f"skipped/{k}"] for k in ("redacted_videos", "videos_without_pass",
-                                                           "videos_with_empty_pass", "empty_texts")))
+            LOG.warning(
+                "mm_ego.narrations: %s: read %d videos (%d narrations) of narration_pass_%d; skipped %d "
+                "redacted videos, %d videos without that pass, %d with no narration text in it and %d "
+                "empty narration texts",
+                path,
+                counts["videos"],
+                counts["narrations"],
+                d.narration_pass,
+                *(
+                    counts[f"skipped/{k}"]
+                    for k in ("redacted_videos", "videos_without_pass", "videos_with_empty_pass", "empty_texts")
+                ),
+            )
     # the official format is the interface: everything downstream reads the file back
     stored = read_narrations(ctx.path(NARRATIONS), _stored_pass(p)).videos
-    cfg = FrameConfig(d_feat=p.frames.d_feat, patches=p.frames.patches, noise=p.frames.noise,
-                      pooled_detail=p.frames.pooled_detail, seed=d.seed)
+    cfg = FrameConfig(
+        d_feat=p.frames.d_feat,
+        patches=p.frames.patches,
+        noise=p.frames.noise,
+        pooled_detail=p.frames.pooled_detail,
+        seed=d.seed,
+    )
     frames, clips = {}, []
     for c in specs:
         events = events_of_clip(stored[c.video_uid], c.start_sec, c.n_frames, d.fps)
         frames[c.clip_id] = synthesize_frames(events, c.n_frames, cfg, seed=derive_seed(d.seed, "frames", c.clip_id))
-        clips.append({"clip_id": c.clip_id, "video_uid": c.video_uid, "bucket": c.bucket, "start_sec": c.start_sec,
-                      "n_frames": c.n_frames, "fps": d.fps, "events": len(events)})
+        clips.append(
+            {
+                "clip_id": c.clip_id,
+                "video_uid": c.video_uid,
+                "bucket": c.bucket,
+                "start_sec": c.start_sec,
+                "n_frames": c.n_frames,
+                "fps": d.fps,
+                "events": len(events),
+            }
+        )
     save_tensors(frames, ctx.path(FRAMES))
     save_json({**source, "clips": clips}, ctx.path(CLIPS))
-    save_json({**counts, "clips": len(clips), **{f"clips/{b}": sum(c.bucket == b for c in specs) for b in BUCKETS}},
-              ctx.path(NARRATION_METRICS))
+    save_json(
+        {**counts, "clips": len(clips), **{f"clips/{b}": sum(c.bucket == b for c in specs) for b in BUCKETS}},
+        ctx.path(NARRATION_METRICS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # §3.1 the narration -> QA data engine
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data.narrations_path", "data.narration_pass", "qa"), deps=(NARRATIONS, CLIPS), outs=(QA,),
-       metrics=(QA_METRICS,))
+@stage(
+    params=("data.narrations_path", "data.narration_pass", "qa"),
+    deps=(NARRATIONS, CLIPS),
+    outs=(QA,),
+    metrics=(QA_METRICS,),
+)
 def qa(ctx: StageContext) -> None:
     """Multiple-choice questions with evidence (templates, or the LLM), with a controlled biased share."""
     p = ctx.params
     stored = read_narrations(ctx.path(NARRATIONS), _stored_pass(p)).videos
-    clips = [Clip(c["clip_id"], c["video_uid"], c["bucket"], c["start_sec"], c["n_frames"], c["fps"],
-                  tuple(events_of_clip(stored[c["video_uid"]], c["start_sec"], c["n_frames"], c["fps"])))
-             for c in load_json(ctx.path(CLIPS))["clips"]]
+    clips = [
+        Clip(
+            c["clip_id"],
+            c["video_uid"],
+            c["bucket"],
+            c["start_sec"],
+            c["n_frames"],
+            c["fps"],
+            tuple(events_of_clip(stored[c["video_uid"]], c["start_sec"], c["n_frames"], c["fps"])),
+        )
+        for c in load_json(ctx.path(CLIPS))["clips"]
+    ]
     lm = _llm(ctx, p.qa.llm) if p.qa.engine == "llm" else None
     try:
-        records, stats = generate_questions(clips, p.qa.qtypes, SampleConfig(p.qa.per_clip, p.qa.biased_share,
-                                                                             p.qa.seed),
-                                            lm=lm, llm_clips=p.qa.llm_clips, llm_fallback=p.qa.llm_fallback)
+        records, stats = generate_questions(
+            clips,
+            p.qa.qtypes,
+            SampleConfig(p.qa.per_clip, p.qa.biased_share, p.qa.seed),
+            lm=lm,
+            llm_clips=p.qa.llm_clips,
+            llm_fallback=p.qa.llm_fallback,
+        )
     except NoQuestionsError as err:
         raise StageInputError(f"mm_ego.qa: {err}") from None
     if "llm" in stats:
         stats["llm"]["model"] = p.qa.llm
     for bucket in BUCKETS:
         if stats.get(f"sampling/{bucket}/share_held") is False or stats.get(f"sampling/{bucket}/no_options"):
-            LOG.warning("mm_ego.qa: %s clips: %d questions with biased share %.2f (qa.biased_share %.2f%s); %d "
-                        "template questions left out for lack of distinct distractors", bucket,
-                        stats[f"sampling/{bucket}/questions"], stats[f"sampling/{bucket}/biased_share"],
-                        p.qa.biased_share, "" if stats[f"sampling/{bucket}/share_held"] else " cannot be held",
-                        stats[f"sampling/{bucket}/no_options"])
+            LOG.warning(
+                "mm_ego.qa: %s clips: %d questions with biased share %.2f (qa.biased_share %.2f%s); %d "
+                "template questions left out for lack of distinct distractors",
+                bucket,
+                stats[f"sampling/{bucket}/questions"],
+                stats[f"sampling/{bucket}/biased_share"],
+                p.qa.biased_share,
+                "" if stats[f"sampling/{bucket}/share_held"] else " cannot be held",
+                stats[f"sampling/{bucket}/no_options"],
+            )
     write_jsonl(records, ctx.path(QA))
     save_json(stats, ctx.path(QA_METRICS))
 
@@ -172,23 +242,33 @@ def benchmark(ctx: StageContext) -> None:
     try:
         train_v, test_v = split_videos([r["video_uid"] for r in rows], b.test_fraction, b.split_seed)
     except ValueError as err:
-        raise StageInputError(f"mm_ego.benchmark: the questions come from too few videos to hold one out ({err}); "
-                              f"use a narration file with more narrated videos") from None
+        raise StageInputError(
+            f"mm_ego.benchmark: the questions come from too few videos to hold one out ({err}); "
+            f"use a narration file with more narrated videos"
+        ) from None
     train_rows, test = [r for r in rows if r["video_uid"] in train_v], [r for r in rows if r["video_uid"] in test_v]
     write_jsonl(train_rows, ctx.path(TRAIN_SET))
     write_jsonl(test, ctx.path(TEST_SET))
-    summary: dict[str, Any] = {"train/videos": len(train_v), "test/videos": len(test_v),
-                               "train/questions": len(train_rows), "test/questions": len(test)}
+    summary: dict[str, Any] = {
+        "train/videos": len(train_v),
+        "test/videos": len(test_v),
+        "train/questions": len(train_rows),
+        "test/questions": len(test),
+    }
     for bk in BUCKETS:
         sel = [r["biased"] for r in test if r["length_bucket"] == bk]
         summary[f"train/{bk}/questions"] = sum(r["length_bucket"] == bk for r in train_rows)
-        summary.update({f"test/{bk}/questions": len(sel),
-                        **({f"test/{bk}/biased_share": float(np.mean(sel))} if sel else {})})
-    summary["empty_buckets"] = [bk for bk in BUCKETS if not summary[f"test/{bk}/questions"]]   # a list: no metric
+        summary.update(
+            {f"test/{bk}/questions": len(sel), **({f"test/{bk}/biased_share": float(np.mean(sel))} if sel else {})}
+        )
+    summary["empty_buckets"] = [bk for bk in BUCKETS if not summary[f"test/{bk}/questions"]]  # a list: no metric
     if summary["empty_buckets"]:
-        LOG.warning("mm_ego.benchmark: no held-out question in bucket(s) %s (training questions: %s); they are "
-                    "reported as empty and MDA is the mean over the other buckets", summary["empty_buckets"],
-                    [summary[f"train/{bk}/questions"] for bk in summary["empty_buckets"]])
+        LOG.warning(
+            "mm_ego.benchmark: no held-out question in bucket(s) %s (training questions: %s); they are "
+            "reported as empty and MDA is the mean over the other buckets",
+            summary["empty_buckets"],
+            [summary[f"train/{bk}/questions"] for bk in summary["empty_buckets"]],
+        )
     save_json(summary, ctx.path(BENCH_METRICS))
 
 
@@ -203,13 +283,29 @@ def _frames(ctx: StageContext) -> tuple[list[torch.Tensor], dict[str, int]]:
 
 def _model(p: MmEgoParams, vocab: Vocab, seed: int) -> EgoQAModel:
     m = p.model
-    return EgoQAModel(MPPConfig(vocab_size=len(vocab.tokens), d_feat=p.frames.d_feat, patches=p.frames.patches,
-                                d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, d_ff=m.d_ff, k=m.k),
-                      seed=seed)
+    return EgoQAModel(
+        MPPConfig(
+            vocab_size=len(vocab.tokens),
+            d_feat=p.frames.d_feat,
+            patches=p.frames.patches,
+            d_model=m.d_model,
+            n_layers=m.n_layers,
+            n_heads=m.n_heads,
+            d_ff=m.d_ff,
+            k=m.k,
+        ),
+        seed=seed,
+    )
 
 
-@stage(params=("seeds", "frames.d_feat", "frames.patches", "model", "train"), deps=(FRAMES, BENCH), outs=(MODELS,),
-       fan_out="train.methods", gpu=True, models={"video_qa": MODELS})
+@stage(
+    params=("seeds", "frames.d_feat", "frames.patches", "model", "train"),
+    deps=(FRAMES, BENCH),
+    outs=(MODELS,),
+    fan_out="train.methods",
+    gpu=True,
+    models={"video_qa": MODELS},
+)
 def train(ctx: StageContext) -> None:
     """Train this item's method once per seed on the training videos' questions; weights as safetensors."""
     p, method, t = ctx.params, ctx.item, ctx.params.train
@@ -221,11 +317,23 @@ def train(ctx: StageContext) -> None:
     history: dict[str, Any] = {}
     for seed in p.seeds:
         model = _model(p, vocab, seed)
-        cfg = TrainConfig(steps=t.steps, lr=t.lr, warmup_steps=t.warmup_steps, seed=seed,
-                          log_every=max(1, t.steps // 40), progress=ctx.progress, desc=f"mm_ego {method} seed {seed}")
+        cfg = TrainConfig(
+            steps=t.steps,
+            lr=t.lr,
+            warmup_steps=t.warmup_steps,
+            seed=seed,
+            log_every=max(1, t.steps // 40),
+            progress=ctx.progress,
+            desc=f"mm_ego {method} seed {seed}",
+        )
         loss = make_loss(method, t.pointer_weight, t.teacher_forcing, derive_seed(seed, "teacher_forcing"))
-        result = fit(model, loss, batch_sampler(data, frames, t.batch_size), cfg,
-                     callback=ctx.metric_callback(f"train/{method}/seed{seed}"))
+        result = fit(
+            model,
+            loss,
+            batch_sampler(data, frames, t.batch_size),
+            cfg,
+            callback=ctx.metric_callback(f"train/{method}/seed{seed}"),
+        )
         save_model(model, out / f"seed{seed}.safetensors", metadata={"method": method})
         history[f"seed{seed}"] = {"final_loss": result.final_loss, "history": result.history}
     save_json({"method": method, "vocab": list(vocab.tokens), "seeds": history}, out / "train.json")
@@ -234,13 +342,23 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §4 evaluation and de-biasing: questions a blind model answers are dropped; accuracy per bucket, MDA
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data.bucket_frames", "frames.d_feat", "frames.patches", "model", "train.methods", "debias"),
-       deps=(FRAMES, BENCH, MODELS),
-       outs=(ACCURACY, PREDICTIONS), metrics=(EVAL_METRICS,),
-       plots=(Plot(ACC_PNG), Plot(POINTER_PNG),
-              Plot(ACC_CSV, x="bucket", y="mpp_debiased", title="debiased accuracy of MPP by video length"),
-              Plot(POINTER_CSV, x="frame", y="score",
-                   title="MPP pointer scores over one long clip (evidence column marks the answer)")))
+@stage(
+    params=("seeds", "data.bucket_frames", "frames.d_feat", "frames.patches", "model", "train.methods", "debias"),
+    deps=(FRAMES, BENCH, MODELS),
+    outs=(ACCURACY, PREDICTIONS),
+    metrics=(EVAL_METRICS,),
+    plots=(
+        Plot(ACC_PNG),
+        Plot(POINTER_PNG),
+        Plot(ACC_CSV, x="bucket", y="mpp_debiased", title="debiased accuracy of MPP by video length"),
+        Plot(
+            POINTER_CSV,
+            x="frame",
+            y="score",
+            title="MPP pointer scores over one long clip (evidence column marks the answer)",
+        ),
+    ),
+)
 def evaluate(ctx: StageContext) -> None:
     """Answer the benchmark with every model (and the MPP model on the evidence frames: the oracle row) and
     the blind LLM; de-bias; accuracy per bucket and MDA."""
@@ -260,20 +378,22 @@ def evaluate(ctx: StageContext) -> None:
             choice, records = predict_all(model, method, data, frames)
             correct[(method, seed)] = choice == answer
             pointer += [{"seed": seed, "bucket": buckets[r["q"]], **r} for r in records]
-            if method == "mpp":      # the same answer pass fed the evidence frames: pointer vs answer errors
+            if method == "mpp":  # the same answer pass fed the evidence frames: pointer vs answer errors
                 correct[("oracle", seed)] = predict_all(model, "oracle", data, frames)[0] == answer
     models: dict[str, np.ndarray] = {}
     if p.debias.llm != "none":
-        choices, _ = blind_llm_choices(_llm(ctx, p.debias.llm), [r["question"] for r in test],
-                                       [r["options"] for r in test])
+        choices, _ = blind_llm_choices(
+            _llm(ctx, p.debias.llm), [r["question"] for r in test], [r["options"] for r in test]
+        )
         models["llm"] = choices == answer
     rows, preds = [], []
     biased, qtypes = [r["biased"] for r in test], [r["qtype"] for r in test]
     evaluated = [name for m in p.train.methods for name in ((m, "oracle") if m == "mpp" else (m,))]
     for seed in p.seeds:
         scored = {**{m: correct[(m, seed)] for m in evaluated}, **models}
-        seed_rows, seed_preds = debiased_rows(scored, {m: scored[m] for m in p.mask_models()}, buckets, biased,
-                                              qtypes, seed)
+        seed_rows, seed_preds = debiased_rows(
+            scored, {m: scored[m] for m in p.mask_models()}, buckets, biased, qtypes, seed
+        )
         rows, preds = rows + seed_rows, preds + seed_preds
     save_table(rows, ctx.path(ACCURACY))
     save_table(preds, ctx.path(PREDICTIONS))
@@ -284,17 +404,9 @@ def evaluate(ctx: StageContext) -> None:
     plot_pointer(example, pointer, p.model.k, p.data.bucket_frames, ctx.path(POINTER_PNG), ctx.path(POINTER_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# the EgoMemoria table, the claims and the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "frames", "model", "train", "debias"),
-       deps=(ACCURACY, PREDICTIONS, EVAL_METRICS, BENCH_METRICS, QA_METRICS), outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """EgoMemoria table (models x buckets, raw and debiased, MDA), the claims and the checks."""
-    build_report(load_table(ctx.path(ACCURACY)), load_table(ctx.path(PREDICTIONS)), load_json(ctx.path(EVAL_METRICS)),
-                 load_json(ctx.path(BENCH_METRICS)), load_json(ctx.path(QA_METRICS)), ctx.params
-                 ).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=MmEgoParams,
-                    stages=(narrations, qa, benchmark, train, evaluate, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=MmEgoParams,
+    stages=(narrations, qa, benchmark, train, evaluate),
+    report="pipelines.mm_ego.report:report",
+)

@@ -19,8 +19,12 @@ KINDS = ("raw", "debiased")
 def plot_accuracy(rows: Sequence[dict[str, Any]], bucket_frames: Sequence[int], png: Path, csv: Path) -> None:
     """Mean accuracy over seeds per bucket, one line per model; the same numbers as DVC plot data."""
     names = list(dict.fromkeys(r["model"] for r in rows))
-    mean = {(n, kind, b): float(np.mean([r[f"{kind}_{b}"] for r in rows if r["model"] == n]))
-            for n in names for kind in KINDS for b in BUCKETS}
+    mean = {
+        (n, kind, b): float(np.mean([r[f"{kind}_{b}"] for r in rows if r["model"] == n]))
+        for n in names
+        for kind in KINDS
+        for b in BUCKETS
+    }
     fig, axes = figure(10, 4, ncols=2)
     for ax, kind in zip(axes, KINDS):
         for n in names:
@@ -31,12 +35,19 @@ def plot_accuracy(rows: Sequence[dict[str, Any]], bucket_frames: Sequence[int], 
         ax.set_title(f"{kind} accuracy by video length")
     axes[0].legend(fontsize=7)
     save_figure(fig, png)
-    save_csv([{"bucket": b, **{f"{n}_{kind}": mean[(n, kind, b)] for n in names for kind in KINDS}}
-              for b in BUCKETS], csv)
+    save_csv(
+        [{"bucket": b, **{f"{n}_{kind}": mean[(n, kind, b)] for n in names for kind in KINDS}} for b in BUCKETS], csv
+    )
 
 
-def plot_pointer(example: tuple[np.ndarray, dict[str, Any]] | None, pointer: Sequence[dict[str, Any]], k: int,
-                 bucket_frames: Sequence[int], png: Path, csv: Path) -> None:
+def plot_pointer(
+    example: tuple[np.ndarray, dict[str, Any]] | None,
+    pointer: Sequence[dict[str, Any]],
+    k: int,
+    bucket_frames: Sequence[int],
+    png: Path,
+    csv: Path,
+) -> None:
     """Left: the pointer scores of one long clip (evidence frames dashed, top-k marked); right: the
     pointer's recall of the evidence per bucket beside k/T (what k evenly spaced frames cover on average)."""
     fig, axes = figure(11, 3.5, ncols=2)

@@ -34,12 +34,16 @@ import numpy as np
 
 from components.egovideo.stats import mda_difference_ci
 from components.egovideo.synthetic import BUCKETS
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate, Interval, paired_ci, spearman
 from paperflows.claims import ClaimSpec, Gate, decide, fixed_gate, gate, superiority
-from paperflows.report import Check, Claim, Report, fmt, pm, rows_where, values
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Check, Claim, Report, fmt
+from paperflows.rows import pm, rows_where, values
 from pipelines.mm_ego.params import CHANCE, LABELS, PAPER_MDA, MmEgoParams
+from pipelines.mm_ego.pipeline import ACCURACY, BENCH_METRICS, EVAL_METRICS, PREDICTIONS, QA_METRICS, REPORT
 
-MIN_KEPT = 30          # questions per bucket (or in the biased subset) below which a comparison is not made
+MIN_KEPT = 30  # questions per bucket (or in the biased subset) below which a comparison is not made
 BOOTSTRAP_DRAWS = 2000
 Rows = Sequence[Mapping[str, Any]]
 
@@ -47,17 +51,24 @@ Rows = Sequence[Mapping[str, Any]]
 # of an accuracy near 50 % on one EgoMemoria length bucket (7,026 questions / 3, brief section c), 1.0 point
 EGOMEMORIA_BUCKET = 7026 / 3
 SMALLEST_PP = 100 * math.sqrt(0.25 / EGOMEMORIA_BUCKET)
-_SOURCE = ("no baseline MDA retrieved (brief mm_ego section c): one binomial standard error of an accuracy near "
-           "50 % on one EgoMemoria length bucket (7,026 questions / 3), 1.0 point")
+_SOURCE = (
+    "no baseline MDA retrieved (brief mm_ego section c): one binomial standard error of an accuracy near "
+    "50 % on one EgoMemoria length bucket (7,026 questions / 3), 1.0 point"
+)
 MPP_BEATS_UNIFORM_MDA = ClaimSpec(
-    "mpp_beats_uniform_mda", "MPP beats uniform-k frame sampling on mean debiased accuracy (MDA)",
-    "MDA(MPP) - MDA(uniform-k), pp; bootstrap over test questions x seeds", superiority(SMALLEST_PP, _SOURCE),
-    headline=True)
+    "mpp_beats_uniform_mda",
+    "MPP beats uniform-k frame sampling on mean debiased accuracy (MDA)",
+    "MDA(MPP) - MDA(uniform-k), pp; bootstrap over test questions x seeds",
+    superiority(SMALLEST_PP, _SOURCE),
+    headline=True,
+)
 HEADLINE = (MPP_BEATS_UNIFORM_MDA,)
 MPP_GAP_GROWS = ClaimSpec(
-    "mpp_gap_grows_with_length", "MPP's debiased-accuracy lead over uniform-k grows with video length "
-    "(long minus short)", "gap(long) - gap(short), pp, gap = debiased accuracy MPP - uniform-k; bootstrap over "
-    "test questions x seeds", superiority(SMALLEST_PP, _SOURCE))
+    "mpp_gap_grows_with_length",
+    "MPP's debiased-accuracy lead over uniform-k grows with video length (long minus short)",
+    "gap(long) - gap(short), pp, gap = debiased accuracy MPP - uniform-k; bootstrap over test questions x seeds",
+    superiority(SMALLEST_PP, _SOURCE),
+)
 
 
 def _avg(xs: Sequence[float]) -> float:
@@ -73,11 +84,13 @@ def _safe(make: Any, *series: Sequence[float]) -> Interval:
 
 def _answers(preds: Rows, model: str, seed: int) -> dict[str, np.ndarray]:
     mine = sorted(rows_where(preds, model=model, seed=seed), key=lambda r: r["q"])
-    return {"correct": np.array([r["correct"] for r in mine], dtype=bool),
-            "bucket": np.array([r["bucket"] for r in mine]),
-            "kept": np.array([r["kept"] for r in mine], dtype=bool),
-            "biased": np.array([r["biased"] for r in mine], dtype=bool),
-            "q": np.array([r["q"] for r in mine])}
+    return {
+        "correct": np.array([r["correct"] for r in mine], dtype=bool),
+        "bucket": np.array([r["bucket"] for r in mine]),
+        "kept": np.array([r["kept"] for r in mine], dtype=bool),
+        "biased": np.array([r["biased"] for r in mine], dtype=bool),
+        "q": np.array([r["q"] for r in mine]),
+    }
 
 
 def _seeds(rows: Rows) -> list[int]:
@@ -87,8 +100,10 @@ def _seeds(rows: Rows) -> list[int]:
 def _gaps(rows: Rows, kind: str, seed: int | None = None) -> list[float]:
     """MPP minus uniform-k per bucket (``kind`` raw or debiased), mean over seeds or for one seed."""
     eq = {} if seed is None else {"seed": seed}
-    return [_avg(values(rows, f"{kind}_{b}", model="mpp", **eq)) - _avg(values(rows, f"{kind}_{b}", model="uniform",
-                                                                                  **eq)) for b in BUCKETS]
+    return [
+        _avg(values(rows, f"{kind}_{b}", model="mpp", **eq)) - _avg(values(rows, f"{kind}_{b}", model="uniform", **eq))
+        for b in BUCKETS
+    ]
 
 
 def _bucket_means(d: np.ndarray, b: np.ndarray, names: Sequence[str]) -> list[float]:
@@ -106,8 +121,13 @@ def _trend(d: np.ndarray, b: np.ndarray) -> float:
     return long - short
 
 
-def over_questions_and_seeds(preds: Rows, models: Sequence[str], statistic: Callable[[np.ndarray, np.ndarray], float],
-                             offset: float = 0.0, seed: int = 0) -> Estimate | None:
+def over_questions_and_seeds(
+    preds: Rows,
+    models: Sequence[str],
+    statistic: Callable[[np.ndarray, np.ndarray], float],
+    offset: float = 0.0,
+    seed: int = 0,
+) -> Estimate | None:
     """``statistic(per-question values, buckets)`` over the kept questions, averaged over seeds, bootstrapped over
     seeds and test questions (both resampled). The per-question value is 100 x correct of ``models[0]`` (minus
     that of ``models[1]`` when two are given) minus ``offset``. None when a model is missing or nothing is kept."""
@@ -147,12 +167,24 @@ def mpp_gates(rows: Rows, preds: Rows) -> list[Gate]:
     """Enough kept questions per bucket (a count), and both compared models above chance on the de-biased
     questions (MDA - 25, bootstrap over questions x seeds)."""
     fewest = min((int(r[f"kept_{b}"]) for r in rows_where(rows, model="mpp") for b in BUCKETS), default=0)
-    out = [fixed_gate("de-biasing", f"{MIN_KEPT} kept questions per bucket", float(fewest), fewest >= MIN_KEPT,
-                      "fewest questions a length bucket keeps after de-biasing (over seeds)")]
+    out = [
+        fixed_gate(
+            "de-biasing",
+            f"{MIN_KEPT} kept questions per bucket",
+            float(fewest),
+            fewest >= MIN_KEPT,
+            "fewest questions a length bucket keeps after de-biasing (over seeds)",
+        )
+    ]
     for model in ("uniform", "mpp"):
-        out.append(gate(LABELS[model], f"chance ({CHANCE:.0f} %) on de-biased questions",
-                        over_questions_and_seeds(preds, (model,), _mda, offset=CHANCE),
-                        statistic="MDA - chance, pp"))
+        out.append(
+            gate(
+                LABELS[model],
+                f"chance ({CHANCE:.0f} %) on de-biased questions",
+                over_questions_and_seeds(preds, (model,), _mda, offset=CHANCE),
+                statistic="MDA - chance, pp",
+            )
+        )
     return out
 
 
@@ -166,20 +198,35 @@ def mpp_claims(rows: Rows, preds: Rows) -> list[Claim]:
     gaps, raw_gaps = _gaps(rows, "debiased"), _gaps(rows, "raw")
     mda_means = {m: _avg(values(rows, "mda", model=m)) for m in ("mpp", "uniform")}
     gap_text = ", ".join(f"{b} {g:+.1f}" for b, g in zip(BUCKETS, gaps))
-    numbers = {"mda_mpp": mda_means["mpp"], "mda_uniform": mda_means["uniform"],
-               **{f"gap_{b}": g for b, g in zip(BUCKETS, gaps)},
-               **{f"raw_gap_{b}": g for b, g in zip(BUCKETS, raw_gaps)}}
+    numbers = {
+        "mda_mpp": mda_means["mpp"],
+        "mda_uniform": mda_means["uniform"],
+        **{f"gap_{b}": g for b, g in zip(BUCKETS, gaps)},
+        **{f"raw_gap_{b}": g for b, g in zip(BUCKETS, raw_gaps)},
+    }
     seeds = _seeds(rows)
     out = []
     for spec, statistic, evidence in (
-            (MPP_BEATS_UNIFORM_MDA, _mda, f"MDA MPP {mda_means['mpp']:.1f} vs uniform-k {mda_means['uniform']:.1f}"),
-            (MPP_GAP_GROWS, _trend, f"debiased gap per bucket {gap_text} (raw gaps "
-                                    f"{', '.join(f'{g:+.1f}' for g in raw_gaps)})")):
+        (MPP_BEATS_UNIFORM_MDA, _mda, f"MDA MPP {mda_means['mpp']:.1f} vs uniform-k {mda_means['uniform']:.1f}"),
+        (
+            MPP_GAP_GROWS,
+            _trend,
+            f"debiased gap per bucket {gap_text} (raw gaps {', '.join(f'{g:+.1f}' for g in raw_gaps)})",
+        ),
+    ):
         estimate = over_questions_and_seeds(preds, ("mpp", "uniform"), statistic)
         evidence += f"; {len(seeds)} seed(s), each with its own bias mask"
         if estimate is None:
-            out.append(decide(spec, None, gates=gates, evidence=evidence, numbers=numbers,
-                              missing="no kept question in the buckets the statistic needs"))
+            out.append(
+                decide(
+                    spec,
+                    None,
+                    gates=gates,
+                    evidence=evidence,
+                    numbers=numbers,
+                    missing="no kept question in the buckets the statistic needs",
+                )
+            )
         else:
             out.append(decide(spec, estimate, gates=gates, evidence=evidence, numbers=numbers))
     return out
@@ -196,28 +243,41 @@ def blind_check(rows: Rows, preds: Rows, mask_models: Sequence[str]) -> list[Che
     if n_biased < MIN_KEPT:
         return []
     biased_only = [{**p, "kept": p["biased"]} for p in preds if p["model"] == "blind"]
-    excess = over_questions_and_seeds(biased_only, ("blind",), lambda v, b: float(v.mean()) if len(v) else math.nan,
-                                      offset=CHANCE)
+    excess = over_questions_and_seeds(
+        biased_only, ("blind",), lambda v, b: float(v.mean()) if len(v) else math.nan, offset=CHANCE
+    )
     names = list(dict.fromkeys(r["model"] for r in rows))
     inflation = {n: _avg(values(rows, "inflation", model=n)) for n in names}
-    exploit = {n: _avg(values(rows, "acc_biased", model=n)) - _avg(values(rows, "acc_unbiased", model=n))
-               for n in names}
+    exploit = {
+        n: _avg(values(rows, "acc_biased", model=n)) - _avg(values(rows, "acc_unbiased", model=n)) for n in names
+    }
     others = [n for n in names if n not in mask_models]
     pairs = [(exploit[n], inflation[n]) for n in others if math.isfinite(exploit[n]) and math.isfinite(inflation[n])]
     rho = spearman(*zip(*pairs)) if len(pairs) >= 2 else math.nan
     blind_acc = _avg(values(rows, "acc_biased", model="blind"))
     low, high = (excess.interval().low, excess.interval().high) if excess else (math.nan, math.nan)
-    return [Check(
-        "blind_model_above_chance_on_biased",
-        "the blind network scores above chance on the language-biased questions (the injected prior is learnable; "
-        "true by the benchmark's construction)", passed=excess is not None and low > 0,
-        evidence=(f"blind network {blind_acc:.1f}% on {n_biased} biased questions vs chance {CHANCE:.0f}% (excess "
-                  f"{fmt(low, 1)} to {fmt(high, 1)} pp, bootstrap over questions x seeds); inflation raw - debiased: "
-                  f"{', '.join(f'{n} {inflation[n]:+.1f}' for n in names)}; prior exploitation (acc biased - "
-                  f"unbiased): {', '.join(f'{n} {exploit[n]:+.1f}' for n in names)}; Spearman of the two over the "
-                  f"models outside the mask {fmt(rho)} (descriptive, n = {len(pairs)})"),
-        numbers={"blind_acc_biased": blind_acc, "n_biased": float(n_biased), "spearman_exploit_inflation": rho,
-                 **{f"inflation_{n}": inflation[n] for n in names}, **{f"exploit_{n}": exploit[n] for n in names}})]
+    return [
+        Check(
+            "blind_model_above_chance_on_biased",
+            "the blind network scores above chance on the language-biased questions (the injected prior is learnable; "
+            "true by the benchmark's construction)",
+            passed=excess is not None and low > 0,
+            evidence=(
+                f"blind network {blind_acc:.1f}% on {n_biased} biased questions vs chance {CHANCE:.0f}% (excess "
+                f"{fmt(low, 1)} to {fmt(high, 1)} pp, bootstrap over questions x seeds); inflation raw - debiased: "
+                f"{', '.join(f'{n} {inflation[n]:+.1f}' for n in names)}; prior exploitation (acc biased - "
+                f"unbiased): {', '.join(f'{n} {exploit[n]:+.1f}' for n in names)}; Spearman of the two over the "
+                f"models outside the mask {fmt(rho)} (descriptive, n = {len(pairs)})"
+            ),
+            numbers={
+                "blind_acc_biased": blind_acc,
+                "n_biased": float(n_biased),
+                "spearman_exploit_inflation": rho,
+                **{f"inflation_{n}": inflation[n] for n in names},
+                **{f"exploit_{n}": exploit[n] for n in names},
+            },
+        )
+    ]
 
 
 def checks(rows: Rows, preds: Rows, mask_models: Sequence[str]) -> list[Check]:
@@ -225,11 +285,16 @@ def checks(rows: Rows, preds: Rows, mask_models: Sequence[str]) -> list[Check]:
     network finds the injected prior (:func:`blind_check`)."""
     answered = [p for p in preds if p["model"] in mask_models and p["kept"] and p["correct"]]
     mda = {m: [r["mda"] for r in rows_where(rows, model=m)] for m in mask_models}
-    return [Check("debiased_blind_models_score_zero",
-                  "the blind models that define the bias mask answer none of the kept questions (MDA 0)",
-                  passed=not answered and all(v == 0 or math.isnan(v) for vs in mda.values() for v in vs),
-                  evidence=f"mask models {list(mask_models)}; kept questions they answered correctly: {len(answered)}",
-                  numbers={f"mda_{m}": _avg(v) for m, v in mda.items()}), *blind_check(rows, preds, mask_models)]
+    return [
+        Check(
+            "debiased_blind_models_score_zero",
+            "the blind models that define the bias mask answer none of the kept questions (MDA 0)",
+            passed=not answered and all(v == 0 or math.isnan(v) for vs in mda.values() for v in vs),
+            evidence=f"mask models {list(mask_models)}; kept questions they answered correctly: {len(answered)}",
+            numbers={f"mda_{m}": _avg(v) for m, v in mda.items()},
+        ),
+        *blind_check(rows, preds, mask_models),
+    ]
 
 
 def _cell(interval: Interval) -> str:
@@ -243,12 +308,18 @@ def bucket_differences(rows: Rows, preds: Rows, a: str, b: str) -> list[Interval
     out = []
     for bucket in BUCKETS:
         if len(seeds) > 1:
-            out.append(_safe(paired_ci, values(rows, f"debiased_{bucket}", model=a),
-                             values(rows, f"debiased_{bucket}", model=b)))
+            out.append(
+                _safe(
+                    paired_ci, values(rows, f"debiased_{bucket}", model=a), values(rows, f"debiased_{bucket}", model=b)
+                )
+            )
         else:
             x, y = _answers(preds, a, seeds[0]), _answers(preds, b, seeds[0])
-            out.append(mda_difference_ci(x["correct"], y["correct"], x["bucket"], x["kept"] & (x["bucket"] == bucket),
-                                         names=(bucket,)))
+            out.append(
+                mda_difference_ci(
+                    x["correct"], y["correct"], x["bucket"], x["kept"] & (x["bucket"] == bucket), names=(bucket,)
+                )
+            )
     return out
 
 
@@ -257,12 +328,15 @@ def gap_table(rows: Rows, preds: Rows) -> list[dict[str, Any]]:
     if not rows_where(rows, model="mpp") or not rows_where(rows, model="uniform"):
         return []
     raw = _gaps(rows, "raw")
-    return [{"bucket": b, "debiased gap [95% CI]": _cell(ci), "raw gap": raw[i]}
-            for i, (b, ci) in enumerate(zip(BUCKETS, bucket_differences(rows, preds, "mpp", "uniform")))]
+    return [
+        {"bucket": b, "debiased gap [95% CI]": _cell(ci), "raw gap": raw[i]}
+        for i, (b, ci) in enumerate(zip(BUCKETS, bucket_differences(rows, preds, "mpp", "uniform")))
+    ]
 
 
-def bottleneck_table(rows: Rows, preds: Rows, summary: Mapping[str, Any], k: int, bucket_frames: Sequence[int]
-                     ) -> list[dict[str, Any]]:
+def bottleneck_table(
+    rows: Rows, preds: Rows, summary: Mapping[str, Any], k: int, bucket_frames: Sequence[int]
+) -> list[dict[str, Any]]:
     """Pointer or answer step: per bucket the debiased accuracy of MPP's answer pass on the pointer's top-k
     and on the evidence frames (oracle), the pointer's loss (oracle - MPP, with its interval), what the
     answer step still misses with perfect frames (100 - oracle), and the pointer's recall beside k/T."""
@@ -272,11 +346,18 @@ def bottleneck_table(rows: Rows, preds: Rows, summary: Mapping[str, Any], k: int
     out = []
     for b, t, ci in zip(BUCKETS, bucket_frames, loss):
         oracle = _avg(values(rows, f"debiased_{b}", model="oracle"))
-        out.append({"bucket": b, "MPP": _avg(values(rows, f"debiased_{b}", model="mpp")), "oracle": oracle,
-                    "uniform-k": _avg(values(rows, f"debiased_{b}", model="uniform")),
-                    "pointer loss: oracle - MPP [95% CI]": _cell(ci), "answer-step loss: 100 - oracle": 100 - oracle,
-                    f"pointer recall@{k}": summary.get(f"pointer/{b}/recall_at_k"),
-                    "uniform coverage k/T": min(1.0, k / t)})
+        out.append(
+            {
+                "bucket": b,
+                "MPP": _avg(values(rows, f"debiased_{b}", model="mpp")),
+                "oracle": oracle,
+                "uniform-k": _avg(values(rows, f"debiased_{b}", model="uniform")),
+                "pointer loss: oracle - MPP [95% CI]": _cell(ci),
+                "answer-step loss: 100 - oracle": 100 - oracle,
+                f"pointer recall@{k}": summary.get(f"pointer/{b}/recall_at_k"),
+                "uniform coverage k/T": min(1.0, k / t),
+            }
+        )
     return out
 
 
@@ -294,12 +375,15 @@ def bottleneck_note(rows: Rows, preds: Rows) -> str | None:
     if not math.isfinite(loss.estimate):
         return "Oracle row: undefined (no bucket kept a question)."
     answer_loss = 100 - mda["oracle"]
-    larger = ("the answer step" if answer_loss > loss.high else "the pointer" if loss.low > answer_loss
-              else "neither clearly")
-    return (f"Oracle row: the MPP answer pass fed the evidence frames reaches MDA {mda['oracle']:.1f} against "
-            f"{mda['mpp']:.1f} on the pointer's top-k (uniform-k {fmt(mda['uniform'], 1)}): the pointer costs "
-            f"{_cell(loss)} pp, the answer step with perfect frames still misses {answer_loss:.1f} pp; the larger "
-            f"loss is {larger}.")
+    larger = (
+        "the answer step" if answer_loss > loss.high else "the pointer" if loss.low > answer_loss else "neither clearly"
+    )
+    return (
+        f"Oracle row: the MPP answer pass fed the evidence frames reaches MDA {mda['oracle']:.1f} against "
+        f"{mda['mpp']:.1f} on the pointer's top-k (uniform-k {fmt(mda['uniform'], 1)}): the pointer costs "
+        f"{_cell(loss)} pp, the answer step with perfect frames still misses {answer_loss:.1f} pp; the larger "
+        f"loss is {larger}."
+    )
 
 
 def qtype_table(preds: Rows) -> list[dict[str, Any]]:
@@ -315,12 +399,25 @@ def qtype_table(preds: Rows) -> list[dict[str, Any]]:
     return out
 
 
-def build_report(rows: Rows, preds: Rows, summary: Mapping[str, Any], bench: Mapping[str, Any],
-                 qa_stats: Mapping[str, Any], p: MmEgoParams) -> Report:
+def build_report(
+    rows: Rows,
+    preds: Rows,
+    summary: Mapping[str, Any],
+    bench: Mapping[str, Any],
+    qa_stats: Mapping[str, Any],
+    p: MmEgoParams,
+) -> Report:
     """EgoMemoria table (models x buckets, raw and debiased, MDA), the claims, the check and the notes."""
     names = list(dict.fromkeys(r["model"] for r in rows))
-    columns = ["model", *(f"raw {b}" for b in BUCKETS), "raw mean", *(f"debiased {b}" for b in BUCKETS), "MDA",
-               "raw - debiased", "paper MDA"]
+    columns = [
+        "model",
+        *(f"raw {b}" for b in BUCKETS),
+        "raw mean",
+        *(f"debiased {b}" for b in BUCKETS),
+        "MDA",
+        "raw - debiased",
+        "paper MDA",
+    ]
     table = []
     for n in names:
         mda = values(rows, "mda", model=n)
@@ -336,46 +433,99 @@ def build_report(rows: Rows, preds: Rows, summary: Mapping[str, Any], bench: Map
     mask = p.mask_models()
     first = _seeds(rows)[0]
     kept = {b: int(rows_where(rows, seed=first)[0][f"kept_{b}"]) for b in BUCKETS}
-    buckets = [{"bucket": b, "frames": t, "test questions": bench[f"test/{b}/questions"],
-                "biased share": bench.get(f"test/{b}/biased_share", math.nan),
-                f"kept after de-biasing (seed {first})": kept[b],
-                f"pointer recall@{p.model.k}": summary.get(f"pointer/{b}/recall_at_k"),
-                "uniform coverage k/T": min(1.0, p.model.k / t)} for b, t in zip(BUCKETS, p.data.bucket_frames)]
-    source = (f"synthesised from the narrations of {p.data.narrations_path}" if p.data.narrations_path
-              else "synthetic egocentric streams")
+    buckets = [
+        {
+            "bucket": b,
+            "frames": t,
+            "test questions": bench[f"test/{b}/questions"],
+            "biased share": bench.get(f"test/{b}/biased_share", math.nan),
+            f"kept after de-biasing (seed {first})": kept[b],
+            f"pointer recall@{p.model.k}": summary.get(f"pointer/{b}/recall_at_k"),
+            "uniform coverage k/T": min(1.0, p.model.k / t),
+        }
+        for b, t in zip(BUCKETS, p.data.bucket_frames)
+    ]
+    source = (
+        f"synthesised from the narrations of {p.data.narrations_path}"
+        if p.data.narrations_path
+        else "synthetic egocentric streams"
+    )
     empty = [b for b in BUCKETS if not bench.get(f"test/{b}/questions")]
     notes = [
-        (f"Accuracy in % on {bench['test/questions']} questions of {bench['test/videos']} held-out videos "
-         f"({bench['train/questions']} training questions from {bench['train/videos']} videos); mean over seeds "
-         f"{p.seeds}."),
-        (f"De-biasing drops every question that a blind model ({', '.join(mask)}) answers correctly; the blind "
-         "models that define the mask therefore score 0 debiased by construction (a check, not a claim)."),
-        ("Claim intervals: a percentile bootstrap over test questions x training seeds (both resampled; each "
-         "seed keeps its own bias mask). Table intervals: over seeds (paired) with several seeds, else over "
-         "questions."),
+        (
+            f"Accuracy in % on {bench['test/questions']} questions of {bench['test/videos']} held-out videos "
+            f"({bench['train/questions']} training questions from {bench['train/videos']} videos); mean over seeds "
+            f"{p.seeds}."
+        ),
+        (
+            f"De-biasing drops every question that a blind model ({', '.join(mask)}) answers correctly; the blind "
+            "models that define the mask therefore score 0 debiased by construction (a check, not a claim)."
+        ),
+        (
+            "Claim intervals: a percentile bootstrap over test questions x training seeds (both resampled; each "
+            "seed keeps its own bias mask). Table intervals: over seeds (paired) with several seeds, else over "
+            "questions."
+        ),
         f"Frames: {source}; each frame is {p.frames.patches} patch tokens, compressed to their mean for the glimpse.",
         f"Paper MDA {PAPER_MDA} is MM-Ego (LLaVA-OV-7B class) on EgoMemoria; not comparable in absolute value.",
-        ("Scale: the MPP claims need an answer pass that reads frames (their gates). At the default "
-         "budget (250 steps of 16 questions per model) it barely does, and a single-seed check at 2,000 steps (8x) "
-         "lifted uniform-k only to about 31 % on the unbiased questions (chance 25 %); a decisive CPU run needs a "
-         "training budget well beyond the 180-s default (more `train.steps`, videos per bucket and `seeds`: a t "
-         "interval over 3 seeds is wide). The paper preset (`--set scale=paper`: 1-min / 10-min / 1-h clips of "
-         "629 videos, a 7B-sized network) is what the paper ran, far beyond CPU."),
+        (
+            "Scale: the MPP claims need an answer pass that reads frames (their gates). At the default "
+            "budget (250 steps of 16 questions per model) it barely does, and a single-seed check at 2,000 steps (8x) "
+            "lifted uniform-k only to about 31 % on the unbiased questions (chance 25 %); a decisive CPU run needs a "
+            "training budget well beyond the 180-s default (more `train.steps`, videos per bucket and `seeds`: a t "
+            "interval over 3 seeds is wide). The paper preset (`--set scale=paper`: 1-min / 10-min / 1-h clips of "
+            "629 videos, a 7B-sized network) is what the paper ran, far beyond CPU."
+        ),
     ]
     if empty:
-        notes.append(f"Empty bucket(s) {', '.join(empty)}: no held-out question (the narrations give no such clip, "
-                     f"or no held-out video has one); their cells are empty, MDA averages the other buckets and the "
-                     f"MPP claims are not resolved.")
+        notes.append(
+            f"Empty bucket(s) {', '.join(empty)}: no held-out question (the narrations give no such clip, "
+            f"or no held-out video has one); their cells are empty, MDA averages the other buckets and the "
+            f"MPP claims are not resolved."
+        )
     if (oracle := bottleneck_note(rows, preds)) is not None:
         notes.append(oracle)
     if "llm" in qa_stats:
         llm = qa_stats["llm"]
-        notes.append(f"LLM QA engine ({llm['model']}): {llm['accepted']}/{llm['attempted']} questions accepted "
-                     f"({100 * llm['acceptance_rate']:.0f}%).")
-    return Report(slug="mm_ego", title="MM-Ego: EgoMemoria-style accuracy by video length (%, raw and debiased)",
-                  columns=columns, rows=table, claims=mpp_claims(rows, preds),
-                  checks=checks(rows, preds, mask), notes=notes,
-                  extra_tables={"benchmark buckets": buckets, "MPP minus uniform-k by bucket": gap_table(rows, preds),
-                                "pointer or answer step (debiased accuracy, oracle = MPP on the evidence frames)":
-                                    bottleneck_table(rows, preds, summary, p.model.k, p.data.bucket_frames),
-                                "debiased accuracy by question type": qtype_table(preds)})
+        notes.append(
+            f"LLM QA engine ({llm['model']}): {llm['accepted']}/{llm['attempted']} questions accepted "
+            f"({100 * llm['acceptance_rate']:.0f}%)."
+        )
+    return Report(
+        slug="mm_ego",
+        title="MM-Ego: EgoMemoria-style accuracy by video length (%, raw and debiased)",
+        columns=columns,
+        rows=table,
+        claims=mpp_claims(rows, preds),
+        checks=checks(rows, preds, mask),
+        notes=notes,
+        extra_tables={
+            "benchmark buckets": buckets,
+            "MPP minus uniform-k by bucket": gap_table(rows, preds),
+            "pointer or answer step (debiased accuracy, oracle = MPP on the evidence frames)": bottleneck_table(
+                rows, preds, summary, p.model.k, p.data.bucket_frames
+            ),
+            "debiased accuracy by question type": qtype_table(preds),
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the EgoMemoria table, the claims and the checks
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("seeds", "data", "frames", "model", "train", "debias"),
+    deps=(ACCURACY, PREDICTIONS, EVAL_METRICS, BENCH_METRICS, QA_METRICS),
+    outs=(REPORT,),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """EgoMemoria table (models x buckets, raw and debiased, MDA), the claims and the checks."""
+    build_report(
+        load_table(ctx.path(ACCURACY)),
+        load_table(ctx.path(PREDICTIONS)),
+        load_json(ctx.path(EVAL_METRICS)),
+        load_json(ctx.path(BENCH_METRICS)),
+        load_json(ctx.path(QA_METRICS)),
+        ctx.params,
+    ).save(ctx.path(REPORT))

@@ -8,6 +8,8 @@ ABOUT = Paper(
     slug="mothernet",
     title="MotherNet: a foundational hypernetwork for tabular classification",
     arxiv="2312.08598",
-    claim=("the child MLP written in one forward pass is not worse than an MLP trained by gradient descent in ROC "
-           "AUC (within 0.05; the MLP baseline is still to be added)"),
+    claim=(
+        "the child MLP written in one forward pass is not worse than an MLP trained by gradient descent in ROC "
+        "AUC (within 0.05; the MLP baseline is still to be added)"
+    ),
 )

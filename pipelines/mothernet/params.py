@@ -17,32 +17,42 @@ from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Se
 
 RTABLES = tuple(RDATASETS)
 METHODS = ("mothernet", "untrained", "logreg", "gbm")
-LABELS = {"mothernet": "MotherNet child MLP (pretrained hypernetwork)",
-          "untrained": "child of the untrained hypernetwork", "logreg": "LogisticRegression",
-          "gbm": "gradient boosting (HistGradientBoosting)"}
+LABELS = {
+    "mothernet": "MotherNet child MLP (pretrained hypernetwork)",
+    "untrained": "child of the untrained hypernetwork",
+    "logreg": "LogisticRegression",
+    "gbm": "gradient boosting (HistGradientBoosting)",
+}
 # The brief could not retrieve the paper's CC-18 table values; its qualitative result: the child MLP is
 # competitive with TabPFN and gradient boosting in ROC AUC and better than MLPs trained by gradient descent.
 PAPER_AUC: dict[str, float | None] = {m: None for m in METHODS}
-PAPER_NOTE = ("paper (OpenML-CC18, 30 tables): child competitive with TabPFN and gradient boosting in ROC AUC; "
-              "table values not retrieved")
-
+PAPER_NOTE = (
+    "paper (OpenML-CC18, 30 tables): child competitive with TabPFN and gradient boosting in ROC AUC; "
+    "table values not retrieved"
+)
 
 
 class DataParams(Section):
     sklearn_sets: list[Literal[SKLEARN_SETS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["iris", "wine", "breast_cancer"], max_length=len(SKLEARN_SETS),
+        default_factory=lambda: ["iris", "wine", "breast_cancer"],
+        max_length=len(SKLEARN_SETS),
         description="scikit-learn's bundled classification sets to evaluate on ('digits', 1797 x 64 with 10 "
-                    "classes, is the slowest for the baselines).")
+        "classes, is the slowest for the baselines).",
+    )
     rdatasets: list[Literal[RTABLES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(RTABLES), max_length=len(RTABLES),
+        default_factory=lambda: list(RTABLES),
+        max_length=len(RTABLES),
         description="R datasets tables (package rdatasets) to evaluate on, each <= 2000 rows, <= 100 features, "
-                    "<= 10 classes: " + ", ".join(f"{k} = {v.package}::{v.item} ({v.target})"
-                                                   for k, v in RDATASETS.items()) + ".")
-    csv_path: Annotated[str | None, DataFile(check_table_csv, description="classification CSV with a 'target' "
-                                             "column")] = Field(
-        None, description="A table of your own, evaluated beside the others: a UTF-8 CSV with a header, a 'target' "
-                          "column (class labels) and numeric feature columns; <= 2000 rows, <= 100 features, 2..10 "
-                          "classes with >= 2 rows each (relative to the project root).")
+        "<= 10 classes: " + ", ".join(f"{k} = {v.package}::{v.item} ({v.target})" for k, v in RDATASETS.items()) + ".",
+    )
+    csv_path: Annotated[
+        str | None, DataFile(check_table_csv, description="classification CSV with a 'target' column")
+    ] = Field(
+        None,
+        description="A table of your own, evaluated beside the others: a UTF-8 CSV with a header, a 'target' "
+        "column (class labels) and numeric feature columns; <= 2000 rows, <= 100 features, 2..10 "
+        "classes with >= 2 rows each (relative to the project root).",
+    )
     splits: int = Field(5, ge=1, le=50, description="Random stratified train/test splits per table.")
     test_fraction: float = Field(0.5, ge=0.1, le=0.9, description="Share of each table's rows held out for testing.")
     split_seed: Seed = Field(0, description="Seed of the splits (the same splits for every method and seed).")
@@ -65,19 +75,37 @@ class DataParams(Section):
 
 
 class PriorParams(Section):
-    datasets: int = Field(3200, ge=16, le=10_000_000, description="Synthetic datasets drawn into the prior pool "
-                          "(the paper draws every batch afresh: 8192 steps x 8 datasets per epoch).")
+    datasets: int = Field(
+        3200,
+        ge=16,
+        le=10_000_000,
+        description="Synthetic datasets drawn into the prior pool "
+        "(the paper draws every batch afresh: 8192 steps x 8 datasets per epoch).",
+    )
     generators: list[Literal[GENERATORS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(GENERATORS), min_length=1, max_length=len(GENERATORS),
+        default_factory=lambda: list(GENERATORS),
+        min_length=1,
+        max_length=len(GENERATORS),
         description="Generators, drawn uniformly per dataset: sklearn make_classification, a random MLP labeller, "
-                    "a random MLP-SCM (the paper's prior bag: MLP-SCM and GP priors).")
-    max_features: int = Field(10, ge=2, le=100, description="Padded feature width F (paper: 100); tables with more "
-                              "features are projected on their first F principal components.")
-    max_classes: int = Field(10, ge=2, le=10, description="Most classes per synthetic dataset and output width of "
-                             "the child (paper: 10).")
+        "a random MLP-SCM (the paper's prior bag: MLP-SCM and GP priors).",
+    )
+    max_features: int = Field(
+        10,
+        ge=2,
+        le=100,
+        description="Padded feature width F (paper: 100); tables with more "
+        "features are projected on their first F principal components.",
+    )
+    max_classes: int = Field(
+        10, ge=2, le=10, description="Most classes per synthetic dataset and output width of the child (paper: 10)."
+    )
     min_train: int = Field(64, ge=8, le=4096, description="Fewest training rows of a batch.")
-    max_train: int = Field(128, ge=8, le=4096, description="Most training rows of a batch (paper: 1024 + 128 rows "
-                           "with a random split position).")
+    max_train: int = Field(
+        128,
+        ge=8,
+        le=4096,
+        description="Most training rows of a batch (paper: 1024 + 128 rows with a random split position).",
+    )
     n_test: int = Field(64, ge=8, le=4096, description="Held-out rows per dataset, on which the loss is taken.")
     seed: Seed = Field(0, description="Seed of the pool.")
 
@@ -98,12 +126,19 @@ class ModelParams(Section):
     layers: int = Field(2, ge=1, le=24, description="Transformer encoder layers (paper: 12).")
     heads: int = Field(2, ge=1, le=32, description="Attention heads (paper: 4); must divide emsize.")
     ff: int = Field(128, ge=8, le=8192, description="Feed-forward width (paper: 1024).")
-    decoder_hidden: int = Field(256, ge=8, le=8192, description="Hidden width of the class-average decoder's MLP "
-                                "(paper: 4096).")
-    child_hidden: int = Field(32, ge=2, le=2048, description="Hidden units of the child MLP (paper: 2 layers of "
-                              "512; here one layer).")
-    rank: int = Field(8, ge=1, le=512, description="Rank of the child's first layer: per-dataset F x rank factor "
-                      "times a shared rank x hidden matrix (paper: 32).")
+    decoder_hidden: int = Field(
+        256, ge=8, le=8192, description="Hidden width of the class-average decoder's MLP (paper: 4096)."
+    )
+    child_hidden: int = Field(
+        32, ge=2, le=2048, description="Hidden units of the child MLP (paper: 2 layers of 512; here one layer)."
+    )
+    rank: int = Field(
+        8,
+        ge=1,
+        le=512,
+        description="Rank of the child's first layer: per-dataset F x rank factor "
+        "times a shared rank x hidden matrix (paper: 32).",
+    )
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ModelParams:
@@ -113,8 +148,9 @@ class ModelParams(Section):
 
 
 class TrainParams(Section):
-    steps: int = Field(600, ge=1, le=10_000_000, description="Optimisation steps per seed (paper: 4000 epochs x "
-                       "8192 steps).")
+    steps: int = Field(
+        600, ge=1, le=10_000_000, description="Optimisation steps per seed (paper: 4000 epochs x 8192 steps)."
+    )
     batch: int = Field(8, ge=1, le=1024, description="Synthetic datasets per step (paper: 8).")
     lr: float = Field(1e-3, gt=0, le=1, description="AdamW learning rate after warmup (paper: 3e-5, cosine).")
     warmup_steps: int = Field(40, ge=0, le=1_000_000, description="Linear warmup steps.")
@@ -122,8 +158,13 @@ class TrainParams(Section):
 
 
 class EvalParams(Section):
-    gbm_iterations: int = Field(50, ge=1, le=10_000, description="Boosting iterations of the gradient-boosting "
-                                "baseline (HistGradientBoostingClassifier, no early stopping).")
+    gbm_iterations: int = Field(
+        50,
+        ge=1,
+        le=10_000,
+        description="Boosting iterations of the gradient-boosting "
+        "baseline (HistGradientBoostingClassifier, no early stopping).",
+    )
     timing_repeats: int = Field(3, ge=1, le=100, description="Repeats of each timed forward (the fastest is kept).")
 
 
@@ -140,8 +181,11 @@ class MothernetParams(PipelineParams):
         user's CSV by the classes its check found."""
         if "data.csv_path" not in files:
             return []
-        classes = {name: TABLE_CLASSES[name] for name in [*self.data.sklearn_sets, *self.data.rdatasets]
-                   if name in TABLE_CLASSES}      # a table not listed there is checked by the classifier's fit
+        classes = {
+            name: TABLE_CLASSES[name]
+            for name in [*self.data.sklearn_sets, *self.data.rdatasets]
+            if name in TABLE_CLASSES
+        }  # a table not listed there is checked by the classifier's fit
         checked = files["data.csv_path"]
         if checked.path is not None:
             classes[f"the table {checked.path.name}"] = int(checked.summary)
@@ -154,13 +198,26 @@ class MothernetParams(PipelineParams):
         return problems
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "prior.max_features": 100, "prior.max_train": 1024, "prior.min_train": 128, "prior.n_test": 128,
-        "prior.datasets": 1_000_000, "model.emsize": 512, "model.layers": 12, "model.heads": 4, "model.ff": 1024,
-        "model.decoder_hidden": 4096, "model.child_hidden": 512, "model.rank": 32, "train.lr": 3e-5,
-        "train.batch": 8, "train.steps": 1_000_000, "data.sklearn_sets": list(SKLEARN_SETS),
+        "prior.max_features": 100,
+        "prior.max_train": 1024,
+        "prior.min_train": 128,
+        "prior.n_test": 128,
+        "prior.datasets": 1_000_000,
+        "model.emsize": 512,
+        "model.layers": 12,
+        "model.heads": 4,
+        "model.ff": 1024,
+        "model.decoder_hidden": 4096,
+        "model.child_hidden": 512,
+        "model.rank": 32,
+        "train.lr": 3e-5,
+        "train.batch": 8,
+        "train.steps": 1_000_000,
+        "data.sklearn_sets": list(SKLEARN_SETS),
     }
     PAPER_SOURCE: ClassVar[str] = (
         "the paper's model mn_d2048_H4096_L2_W32_P512 (official microsoft/ticl, model_configs.py / fit_model.py "
         "mothernet -L 2): 12 layers, emsize 512, 4 heads, FF 1024, decoder hidden 4096, rank 32, width 512, 100 "
         "features, 10 classes, lr 3e-5, batch 8. The paper trains 4000 epochs x 8192 steps on fresh prior draws "
-        "with two child hidden layers; here the child keeps one hidden layer and the step count is capped.")
+        "with two child hidden layers; here the child keeps one hidden layer and the step count is capped."
+    )

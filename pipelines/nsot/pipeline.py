@@ -26,18 +26,17 @@ import torch
 
 from components.data.shapes import read_pc15k, sample_shapes
 from components.generative import couple, pair_loss, sample, sample_time
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.io import load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.pointcloud import PAIRWISE_DISTANCES, point_cloud_metrics
 from components.models.point_transformer import PointTransformer, PointTransformerConfig
 from components.ot import hybrid_coupling, pair_cost, precompute_superset_ot, subsample_pairs
 from components.training import TrainConfig, fit, random_batches
-from paperflows.report import mean, values
-from paperflows.runtime import Pipeline, Plot, StageContext, stage
+from paperflows.contract import Pipeline, Plot, StageContext, stage
+from paperflows.rows import mean, values
 from paperflows.seeds import derive_seed
 from pipelines.nsot import ABOUT
 from pipelines.nsot.params import TIMED, NsotParams, beta_of, method_names
 from pipelines.nsot.plots import nna_vs_steps, training_curves
-from pipelines.nsot.report import build_report
 
 # every artifact, named once
 SHAPES = "data/shapes.safetensors"
@@ -54,7 +53,7 @@ EVAL = "tables/eval.parquet"
 EVAL_METRICS = "metrics/eval.json"
 NNA_PLOT = "plots/1nna_vs_steps.png"
 NNA_DATA = "plots/1nna_vs_steps.csv"
-REPORT, REPORT_MD = "report.json", "report.md"
+REPORT = "report.json"
 #: the parameters that name the categories (procedural families, or PC15k categories)
 CATEGORIES = ("data.categories", "data.pc15k_root", "data.pc15k_categories")
 
@@ -71,8 +70,9 @@ def _clouds(ctx: StageContext, category: str, split: str, n_shapes: int) -> torc
     data = ctx.params.data
     seed = derive_seed(data.seed, "shapes", split, category)
     if data.pc15k_root:
-        return read_pc15k(ctx.data_path(data.pc15k_root), category, split, data.superset_points, seed,
-                          max_shapes=n_shapes)
+        return read_pc15k(
+            ctx.data_path(data.pc15k_root), category, split, data.superset_points, seed, max_shapes=n_shapes
+        )
     return sample_shapes(category, n_shapes, data.superset_points, seed=seed)
 
 
@@ -85,7 +85,7 @@ def prepare(ctx: StageContext) -> None:
         train, test_full = _clouds(ctx, category, "train", data.n_train), _clouds(ctx, category, "test", data.n_test)
         gen = torch.Generator().manual_seed(derive_seed(data.seed, "test_subset", category))
         # test clouds: the same superset-then-subset sampling as training targets, so both follow one law
-        keep = torch.rand(test_full.shape[0], test_full.shape[1], generator=gen).argsort(1)[:, :data.n_points]
+        keep = torch.rand(test_full.shape[0], test_full.shape[1], generator=gen).argsort(1)[:, : data.n_points]
         tensors[f"{category}/train_superset"] = train
         tensors[f"{category}/test"] = test_full.gather(1, keep[..., None].expand(-1, -1, 3))
     source = f"PC15k at {data.pc15k_root}" if data.pc15k_root else "procedural"
@@ -96,29 +96,42 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 2: offline superset OT (§3.2)
 # --------------------------------------------------------------------------------------------------
-@stage(params=(*CATEGORIES, "data.seed", "ot"), deps=(SHAPES,), outs=(SUPERSET_OT,), metrics=(OT_METRICS,),
-       timings=(OT_TIMINGS,))
+@stage(
+    params=(*CATEGORIES, "data.seed", "ot"),
+    deps=(SHAPES,),
+    outs=(SUPERSET_OT,),
+    metrics=(OT_METRICS,),
+    timings=(OT_TIMINGS,),
+)
 def ot_precompute(ctx: StageContext) -> None:
     """Pair every training superset with a Gaussian superset by one exact OT solve."""
     shapes, pairs, per = load_tensors(ctx.path(SHAPES)), {}, []
     for category in ctx.params.data.used_categories():
         seed = derive_seed(ctx.params.data.seed, "superset_noise", category)
         pairs[f"{category}/x0"], pairs[f"{category}/x1"], stats = precompute_superset_ot(
-            shapes[f"{category}/train_superset"], seed=seed, solver=ctx.params.ot.solver)
+            shapes[f"{category}/train_superset"], seed=seed, solver=ctx.params.ot.solver
+        )
         per.append(stats)
     save_tensors(pairs, ctx.path(SUPERSET_OT))
     save_json({"solve_seconds": sum(st["solve_seconds"] for st in per)}, ctx.path(OT_TIMINGS))
     n = sum(st["n_shapes"] for st in per)  # the shape-weighted means over categories
-    save_json({"mean_pair_cost": sum(st["mean_pair_cost"] * st["n_shapes"] for st in per) / n,
-               "mean_independent_cost": sum(st["mean_independent_cost"] * st["n_shapes"] for st in per) / n,
-               "n_shapes": n, "n_points": per[0]["n_points"]}, ctx.path(OT_METRICS))
+    save_json(
+        {
+            "mean_pair_cost": sum(st["mean_pair_cost"] * st["n_shapes"] for st in per) / n,
+            "mean_independent_cost": sum(st["mean_independent_cost"] * st["n_shapes"] for st in per) / n,
+            "n_shapes": n,
+            "n_points": per[0]["n_points"],
+        },
+        ctx.path(OT_METRICS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # the couplings (§3.3, §3.4): how each method pairs noise with a batch of shapes
 # --------------------------------------------------------------------------------------------------
-def draw_pairs(method: str, x0_sup: torch.Tensor, x1_sup: torch.Tensor, n_points: int,
-               gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def draw_pairs(
+    method: str, x0_sup: torch.Tensor, x1_sup: torch.Tensor, n_points: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Training pairs ``(x0 [B,N,3], x1 [B,N,3])`` of the chosen shapes' supersets ``[B,M,3]`` under ``method``."""
     if method.startswith("nsot"):  # the stored OT pairs at one random index subset, then the hybrid blend
         x0, x1 = subsample_pairs(x0_sup, x1_sup, torch.arange(x1_sup.shape[0]), n_points, gen)
@@ -140,8 +153,14 @@ def _model(params: NsotParams, seed: int) -> PointTransformer:
 # --------------------------------------------------------------------------------------------------
 # stage 3: flow-matching training, one model per category, coupling and seed
 # --------------------------------------------------------------------------------------------------
-@stage(gpu=True, params=("seeds", *CATEGORIES, "data.n_points", "model", "train"), deps=(SUPERSET_OT,),
-       outs=(MODELS, TRAIN_CURVES), plots=(Plot(TRAIN_PLOT),), models={"flow": MODELS})
+@stage(
+    gpu=True,
+    params=("seeds", *CATEGORIES, "data.n_points", "model", "train"),
+    deps=(SUPERSET_OT,),
+    outs=(MODELS, TRAIN_CURVES),
+    plots=(Plot(TRAIN_PLOT),),
+    models={"flow": MODELS},
+)
 def train(ctx: StageContext) -> None:
     """Train one flow-matching model per category, coupling and seed (a seed's models share their
     initial weights and, within a category, their sequence of shape batches)."""
@@ -159,9 +178,15 @@ def train(ctx: StageContext) -> None:
                     return x0, x1, sample_time(x0.shape[0], gen)
 
                 name = f"{category}/{method}/seed{seed}"
-                cfg = TrainConfig(steps=p.train.steps, lr=p.train.lr, seed=derive_seed(seed, "batches", category),
-                                  log_every=max(1, p.train.steps // 50), progress=ctx.progress,
-                                  desc=f"nsot {name}", grad_clip=1.0)
+                cfg = TrainConfig(
+                    steps=p.train.steps,
+                    lr=p.train.lr,
+                    seed=derive_seed(seed, "batches", category),
+                    log_every=max(1, p.train.steps // 50),
+                    progress=ctx.progress,
+                    desc=f"nsot {name}",
+                    grad_clip=1.0,
+                )
                 result = fit(model, pair_loss, batches, cfg, callback=ctx.metric_callback(f"train/{name}"))
                 save_model(model, ctx.path(model_file(category, method, seed)))
                 curves += result.curve(category=category, method=method, seed=seed)
@@ -172,8 +197,15 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 4: the couplings measured: mean pair cost per category and seed, and training step time against N
 # --------------------------------------------------------------------------------------------------
-def _timed_step(method: str, model: PointTransformer, opt: torch.optim.Optimizer, x0_sup: torch.Tensor,
-                x1_sup: torch.Tensor, n: int, gen: torch.Generator) -> tuple[float, float]:
+def _timed_step(
+    method: str,
+    model: PointTransformer,
+    opt: torch.optim.Optimizer,
+    x0_sup: torch.Tensor,
+    x1_sup: torch.Tensor,
+    n: int,
+    gen: torch.Generator,
+) -> tuple[float, float]:
     """``(step ms, of which drawing the pairs ms)`` of one training step at N = ``n``."""
     started = time.perf_counter()
     x0, x1 = draw_pairs(method, x0_sup, x1_sup, n, gen)
@@ -185,10 +217,26 @@ def _timed_step(method: str, model: PointTransformer, opt: torch.optim.Optimizer
     return 1000 * (time.perf_counter() - started), 1000 * (drawn - started)
 
 
-@stage(params=("seeds", *CATEGORIES, "data.n_points", "data.seed", "model", "train.batch_size", "train.betas",
-               "train.lr", "eval.pair_batches", "eval.timing_points", "eval.timing_batch", "eval.timing_steps"),
-       deps=(SUPERSET_OT,), outs=(PAIR_COSTS,),
-       metrics=(COUPLING_METRICS,), timings=(STEP_TIMINGS,))
+@stage(
+    params=(
+        "seeds",
+        *CATEGORIES,
+        "data.n_points",
+        "data.seed",
+        "model",
+        "train.batch_size",
+        "train.betas",
+        "train.lr",
+        "eval.pair_batches",
+        "eval.timing_points",
+        "eval.timing_batch",
+        "eval.timing_steps",
+    ),
+    deps=(SUPERSET_OT,),
+    outs=(PAIR_COSTS,),
+    metrics=(COUPLING_METRICS,),
+    timings=(STEP_TIMINGS,),
+)
 def couplings(ctx: StageContext) -> None:
     """Measure mean pair cost per coupling, category and seed, and training step time against N."""
     p = ctx.params
@@ -201,14 +249,23 @@ def couplings(ctx: StageContext) -> None:
                 # the same shapes for every method
                 pick = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "shapes", category))
                 gen = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "pairs", category))
-                batch_costs = [pair_cost(*draw_pairs(method, *shapes(0, pick), p.data.n_points, gen)).mean().item()
-                               for _ in range(p.eval.pair_batches)]
-                costs.append({"category": category, "method": method, "seed": seed,
-                              "pair_cost": sum(batch_costs) / len(batch_costs)})
+                batch_costs = [
+                    pair_cost(*draw_pairs(method, *shapes(0, pick), p.data.n_points, gen)).mean().item()
+                    for _ in range(p.eval.pair_batches)
+                ]
+                costs.append(
+                    {
+                        "category": category,
+                        "method": method,
+                        "seed": seed,
+                        "pair_cost": sum(batch_costs) / len(batch_costs),
+                    }
+                )
     save_table(costs, ctx.path(PAIR_COSTS))
     methods = dict.fromkeys(r["method"] for r in costs)
-    save_json({"pair_cost": {m: mean(values(costs, "pair_cost", method=m)) for m in methods}},
-              ctx.path(COUPLING_METRICS))
+    save_json(
+        {"pair_cost": {m: mean(values(costs, "pair_cost", method=m)) for m in methods}}, ctx.path(COUPLING_METRICS)
+    )
     # step time: the couplings timed one after the other in each round, so a round shares the machine's load
     model = _model(p, p.seeds[0])
     opt = torch.optim.AdamW(model.parameters(), lr=p.train.lr)
@@ -224,18 +281,32 @@ def couplings(ctx: StageContext) -> None:
         for rnd in range(p.eval.timing_steps):
             for method in TIMED:
                 step_ms, coupling_ms = _timed_step(method, model, opt, x0_sup, x1_sup, n, gen)
-                timings.append({"method": method, "n_points": n, "round": rnd, "step_ms": step_ms,
-                                "coupling_ms": coupling_ms})
+                timings.append(
+                    {"method": method, "n_points": n, "round": rnd, "step_ms": step_ms, "coupling_ms": coupling_ms}
+                )
     save_json({"steps": timings}, ctx.path(STEP_TIMINGS))
 
 
 # --------------------------------------------------------------------------------------------------
 # stage 5: evaluation, per category: 1-NNA-CD at every step count, 1-NNA / COV / MMD (CD, EMD) at one
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", *CATEGORIES, "data.n_points", "model", "train.couplings", "train.betas", "eval.n_generated",
-               "eval.euler_steps", "eval.metric_steps"), deps=(SHAPES, MODELS), outs=(EVAL,),
-       metrics=(EVAL_METRICS,), plots=(Plot(NNA_PLOT), Plot(NNA_DATA, x="euler_steps", y="nsot",
-                                                               title="1-NNA-CD (%) of NSOT vs Euler steps")))
+@stage(
+    params=(
+        "seeds",
+        *CATEGORIES,
+        "data.n_points",
+        "model",
+        "train.couplings",
+        "train.betas",
+        "eval.n_generated",
+        "eval.euler_steps",
+        "eval.metric_steps",
+    ),
+    deps=(SHAPES, MODELS),
+    outs=(EVAL,),
+    metrics=(EVAL_METRICS,),
+    plots=(Plot(NNA_PLOT), Plot(NNA_DATA, x="euler_steps", y="nsot", title="1-NNA-CD (%) of NSOT vs Euler steps")),
+)
 def evaluate(ctx: StageContext) -> None:
     """Generate clouds with 1-20 Euler steps and score them against the category's test set."""
     p = ctx.params
@@ -248,23 +319,46 @@ def evaluate(ctx: StageContext) -> None:
                 model = _model(p, seed)
                 model.load_state_dict(load_tensors(ctx.path(model_file(category, method, seed))))
                 model.eval()
-                noise = torch.randn(p.eval.n_generated, p.data.n_points, 3,  # the same noise for every coupling
-                                    generator=torch.Generator().manual_seed(derive_seed(seed, "eval_noise", category)))
+                noise = torch.randn(
+                    p.eval.n_generated,
+                    p.data.n_points,
+                    3,  # the same noise for every coupling
+                    generator=torch.Generator().manual_seed(derive_seed(seed, "eval_noise", category)),
+                )
                 for steps in p.eval.euler_steps:
                     with torch.no_grad():
                         result = sample(model, noise, steps, "euler")
-                    row = {"category": category, "method": method, "seed": seed, "euler_steps": steps,
-                           "nfe": result.nfe}
+                    row = {
+                        "category": category,
+                        "method": method,
+                        "seed": seed,
+                        "euler_steps": steps,
+                        "nfe": result.nfe,
+                    }
                     for d in ("cd", "emd"):
-                        scores = (point_cloud_metrics(result.x, ref, metric=d, d_ref_ref=d_ref_ref[d])
-                                  if d == "cd" or steps == p.eval.metric_steps else {})
-                        row.update({f"1nna_{d}": _percent(scores.get(f"1nna_{d}")),
-                                    f"cov_{d}": _percent(scores.get(f"cov_{d}")), f"mmd_{d}": scores.get(f"mmd_{d}")})
+                        scores = (
+                            point_cloud_metrics(result.x, ref, metric=d, d_ref_ref=d_ref_ref[d])
+                            if d == "cd" or steps == p.eval.metric_steps
+                            else {}
+                        )
+                        row.update(
+                            {
+                                f"1nna_{d}": _percent(scores.get(f"1nna_{d}")),
+                                f"cov_{d}": _percent(scores.get(f"cov_{d}")),
+                                f"mmd_{d}": scores.get(f"mmd_{d}"),
+                            }
+                        )
                     rows.append(row)
     save_table(rows, ctx.path(EVAL))
-    save_json({f"{m}/1nna_cd_at{s}": sum(r["1nna_cd"] for r in rows if r["method"] == m and r["euler_steps"] == s)
-               / (len(p.seeds) * len(p.data.used_categories())) for m in methods for s in p.eval.euler_steps},
-              ctx.path(EVAL_METRICS))
+    save_json(
+        {
+            f"{m}/1nna_cd_at{s}": sum(r["1nna_cd"] for r in rows if r["method"] == m and r["euler_steps"] == s)
+            / (len(p.seeds) * len(p.data.used_categories()))
+            for m in methods
+            for s in p.eval.euler_steps
+        },
+        ctx.path(EVAL_METRICS),
+    )
     nna_vs_steps(rows, methods, p.eval.euler_steps, ctx.path(NNA_PLOT), ctx.path(NNA_DATA))
 
 
@@ -272,18 +366,9 @@ def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else 100 * fraction
 
 
-# --------------------------------------------------------------------------------------------------
-# stage 6: the paper-shaped table and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", *CATEGORIES, "ot", "train", "eval"),
-       deps=(EVAL, PAIR_COSTS, STEP_TIMINGS, OT_METRICS, OT_TIMINGS),
-       outs=(REPORT, REPORT_MD))
-def report(ctx: StageContext) -> None:
-    """Build the result table (categories x methods x metrics) and evaluate the claims."""
-    ot_stats = {**load_json(ctx.path(OT_METRICS)), "ot_seconds": load_json(ctx.path(OT_TIMINGS))["solve_seconds"]}
-    build_report(load_table(ctx.path(EVAL)), load_table(ctx.path(PAIR_COSTS)),
-                 load_json(ctx.path(STEP_TIMINGS))["steps"], ot_stats, ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=NsotParams,
-                    stages=(prepare, ot_precompute, train, couplings, evaluate, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=NsotParams,
+    stages=(prepare, ot_precompute, train, couplings, evaluate),
+    report="pipelines.nsot.report:report",
+)

@@ -7,7 +7,7 @@ from typing import Any
 
 from components.io import save_csv, save_figure
 from paperflows.plots import figure, plot_loss_curves
-from paperflows.report import mean, values
+from paperflows.rows import mean, values
 
 
 def training_curves(curves: list[dict[str, Any]], path: Path) -> None:
@@ -29,5 +29,8 @@ def nna_vs_steps(rows: list[dict[str, Any]], methods: list[str], steps: list[int
     ax.set_ylabel("1-NNA-CD (%)  lower is better")
     ax.legend(fontsize=8)
     save_figure(fig, png)
-    save_csv([{"euler_steps": s, **{m: round(curve[m][i], 3) for m in methods}} for i, s in enumerate(steps)],
-             csv, columns=["euler_steps", *methods])
+    save_csv(
+        [{"euler_steps": s, **{m: round(curve[m][i], 3) for m in methods}} for i, s in enumerate(steps)],
+        csv,
+        columns=["euler_steps", *methods],
+    )

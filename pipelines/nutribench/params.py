@@ -14,10 +14,10 @@ from components.nutrition.nutribench_file import SUFFIXES, check_nutribench_file
 from components.nutrition.prompting import LLM_STRATEGIES, PROMPT_SETS
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
-BASELINE_STRATEGIES = tuple(BASELINES)                # mean, ridge, lookup
-STRATEGIES = BASELINE_STRATEGIES + LLM_STRATEGIES      # + base, cot, rag
+BASELINE_STRATEGIES = tuple(BASELINES)  # mean, ridge, lookup
+STRATEGIES = BASELINE_STRATEGIES + LLM_STRATEGIES  # + base, cot, rag
 SERVING_TYPES = ("natural", "metric")
-TRUE_BOLUS = TRUE_CARBS                                # the risk study's reference arm: the bolus on the true carbs
+TRUE_BOLUS = TRUE_CARBS  # the risk study's reference arm: the bolus on the true carbs
 # official README reference, Llama-3.1-8B-Instruct on NutriBench v2: (Acc@7.5, MAE g)
 PAPER_LLAMA31_8B = {"base": (0.3301, 36.18), "cot": (0.3527, 37.17)}
 # the prompting claims compare estimators, not abstention rates: every LLM arm must answer this share of meals
@@ -26,17 +26,26 @@ MIN_ANSWER_RATE = 0.8
 
 class DataParams(Section):
     path: Annotated[str | None, DataFile(check_nutribench_file, description="NutriBench file")] = Field(
-        None, description="A real NutriBench file (CSV, Parquet or JSONL with meal_description, carb, ...; relative "
-                          "to the project root). Empty: curate meals from the packaged food tables.")
+        None,
+        description="A real NutriBench file (CSV, Parquet or JSONL with meal_description, carb, ...; relative "
+        "to the project root). Empty: curate meals from the packaged food tables.",
+    )
     sources: list[Literal[tuple(FOOD_SOURCES)]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(FOOD_SOURCES), min_length=1,
-        description="Food tables the meals (and the RAG/lookup knowledge base) are built from.")
+        default_factory=lambda: list(FOOD_SOURCES),
+        min_length=1,
+        description="Food tables the meals (and the RAG/lookup knowledge base) are built from.",
+    )
     n_meals: int = Field(3000, ge=10, le=200_000, description="Meals to curate.")
     max_items: int = Field(3, ge=1, le=8, description="Foods per meal at most (1..max_items, uniform).")
-    metric_share: float = Field(0.5, ge=0, le=1, description="Share of meals written with metric servings "
-                                                             "(grams / ml); the rest use household measures.")
-    eval_share: float = Field(0.25, gt=0, lt=1, description="Share of meals held out for evaluation; the "
-                                                            "baselines train on the rest.")
+    metric_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Share of meals written with metric servings (grams / ml); the rest use household measures.",
+    )
+    eval_share: float = Field(
+        0.25, gt=0, lt=1, description="Share of meals held out for evaluation; the baselines train on the rest."
+    )
 
     @field_validator("path")
     @classmethod
@@ -57,34 +66,64 @@ class DataParams(Section):
 
 class EstimateParams(Section):
     strategies: list[Literal[STRATEGIES]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(STRATEGIES), min_length=1,
+        default_factory=lambda: list(STRATEGIES),
+        min_length=1,
         description=f"Estimators, one fan-out item each: baselines {list(BASELINE_STRATEGIES)}, LLM prompting "
-                    f"{list(LLM_STRATEGIES)}.")
-    lm: Literal["smollm2-135m", "tiny"] = Field("smollm2-135m", description="Local LLM ('tiny': random weights, "
-                                                                           "for tests).")
+        f"{list(LLM_STRATEGIES)}.",
+    )
+    lm: Literal["smollm2-135m", "tiny"] = Field(
+        "smollm2-135m", description="Local LLM ('tiny': random weights, for tests)."
+    )
     encoder: Literal["minilm", "tiny"] = Field("minilm", description="Sentence encoder of the RAG retrieval.")
-    llm_meals: int | None = Field(12, ge=1, le=200_000, description="Eval meals the LLM strategies answer (the "
-                                                                    "same seeded subset for all); empty: all.")
+    llm_meals: int | None = Field(
+        12,
+        ge=1,
+        le=200_000,
+        description="Eval meals the LLM strategies answer (the same seeded subset for all); empty: all.",
+    )
     prompt_set: Literal[tuple(PROMPT_SETS)] = Field(  # type: ignore[valid-type]
-        "official", description="Worked examples of the prompts: 'official' (NutriBench's three example meals, "
-                                "short lookup-and-sum reasoning) or 'per100g' (other meals, reasoning that "
-                                "multiplies grams by carbohydrates per 100 g).")
+        "official",
+        description="Worked examples of the prompts: 'official' (NutriBench's three example meals, "
+        "short lookup-and-sum reasoning) or 'per100g' (other meals, reasoning that "
+        "multiplies grams by carbohydrates per 100 g).",
+    )
     max_new_tokens: int = Field(24, ge=4, le=4096, description="Token budget of a base answer.")
-    cot_max_new_tokens: int = Field(256, ge=8, le=4096, description="Token budget of a CoT / RAG answer; the "
-                                                                     "worked answers take 73-122 tokens (the "
-                                                                     "share of answers it cuts is reported).")
-    loop_tokens: int = Field(20, ge=0, le=256, description="End a CoT / RAG answer once its last this many "
-                                                          "tokens repeat an earlier run of its own tokens (greedy "
-                                                          "decoding in a loop, which would run to the budget); the "
-                                                          "completion pass then reads its number. 0: off (official).")
-    completion_tokens: int = Field(8, ge=0, le=64, description="Token budget of the completion pass that reads "
-                                                               "the number of an answer that stated none (the "
-                                                               "reasoning so far plus the answer-line cue); 0: "
-                                                               "no completion pass.")
-    batch_size: int = Field(32, ge=1, le=256, description="Prompts per generation batch (an ended answer "
-                                                          "leaves its batch, so one batch of all prompts is fastest).")
-    few_shot: int = Field(3, ge=0, le=3, description="Worked example meals in the system prompt (the official "
-                                                     "prompts have 3).")
+    cot_max_new_tokens: int = Field(
+        256,
+        ge=8,
+        le=4096,
+        description="Token budget of a CoT / RAG answer; the "
+        "worked answers take 73-122 tokens (the "
+        "share of answers it cuts is reported).",
+    )
+    loop_tokens: int = Field(
+        20,
+        ge=0,
+        le=256,
+        description="End a CoT / RAG answer once its last this many "
+        "tokens repeat an earlier run of its own tokens (greedy "
+        "decoding in a loop, which would run to the budget); the "
+        "completion pass then reads its number. 0: off (official).",
+    )
+    completion_tokens: int = Field(
+        8,
+        ge=0,
+        le=64,
+        description="Token budget of the completion pass that reads "
+        "the number of an answer that stated none (the "
+        "reasoning so far plus the answer-line cue); 0: "
+        "no completion pass.",
+    )
+    batch_size: int = Field(
+        32,
+        ge=1,
+        le=256,
+        description="Prompts per generation batch (an ended answer "
+        "leaves its batch, so one batch of all prompts is fastest).",
+    )
+    few_shot: int = Field(
+        3, ge=0, le=3, description="Worked example meals in the system prompt (the official prompts have 3)."
+    )
     rag_k_per_item: int = Field(2, ge=1, le=20, description="Foods retrieved per parsed meal item.")
     rag_max_facts: int = Field(6, ge=1, le=50, description="Nutrition facts per RAG prompt at most.")
     ridge_alpha: float = Field(1.0, gt=0, le=1e6, description="L2 penalty of the TF-IDF ridge baseline.")
@@ -98,27 +137,46 @@ class EstimateParams(Section):
 
 
 class RiskParams(Section):
-    patients: list[Literal[PATIENTS]] = Field(default_factory=lambda: list(ADULTS), min_length=1,  # type: ignore[valid-type]
-                                description="simglucose virtual patients (adolescent#001.., adult#001.., "
-                                            "child#001..).")
-    meals: int | None = Field(100, ge=1, le=200_000, description="Meals simulated per patient and strategy (the "
-                                                                 "first of the meals the strategy answered); empty: "
-                                                                 "all of them.")
+    patients: list[Literal[PATIENTS]] = Field(
+        default_factory=lambda: list(ADULTS),
+        min_length=1,  # type: ignore[valid-type]
+        description="simglucose virtual patients (adolescent#001.., adult#001.., child#001..).",
+    )
+    meals: int | None = Field(
+        100,
+        ge=1,
+        le=200_000,
+        description="Meals simulated per patient and strategy (the "
+        "first of the meals the strategy answered); empty: "
+        "all of them.",
+    )
     duration_min: int = Field(360, ge=120, le=1440, description="Simulated minutes (1-minute samples).")
     meal_time_min: int = Field(60, ge=0, le=600, description="Minute of the meal and its bolus.")
     substeps: int = Field(2, ge=1, le=20, description="RK4 steps per minute of the batched integrator.")
-    max_bolus_u: float = Field(30.0, gt=0, le=75.0, description="Largest single bolus the pump delivers (U): "
-                                                                "simglucose's pump table gives 30 U (Insulet) and 75 U "
-                                                                "(Cozmo). A larger request is capped, as a pump would.")
+    max_bolus_u: float = Field(
+        30.0,
+        gt=0,
+        le=75.0,
+        description="Largest single bolus the pump delivers (U): "
+        "simglucose's pump table gives 30 U (Insulet) and 75 U "
+        "(Cozmo). A larger request is capped, as a pump would.",
+    )
     tir_low: float = Field(70.0, gt=0, le=600, description="Lower bound of the target range (mg/dL).")
     tir_high: float = Field(180.0, gt=0, le=600, description="Upper bound of the target range (mg/dL).")
     risk_convention: Literal["kovatchev", "simglucose"] = Field(
-        "kovatchev", description="LBGI/HBGI averaging: over all readings (Kovatchev) or over the low/high readings "
-                                 "only (simglucose's risk_index).")
-    plot_patient: Literal[PATIENTS] = Field("adult#001",  # type: ignore[valid-type]
-                                            description="Patient whose glucose traces are plotted (one of patients).")
-    reference_check: bool = Field(True, description="Re-simulate the plotted case with simglucose's own "
-                                                    "T1DPatient and report the largest BG difference.")
+        "kovatchev",
+        description="LBGI/HBGI averaging: over all readings (Kovatchev) or over the low/high readings "
+        "only (simglucose's risk_index).",
+    )
+    plot_patient: Literal[PATIENTS] = Field(
+        "adult#001",  # type: ignore[valid-type]
+        description="Patient whose glucose traces are plotted (one of patients).",
+    )
+    reference_check: bool = Field(
+        True,
+        description="Re-simulate the plotted case with simglucose's own "
+        "T1DPatient and report the largest BG difference.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RiskParams:
@@ -136,17 +194,26 @@ class RiskParams(Section):
 class NutribenchParams(PipelineParams):
     # one benchmark per run: the seed draws the curated meals, the train/eval split and the LLM meal subset,
     # and LLM decoding is greedy; the claims' intervals are paired bootstraps over meals of that benchmark
-    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1, max_length=1,
-                             description="Seed of the meal curation, the train/eval split and the LLM meal subset "
-                                         "(one benchmark per run; LLM decoding is greedy).")
+    seeds: list[Seed] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        max_length=1,
+        description="Seed of the meal curation, the train/eval split and the LLM meal subset "
+        "(one benchmark per run; LLM decoding is greedy).",
+    )
     data: DataParams = Field(default_factory=DataParams, description="The meal benchmark.")
     estimate: EstimateParams = Field(default_factory=EstimateParams, description="Estimators and LLM decoding.")
     risk: RiskParams = Field(default_factory=RiskParams, description="T1D glucose simulation of the boluses.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.n_meals": 11_857, "estimate.llm_meals": None, "estimate.max_new_tokens": 4096,
-        "estimate.cot_max_new_tokens": 4096, "estimate.loop_tokens": 0, "risk.meals": None,
+        "data.n_meals": 11_857,
+        "estimate.llm_meals": None,
+        "estimate.max_new_tokens": 4096,
+        "estimate.cot_max_new_tokens": 4096,
+        "estimate.loop_tokens": 0,
+        "risk.meals": None,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "NutriBench v2 (11,857 meals, 24 countries); official lm-eval task: greedy decoding, "
-        "max_gen_toks 4096, every meal answered. The risk study simulates every answered meal.")
+        "max_gen_toks 4096, every meal answered. The risk study simulates every answered meal."
+    )

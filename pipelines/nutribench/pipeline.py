@@ -35,14 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from components.glucose import (
-    BolusStudyConfig,
-    SimConfig,
-    load_patients,
-    reference_gap,
-    run_bolus_study,
-)
-from components.io import load_json, load_table, save_json, save_table
+from components.glucose import BolusStudyConfig, SimConfig, load_patients, reference_gap, run_bolus_study
+from components.io import load_table, save_json, save_table
 from components.nutrition.answers import carb_metrics, meal_scores
 from components.nutrition.baselines import BASELINES, BaselineConfig, make_baseline
 from components.nutrition.curation import CurationConfig, curate_meals
@@ -56,30 +50,25 @@ from components.nutrition.llm_estimation import (
     reasoning_strategy,
     retrieve_facts,
 )
-from components.nutrition.nutribench_file import (
-    NutribenchFormatError,
-    read_nutribench_file,
-)
+from components.nutrition.nutribench_file import NutribenchFormatError, read_nutribench_file
+from paperflows.contract import Pipeline, Plot, StageContext, stage
 from paperflows.errors import StageInputError
-from paperflows.runtime import Pipeline, Plot, StageContext, stage
 from paperflows.seeds import derive_seed
 from pipelines.nutribench import ABOUT
 from pipelines.nutribench.params import SERVING_TYPES, TRUE_BOLUS, NutribenchParams
 from pipelines.nutribench.plots import column, plot_glucose_traces
-from pipelines.nutribench.report import build_report
 
 MEALS = "data/meals.parquet"
 FOODS = "data/foods.parquet"
 CURATION = "metrics/curation.json"
-PREDICTIONS = "predictions/"             # one sub-folder per strategy: predictions.parquet, summary.json
-SCORES = "tables/estimation.parquet"     # one row per (strategy, meal)
+PREDICTIONS = "predictions/"  # one sub-folder per strategy: predictions.parquet, summary.json
+SCORES = "tables/estimation.parquet"  # one row per (strategy, meal)
 ESTIMATION = "metrics/estimation.json"
-RISK_ROWS = "tables/risk.parquet"        # one row per (strategy, meal, patient)
+RISK_ROWS = "tables/risk.parquet"  # one row per (strategy, meal, patient)
 RISK = "metrics/risk.json"
 TRACES_PNG = "plots/glucose_traces.png"
 TRACES_CSV = "plots/glucose_traces.csv"
 REPORT = "report.json"
-REPORT_MD = "report.md"                  # written beside report.json by Report.save
 
 
 # --------------------------------------------------------------------------------------------------
@@ -90,22 +79,33 @@ def curate(ctx: StageContext) -> None:
     """Build (or read) the meal benchmark and write the food table."""
     p, d = ctx.params, ctx.params.data
     foods = load_food_table(d.sources)
-    if d.path is not None:   # checked with the params before any work; read here in full
+    if d.path is not None:  # checked with the params before any work; read here in full
         try:
             meals = read_nutribench_file(ctx.data_path(d.path), eval_share=d.eval_share, seed=p.seeds[0])
         except (FileNotFoundError, NutribenchFormatError) as err:
             raise StageInputError(f"nutribench.data.path: {err}") from None
     else:
-        meals = curate_meals(foods, CurationConfig(n_meals=d.n_meals, max_items=d.max_items,
-                                                   metric_share=d.metric_share, eval_share=d.eval_share,
-                                                   seed=p.seeds[0]))
+        meals = curate_meals(
+            foods,
+            CurationConfig(
+                n_meals=d.n_meals,
+                max_items=d.max_items,
+                metric_share=d.metric_share,
+                eval_share=d.eval_share,
+                seed=p.seeds[0],
+            ),
+        )
     save_table([f.to_row() for f in foods], ctx.path(FOODS))
     save_table(meals, ctx.path(MEALS))
     carbs = np.array([m["carb"] for m in meals])
-    summary: dict[str, Any] = {"meals": len(meals), "foods": len(foods),
-                               "eval_meals": sum(m["split"] == "eval" for m in meals),
-                               "carb_mean_g": float(carbs.mean()), "carb_median_g": float(np.median(carbs)),
-                               "carb_max_g": float(carbs.max())}
+    summary: dict[str, Any] = {
+        "meals": len(meals),
+        "foods": len(foods),
+        "eval_meals": sum(m["split"] == "eval" for m in meals),
+        "carb_mean_g": float(carbs.mean()),
+        "carb_median_g": float(np.median(carbs)),
+        "carb_max_g": float(carbs.max()),
+    }
     summary |= {f"{s}_meals": sum(m["serving_type"] == s for m in meals) for s in SERVING_TYPES}
     summary |= {f"foods_{s}": sum(f.source == s for f in foods) for s in d.sources}
     save_json(summary, ctx.path(CURATION))
@@ -117,12 +117,14 @@ def curate(ctx: StageContext) -> None:
 @functools.lru_cache(maxsize=1)
 def _language_model(name: str, cache_dir: Path | None) -> Any:
     from components.llm import load_lm
+
     return load_lm(name, cache_dir=cache_dir, seed=0)
 
 
 @functools.lru_cache(maxsize=1)
 def _sentence_encoder(name: str) -> Any:
     from components.llm import load_encoder
+
     return load_encoder(name)
 
 
@@ -146,29 +148,51 @@ def estimate(ctx: StageContext) -> None:
         model = make_baseline(strategy, foods, BaselineConfig(ridge_alpha=e.ridge_alpha))
         model.fit([m["meal_description"] for m in train], np.array([m["carb"] for m in train]))
         preds = model.predict([m["meal_description"] for m in evaluated])
-        out = [{"answer": None, "truncated": False, "looped": False, "pred_first": float(x), "completion": None}
-               for x in preds]
+        out = [
+            {"answer": None, "truncated": False, "looped": False, "pred_first": float(x), "completion": None}
+            for x in preds
+        ]
     else:
         evaluated = _llm_subset(evaluated, e.llm_meals, p.seeds[0])
         texts = [m["meal_description"] for m in evaluated]
         facts = None
         if strategy == "rag":
             encoder = _sentence_encoder(e.encoder)
-            facts = retrieve_facts(build_food_index(encoder, foods), encoder, texts,
-                                   RetrievalConfig(k_per_item=e.rag_k_per_item, max_facts=e.rag_max_facts))
+            facts = retrieve_facts(
+                build_food_index(encoder, foods),
+                encoder,
+                texts,
+                RetrievalConfig(k_per_item=e.rag_k_per_item, max_facts=e.rag_max_facts),
+            )
         reasoning = reasoning_strategy(strategy)
-        cfg = GenerationConfig(max_new_tokens=e.cot_max_new_tokens if reasoning else e.max_new_tokens,
-                               batch_size=e.batch_size, completion_tokens=e.completion_tokens, reasoning=reasoning,
-                               stop_repeats=e.loop_tokens if reasoning else 0)
-        out = generate_answers(_language_model(e.lm, ctx.cache_dir),
-                               build_chats(strategy, texts, facts, e.few_shot, e.prompt_set), cfg)
+        cfg = GenerationConfig(
+            max_new_tokens=e.cot_max_new_tokens if reasoning else e.max_new_tokens,
+            batch_size=e.batch_size,
+            completion_tokens=e.completion_tokens,
+            reasoning=reasoning,
+            stop_repeats=e.loop_tokens if reasoning else 0,
+        )
+        out = generate_answers(
+            _language_model(e.lm, ctx.cache_dir), build_chats(strategy, texts, facts, e.few_shot, e.prompt_set), cfg
+        )
         preds = np.array([o["pred"] for o in out])
-    ctx.log_metrics({"estimate/seconds": time.perf_counter() - started,
-                     "estimate/cpu_seconds": time.process_time() - cpu_started})
-    rows = [{"meal_id": m["meal_id"], "serving_type": m["serving_type"], "carb": m["carb"], "pred": float(pr),
-             "answer": o["answer"], "truncated": bool(o["truncated"]), "looped": bool(o["looped"]),
-             "pred_first": float(o["pred_first"]),
-             "completion": o["completion"]} for m, pr, o in zip(evaluated, preds, out)]
+    ctx.log_metrics(
+        {"estimate/seconds": time.perf_counter() - started, "estimate/cpu_seconds": time.process_time() - cpu_started}
+    )
+    rows = [
+        {
+            "meal_id": m["meal_id"],
+            "serving_type": m["serving_type"],
+            "carb": m["carb"],
+            "pred": float(pr),
+            "answer": o["answer"],
+            "truncated": bool(o["truncated"]),
+            "looped": bool(o["looped"]),
+            "pred_first": float(o["pred_first"]),
+            "completion": o["completion"],
+        }
+        for m, pr, o in zip(evaluated, preds, out)
+    ]
     folder = ctx.item_dir(PREDICTIONS)
     save_table(rows, folder / "predictions.parquet")
     metrics = carb_metrics(preds, np.array([m["carb"] for m in evaluated]))
@@ -182,8 +206,9 @@ def estimate(ctx: StageContext) -> None:
 def _predictions(ctx: StageContext, strategy: str) -> list[dict[str, Any]]:
     path = ctx.path(PREDICTIONS) / strategy / "predictions.parquet"
     if not path.is_file():
-        raise StageInputError(f"nutribench.{ctx.stage.name}: {path} is missing; rerun the estimate stage for "
-                              f"strategy '{strategy}'")
+        raise StageInputError(
+            f"nutribench.{ctx.stage.name}: {path} is missing; rerun the estimate stage for strategy '{strategy}'"
+        )
     return load_table(path)
 
 
@@ -200,18 +225,32 @@ def score(ctx: StageContext) -> None:
         pred, carb = np.array([r["pred"] for r in preds]), np.array([r["carb"] for r in preds])
         per_meal = meal_scores(pred, carb)
         pred_first = np.array([r["pred_first"] for r in preds])
-        answered_first = meal_scores(pred_first, carb)["answered"]   # before the answer-line cue
+        answered_first = meal_scores(pred_first, carb)["answered"]  # before the answer-line cue
         completed = [r["completion"] is not None for r in preds]
-        rows += [{"strategy": strategy, "meal_id": r["meal_id"], "serving_type": r["serving_type"], "carb": r["carb"],
-                  "pred": r["pred"], "truncated": bool(r["truncated"]), "completed": completed[i],
-                  "answered": bool(per_meal["answered"][i]), "answered_first": bool(answered_first[i]),
-                  "hit": bool(per_meal["hit"][i]), "abs_error": float(per_meal["abs_error"][i])}
-                 for i, r in enumerate(preds)]
+        rows += [
+            {
+                "strategy": strategy,
+                "meal_id": r["meal_id"],
+                "serving_type": r["serving_type"],
+                "carb": r["carb"],
+                "pred": r["pred"],
+                "truncated": bool(r["truncated"]),
+                "completed": completed[i],
+                "answered": bool(per_meal["answered"][i]),
+                "answered_first": bool(answered_first[i]),
+                "hit": bool(per_meal["hit"][i]),
+                "abs_error": float(per_meal["abs_error"][i]),
+            }
+            for i, r in enumerate(preds)
+        ]
         first = carb_metrics(pred_first, carb)
-        out[strategy] = {"truncated_share": float(np.mean([r["truncated"] for r in preds])),
-                         "looped_share": float(np.mean([r["looped"] for r in preds])),
-                         "completed_share": float(np.mean(completed)), "answer_rate_first": first["answer_rate"],
-                         "all": carb_metrics(pred, carb)}
+        out[strategy] = {
+            "truncated_share": float(np.mean([r["truncated"] for r in preds])),
+            "looped_share": float(np.mean([r["looped"] for r in preds])),
+            "completed_share": float(np.mean(completed)),
+            "answer_rate_first": first["answer_rate"],
+            "all": carb_metrics(pred, carb),
+        }
         for serving in SERVING_TYPES:
             keep = np.array([r["serving_type"] == serving for r in preds])
             if keep.any():
@@ -223,18 +262,33 @@ def score(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §5 the T1D risk study: the bolus each estimate leads to, simulated on virtual adults
 # --------------------------------------------------------------------------------------------------
-@stage(params=("estimate.strategies", "risk"), deps=(PREDICTIONS, MEALS), outs=(RISK_ROWS,), metrics=(RISK,),
-       plots=(Plot(TRACES_PNG), Plot(TRACES_CSV, x="minute", y=column(TRUE_BOLUS),
-                                     title="BG (mg/dL) of the plotted patient and meal")))
+@stage(
+    params=("estimate.strategies", "risk"),
+    deps=(PREDICTIONS, MEALS),
+    outs=(RISK_ROWS,),
+    metrics=(RISK,),
+    plots=(
+        Plot(TRACES_PNG),
+        Plot(TRACES_CSV, x="minute", y=column(TRUE_BOLUS), title="BG (mg/dL) of the plotted patient and meal"),
+    ),
+)
 def risk(ctx: StageContext) -> None:
     """Simulate every (patient, meal, strategy) bolus and the true-carb bolus; TIR, LBGI, HBGI."""
     r = ctx.params.risk
-    estimates = {s: {row["meal_id"]: row["pred"] for row in _predictions(ctx, s)}
-                 for s in ctx.params.estimate.strategies}
+    estimates = {
+        s: {row["meal_id"]: row["pred"] for row in _predictions(ctx, s)} for s in ctx.params.estimate.strategies
+    }
     carbs = {m["meal_id"]: m["carb"] for m in load_table(ctx.path(MEALS))}
     sim = SimConfig(duration_min=r.duration_min, meal_time_min=r.meal_time_min, substeps=r.substeps)
-    cfg = BolusStudyConfig(sim=sim, meals_per_arm=r.meals, max_bolus_u=r.max_bolus_u, tir_low=r.tir_low,
-                           tir_high=r.tir_high, risk_convention=r.risk_convention, trace_patient=r.plot_patient)
+    cfg = BolusStudyConfig(
+        sim=sim,
+        meals_per_arm=r.meals,
+        max_bolus_u=r.max_bolus_u,
+        tir_low=r.tir_low,
+        tir_high=r.tir_high,
+        risk_convention=r.risk_convention,
+        trace_patient=r.plot_patient,
+    )
     started = time.perf_counter()
     try:
         study = run_bolus_study(load_patients(r.patients), carbs, estimates, cfg)
@@ -245,21 +299,21 @@ def risk(ctx: StageContext) -> None:
         study.summary["reference_max_abs_dbg_mg_dl"] = reference_gap(study, sim)
     save_table(study.rows, ctx.path(RISK_ROWS))
     save_json(study.summary, ctx.path(RISK))
-    plot_glucose_traces(study.traces, patient=study.trace_patient, carb=carbs[study.trace_meal],
-                        meal_time_min=r.meal_time_min, tir_low=r.tir_low, tir_high=r.tir_high,
-                        png=ctx.path(TRACES_PNG), csv=ctx.path(TRACES_CSV))
+    plot_glucose_traces(
+        study.traces,
+        patient=study.trace_patient,
+        carb=carbs[study.trace_meal],
+        meal_time_min=r.meal_time_min,
+        tir_low=r.tir_low,
+        tir_high=r.tir_high,
+        png=ctx.path(TRACES_PNG),
+        csv=ctx.path(TRACES_CSV),
+    )
 
 
-# --------------------------------------------------------------------------------------------------
-# the paper-shaped table and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("data", "estimate", "risk"), deps=(CURATION, ESTIMATION, SCORES, RISK, RISK_ROWS),
-       outs=(REPORT, REPORT_MD))
-def report(ctx: StageContext) -> None:
-    """Accuracy + risk table per strategy, the paper's numbers beside ours, and the claims."""
-    build_report(ctx.params, load_json(ctx.path(CURATION)), load_json(ctx.path(ESTIMATION)),
-                 load_table(ctx.path(SCORES)), load_json(ctx.path(RISK)),
-                 load_table(ctx.path(RISK_ROWS))).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=NutribenchParams, stages=(curate, estimate, score, risk, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=NutribenchParams,
+    stages=(curate, estimate, score, risk),
+    report="pipelines.nutribench.report:report",
+)

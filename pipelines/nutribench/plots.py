@@ -16,8 +16,17 @@ def column(arm: str) -> str:
     return arm.replace(" ", "_")
 
 
-def plot_glucose_traces(traces: dict[str, np.ndarray], *, patient: str, carb: float, meal_time_min: int,
-                        tir_low: float, tir_high: float, png: Path, csv: Path) -> None:
+def plot_glucose_traces(
+    traces: dict[str, np.ndarray],
+    *,
+    patient: str,
+    carb: float,
+    meal_time_min: int,
+    tir_low: float,
+    tir_high: float,
+    png: Path,
+    csv: Path,
+) -> None:
     """BG (mg/dL) per minute of each arm as PNG, and the same traces as DVC plot data (one column per arm)."""
     fig, ax = figure(7, 4)
     minutes = np.arange(next(iter(traces.values())).shape[0])
@@ -30,5 +39,6 @@ def plot_glucose_traces(traces: dict[str, np.ndarray], *, patient: str, carb: fl
     ax.set_title(f"{patient}: {carb:.1f} g meal, bolus from each strategy's estimate", fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     save_figure(fig, png)
-    save_csv([{"minute": int(t), **{column(n): round(float(bg[t]), 3) for n, bg in traces.items()}} for t in minutes],
-             csv)
+    save_csv(
+        [{"minute": int(t), **{column(n): round(float(bg[t]), 3) for n, bg in traces.items()}} for t in minutes], csv
+    )

@@ -28,9 +28,12 @@ from typing import Any
 import numpy as np
 
 from components.glucose import SENSOR_RANGE, bolus_carbs
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate, bootstrap_ci, spearman_ci
 from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
-from paperflows.report import Check, Claim, Report, rows_where
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Check, Claim, Report
+from paperflows.rows import rows_where
 from pipelines.nutribench.params import (
     BASELINE_STRATEGIES,
     LLM_STRATEGIES,
@@ -40,15 +43,40 @@ from pipelines.nutribench.params import (
     TRUE_BOLUS,
     NutribenchParams,
 )
+from pipelines.nutribench.pipeline import CURATION, ESTIMATION, REPORT, RISK, RISK_ROWS, SCORES
 
-COLUMNS = ["strategy", "n", "Acc@7.5", "Acc@7.5 95% CI", "MAE (g)", "answer rate", "Acc answered",
-           "MAE answered (g)", "Acc@7.5 official", "Acc@7.5 LLM meals", "Acc natural", "Acc metric", "MAE natural",
-           "MAE metric", "truncated", "looped", "cued", "answer rate before cue", "risk meals",
-           "TIR", "TIR - true", "LBGI", "LBGI - true", "HBGI", "HBGI - true", "paper Acc@7.5 (Llama-3.1-8B)",
-           "paper MAE (Llama-3.1-8B)"]
-PROMPTING_ORDER = ("rag", "cot", "base")      # claimed best first
+COLUMNS = [
+    "strategy",
+    "n",
+    "Acc@7.5",
+    "Acc@7.5 95% CI",
+    "MAE (g)",
+    "answer rate",
+    "Acc answered",
+    "MAE answered (g)",
+    "Acc@7.5 official",
+    "Acc@7.5 LLM meals",
+    "Acc natural",
+    "Acc metric",
+    "MAE natural",
+    "MAE metric",
+    "truncated",
+    "looped",
+    "cued",
+    "answer rate before cue",
+    "risk meals",
+    "TIR",
+    "TIR - true",
+    "LBGI",
+    "LBGI - true",
+    "HBGI",
+    "HBGI - true",
+    "paper Acc@7.5 (Llama-3.1-8B)",
+    "paper MAE (Llama-3.1-8B)",
+]
+PROMPTING_ORDER = ("rag", "cot", "base")  # claimed best first
 BASELINE_ORDER = ("lookup", "ridge", "mean")
-FLOOR = "mean"                                # the training-mean predictor: the floor an LLM arm must beat
+FLOOR = "mean"  # the training-mean predictor: the floor an LLM arm must beat
 BOOTSTRAP_DRAWS = 2000
 
 # The official README's Llama-3.1-8B numbers on v2 (brief section c): CoT − base = 0.3527 − 0.3301 on Acc@7.5, and
@@ -57,24 +85,38 @@ PAPER_ACC_GAP = PAPER_LLAMA31_8B["cot"][0] - PAPER_LLAMA31_8B["base"][0]
 PAPER_MAE_CHANGE = PAPER_LLAMA31_8B["cot"][1] / PAPER_LLAMA31_8B["base"][1] - 1
 _ACC_SOURCE = "official README (brief section c), Llama-3.1-8B on v2: CoT − base = 0.3527 − 0.3301 = 0.023 Acc@7.5"
 RAG_COT_BASE_ACC = ClaimSpec(
-    "rag_cot_base_acc", "RAG >= CoT >= base on Acc@7.5 for the same LLM",
+    "rag_cot_base_acc",
+    "RAG >= CoT >= base on Acc@7.5 for the same LLM",
     "min(Acc@7.5 gain of RAG over CoT, of CoT over base), paired bootstrap over meals",
-    superiority(PAPER_ACC_GAP, _ACC_SOURCE), headline=True)
+    superiority(PAPER_ACC_GAP, _ACC_SOURCE),
+    headline=True,
+)
 HEADLINE = (RAG_COT_BASE_ACC,)
 RAG_COT_BASE_MAE = ClaimSpec(
-    "rag_cot_base_mae", "RAG <= CoT <= base on MAE for the same LLM",
+    "rag_cot_base_mae",
+    "RAG <= CoT <= base on MAE for the same LLM",
     "min(MAE of CoT / MAE of RAG, MAE of base / MAE of CoT), paired bootstrap over meals (log-ratios)",
-    superiority(PAPER_MAE_CHANGE, "official README (brief section c), Llama-3.1-8B on v2: MAE 36.18 g (base) vs "
-                                  "37.17 g (CoT), a 2.7 % difference"))
+    superiority(
+        PAPER_MAE_CHANGE,
+        "official README (brief section c), Llama-3.1-8B on v2: MAE 36.18 g (base) vs "
+        "37.17 g (CoT), a 2.7 % difference",
+    ),
+)
 LOOKUP_RIDGE_MEAN_ACC = ClaimSpec(
-    "lookup_ridge_mean_acc", "Baselines: parse+lookup > ridge > mean on Acc@7.5",
+    "lookup_ridge_mean_acc",
+    "Baselines: parse+lookup > ridge > mean on Acc@7.5",
     "min(Acc@7.5 gain of lookup over ridge, of ridge over mean), paired bootstrap over meals",
-    superiority(PAPER_ACC_GAP, f"brief section d, claim 1 gives no size: {_ACC_SOURCE}, the smallest gap between "
-                               "two strategies the paper's code reports"))
+    superiority(
+        PAPER_ACC_GAP,
+        f"brief section d, claim 1 gives no size: {_ACC_SOURCE}, the smallest gap between "
+        "two strategies the paper's code reports",
+    ),
+)
 
 
-def ordering(series: Sequence[Sequence[float]], *, log_ratio: bool = False, seed: int = 0
-             ) -> tuple[Estimate | None, list[Estimate | None]]:
+def ordering(
+    series: Sequence[Sequence[float]], *, log_ratio: bool = False, seed: int = 0
+) -> tuple[Estimate | None, list[Estimate | None]]:
     """The worst consecutive gain and each gain, with one paired bootstrap over the shared meals (the positions of
     the arrays; one draw resamples the same meals for every arm).
 
@@ -100,8 +142,9 @@ def ordering(series: Sequence[Sequence[float]], *, log_ratio: bool = False, seed
 
     def estimate(statistic: Any, value: float) -> Estimate | None:
         # the same seed draws the same meals for the joint and for each gain: one paired bootstrap
-        return Estimate.resampled(statistic, (n,), BOOTSTRAP_DRAWS, seed, log=log_ratio) \
-            if math.isfinite(value) else None
+        return (
+            Estimate.resampled(statistic, (n,), BOOTSTRAP_DRAWS, seed, log=log_ratio) if math.isfinite(value) else None
+        )
 
     joint = estimate(lambda idx: min(gains(idx)), min(point) if all(map(math.isfinite, point)) else math.nan)
     return joint, [estimate(lambda idx, i=i: gains(idx)[i], v) for i, v in enumerate(point)]
@@ -122,14 +165,18 @@ def _text(est: Estimate | None, digits: int) -> str:
     return f"{est.shown(est.estimate):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _order_numbers(prefix: str, arms: Sequence[str], joint: Estimate | None, pairs: list[Estimate | None]
-                   ) -> dict[str, float]:
+def _order_numbers(
+    prefix: str, arms: Sequence[str], joint: Estimate | None, pairs: list[Estimate | None]
+) -> dict[str, float]:
     out = {f"{prefix}_min_gain": joint.shown(joint.estimate) if joint else math.nan}
     for (a, b), est in zip(pairwise(arms), pairs):
         if est is not None:
             interval = est.interval()
-            out |= {f"{prefix}_{a}_minus_{b}": est.shown(est.estimate), f"{prefix}_{a}_minus_{b}_low":
-                    est.shown(interval.low), f"{prefix}_{a}_minus_{b}_high": est.shown(interval.high)}
+            out |= {
+                f"{prefix}_{a}_minus_{b}": est.shown(est.estimate),
+                f"{prefix}_{a}_minus_{b}_low": est.shown(interval.low),
+                f"{prefix}_{a}_minus_{b}_high": est.shown(interval.high),
+            }
     return out
 
 
@@ -149,8 +196,14 @@ def floor_gate(scores: list[dict[str, Any]], metric: str) -> Gate:
     for arm in PROMPTING_ORDER:
         series = [float(r[key]) for r in rows[arm]]
         _, (est,) = ordering([series, floor], log_ratio=log)
-        gates.append(gate(f"{arm} (best LLM arm)", "training-mean predictor", est,
-                          statistic="Acc@7.5 difference" if not log else "MAE(mean) / MAE(arm)"))
+        gates.append(
+            gate(
+                f"{arm} (best LLM arm)",
+                "training-mean predictor",
+                est,
+                statistic="Acc@7.5 difference" if not log else "MAE(mean) / MAE(arm)",
+            )
+        )
     passed = [g for g in gates if g.passed]
     return max(passed or gates, key=lambda g: g.effect if math.isfinite(g.effect) else -math.inf)
 
@@ -163,8 +216,15 @@ def answer_rate_gates(scores: list[dict[str, Any]]) -> list[Gate]:
         first = [float(r.get("answered_first", r["answered"])) for r in rows[arm]]
         x = np.asarray(first)
         est = Estimate.resampled(lambda idx: x[idx].mean(), (len(x),), BOOTSTRAP_DRAWS) if first else None
-        out.append(gate(arm, f"answer rate {MIN_ANSWER_RATE:g} before the cue", est, margin=MIN_ANSWER_RATE,
-                        statistic="share of meals answered on the first pass"))
+        out.append(
+            gate(
+                arm,
+                f"answer rate {MIN_ANSWER_RATE:g} before the cue",
+                est,
+                margin=MIN_ANSWER_RATE,
+                statistic="share of meals answered on the first pass",
+            )
+        )
     return out
 
 
@@ -172,29 +232,48 @@ def prompting_claims(scores: list[dict[str, Any]], lm: str) -> list[Claim]:
     """RAG >= CoT >= base on Acc@7.5 and on MAE (module docstring); ``scores`` are the per-meal rows."""
     rows = _shared(scores, PROMPTING_ORDER)
     rates = {a: float(np.mean([r["answered"] for r in rows[a]])) if rows[a] else 0.0 for a in PROMPTING_ORDER}
-    first = {a: float(np.mean([r.get("answered_first", r["answered"]) for r in rows[a]])) if rows[a] else 0.0
-             for a in PROMPTING_ORDER}
+    first = {
+        a: float(np.mean([r.get("answered_first", r["answered"]) for r in rows[a]])) if rows[a] else 0.0
+        for a in PROMPTING_ORDER
+    }
     answering = answer_rate_gates(scores)
     claims = []
-    for spec, metric, key, label, unit, digits in ((RAG_COT_BASE_ACC, "acc", "hit", "Acc@7.5", "", 3),
-                                                   (RAG_COT_BASE_MAE, "mae", "abs_error", "MAE", " g", 2)):
+    for spec, metric, key, label, unit, digits in (
+        (RAG_COT_BASE_ACC, "acc", "hit", "Acc@7.5", "", 3),
+        (RAG_COT_BASE_MAE, "mae", "abs_error", "MAE", " g", 2),
+    ):
         series = [[float(r[key]) for r in rows[a]] for a in PROMPTING_ORDER]
         joint, pairs = ordering(series, log_ratio=metric == "mae")
         per_arm = {a: float(np.mean(x)) if x else math.nan for a, x in zip(PROMPTING_ORDER, series)}
         gates = [floor_gate(scores, metric), *answering]
         n = len(series[0])
-        evidence = (f"{lm}; " + _pairs_text(label + (" gain" if metric == "acc" else " ratio (worse / better)"),
-                                            PROMPTING_ORDER, pairs, digits)
-                    + "; " + ", ".join(f"{label} {a} {v:.{digits}f}{unit}" for a, v in per_arm.items())
-                    + f" on the same {n} meals (an abstention is a miss and counts |-1 - gt| in MAE); answer rate "
-                    + ", ".join(f"{a} {first[a]:.2f} before the cue, {rates[a]:.2f} after" for a in PROMPTING_ORDER))
-        numbers = {**{f"{metric}_{a}": v for a, v in per_arm.items()},
-                   **{f"answer_rate_{a}": rates[a] for a in PROMPTING_ORDER},
-                   **{f"answer_rate_first_{a}": first[a] for a in PROMPTING_ORDER},
-                   **_order_numbers(metric, PROMPTING_ORDER, joint, pairs)}
+        evidence = (
+            f"{lm}; "
+            + _pairs_text(
+                label + (" gain" if metric == "acc" else " ratio (worse / better)"), PROMPTING_ORDER, pairs, digits
+            )
+            + "; "
+            + ", ".join(f"{label} {a} {v:.{digits}f}{unit}" for a, v in per_arm.items())
+            + f" on the same {n} meals (an abstention is a miss and counts |-1 - gt| in MAE); answer rate "
+            + ", ".join(f"{a} {first[a]:.2f} before the cue, {rates[a]:.2f} after" for a in PROMPTING_ORDER)
+        )
+        numbers = {
+            **{f"{metric}_{a}": v for a, v in per_arm.items()},
+            **{f"answer_rate_{a}": rates[a] for a in PROMPTING_ORDER},
+            **{f"answer_rate_first_{a}": first[a] for a in PROMPTING_ORDER},
+            **_order_numbers(metric, PROMPTING_ORDER, joint, pairs),
+        }
         if joint is None:
-            claims.append(decide(spec, None, gates=gates, evidence=evidence, numbers=numbers,
-                                 missing="no meal shared by the three LLM arms, or an MAE of 0"))
+            claims.append(
+                decide(
+                    spec,
+                    None,
+                    gates=gates,
+                    evidence=evidence,
+                    numbers=numbers,
+                    missing="no meal shared by the three LLM arms, or an MAE of 0",
+                )
+            )
         else:
             claims.append(decide(spec, joint, gates=gates, evidence=evidence, numbers=numbers))
     return claims
@@ -214,26 +293,49 @@ def risk_checks(risk_rows: list[dict[str, Any]]) -> tuple[list[Check], list[str]
     checks, skipped = [], []
     if len(est) >= 2:
         rho = spearman_ci(np.abs(err), tir_loss)
-        checks.append(Check("error_worsens_tir", "Larger carb error -> more time in range lost (Spearman rho of "
-                            "|bolus carbs - true carbs| vs TIR lost > 0; a property of the UVa/Padova model)",
-                            passed=rho.low > 0, evidence=f"rho = {rho.estimate:.3f} [{rho.low:.3f}, {rho.high:.3f}] "
-                            f"over {len(est)} {unit}; an unknown answer is no bolus",
-                            numbers={"spearman": rho.estimate, "low": rho.low, "high": rho.high}))
+        checks.append(
+            Check(
+                "error_worsens_tir",
+                "Larger carb error -> more time in range lost (Spearman rho of "
+                "|bolus carbs - true carbs| vs TIR lost > 0; a property of the UVa/Padova model)",
+                passed=rho.low > 0,
+                evidence=f"rho = {rho.estimate:.3f} [{rho.low:.3f}, {rho.high:.3f}] "
+                f"over {len(est)} {unit}; an unknown answer is no bolus",
+                numbers={"spearman": rho.estimate, "low": rho.low, "high": rho.high},
+            )
+        )
     else:
         skipped.append("error_worsens_tir")
     for cid, text, d, mask, what in (
-            ("underestimate_raises_hbgi", "Underestimating the carbs raises HBGI (vs the true-carb bolus)", d_hbgi,
-             under, "underestimated"),
-            ("overestimate_raises_lbgi", "Overestimating the carbs raises LBGI (vs the true-carb bolus)", d_lbgi,
-             over, "overestimated")):
+        (
+            "underestimate_raises_hbgi",
+            "Underestimating the carbs raises HBGI (vs the true-carb bolus)",
+            d_hbgi,
+            under,
+            "underestimated",
+        ),
+        (
+            "overestimate_raises_lbgi",
+            "Overestimating the carbs raises LBGI (vs the true-carb bolus)",
+            d_lbgi,
+            over,
+            "overestimated",
+        ),
+    ):
         if mask.sum() < 2:
             skipped.append(cid)
             continue
         change = bootstrap_ci(d[mask])
-        checks.append(Check(cid, f"{text}; a property of the UVa/Padova model", passed=change.low > 0,
-                            evidence=f"mean paired change {change.estimate:+.3f} [{change.low:+.3f}, "
-                                     f"{change.high:+.3f}] over {int(mask.sum())} {what} {unit}",
-                            numbers={"change": change.estimate, "n": float(mask.sum())}))
+        checks.append(
+            Check(
+                cid,
+                f"{text}; a property of the UVa/Padova model",
+                passed=change.low > 0,
+                evidence=f"mean paired change {change.estimate:+.3f} [{change.low:+.3f}, "
+                f"{change.high:+.3f}] over {int(mask.sum())} {what} {unit}",
+                numbers={"change": change.estimate, "n": float(mask.sum())},
+            )
+        )
     notes = [f"Risk check(s) {', '.join(skipped)} not run: fewer than 2 simulations of that kind."] if skipped else []
     return checks, notes
 
@@ -243,22 +345,32 @@ def baseline_order(scores: list[dict[str, Any]], curated: bool) -> Claim | Check
     rows = _shared(scores, BASELINE_ORDER)
     series = [[float(r["hit"]) for r in rows[a]] for a in BASELINE_ORDER]
     joint, pairs = ordering(series)
-    numbers = {**{f"acc_{a}": float(np.mean(x)) if x else math.nan for a, x in zip(BASELINE_ORDER, series)},
-               **_order_numbers("acc", BASELINE_ORDER, joint, pairs)}
-    evidence = (f"min(Acc@7.5 lookup - ridge, ridge - mean) = {_text(joint, 3)}; "
-                + _pairs_text("Acc@7.5 gain", BASELINE_ORDER, pairs, 3) + " (paired bootstrap over the eval meals)")
+    numbers = {
+        **{f"acc_{a}": float(np.mean(x)) if x else math.nan for a, x in zip(BASELINE_ORDER, series)},
+        **_order_numbers("acc", BASELINE_ORDER, joint, pairs),
+    }
+    evidence = (
+        f"min(Acc@7.5 lookup - ridge, ridge - mean) = {_text(joint, 3)}; "
+        + _pairs_text("Acc@7.5 gain", BASELINE_ORDER, pairs, 3)
+        + " (paired bootstrap over the eval meals)"
+    )
     if curated:
-        return Check("lookup_ridge_mean_curated",
-                     "On curated meals parse+lookup > ridge > mean on Acc@7.5 (the lookup reads the food table and "
-                     "household weights the labels were computed from: this checks the curation and the parser)",
-                     passed=joint is not None and joint.interval().low > 0, evidence=evidence, numbers=numbers)
+        return Check(
+            "lookup_ridge_mean_curated",
+            "On curated meals parse+lookup > ridge > mean on Acc@7.5 (the lookup reads the food table and "
+            "household weights the labels were computed from: this checks the curation and the parser)",
+            passed=joint is not None and joint.interval().low > 0,
+            evidence=evidence,
+            numbers=numbers,
+        )
     if joint is None:
         return decide(LOOKUP_RIDGE_MEAN_ACC, None, missing="no eval meal shared by the three baselines")
     return decide(LOOKUP_RIDGE_MEAN_ACC, joint, evidence=evidence, numbers=numbers)
 
 
-def accuracy_rows(p: NutribenchParams, estimation: dict[str, Any], scores: list[dict[str, Any]],
-                  risk: dict[str, Any]) -> list[dict[str, Any]]:
+def accuracy_rows(
+    p: NutribenchParams, estimation: dict[str, Any], scores: list[dict[str, Any]], risk: dict[str, Any]
+) -> list[dict[str, Any]]:
     """The paper-shaped table: one row per strategy, then the true-carb arm."""
     llm = [s for s in p.estimate.strategies if s in LLM_STRATEGIES]
     llm_meals = {r["meal_id"] for r in rows_where(scores, strategy=llm[0])} if llm else set()
@@ -270,73 +382,119 @@ def accuracy_rows(p: NutribenchParams, estimation: dict[str, Any], scores: list[
         acc = bootstrap_ci([float(r["hit"]) for r in mine])
         is_llm = s in LLM_STRATEGIES
         row: dict[str, Any] = {
-            "strategy": s, "n": int(m["all"]["n"]), "Acc@7.5": m["all"]["acc_7_5"],
-            "Acc@7.5 95% CI": f"[{acc.low:.3f}, {acc.high:.3f}]", "MAE (g)": m["all"]["mae"],
-            "answer rate": m["all"]["answer_rate"], "Acc answered": m["all"]["acc_answered"],
-            "MAE answered (g)": m["all"]["mae_answered"], "Acc@7.5 official": m["all"]["acc_7_5_official"],
+            "strategy": s,
+            "n": int(m["all"]["n"]),
+            "Acc@7.5": m["all"]["acc_7_5"],
+            "Acc@7.5 95% CI": f"[{acc.low:.3f}, {acc.high:.3f}]",
+            "MAE (g)": m["all"]["mae"],
+            "answer rate": m["all"]["answer_rate"],
+            "Acc answered": m["all"]["acc_answered"],
+            "MAE answered (g)": m["all"]["mae_answered"],
+            "Acc@7.5 official": m["all"]["acc_7_5_official"],
             "Acc@7.5 LLM meals": float(np.mean(on_llm)) if on_llm else None,
-            "truncated": m["truncated_share"] if is_llm else None, "looped": m.get("looped_share") if is_llm else None,
+            "truncated": m["truncated_share"] if is_llm else None,
+            "looped": m.get("looped_share") if is_llm else None,
             "cued": m.get("completed_share") if is_llm else None,
-            "answer rate before cue": m.get("answer_rate_first") if is_llm else None, "risk meals": arm["meals"],
-            "TIR": arm["tir"], "TIR - true": arm["tir_minus_true"], "LBGI": arm["lbgi"],
-            "LBGI - true": arm["lbgi_minus_true"], "HBGI": arm["hbgi"], "HBGI - true": arm["hbgi_minus_true"],
+            "answer rate before cue": m.get("answer_rate_first") if is_llm else None,
+            "risk meals": arm["meals"],
+            "TIR": arm["tir"],
+            "TIR - true": arm["tir_minus_true"],
+            "LBGI": arm["lbgi"],
+            "LBGI - true": arm["lbgi_minus_true"],
+            "HBGI": arm["hbgi"],
+            "HBGI - true": arm["hbgi_minus_true"],
             "paper Acc@7.5 (Llama-3.1-8B)": PAPER_LLAMA31_8B.get(s, (None, None))[0],
-            "paper MAE (Llama-3.1-8B)": PAPER_LLAMA31_8B.get(s, (None, None))[1]}
+            "paper MAE (Llama-3.1-8B)": PAPER_LLAMA31_8B.get(s, (None, None))[1],
+        }
         for serving in SERVING_TYPES:
             row[f"Acc {serving}"] = m.get(serving, {}).get("acc_7_5")
             row[f"MAE {serving}"] = m.get(serving, {}).get("mae")
         table.append(row)
     true_arm = risk[TRUE_BOLUS]
-    table.append({"strategy": TRUE_BOLUS, "risk meals": true_arm["meals"], "TIR": true_arm["tir"],
-                  "LBGI": true_arm["lbgi"], "HBGI": true_arm["hbgi"]})
+    table.append(
+        {
+            "strategy": TRUE_BOLUS,
+            "risk meals": true_arm["meals"],
+            "TIR": true_arm["tir"],
+            "LBGI": true_arm["lbgi"],
+            "HBGI": true_arm["hbgi"],
+        }
+    )
     return table
 
 
-def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, Any], risk: dict[str, Any]
-          ) -> list[str]:
+def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, Any], risk: dict[str, Any]) -> list[str]:
     llm_n = sorted({int(estimation[s]["all"]["n"]) for s in p.estimate.strategies if s in LLM_STRATEGIES})
-    origin = (f"from {p.data.path}" if p.data.path
-              else f"curated from {curation['foods']} foods ({', '.join(p.data.sources)})")
+    origin = (
+        f"from {p.data.path}"
+        if p.data.path
+        else f"curated from {curation['foods']} foods ({', '.join(p.data.sources)})"
+    )
     gap = risk.get("reference_max_abs_dbg_mg_dl")
-    reference = ("" if gap is None else
-                 f"; batched integrator vs simglucose's T1DPatient on the plotted case: max |dBG| = {gap:.2e} mg/dL")
+    reference = (
+        ""
+        if gap is None
+        else f"; batched integrator vs simglucose's T1DPatient on the plotted case: max |dBG| = {gap:.2e} mg/dL"
+    )
     r, ran = p.risk, [s for s in p.estimate.strategies if s in risk]
     return [
-        (f"Benchmark: {curation['meals']} meals ({curation['eval_meals']} eval) {origin}; mean carbs "
-         f"{curation['carb_mean_g']:.1f} g, median {curation['carb_median_g']:.1f} g."),
-        (f"LLM strategies ({p.estimate.lm}, greedy, chat template, {p.estimate.few_shot} worked examples) answer the "
-         f"same {', '.join(map(str, llm_n)) or '-'} eval meals; baselines answer all eval meals ('Acc@7.5 LLM meals': "
-         f"every strategy on the LLM meals). Worked examples: the '{p.estimate.prompt_set}' set. Budgets: base "
-         f"{p.estimate.max_new_tokens} tokens, CoT/RAG {p.estimate.cot_max_new_tokens} tokens ('truncated' = share "
-         f"of answers the budget cut; 'looped' = share ended in a greedy loop, their last "
-         f"{p.estimate.loop_tokens} tokens repeating an earlier run). An answer that states no number is "
-         f"continued once with its reasoning so far and the answer-line cue, {p.estimate.completion_tokens} tokens "
-         "('cued' = share of meals that needed it, "
-         f"'answer rate before cue' = the answer rate without it); an explicit -1 stays an abstention."),
-        ("Acc@7.5 counts an unknown (-1) answer as a miss; 'Acc@7.5 official' scores it as the number -1 as the "
-         "official process_results does, which credits it on every meal under 6.5 g. MAE is lower-is-better (the "
-         "official task YAML marks it higher_is_better, a known error) and counts -1 as the estimate; an unknown "
-         "answer is no bolus in the risk study. 'Acc answered': Acc@7.5 over the answered meals."),
-        (f"Risk: up to {r.meals} answered meals per strategy, the meals all strategies answered first ('risk meals') "
-         f"x {risk['patients']} virtual patients; '- true' columns are paired differences against the bolus on the "
-         f"true carbs for the same meal and patient; basal u2ss*BW/6000 U/min, bolus = min(max(estimate, 0) / CR, "
-         f"{r.max_bolus_u:g} U pump limit) at t = {r.meal_time_min} min, {r.duration_min} min simulated; readings "
-         f"reported within the CGM range {SENSOR_RANGE[0]:g}-{SENSOR_RANGE[1]:g} mg/dL; TIR {r.tir_low:g}-"
-         f"{r.tir_high:g} mg/dL, LBGI/HBGI ({r.risk_convention} averaging){reference}. Capped boluses per strategy: "
-         + ", ".join(f"{s} {risk[s]['capped_boluses']}" for s in ran) + "; readings below the sensor range: "
-         + ", ".join(f"{s} {risk[s]['readings_below_sensor']}" for s in ran) + "."),
-        ("The risk checks' intervals treat the simulations as independent; the patients of one meal share its "
-         "estimate error, so they are narrower than a bootstrap over meals would be. The prompting claims' answer-"
-         "rate gates use the first pass (before the cue)."),
-        ("The lookup baseline and the RAG prompt read the same food table and household weights the curated "
-         "labels were computed from, so on curated meals their remaining errors come from parsing and retrieval."),
-        ("Paper columns: Llama-3.1-8B-Instruct on NutriBench v2 (official README); not comparable in absolute "
-         "value with a 135M-parameter model on curated meals."),
+        (
+            f"Benchmark: {curation['meals']} meals ({curation['eval_meals']} eval) {origin}; mean carbs "
+            f"{curation['carb_mean_g']:.1f} g, median {curation['carb_median_g']:.1f} g."
+        ),
+        (
+            f"LLM strategies ({p.estimate.lm}, greedy, chat template, {p.estimate.few_shot} worked examples) answer "
+            f"the same {', '.join(map(str, llm_n)) or '-'} eval meals; baselines answer all eval meals ('Acc@7.5 LLM "
+            f"meals': every strategy on the LLM meals). Worked examples: the '{p.estimate.prompt_set}' set. Budgets: "
+            f"base {p.estimate.max_new_tokens} tokens, CoT/RAG {p.estimate.cot_max_new_tokens} tokens ('truncated' = "
+            f"share of answers the budget cut; 'looped' = share ended in a greedy loop, their last "
+            f"{p.estimate.loop_tokens} tokens repeating an earlier run). An answer that states no number is "
+            f"continued once with its reasoning so far and the answer-line cue, {p.estimate.completion_tokens} tokens "
+            "('cued' = share of meals that needed it, "
+            f"'answer rate before cue' = the answer rate without it); an explicit -1 stays an abstention."
+        ),
+        (
+            "Acc@7.5 counts an unknown (-1) answer as a miss; 'Acc@7.5 official' scores it as the number -1 as the "
+            "official process_results does, which credits it on every meal under 6.5 g. MAE is lower-is-better (the "
+            "official task YAML marks it higher_is_better, a known error) and counts -1 as the estimate; an unknown "
+            "answer is no bolus in the risk study. 'Acc answered': Acc@7.5 over the answered meals."
+        ),
+        (
+            f"Risk: up to {r.meals} answered meals per strategy, the meals all strategies answered first ('risk "
+            f"meals') x {risk['patients']} virtual patients; '- true' columns are paired differences against the bolus "
+            f"on the true carbs for the same meal and patient; basal u2ss*BW/6000 U/min, bolus = min(max(estimate, 0) "
+            f"/ CR, {r.max_bolus_u:g} U pump limit) at t = {r.meal_time_min} min, {r.duration_min} min simulated; "
+            f"readings reported within the CGM range {SENSOR_RANGE[0]:g}-{SENSOR_RANGE[1]:g} mg/dL; TIR {r.tir_low:g}-"
+            f"{r.tir_high:g} mg/dL, LBGI/HBGI ({r.risk_convention} averaging){reference}. Capped boluses per strategy: "
+            + ", ".join(f"{s} {risk[s]['capped_boluses']}" for s in ran)
+            + "; readings below the sensor range: "
+            + ", ".join(f"{s} {risk[s]['readings_below_sensor']}" for s in ran)
+            + "."
+        ),
+        (
+            "The risk checks' intervals treat the simulations as independent; the patients of one meal share its "
+            "estimate error, so they are narrower than a bootstrap over meals would be. The prompting claims' answer-"
+            "rate gates use the first pass (before the cue)."
+        ),
+        (
+            "The lookup baseline and the RAG prompt read the same food table and household weights the curated "
+            "labels were computed from, so on curated meals their remaining errors come from parsing and retrieval."
+        ),
+        (
+            "Paper columns: Llama-3.1-8B-Instruct on NutriBench v2 (official README); not comparable in absolute "
+            "value with a 135M-parameter model on curated meals."
+        ),
     ]
 
 
-def build_report(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, Any],
-                 scores: list[dict[str, Any]], risk: dict[str, Any], risk_rows: list[dict[str, Any]]) -> Report:
+def build_report(
+    p: NutribenchParams,
+    curation: dict[str, Any],
+    estimation: dict[str, Any],
+    scores: list[dict[str, Any]],
+    risk: dict[str, Any],
+    risk_rows: list[dict[str, Any]],
+) -> Report:
     """The report from the loaded tables: ``estimation``/``risk`` are the metrics files, ``scores`` the per-meal
     rows ``{strategy, meal_id, answered, answered_first, hit, abs_error, ...}``, ``risk_rows`` the per-simulation
     rows."""
@@ -353,7 +511,34 @@ def build_report(p: NutribenchParams, curation: dict[str, Any], estimation: dict
             checks.insert(0, found)
         else:
             claims.append(found)
-    return Report(slug="nutribench", title="NutriBench: carbohydrate estimation from meal descriptions (Acc@7.5, MAE) "
-                                           "and T1D glucose risk of the resulting boluses",
-                  columns=COLUMNS, rows=accuracy_rows(p, estimation, scores, risk), claims=claims, checks=checks,
-                  notes=notes(p, curation, estimation, risk) + risk_notes)
+    return Report(
+        slug="nutribench",
+        title="NutriBench: carbohydrate estimation from meal descriptions (Acc@7.5, MAE) "
+        "and T1D glucose risk of the resulting boluses",
+        columns=COLUMNS,
+        rows=accuracy_rows(p, estimation, scores, risk),
+        claims=claims,
+        checks=checks,
+        notes=notes(p, curation, estimation, risk) + risk_notes,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# the paper-shaped table and the claims
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("data", "estimate", "risk"),
+    deps=(CURATION, ESTIMATION, SCORES, RISK, RISK_ROWS),
+    outs=(REPORT,),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """Accuracy + risk table per strategy, the paper's numbers beside ours, and the claims."""
+    build_report(
+        ctx.params,
+        load_json(ctx.path(CURATION)),
+        load_json(ctx.path(ESTIMATION)),
+        load_table(ctx.path(SCORES)),
+        load_json(ctx.path(RISK)),
+        load_table(ctx.path(RISK_ROWS)),
+    ).save(ctx.path(REPORT))

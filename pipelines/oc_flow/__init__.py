@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="OC-Flow: training-free guided flow matching via optimal control",
     arxiv="2410.18070",
     claim="on the 2-D target reward OC-Flow ends closer to the data than FlowGrad (sliced-W2 log-ratio) at no less "
-          "reward (gated on its reward being above FlowGrad's and both beating unguided)",
+    "reward (gated on its reward being above FlowGrad's and both beating unguided)",
 )

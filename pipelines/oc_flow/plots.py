@@ -10,14 +10,8 @@ from torch import Tensor
 
 from components.io import save_csv, save_figure
 from paperflows.plots import figure
-from paperflows.report import mean, values
-from pipelines.oc_flow.params import (
-    SO3_METHODS,
-    GuidanceParams,
-    SO3Params,
-    euclidean_methods,
-    ocflow_label,
-)
+from paperflows.rows import mean, values
+from pipelines.oc_flow.params import SO3_METHODS, GuidanceParams, SO3Params, euclidean_methods, ocflow_label
 
 FLOOR = 1e-17  # exact zeros (the source rotations of the Riemannian rollouts) on a log axis
 
@@ -44,6 +38,7 @@ def plot_samples(samples: dict[str, Tensor], data: Tensor, target: Tensor, g: Gu
 def plot_tradeoff(rows: list[dict[str, Any]], g: GuidanceParams, png: Path, csv: Path) -> None:
     """Reward against the sliced-W2 distance to held-out data, means over seeds; the CSV holds the first reward's
     gamma sweep."""
+
     def avg(reward_name: str, label: str, key: str) -> float:
         return mean(values(rows, key, reward_fn=reward_name, method=label))
 
@@ -59,8 +54,17 @@ def plot_tradeoff(rows: list[dict[str, Any]], g: GuidanceParams, png: Path, csv:
     fig.tight_layout()
     save_figure(fig, png)
     first = g.rewards[0]
-    save_csv([{"gamma": gamma, "reward": avg(first, ocflow_label(gamma), "reward"),
-               "sw_to_data": avg(first, ocflow_label(gamma), "sw_to_data")} for gamma in g.gammas], csv)
+    save_csv(
+        [
+            {
+                "gamma": gamma,
+                "reward": avg(first, ocflow_label(gamma), "reward"),
+                "sw_to_data": avg(first, ocflow_label(gamma), "sw_to_data"),
+            }
+            for gamma in g.gammas
+        ],
+        csv,
+    )
 
 
 def plot_manifold(curve: list[dict[str, Any]], s: SO3Params, png: Path, csv: Path) -> None:
@@ -69,8 +73,12 @@ def plot_manifold(curve: list[dict[str, Any]], s: SO3Params, png: Path, csv: Pat
     fig, ax = figure(6, 4)
     for label in labels:
         steps = [c for c in curve if c["method"] == label]
-        ax.plot([r["step"] for r in steps], [max(r["orth_err_max"], FLOOR) for r in steps], label=label,
-                linestyle="--" if label.startswith("naive") else "-")
+        ax.plot(
+            [r["step"] for r in steps],
+            [max(r["orth_err_max"], FLOOR) for r in steps],
+            label=label,
+            linestyle="--" if label.startswith("naive") else "-",
+        )
     ax.axhline(s.manifold_tol, color="grey", linestyle=":", label=f"tolerance {s.manifold_tol:g}")
     ax.set_yscale("log")
     ax.set_xlabel("Euler step k")

@@ -26,8 +26,8 @@ from components.metrics.distributions import sliced_wasserstein
 from paperflows import Plot, StageContext, derive_seed, stage
 from paperflows.errors import StageInputError
 from paperflows.plots import plot_loss_curves
-from pipelines.oc_flow.pretrained import load_frozen, make_model, pretrain
 from pipelines.oc_flow.params import QM9_METHODS
+from pipelines.oc_flow.pretrained import load_frozen, make_model, pretrain
 
 MOLECULES = "data/qm9.safetensors"
 QM9_PREPARED = "metrics/prepare_qm9.json"
@@ -62,8 +62,11 @@ def prepare_qm9(ctx: StageContext) -> None:
         y = torch.from_numpy(mols[prop]).float()
         tensors[f"train_{prop}"], tensors[f"heldout_{prop}"] = y[:half], y[half:]
         summary[f"{prop}_mad"] = float((y - y.mean()).abs().mean())  # the paper's MAD normaliser
-    save_tensors(tensors, ctx.path(MOLECULES), metadata={"source": "qm9pack" if not d.qm9_path else "user CSV",
-                                                         "descriptor": ",".join(DESCRIPTOR_NAMES)})
+    save_tensors(
+        tensors,
+        ctx.path(MOLECULES),
+        metadata={"source": "qm9pack" if not d.qm9_path else "user CSV", "descriptor": ",".join(DESCRIPTOR_NAMES)},
+    )
     save_json(summary, ctx.path(QM9_PREPARED))
 
 
@@ -85,31 +88,71 @@ def regressor(net: torch.nn.Module, mean: float, scale: float):
     return lambda x: net(x, torch.zeros(x.shape[0], dtype=x.dtype))[:, 0] * scale + mean
 
 
-@stage(params=("seeds", "model", "qm9.flow_steps", "qm9.regressor_steps", "qm9.property", "train.batch_size",
-               "train.lr"), deps=(MOLECULES,), outs=(FLOWS_QM9, REGRESSORS, CURVES_QM9, CURVES_REG),
-       plots=(Plot(CURVES_QM9_PNG), Plot(CURVES_REG_PNG)), gpu=True,
-       models={"qm9_flow": FLOWS_QM9, "qm9_regressors": REGRESSORS})
+@stage(
+    params=("seeds", "model", "qm9.flow_steps", "qm9.regressor_steps", "qm9.property", "train.batch_size", "train.lr"),
+    deps=(MOLECULES,),
+    outs=(FLOWS_QM9, REGRESSORS, CURVES_QM9, CURVES_REG),
+    plots=(Plot(CURVES_QM9_PNG), Plot(CURVES_REG_PNG)),
+    gpu=True,
+    models={"qm9_flow": FLOWS_QM9, "qm9_regressors": REGRESSORS},
+)
 def pretrain_qm9(ctx: StageContext) -> None:
     """Train the descriptor flow (noise -> train half) and the reward and judge property regressors.
 
     The reward's regressor learns from the train half, the independent judge's from the held-out half."""
     p, q = ctx.params, ctx.params.qm9
     t = load_tensors(ctx.path(MOLECULES))
-    pretrain(ctx, "qm9", t["train"], _flow_pairs, lambda: make_model(p, DIM), pair_loss, q.flow_steps,
-             FLOWS_QM9, CURVES_QM9, CURVES_QM9_PNG)
+    pretrain(
+        ctx,
+        "qm9",
+        t["train"],
+        _flow_pairs,
+        lambda: make_model(p, DIM),
+        pair_loss,
+        q.flow_steps,
+        FLOWS_QM9,
+        CURVES_QM9,
+        CURVES_QM9_PNG,
+    )
     rows = []
     for role, half in (("reward", "train"), ("judge", "heldout")):
         y = _standard(t[f"{half}_{q.property}"], t[f"{half}_{q.property}"])
-        rows += pretrain(ctx, f"qm9 {role} regressor", (t[half], y), lambda x, y, gen: (x, y),
-                         lambda: make_model(p, DIM, 1), _regression_loss, q.regressor_steps, REGRESSORS, None, None,
-                         prefix=f"{role}_")
+        rows += pretrain(
+            ctx,
+            f"qm9 {role} regressor",
+            (t[half], y),
+            lambda x, y, gen: (x, y),
+            lambda: make_model(p, DIM, 1),
+            _regression_loss,
+            q.regressor_steps,
+            REGRESSORS,
+            None,
+            None,
+            prefix=f"{role}_",
+        )
     save_table(rows, ctx.path(CURVES_REG))
     plot_loss_curves(rows, ctx.path(CURVES_REG_PNG), ylabel="MSE of the standardised property")
 
 
-@stage(params=("seeds", "model", "qm9.property", "qm9.n_samples", "qm9.iterations", "guidance.n_steps",
-               "guidance.lr", "guidance.clip", "guidance.update", "guidance.claim_gamma", "guidance.projections"),
-       deps=(MOLECULES, FLOWS_QM9, REGRESSORS), outs=(GUIDED_QM9,), metrics=(SUMMARY_QM9,), timings=(TIMES_QM9,))
+@stage(
+    params=(
+        "seeds",
+        "model",
+        "qm9.property",
+        "qm9.n_samples",
+        "qm9.iterations",
+        "guidance.n_steps",
+        "guidance.lr",
+        "guidance.clip",
+        "guidance.update",
+        "guidance.claim_gamma",
+        "guidance.projections",
+    ),
+    deps=(MOLECULES, FLOWS_QM9, REGRESSORS),
+    outs=(GUIDED_QM9,),
+    metrics=(SUMMARY_QM9,),
+    timings=(TIMES_QM9,),
+)
 def guide_qm9(ctx: StageContext) -> None:
     """Guide the descriptor flow toward target property values; measure the MAE and the fidelity.
 
@@ -121,10 +164,16 @@ def guide_qm9(ctx: StageContext) -> None:
     rows, times = [], []
     for seed in p.seeds:
         flow = load_frozen(p, ctx.path(FLOWS_QM9) / f"seed{seed}.safetensors", DIM)
-        reward_net = regressor(load_frozen(p, ctx.path(REGRESSORS) / f"reward_seed{seed}.safetensors", DIM, 1),
-                               float(y_train.mean()), float(y_train.std()))
-        judge = regressor(load_frozen(p, ctx.path(REGRESSORS) / f"judge_seed{seed}.safetensors", DIM, 1),
-                          float(y_held.mean()), float(y_held.std()))
+        reward_net = regressor(
+            load_frozen(p, ctx.path(REGRESSORS) / f"reward_seed{seed}.safetensors", DIM, 1),
+            float(y_train.mean()),
+            float(y_train.std()),
+        )
+        judge = regressor(
+            load_frozen(p, ctx.path(REGRESSORS) / f"judge_seed{seed}.safetensors", DIM, 1),
+            float(y_held.mean()),
+            float(y_held.std()),
+        )
         gen = torch.Generator().manual_seed(derive_seed(seed, "qm9"))
         x0 = torch.randn(q.n_samples, DIM, generator=gen)
         target = y_held[torch.randint(0, len(y_held), (q.n_samples,), generator=gen)]
@@ -134,19 +183,40 @@ def guide_qm9(ctx: StageContext) -> None:
             return -(f(x) - target).abs() / scale
 
         for label, method in QM9_METHODS:
-            cfg = GuidanceConfig(n_steps=g.n_steps, iterations=q.iterations, lr=g.lr, clip=g.clip or None,
-                                 gamma=g.claim_gamma if method == "ocflow" else 0.0,
-                                 update=g.update if method == "ocflow" else "alg1")
+            cfg = GuidanceConfig(
+                n_steps=g.n_steps,
+                iterations=q.iterations,
+                lr=g.lr,
+                clip=g.clip or None,
+                gamma=g.claim_gamma if method == "ocflow" else 0.0,
+                update=g.update if method == "ocflow" else "alg1",
+            )
             out = guide(method, flow, x0, reward, cfg)
             with torch.no_grad():
                 mae, judged = (reward_net(out.x) - target).abs(), (judge(out.x) - target).abs()
-            sw = sliced_wasserstein(out.x, t["heldout"], g.projections,
-                                    generator=torch.Generator().manual_seed(derive_seed(seed, "sw")))
-            rows.append({"method": label, "seed": seed, "mae": float(mae.mean()), "judge_mae": float(judged.mean()),
-                         "sw_to_heldout": sw, "nn_to_heldout": float(nearest_distance(out.x, t["heldout"]).mean()),
-                         "nfe": out.nfe, "reward_history": out.reward_history})
+            sw = sliced_wasserstein(
+                out.x, t["heldout"], g.projections, generator=torch.Generator().manual_seed(derive_seed(seed, "sw"))
+            )
+            rows.append(
+                {
+                    "method": label,
+                    "seed": seed,
+                    "mae": float(mae.mean()),
+                    "judge_mae": float(judged.mean()),
+                    "sw_to_heldout": sw,
+                    "nn_to_heldout": float(nearest_distance(out.x, t["heldout"]).mean()),
+                    "nfe": out.nfe,
+                    "reward_history": out.reward_history,
+                }
+            )
             times.append({"method": label, "seed": seed, "seconds": out.seconds})
     save_table(rows, ctx.path(GUIDED_QM9))
-    save_json({f"{label}/{key}": float(np.mean([r[key] for r in rows if r["method"] == label]))
-               for label, _ in QM9_METHODS for key in ("mae", "judge_mae", "sw_to_heldout")}, ctx.path(SUMMARY_QM9))
+    save_json(
+        {
+            f"{label}/{key}": float(np.mean([r[key] for r in rows if r["method"] == label]))
+            for label, _ in QM9_METHODS
+            for key in ("mae", "judge_mae", "sw_to_heldout")
+        },
+        ctx.path(SUMMARY_QM9),
+    )
     save_json({"runs": times}, ctx.path(TIMES_QM9))

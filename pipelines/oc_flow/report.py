@@ -26,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate, spearman
 from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
-from paperflows.report import Check, Claim, Report, by_unit, mean, pm, values
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Check, Claim, Report
+from paperflows.rows import by_unit, mean, pm, values
 from pipelines.oc_flow.params import (
     QM9_METHODS,
     REWARD_NAMES,
@@ -38,6 +41,8 @@ from pipelines.oc_flow.params import (
     euclidean_methods,
     ocflow_label,
 )
+from pipelines.oc_flow.pipeline import GUIDED_2D, GUIDED_SO3, PREPARED, REPORT, TIMES_2D, TIMES_SO3
+from pipelines.oc_flow.qm9 import GUIDED_QM9, QM9_PREPARED, TIMES_QM9
 
 Rows = list[dict[str, Any]]
 BASELINES = ("flowgrad", "dflow")
@@ -55,7 +60,9 @@ def _closer_spec(reward: str, baseline: str, headline: bool = False) -> ClaimSpe
         f"[{reward}] OC-Flow (γ = guidance.claim_gamma) ends closer to the data distribution than {display(baseline)} "
         "at no less reward",
         f"{baseline} / OC-Flow sliced-W2 distance to held-out data, paired by seed (> 1: OC-Flow closer)",
-        superiority(RELATIVE_EFFECT, CONVENTION, boundary=1.0), headline=headline)
+        superiority(RELATIVE_EFFECT, CONVENTION, boundary=1.0),
+        headline=headline,
+    )
 
 
 def _reward_spec(reward: str, baseline: str) -> ClaimSpec:
@@ -64,30 +71,40 @@ def _reward_spec(reward: str, baseline: str) -> ClaimSpec:
         f"[{reward}] OC-Flow (γ = guidance.claim_gamma) raises the reward over unguided sampling more than "
         f"{display(baseline)}",
         f"(OC-Flow gain − {baseline} gain) / {baseline}'s mean gain, per seed",
-        superiority(RELATIVE_EFFECT, CONVENTION + "; the 0.8 reward fraction of earlier runs had no source and is "
-                                                  "gone"))
+        superiority(
+            RELATIVE_EFFECT, CONVENTION + "; the 0.8 reward fraction of earlier runs had no source and is gone"
+        ),
+    )
 
 
-CLOSER = {(r, b): _closer_spec(r, b, headline=(r, b) == ("target", "flowgrad"))
-          for r in REWARD_NAMES for b in BASELINES}
+CLOSER = {
+    (r, b): _closer_spec(r, b, headline=(r, b) == ("target", "flowgrad")) for r in REWARD_NAMES for b in BASELINES
+}
 TARGET_CLOSER_THAN_FLOWGRAD = CLOSER[("target", "flowgrad")]
 HEADLINE = (TARGET_CLOSER_THAN_FLOWGRAD,)
 REWARD_ABOVE = {(r, b): _reward_spec(r, b) for r in REWARD_NAMES for b in BASELINES}
 GAMMA_TRADES = {
     (r, key): ClaimSpec(
-        f"{r}_gamma_{cid}", f"[{r}] γ trades reward against fidelity: as γ grows, OC-Flow's {what} falls",
+        f"{r}_gamma_{cid}",
+        f"[{r}] γ trades reward against fidelity: as γ grows, OC-Flow's {what} falls",
         f"Spearman ρ(γ, {key}) over the (γ, seed) runs, each seed's values centred, bootstrap over runs",
-        superiority(RHO_EFFECT, "Cohen (1988): |ρ| = 0.3 is a 'medium' correlation", direction="less"))
+        superiority(RHO_EFFECT, "Cohen (1988): |ρ| = 0.3 is a 'medium' correlation", direction="less"),
+    )
     for r in REWARD_NAMES
-    for key, what, cid in (("reward", "reward", "lowers_reward"),
-                           ("sw_to_data", "distance to the data distribution", "brings_closer"))}
+    for key, what, cid in (
+        ("reward", "reward", "lowers_reward"),
+        ("sw_to_data", "distance to the data distribution", "brings_closer"),
+    )
+}
 QM9_MAE_BELOW = {
-    b: ClaimSpec(f"qm9_mae_below_{b}", f"[QM9] OC-Flow (γ = guidance.claim_gamma) reaches the target property with a "
-                                       f"lower MAE than {display(b)}",
-                 f"{b} / OC-Flow MAE to the target (reward regressor), paired by seed (> 1: OC-Flow lower)",
-                 superiority(RELATIVE_EFFECT, CONVENTION + "; the paper claims lower MAE on all 6 properties",
-                             boundary=1.0))
-    for b in BASELINES}
+    b: ClaimSpec(
+        f"qm9_mae_below_{b}",
+        f"[QM9] OC-Flow (γ = guidance.claim_gamma) reaches the target property with a lower MAE than {display(b)}",
+        f"{b} / OC-Flow MAE to the target (reward regressor), paired by seed (> 1: OC-Flow lower)",
+        superiority(RELATIVE_EFFECT, CONVENTION + "; the paper claims lower MAE on all 6 properties", boundary=1.0),
+    )
+    for b in BASELINES
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,15 +115,24 @@ def euclidean_table(rows: Rows, p: OcFlowParams) -> Rows:
     table = []
     for r in p.guidance.rewards:
         for label, _, _ in euclidean_methods(p.guidance):
+
             def col(key: str, r: str = r, label: str = label) -> list[float]:
                 return values(rows, key, reward_fn=r, method=label)
 
-            table.append({"reward fn": r, "method": display(label), "reward": pm(col("reward"), 3),
-                          "SW₂ to data": pm(col("sw_to_data"), 3), "NN dist": pm(col("dist_to_data"), 3),
-                          "off-data %": f"{100 * mean(col('off_manifold')):.1f}",
-                          "control energy": pm(col("control_energy"), 2),
-                          "‖x0 shift‖": f"{mean(col('x0_shift')):.2f}", "time (s)": f"{mean(col('seconds')):.2f}",
-                          "NFE": int(col("nfe")[0])})
+            table.append(
+                {
+                    "reward fn": r,
+                    "method": display(label),
+                    "reward": pm(col("reward"), 3),
+                    "SW₂ to data": pm(col("sw_to_data"), 3),
+                    "NN dist": pm(col("dist_to_data"), 3),
+                    "off-data %": f"{100 * mean(col('off_manifold')):.1f}",
+                    "control energy": pm(col("control_energy"), 2),
+                    "‖x0 shift‖": f"{mean(col('x0_shift')):.2f}",
+                    "time (s)": f"{mean(col('seconds')):.2f}",
+                    "NFE": int(col("nfe")[0]),
+                }
+            )
     return table
 
 
@@ -115,13 +141,19 @@ def so3_table(so3_rows: Rows) -> Rows:
     for label, _, _ in SO3_METHODS:
         sel = [r for r in so3_rows if r["method"] == label]
         data_deg = [r["dist_to_data_deg"] for r in sel if r["dist_to_data_deg"] is not None]
-        table.append({"method": display(label), "update": sel[0]["update"],
-                      "dist to R* (deg)": pm(values(sel, "dist_to_target_deg"), 1),
-                      "dist to data (deg)": pm(data_deg, 1) if data_deg else "– (not rotations)",
-                      "max ‖RᵀR − I‖": f"{max(values(sel, 'orth_err_max')):.1e}",
-                      "max abs(det R − 1)": f"{max(values(sel, 'det_err_max')):.1e}",
-                      "control energy": pm(values(sel, "control_energy"), 2),
-                      "time (s)": f"{mean(values(sel, 'seconds')):.2f}", "NFE": int(sel[0]["nfe"])})
+        table.append(
+            {
+                "method": display(label),
+                "update": sel[0]["update"],
+                "dist to R* (deg)": pm(values(sel, "dist_to_target_deg"), 1),
+                "dist to data (deg)": pm(data_deg, 1) if data_deg else "– (not rotations)",
+                "max ‖RᵀR − I‖": f"{max(values(sel, 'orth_err_max')):.1e}",
+                "max abs(det R − 1)": f"{max(values(sel, 'det_err_max')):.1e}",
+                "control energy": pm(values(sel, "control_energy"), 2),
+                "time (s)": f"{mean(values(sel, 'seconds')):.2f}",
+                "NFE": int(sel[0]["nfe"]),
+            }
+        )
     return table
 
 
@@ -129,27 +161,41 @@ def qm9_table(qm9_rows: Rows, p: OcFlowParams) -> Rows:
     """The paper's QM9 table shape: method x property MAE to the target, mean ± 95% half-width over seeds."""
     table = []
     for label, _ in QM9_METHODS:
+
         def col(key: str, label: str = label) -> list[float]:
             return values(qm9_rows, key, method=label)
 
         name = display(ocflow_label(p.guidance.claim_gamma)) if label == "ocflow" else display(label)
-        table.append({"method": name, f"MAE {p.qm9.property} (reward regressor)": pm(col("mae"), 3),
-                      f"MAE {p.qm9.property} (independent regressor)": pm(col("judge_mae"), 3),
-                      "SW₂ to held-out": pm(col("sw_to_heldout"), 3), "NN dist": pm(col("nn_to_heldout"), 3),
-                      "time (s)": f"{mean(col('seconds')):.2f}", "NFE": int(col("nfe")[0])})
+        table.append(
+            {
+                "method": name,
+                f"MAE {p.qm9.property} (reward regressor)": pm(col("mae"), 3),
+                f"MAE {p.qm9.property} (independent regressor)": pm(col("judge_mae"), 3),
+                "SW₂ to held-out": pm(col("sw_to_heldout"), 3),
+                "NN dist": pm(col("nn_to_heldout"), 3),
+                "time (s)": f"{mean(col('seconds')):.2f}",
+                "NFE": int(col("nfe")[0]),
+            }
+        )
     return table
 
 
 def convergence_table(rows: Rows, p: OcFlowParams) -> Rows:
     """Share of guidance iterations that raised the mean reward, per guided method and reward (all seeds)."""
+
     def improving(r: str, label: str) -> str:
-        steps = [b > a for row in rows if row["reward_fn"] == r and row["method"] == label
-                 for a, b in itertools.pairwise(row["reward_history"])]
+        steps = [
+            b > a
+            for row in rows
+            if row["reward_fn"] == r and row["method"] == label
+            for a, b in itertools.pairwise(row["reward_history"])
+        ]
         return f"{100 * sum(steps) / len(steps):.0f}" if steps else "–"
 
-    return [{"method": display(label), **{r: improving(r, label) for r in p.guidance.rewards}}
-            for label, _, _ in euclidean_methods(p.guidance)[1:]]
-
+    return [
+        {"method": display(label), **{r: improving(r, label) for r in p.guidance.rewards}}
+        for label, _, _ in euclidean_methods(p.guidance)[1:]
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -162,8 +208,12 @@ def _reward(rows: Rows, r: str, label: str) -> dict[int, float]:
 def gain_gate(rows: Rows, r: str, label: str) -> Gate:
     """``label`` raises the ``r`` reward over unguided sampling (its trivial reference), paired by seed."""
     arm, base = _reward(rows, r, label), _reward(rows, r, "unguided")
-    return gate(display(label), "unguided sampling", Estimate.paired(arm, base) if arm and base else None,
-                statistic=f"{r} reward gain over unguided")
+    return gate(
+        display(label),
+        "unguided sampling",
+        Estimate.paired(arm, base) if arm and base else None,
+        statistic=f"{r} reward gain over unguided",
+    )
 
 
 def closer_claim(rows: Rows, r: str, b: str, p: OcFlowParams) -> Claim:
@@ -175,17 +225,26 @@ def closer_claim(rows: Rows, r: str, b: str, p: OcFlowParams) -> Claim:
     spec = CLOSER[(r, b)]
     if not dist_oc or not dist_b:
         return decide(spec, None, missing=f"OC-Flow and {b} were not both run on the {r} reward")
-    matched = gate(f"OC-Flow (γ={p.guidance.claim_gamma:g})", f"{display(b)}'s reward",
-                   Estimate.paired(reward_oc, reward_b),
-                   statistic=f"OC-Flow − {b} {r} reward (fidelity is compared at no less reward)")
-    return decide(spec, Estimate.paired(dist_b, dist_oc, log=True),
-                  gates=[gain_gate(rows, r, oc), gain_gate(rows, r, b), matched],
-                  evidence=f"γ = {p.guidance.claim_gamma:g}; SW2 to held-out data: OC-Flow "
-                           f"{pm(list(dist_oc.values()), 4)}, {b} {pm(list(dist_b.values()), 4)}; reward: OC-Flow "
-                           f"{pm(list(reward_oc.values()), 3)}, {b} {pm(list(reward_b.values()), 3)}",
-                  numbers={"ocflow_dist": mean(list(dist_oc.values())), f"{b}_dist": mean(list(dist_b.values())),
-                           "ocflow_reward": mean(list(reward_oc.values())),
-                           f"{b}_reward": mean(list(reward_b.values()))})
+    matched = gate(
+        f"OC-Flow (γ={p.guidance.claim_gamma:g})",
+        f"{display(b)}'s reward",
+        Estimate.paired(reward_oc, reward_b),
+        statistic=f"OC-Flow − {b} {r} reward (fidelity is compared at no less reward)",
+    )
+    return decide(
+        spec,
+        Estimate.paired(dist_b, dist_oc, log=True),
+        gates=[gain_gate(rows, r, oc), gain_gate(rows, r, b), matched],
+        evidence=f"γ = {p.guidance.claim_gamma:g}; SW2 to held-out data: OC-Flow "
+        f"{pm(list(dist_oc.values()), 4)}, {b} {pm(list(dist_b.values()), 4)}; reward: OC-Flow "
+        f"{pm(list(reward_oc.values()), 3)}, {b} {pm(list(reward_b.values()), 3)}",
+        numbers={
+            "ocflow_dist": mean(list(dist_oc.values())),
+            f"{b}_dist": mean(list(dist_b.values())),
+            "ocflow_reward": mean(list(reward_oc.values())),
+            f"{b}_reward": mean(list(reward_b.values())),
+        },
+    )
 
 
 def reward_claim(rows: Rows, r: str, b: str, p: OcFlowParams) -> Claim:
@@ -201,10 +260,14 @@ def reward_claim(rows: Rows, r: str, b: str, p: OcFlowParams) -> Claim:
     if not scale > 0:
         return decide(spec, None, gates=gates, missing=f"{b} does not raise the {r} reward on average ({scale:.3g})")
     relative = {k: (a - c) / scale for k, a, c in zip(gain_b.keys, gain_oc, gain_b.units)}
-    return decide(spec, Estimate.of(relative), gates=gates,
-                  evidence=f"γ = {p.guidance.claim_gamma:g}; gain over unguided: OC-Flow {pm(list(gain_oc), 3)}, "
-                           f"{b} {pm(list(gain_b.units), 3)}",
-                  numbers={"ocflow_gain": mean(list(gain_oc)), f"{b}_gain": scale})
+    return decide(
+        spec,
+        Estimate.of(relative),
+        gates=gates,
+        evidence=f"γ = {p.guidance.claim_gamma:g}; gain over unguided: OC-Flow {pm(list(gain_oc), 3)}, "
+        f"{b} {pm(list(gain_b.units), 3)}",
+        numbers={"ocflow_gain": mean(list(gain_oc)), f"{b}_gain": scale},
+    )
 
 
 def reward_claims(rows: Rows, p: OcFlowParams) -> list[Claim]:
@@ -229,10 +292,16 @@ def dflow_reward_checks(rows: Rows, p: OcFlowParams) -> list[Check]:
         un = _reward(rows, r, "unguided")
         gain_oc = mean(list(Estimate.paired(_reward(rows, r, oc), un).units))
         gain_d = mean(list(Estimate.paired(_reward(rows, r, "dflow"), un).units))
-        out.append(Check(f"{r}_reward_reaches_dflow", f"[{r}] under the official update OC-Flow's mean reward gain "
-                         "is at least D-Flow's (its update is D-Flow's x0 step, same lr and clip, plus controls)",
-                         gain_oc >= gain_d, f"gain over unguided: OC-Flow {gain_oc:.4f}, D-Flow {gain_d:.4f}",
-                         {"ocflow_gain": gain_oc, "dflow_gain": gain_d}))
+        out.append(
+            Check(
+                f"{r}_reward_reaches_dflow",
+                f"[{r}] under the official update OC-Flow's mean reward gain "
+                "is at least D-Flow's (its update is D-Flow's x0 step, same lr and clip, plus controls)",
+                gain_oc >= gain_d,
+                f"gain over unguided: OC-Flow {gain_oc:.4f}, D-Flow {gain_d:.4f}",
+                {"ocflow_gain": gain_oc, "dflow_gain": gain_d},
+            )
+        )
     return out
 
 
@@ -285,11 +354,18 @@ def gamma_claims(rows: Rows, p: OcFlowParams) -> list[Claim]:
         for key in ("reward", "sw_to_data"):
             xs, ys = _centred_runs(rows, r, key, p)
             sweep = {f"{key}_g{gm:g}": mean(values(rows, key, reward_fn=r, method=ocflow_label(gm))) for gm in g.gammas}
-            claims.append(decide(GAMMA_TRADES[(r, key)], _spearman_estimate(xs, ys), gates=[acts], numbers=sweep,
-                                 missing=f"the {key} of OC-Flow does not vary over γ {g.gammas}",
-                                 evidence="; ".join(f"γ={gm:g}: {v:.4f}" for gm, v in zip(g.gammas, sweep.values()))
-                                 + f"; each seed's own ρ: {_per_seed_rho(rows, r, key, p)}; {len(ys)} runs of "
-                                 f"{len(p.seeds)} seeds share each seed's flow and x0"))
+            claims.append(
+                decide(
+                    GAMMA_TRADES[(r, key)],
+                    _spearman_estimate(xs, ys),
+                    gates=[acts],
+                    numbers=sweep,
+                    missing=f"the {key} of OC-Flow does not vary over γ {g.gammas}",
+                    evidence="; ".join(f"γ={gm:g}: {v:.4f}" for gm, v in zip(g.gammas, sweep.values()))
+                    + f"; each seed's own ρ: {_per_seed_rho(rows, r, key, p)}; {len(ys)} runs of "
+                    f"{len(p.seeds)} seeds share each seed's flow and x0",
+                )
+            )
     return claims
 
 
@@ -303,8 +379,9 @@ def qm9_claims(qm9_rows: Rows, p: OcFlowParams) -> list[Claim]:
 
     def beats_unguided(label: str) -> Gate:
         est = Estimate.paired(mae[label], mae["unguided"], log=True) if mae[label] and mae["unguided"] else None
-        return gate(display(label), "unguided sampling", est, statistic="MAE ratio to unguided", margin=1.0,
-                    direction="less")
+        return gate(
+            display(label), "unguided sampling", est, statistic="MAE ratio to unguided", margin=1.0, direction="less"
+        )
 
     judged = {label: values(qm9_rows, "judge_mae", method=label) for label, _ in QM9_METHODS}
     claims = []
@@ -312,14 +389,22 @@ def qm9_claims(qm9_rows: Rows, p: OcFlowParams) -> list[Claim]:
         if not mae["ocflow"] or not mae[b]:
             claims.append(decide(QM9_MAE_BELOW[b], None, missing=f"OC-Flow and {b} were not both run on QM9"))
             continue
-        claims.append(decide(
-            QM9_MAE_BELOW[b], Estimate.paired(mae[b], mae["ocflow"], log=True),
-            gates=[beats_unguided("ocflow"), beats_unguided(b)],
-            evidence=f"{p.qm9.property}, γ = {p.guidance.claim_gamma:g}; MAE: OC-Flow "
-                     f"{pm(list(mae['ocflow'].values()), 3)}, {b} {pm(list(mae[b].values()), 3)}; independent "
-                     f"regressor: OC-Flow {pm(judged['ocflow'], 3)}, {b} {pm(judged[b], 3)}",
-            numbers={"ocflow_mae": mean(list(mae["ocflow"].values())), f"{b}_mae": mean(list(mae[b].values())),
-                     "ocflow_judge_mae": mean(judged["ocflow"]), f"{b}_judge_mae": mean(judged[b])}))
+        claims.append(
+            decide(
+                QM9_MAE_BELOW[b],
+                Estimate.paired(mae[b], mae["ocflow"], log=True),
+                gates=[beats_unguided("ocflow"), beats_unguided(b)],
+                evidence=f"{p.qm9.property}, γ = {p.guidance.claim_gamma:g}; MAE: OC-Flow "
+                f"{pm(list(mae['ocflow'].values()), 3)}, {b} {pm(list(mae[b].values()), 3)}; independent "
+                f"regressor: OC-Flow {pm(judged['ocflow'], 3)}, {b} {pm(judged[b], 3)}",
+                numbers={
+                    "ocflow_mae": mean(list(mae["ocflow"].values())),
+                    f"{b}_mae": mean(list(mae[b].values())),
+                    "ocflow_judge_mae": mean(judged["ocflow"]),
+                    f"{b}_judge_mae": mean(judged[b]),
+                },
+            )
+        )
     return claims
 
 
@@ -328,89 +413,135 @@ def so3_check(so3_rows: Rows) -> Check:
     un = by_unit(so3_rows, "dist_to_target_deg", method="unguided")
     oc = by_unit(so3_rows, "dist_to_target_deg", method="ocflow")
     seeds = sorted(set(un) & set(oc))
-    others = {label: mean(values(so3_rows, "dist_to_target_deg", method=label)) for label in ("dflow", "flowgrad")
-              if values(so3_rows, "dist_to_target_deg", method=label)}
-    return Check("so3_ocflow_approaches_target", "SO(3): OC-Flow (controls in so(3) through exp) ends nearer R* than "
-                 "unguided sampling on every seed (compared with unguided only: true of any guidance)",
-                 bool(seeds) and all(oc[s] < un[s] for s in seeds),
-                 f"distance to R*: {pm([un[s] for s in seeds], 1)}° unguided, {pm([oc[s] for s in seeds], 1)}° "
-                 "OC-Flow" + "".join(f"; {display(k)} {v:.1f}°" for k, v in others.items()),
-                 {"unguided_dist_deg": mean([un[s] for s in seeds] or [math.nan]),
-                  "ocflow_dist_deg": mean([oc[s] for s in seeds] or [math.nan])})
+    others = {
+        label: mean(values(so3_rows, "dist_to_target_deg", method=label))
+        for label in ("dflow", "flowgrad")
+        if values(so3_rows, "dist_to_target_deg", method=label)
+    }
+    return Check(
+        "so3_ocflow_approaches_target",
+        "SO(3): OC-Flow (controls in so(3) through exp) ends nearer R* than "
+        "unguided sampling on every seed (compared with unguided only: true of any guidance)",
+        bool(seeds) and all(oc[s] < un[s] for s in seeds),
+        f"distance to R*: {pm([un[s] for s in seeds], 1)}° unguided, {pm([oc[s] for s in seeds], 1)}° "
+        "OC-Flow" + "".join(f"; {display(k)} {v:.1f}°" for k, v in others.items()),
+        {
+            "unguided_dist_deg": mean([un[s] for s in seeds] or [math.nan]),
+            "ocflow_dist_deg": mean([oc[s] for s in seeds] or [math.nan]),
+        },
+    )
 
 
 def checks(rows: Rows, so3_rows: Rows, p: OcFlowParams) -> list[Check]:
     """Facts of the construction, verified on this run's numbers."""
     tol, out = p.so3.manifold_tol, []
     if 0.0 in p.guidance.gammas and p.guidance.update == "alg1":
-        gap = max(abs(a - b) for r in p.guidance.rewards
-                  for a, b in zip(values(rows, "reward", reward_fn=r, method=ocflow_label(0.0)),
-                                  values(rows, "reward", reward_fn=r, method="flowgrad")))
-        out.append(Check("ocflow_gamma0_is_flowgrad", "OC-Flow at γ = 0 (costates by the backward VJP recursion) "
-                         "reproduces FlowGrad (backprop through the solver)", gap < GAMMA0_TOL,
-                         f"largest per-seed reward difference {gap:.2e} (tolerance {GAMMA0_TOL:g})",
-                         {"max_reward_gap": gap}))
+        gap = max(
+            abs(a - b)
+            for r in p.guidance.rewards
+            for a, b in zip(
+                values(rows, "reward", reward_fn=r, method=ocflow_label(0.0)),
+                values(rows, "reward", reward_fn=r, method="flowgrad"),
+            )
+        )
+        out.append(
+            Check(
+                "ocflow_gamma0_is_flowgrad",
+                "OC-Flow at γ = 0 (costates by the backward VJP recursion) "
+                "reproduces FlowGrad (backprop through the solver)",
+                gap < GAMMA0_TOL,
+                f"largest per-seed reward difference {gap:.2e} (tolerance {GAMMA0_TOL:g})",
+                {"max_reward_gap": gap},
+            )
+        )
     out += dflow_reward_checks(rows, p)
     riemannian = [label for label, _, dynamics in SO3_METHODS if dynamics == "so3"]
     orth = max(v for label in riemannian for v in values(so3_rows, "orth_err_max", method=label))
     det = max(v for label in riemannian for v in values(so3_rows, "det_err_max", method=label))
-    out.append(Check("so3_states_on_manifold", f"every state of every exp-map rollout stays on SO(3) "
-                     f"(||R^T R - I|| and |det R - 1| < {tol:g})", orth < tol and det < tol,
-                     f"max ||R^T R - I|| = {orth:.1e}, max |det R - 1| = {det:.1e} over {', '.join(riemannian)} "
-                     "and all seeds", {"orth_err_max": orth, "det_err_max": det}))
+    out.append(
+        Check(
+            "so3_states_on_manifold",
+            f"every state of every exp-map rollout stays on SO(3) (||R^T R - I|| and |det R - 1| < {tol:g})",
+            orth < tol and det < tol,
+            f"max ||R^T R - I|| = {orth:.1e}, max |det R - 1| = {det:.1e} over {', '.join(riemannian)} and all seeds",
+            {"orth_err_max": orth, "det_err_max": det},
+        )
+    )
     naive = min(values(so3_rows, "orth_err_max", method="naive_ocflow"))
-    out.append(Check("naive_update_leaves_manifold", "the naive Euclidean update of matrix entries leaves SO(3) "
-                     f"(||R^T R - I|| > {NAIVE_FACTOR} × tolerance on every seed)", naive > NAIVE_FACTOR * tol,
-                     f"naive OC-Flow: smallest over seeds of max ||R^T R - I|| = {naive:.2f}, vs {orth:.1e} with "
-                     "the exp map", {"naive_orth_err_max": naive}))
+    out.append(
+        Check(
+            "naive_update_leaves_manifold",
+            "the naive Euclidean update of matrix entries leaves SO(3) "
+            f"(||R^T R - I|| > {NAIVE_FACTOR} × tolerance on every seed)",
+            naive > NAIVE_FACTOR * tol,
+            f"naive OC-Flow: smallest over seeds of max ||R^T R - I|| = {naive:.2f}, vs {orth:.1e} with the exp map",
+            {"naive_orth_err_max": naive},
+        )
+    )
     out.append(so3_check(so3_rows))
     return out
 
 
 def notes(p: OcFlowParams, prep: dict[str, Any]) -> list[str]:
     g, s, q = p.guidance, p.so3, p.qm9
-    update = ("the official code's default 'oc': plain SGD on J over the controls and a shift of x0 (a slot with no "
-              f"running cost), each sample's whole gradient clipped to norm {g.clip:g}; the controls then move by "
-              "eta (h lambda + γ h u), so the x0 shift does most of the work and γ decays the controls by "
-              "1 - eta γ h per iteration" if g.update == "official" else
-              "Alg. 1, theta <- (1 - γ) theta - eta lambda, so γ = 0 is FlowGrad and γ = 1 keeps no memory of past "
-              "controls")
+    update = (
+        "the official code's default 'oc': plain SGD on J over the controls and a shift of x0 (a slot with no "
+        f"running cost), each sample's whole gradient clipped to norm {g.clip:g}; the controls then move by "
+        "eta (h lambda + γ h u), so the x0 shift does most of the work and γ decays the controls by "
+        "1 - eta γ h per iteration"
+        if g.update == "official"
+        else "Alg. 1, theta <- (1 - γ) theta - eta lambda, so γ = 0 is FlowGrad and γ = 1 keeps no memory of past "
+        "controls"
+    )
     return [
-        (f"Mean ± 95% half-width over seeds {p.seeds}; each seed trains its own flows and draws its own noise, so "
-         "the claims pair the methods by seed. Reward: 'target' = -||x - c||^2 with c = "
-         f"{p.data.target}; 'classifier' = log p(upper moon | x) of a logistic regression (train accuracy "
-         f"{prep['classifier_accuracy']:.2f})."),
-        (f"SW₂ to data: sliced Wasserstein-2 distance ({g.projections} directions) between the guided samples and "
-         f"{p.data.n_heldout} held-out two-moons points, the fidelity of the claims: it grows when samples leave "
-         "the data and also when they collapse onto part of it. NN dist: mean distance of a sample to its nearest "
-         f"training point; off-data %: share farther than {g.off_manifold:g} (it drops when guidance gathers "
-         "samples on a dense part of the data). Control energy: sum_k h ||u_k||^2. NFE counts forward steps and "
-         "VJPs."),
-        (f"All methods use the same N = {g.n_steps} Euler steps, {g.iterations} iterations, step eta = {g.lr:g} and "
-         f"per-sample gradient-norm clip {g.clip:g} (0: none). OC-Flow's update is {update}."),
-        (f"QM9: {prep['molecules']} molecules drawn at random from qm9pack (or data.qm9_path), half to train the "
-         "descriptor flow and the reward regressor, half held out (targets, the independent regressor, fidelity). "
-         "Descriptor: counts of H, C, N, O, F, radius of gyration, mean and largest interatomic distance, "
-         f"standardised. Reward -|phi(x) - y*| (the official L1 cost), {q.iterations} iterations; MAE in "
-         f"{'Bohr^3' if q.property == 'alpha' else 'Hartree'} (MAD of {q.property}: "
-         f"{prep[q.property + '_mad']:.3f}). EquiFM over 3-D coordinates and its EGNN classifiers are not CPU-sized; "
-         "the descriptor flow keeps the paper's protocol (targets from the property distribution, MAE of the "
-         "regressor's prediction) on real molecules. The paper preset (scale=paper) uses all 130,831 molecules and "
-         "the official 1,000 samples, 50 steps and 5 iterations: about 5x the guidance cost of the default "
-         "(1,000 x 50 x 5 against 256 x 20 x 10 sample-steps) plus parsing every molecule, a few minutes on 2 "
-         "cores; 3 seeds leave the MAE comparisons with wide intervals, more seeds narrow them."),
-        (f"SO(3): R* is the geodesic midpoint of two cluster centres, "
-         f"{prep['so3_target_to_nearest_centre_deg']:.1f}° from the nearest; {s.iterations} iterations, "
-         f"eta = {s.lr:g}, OC-Flow γ = {s.gamma:g} (decay {1 - s.gamma:g}, PepFlow's alpha). Distances of the "
-         "naive states use the same trace formula although they are no longer rotations."),
-        ("The paper's QM9 / CelebA-HQ / peptide numbers were not retrieved for the brief, so no paper column is "
-         "shown."),
+        (
+            f"Mean ± 95% half-width over seeds {p.seeds}; each seed trains its own flows and draws its own noise, so "
+            "the claims pair the methods by seed. Reward: 'target' = -||x - c||^2 with c = "
+            f"{p.data.target}; 'classifier' = log p(upper moon | x) of a logistic regression (train accuracy "
+            f"{prep['classifier_accuracy']:.2f})."
+        ),
+        (
+            f"SW₂ to data: sliced Wasserstein-2 distance ({g.projections} directions) between the guided samples and "
+            f"{p.data.n_heldout} held-out two-moons points, the fidelity of the claims: it grows when samples leave "
+            "the data and also when they collapse onto part of it. NN dist: mean distance of a sample to its nearest "
+            f"training point; off-data %: share farther than {g.off_manifold:g} (it drops when guidance gathers "
+            "samples on a dense part of the data). Control energy: sum_k h ||u_k||^2. NFE counts forward steps and "
+            "VJPs."
+        ),
+        (
+            f"All methods use the same N = {g.n_steps} Euler steps, {g.iterations} iterations, step eta = {g.lr:g} and "
+            f"per-sample gradient-norm clip {g.clip:g} (0: none). OC-Flow's update is {update}."
+        ),
+        (
+            f"QM9: {prep['molecules']} molecules drawn at random from qm9pack (or data.qm9_path), half to train the "
+            "descriptor flow and the reward regressor, half held out (targets, the independent regressor, fidelity). "
+            "Descriptor: counts of H, C, N, O, F, radius of gyration, mean and largest interatomic distance, "
+            f"standardised. Reward -|phi(x) - y*| (the official L1 cost), {q.iterations} iterations; MAE in "
+            f"{'Bohr^3' if q.property == 'alpha' else 'Hartree'} (MAD of {q.property}: "
+            f"{prep[q.property + '_mad']:.3f}). EquiFM over 3-D coordinates and its EGNN classifiers are not "
+            "CPU-sized; the descriptor flow keeps the paper's protocol (targets from the property distribution, MAE of "
+            "the regressor's prediction) on real molecules. The paper preset (scale=paper) uses all 130,831 molecules "
+            "and the official 1,000 samples, 50 steps and 5 iterations: about 5x the guidance cost of the default "
+            "(1,000 x 50 x 5 against 256 x 20 x 10 sample-steps) plus parsing every molecule, a few minutes on 2 "
+            "cores; 3 seeds leave the MAE comparisons with wide intervals, more seeds narrow them."
+        ),
+        (
+            f"SO(3): R* is the geodesic midpoint of two cluster centres, "
+            f"{prep['so3_target_to_nearest_centre_deg']:.1f}° from the nearest; {s.iterations} iterations, "
+            f"eta = {s.lr:g}, OC-Flow γ = {s.gamma:g} (decay {1 - s.gamma:g}, PepFlow's alpha). Distances of the "
+            "naive states use the same trace formula although they are no longer rotations."
+        ),
+        (
+            "The paper's QM9 / CelebA-HQ / peptide numbers were not retrieved for the brief, so no paper column is "
+            "shown."
+        ),
     ]
 
 
 def with_seconds(rows: Rows, times: Rows) -> Rows:
     """The guidance rows with their wall time joined back in (times are kept apart from the results, as
     DVC should not see a rerun with equal results as a change)."""
+
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return r.get("reward_fn"), r["method"], r["seed"]
 
@@ -419,13 +550,48 @@ def with_seconds(rows: Rows, times: Rows) -> Rows:
 
 
 def build_report(rows: Rows, so3_rows: Rows, qm9_rows: Rows, prep: dict[str, Any], p: OcFlowParams) -> Report:
-    columns = ["reward fn", "method", "reward", "SW₂ to data", "NN dist", "off-data %", "control energy",
-               "‖x0 shift‖", "time (s)", "NFE"]
-    return Report(slug="oc_flow", title="OC-Flow: guidance of a pretrained flow (2-D two moons, mean ± 95% CI "
-                                        "half-width over seeds)",
-                  columns=columns, rows=euclidean_table(rows, p),
-                  claims=reward_claims(rows, p) + gamma_claims(rows, p) + qm9_claims(qm9_rows, p),
-                  checks=checks(rows, so3_rows, p), notes=notes(p, prep),
-                  extra_tables={f"QM9: descriptor flow guided toward a target {p.qm9.property}": qm9_table(qm9_rows, p),
-                                "SO(3): rotation flow guided toward R*": so3_table(so3_rows),
-                                "Iterations that raised the mean reward (%, all seeds)": convergence_table(rows, p)})
+    columns = [
+        "reward fn",
+        "method",
+        "reward",
+        "SW₂ to data",
+        "NN dist",
+        "off-data %",
+        "control energy",
+        "‖x0 shift‖",
+        "time (s)",
+        "NFE",
+    ]
+    return Report(
+        slug="oc_flow",
+        title="OC-Flow: guidance of a pretrained flow (2-D two moons, mean ± 95% CI half-width over seeds)",
+        columns=columns,
+        rows=euclidean_table(rows, p),
+        claims=reward_claims(rows, p) + gamma_claims(rows, p) + qm9_claims(qm9_rows, p),
+        checks=checks(rows, so3_rows, p),
+        notes=notes(p, prep),
+        extra_tables={
+            f"QM9: descriptor flow guided toward a target {p.qm9.property}": qm9_table(qm9_rows, p),
+            "SO(3): rotation flow guided toward R*": so3_table(so3_rows),
+            "Iterations that raised the mean reward (%, all seeds)": convergence_table(rows, p),
+        },
+    )
+
+
+# ==================================================================================================
+# the paper-shaped tables, the claims and the checks
+# ==================================================================================================
+@stage(
+    "report",
+    params=("seeds", "data", "guidance", "so3", "qm9"),
+    deps=(GUIDED_2D, GUIDED_SO3, GUIDED_QM9, PREPARED, QM9_PREPARED, TIMES_2D, TIMES_SO3, TIMES_QM9),
+    outs=(REPORT,),
+    timings=REPORT_TIMINGS,
+)
+def report(ctx: StageContext) -> None:
+    """Build the guidance tables (2-D per reward, SO(3), QM9) and decide the claims from the measured numbers."""
+    rows = with_seconds(load_table(ctx.path(GUIDED_2D)), load_json(ctx.path(TIMES_2D))["runs"])
+    so3_rows = with_seconds(load_table(ctx.path(GUIDED_SO3)), load_json(ctx.path(TIMES_SO3))["runs"])
+    qm9_rows = with_seconds(load_table(ctx.path(GUIDED_QM9)), load_json(ctx.path(TIMES_QM9))["runs"])
+    prep = {**load_json(ctx.path(PREPARED)), **load_json(ctx.path(QM9_PREPARED))}
+    build_report(rows, so3_rows, qm9_rows, prep, ctx.params).save(ctx.path(REPORT))

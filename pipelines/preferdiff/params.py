@@ -12,8 +12,12 @@ from paperflows.params import DataFile, PipelineParams, Section
 
 METHODS = ("mse", "cosine", "preferdiff", "sasrec")
 DIFFUSION = ("mse", "cosine", "preferdiff")
-LABELS = {"mse": "Diffusion, MSE-x0 (DreamRec-like)", "cosine": "Diffusion, cosine-x0",
-          "preferdiff": "PreferDiff", "sasrec": "SASRec (cross-entropy)"}
+LABELS = {
+    "mse": "Diffusion, MSE-x0 (DreamRec-like)",
+    "cosine": "Diffusion, cosine-x0",
+    "preferdiff": "PreferDiff",
+    "sasrec": "SASRec (cross-entropy)",
+}
 METRICS = ("recall@5", "ndcg@5", "recall@10", "ndcg@10")
 
 # The brief retrieved no table values ("Table values were not retrieved"): the paper's column stays empty
@@ -31,23 +35,39 @@ Distinct = AfterValidator(_distinct)
 
 
 class DataParams(Section):
-    path: Annotated[str | None, DataFile(check_sequence_folder, folder=True, description="folder of "
-                                         "PreferDiff-format sequence files", layout=tuple(SPLIT_FILES.values()))] = Field(
-        None, description="A folder with the official train_data.txt, valid_data.txt and test_data.txt (one user per "
-                          "line: space-separated item ids >= 1 in time order, the last one the target), used in place "
-                          "of the MovieLens sequences (relative to the project root).")
+    path: Annotated[
+        str | None,
+        DataFile(
+            check_sequence_folder,
+            folder=True,
+            description="folder of PreferDiff-format sequence files",
+            layout=tuple(SPLIT_FILES.values()),
+        ),
+    ] = Field(
+        None,
+        description="A folder with the official train_data.txt, valid_data.txt and test_data.txt (one user per "
+        "line: space-separated item ids >= 1 in time order, the last one the target), used in place "
+        "of the MovieLens sequences (relative to the project root).",
+    )
     min_item_count: int = Field(20, ge=1, le=100_000, description="MovieLens: drop movies rated fewer times.")
     min_user_length: int = Field(5, ge=2, le=10_000, description="MovieLens: drop users left with fewer items.")
     max_items: int = Field(20, ge=2, le=100_000, description="MovieLens: keep each user's most recent items only.")
     split_seed: int = Field(0, ge=0, le=2**31, description="Seed of the user-level 80/10/10 split.")
-    eval_targets: int = Field(5, ge=1, le=1000, description="Targets per held-out user: the last k positions of "
-                              "each valid/test line (1 = the official one target per user).")
+    eval_targets: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="Targets per held-out user: the last k positions of "
+        "each valid/test line (1 = the official one target per user).",
+    )
 
     @model_validator(mode="after")
     def _lengths(self) -> DataParams:
         if self.min_user_length > self.max_items:
-            raise ValueError(f"min_user_length ({self.min_user_length}) exceeds max_items ({self.max_items}): "
-                             f"every user would be dropped")
+            raise ValueError(
+                f"min_user_length ({self.min_user_length}) exceeds max_items ({self.max_items}): "
+                f"every user would be dropped"
+            )
         return self
 
 
@@ -57,8 +77,13 @@ class ModelParams(Section):
     n_layers: int = Field(1, ge=1, le=8, description="SASRec transformer layers.")
     n_heads: int = Field(2, ge=1, le=16, description="SASRec attention heads (must divide hidden).")
     dropout: float = Field(0.1, ge=0, le=0.9, description="SASRec dropout.")
-    timesteps: int = Field(2000, ge=2, le=10_000, description="Diffusion steps T (official 2000; training cost does "
-                           "not depend on it, and with beta up to 0.02 fewer steps leave signal at T).")
+    timesteps: int = Field(
+        2000,
+        ge=2,
+        le=10_000,
+        description="Diffusion steps T (official 2000; training cost does "
+        "not depend on it, and with beta up to 0.02 fewer steps leave signal at T).",
+    )
     ddim_stride: int = Field(100, ge=1, le=1000, description="DDIM stride (official ddim_step 100: 21 steps of 2000).")
     w: float = Field(2.0, ge=0, le=20, description="Classifier-free guidance weight at sampling.")
     p_uncond: float = Field(0.1, ge=0, le=0.9, description="Probability of the 'none' condition in training.")
@@ -72,9 +97,11 @@ class ModelParams(Section):
 
 class TrainParams(Section):
     methods: Annotated[list[Literal[METHODS]], Distinct] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(METHODS), min_length=1,
+        default_factory=lambda: list(METHODS),
+        min_length=1,
         description="Objectives: 'mse' (x0 MSE, DreamRec-like), 'cosine' (x0 cosine error), 'preferdiff', "
-                    "'sasrec' (SASRec with cross-entropy).")
+        "'sasrec' (SASRec with cross-entropy).",
+    )
     epochs: int = Field(6, ge=1, le=1000, description="Training epochs (official: up to 150, early stopping).")
     batch_size: int = Field(256, ge=2, le=65_536, description="Batch size (also the in-batch negatives + 1).")
     lr: float = Field(3e-3, gt=0, le=1, description="AdamW learning rate (official 1e-4 over many more steps).")
@@ -82,15 +109,23 @@ class TrainParams(Section):
 
 
 class PreferDiffSection(Section):
-    lam: float = Field(0.4, ge=0, le=1, description="lambda: weight of the positive's own error (README best: "
-                                                    "Sports/Beauty 0.4, Toys 0.6).")
+    lam: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="lambda: weight of the positive's own error (README best: Sports/Beauty 0.4, Toys 0.6).",
+    )
     gamma: float = Field(5.0, gt=0, le=100, description="gamma: scale of the preference margin (config default 5).")
     pairing: Literal["batch", "sample"] = Field(
-        "batch", description="'batch' (official): the log-sigmoid compares the batch-mean errors; 'sample': each "
-                             "row's positive and negative errors.")
+        "batch",
+        description="'batch' (official): the log-sigmoid compares the batch-mean errors; 'sample': each "
+        "row's positive and negative errors.",
+    )
     negative_noise: Literal["independent", "shared"] = Field(
-        "independent", description="'independent' (official): the negative centroid is noised with its own "
-                                   "noise; 'shared': with the positive's noise.")
+        "independent",
+        description="'independent' (official): the negative centroid is noised with its own "
+        "noise; 'shared': with the positive's noise.",
+    )
 
 
 class PreferdiffParams(PipelineParams):
@@ -100,11 +135,17 @@ class PreferdiffParams(PipelineParams):
     preferdiff: PreferDiffSection = Field(default_factory=PreferDiffSection, description="PreferDiff's loss.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "model.hidden": 3072, "model.timesteps": 2000, "model.ddim_stride": 100, "train.epochs": 150,
-        "train.lr": 1e-4, "data.eval_targets": 1, "data.max_items": 100_000,
+        "model.hidden": 3072,
+        "model.timesteps": 2000,
+        "model.ddim_stride": 100,
+        "train.epochs": 150,
+        "train.lr": 1e-4,
+        "data.eval_targets": 1,
+        "data.max_items": 100_000,
     }
     PAPER_SOURCE: ClassVar[str] = (
         "official lswhim/PreferDiff default.yaml and models/PreferDiff/config.yaml (T 2000, ddim_step 100, AdamW "
         "lr 1e-4, batch 256, up to 150 epochs, gamma 5) and the README's best settings (hidden 3072, --ab=iids, "
         "lambda 0.4, w 2 on Sports); one target per test user. Early stopping is replaced by the best "
-        "validation epoch.")
+        "validation epoch."
+    )

@@ -25,19 +25,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.data.rec_sequences import (SPLITS, examples, movielens_ratings, ratings_to_sequences,
-                                           read_sequence_folder, split_users, write_sequence_folder)
-from components.io import load_json, load_table, save_json, save_model, save_table
+from components.data.rec_sequences import (
+    SPLITS,
+    examples,
+    movielens_ratings,
+    ratings_to_sequences,
+    read_sequence_folder,
+    split_users,
+    write_sequence_folder,
+)
+from components.io import load_json, save_json, save_model, save_table
 from components.metrics.ranking import ranking_metrics
 from components.preference import ObjectiveConfig, PreferenceBatch, objective_loss
-from components.recsys import (DiffRecConfig, DiffusionRecommender, SASRecConfig, SASRecNextItem,
-                               error_scores)
+from components.recsys import DiffRecConfig, DiffusionRecommender, SASRecConfig, SASRecNextItem, error_scores
 from components.training import TrainConfig, fit
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.preferdiff import ABOUT
 from pipelines.preferdiff.params import METRICS, PreferdiffParams
 from pipelines.preferdiff.plots import plot_convergence
-from pipelines.preferdiff.report import build_report
 
 SEQUENCES = "data/sequences/"
 DATA_METRICS = "metrics/data.json"
@@ -60,20 +65,34 @@ def prepare(ctx: StageContext) -> None:
         splits, source = read_sequence_folder(ctx.data_path(d.path)), "data.path"
     else:
         r = movielens_ratings()
-        seqs, _ = ratings_to_sequences(r["userId"], r["movieId"], r["timestamp"], min_item_count=d.min_item_count,
-                                       min_user_length=d.min_user_length, max_items=d.max_items)
+        seqs, _ = ratings_to_sequences(
+            r["userId"],
+            r["movieId"],
+            r["timestamp"],
+            min_item_count=d.min_item_count,
+            min_user_length=d.min_user_length,
+            max_items=d.max_items,
+        )
         users = split_users(len(seqs), d.split_seed)
         splits, source = {s: [seqs[i] for i in users[s]] for s in SPLITS}, "dslabs::movielens"
     empty = [s for s in SPLITS if not splits[s]]
     if empty:
-        raise StageInputError(f"preferdiff.data: no users left in {empty} after the filters (min_item_count "
-                              f"{d.min_item_count}, min_user_length {d.min_user_length}); loosen them")
+        raise StageInputError(
+            f"preferdiff.data: no users left in {empty} after the filters (min_item_count "
+            f"{d.min_item_count}, min_user_length {d.min_user_length}); loosen them"
+        )
     write_sequence_folder(splits, ctx.path(SEQUENCES))
     n_items = max(max(seq) for seqs in splits.values() for seq in seqs)
-    save_json({"source": source, "n_items": n_items, **{f"{s}_users": len(splits[s]) for s in SPLITS},
-               "interactions": sum(len(seq) for seqs in splits.values() for seq in seqs),
-               "mean_length": float(np.mean([len(seq) for seqs in splits.values() for seq in seqs]))},
-              ctx.path(DATA_METRICS))
+    save_json(
+        {
+            "source": source,
+            "n_items": n_items,
+            **{f"{s}_users": len(splits[s]) for s in SPLITS},
+            "interactions": sum(len(seq) for seqs in splits.values() for seq in seqs),
+            "mean_length": float(np.mean([len(seq) for seqs in splits.values() for seq in seqs])),
+        },
+        ctx.path(DATA_METRICS),
+    )
 
 
 def _examples(ctx: StageContext) -> tuple[int, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
@@ -92,8 +111,15 @@ def _examples(ctx: StageContext) -> tuple[int, dict[str, tuple[torch.Tensor, tor
 # --------------------------------------------------------------------------------------------------
 def _model(p: PreferdiffParams, method: str, n_items: int, seed: int) -> torch.nn.Module:
     m = p.model
-    enc = SASRecConfig(n_items, m.hidden, m.max_len, m.n_layers, m.n_heads, m.dropout,
-                       item_init_std=0.02 if method == "sasrec" else 1.0)
+    enc = SASRecConfig(
+        n_items,
+        m.hidden,
+        m.max_len,
+        m.n_layers,
+        m.n_heads,
+        m.dropout,
+        item_init_std=0.02 if method == "sasrec" else 1.0,
+    )
     if method == "sasrec":
         return SASRecNextItem(enc, seed=derive_seed(seed, "init"))
     return DiffusionRecommender(DiffRecConfig(enc, m.timesteps, p_uncond=m.p_uncond), seed=derive_seed(seed, "init"))
@@ -118,8 +144,9 @@ def _loss(p: PreferdiffParams, method: str):
     return loss_fn
 
 
-def _evaluate(p: PreferdiffParams, model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor],
-              seed: int) -> dict[str, float]:
+def _evaluate(
+    p: PreferdiffParams, model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor], seed: int
+) -> dict[str, float]:
     """Full-ranking Recall / NDCG @5, @10 (guided DDIM for the diffusion models, fixed sampling noise)."""
     was_training, device = model.training, next(model.parameters()).device
     model.eval()
@@ -127,9 +154,12 @@ def _evaluate(p: PreferdiffParams, model: torch.nn.Module, data: tuple[torch.Ten
     history, target = data
     parts = []
     for start in range(0, len(target), EVAL_BATCH):
-        h = history[start:start + EVAL_BATCH].to(device)
-        s = (model.scores(h) if isinstance(model, SASRecNextItem)
-             else model.scores(h, p.model.w, p.model.ddim_stride, generator))
+        h = history[start : start + EVAL_BATCH].to(device)
+        s = (
+            model.scores(h)
+            if isinstance(model, SASRecNextItem)
+            else model.scores(h, p.model.w, p.model.ddim_stride, generator)
+        )
         parts.append(s.float().cpu())
     model.train(was_training)
     return ranking_metrics(torch.cat(parts), target, ks=(5, 10))
@@ -146,9 +176,9 @@ def _fit(ctx: StageContext, method: str, seed: int, n_items: int, data: dict[str
 
     def batches(step: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         k = (step - 1) % per_epoch
-        if k == 0:   # a fresh permutation every epoch; the last partial batch is dropped
+        if k == 0:  # a fresh permutation every epoch; the last partial batch is dropped
             order["perm"] = torch.randperm(len(y), generator=generator)
-        idx = order["perm"][k * batch:(k + 1) * batch]
+        idx = order["perm"][k * batch : (k + 1) * batch]
         return x[idx], y[idx]
 
     curve, best = [], {"score": -math.inf, "epoch": 0, "state": None}
@@ -162,20 +192,44 @@ def _fit(ctx: StageContext, method: str, seed: int, n_items: int, data: dict[str
         if val["recall@5"] > best["score"]:
             best.update(score=val["recall@5"], epoch=epoch, state=copy.deepcopy(model.state_dict()))
 
-    cfg = TrainConfig(steps=per_epoch * p.train.epochs, lr=p.train.lr, weight_decay=p.train.weight_decay,
-                      grad_clip=None, seed=derive_seed(seed, "train", method), device="auto",
-                      log_every=per_epoch, progress=ctx.progress, desc=f"preferdiff {method} s{seed}")
+    cfg = TrainConfig(
+        steps=per_epoch * p.train.epochs,
+        lr=p.train.lr,
+        weight_decay=p.train.weight_decay,
+        grad_clip=None,
+        seed=derive_seed(seed, "train", method),
+        device="auto",
+        log_every=per_epoch,
+        progress=ctx.progress,
+        desc=f"preferdiff {method} s{seed}",
+    )
     result = fit(model, _loss(p, method), batches, cfg, callback=callback)
     final = _evaluate(p, model, data["test"], seed)
     model.load_state_dict(best["state"])
     test = _evaluate(p, model, data["test"], seed)
-    return {"model": model, "curve": curve,
-            "row": {"method": method, "seed": seed, "best_epoch": best["epoch"], "steps": result.steps_done,
-                    "seconds": result.seconds, **test, **{f"final_{k}": v for k, v in final.items()}}}
+    return {
+        "model": model,
+        "curve": curve,
+        "row": {
+            "method": method,
+            "seed": seed,
+            "best_epoch": best["epoch"],
+            "steps": result.steps_done,
+            "seconds": result.seconds,
+            **test,
+            **{f"final_{k}": v for k, v in final.items()},
+        },
+    }
 
 
-@stage(params=("seeds", "model", "train", "preferdiff", "data.eval_targets"), deps=(SEQUENCES, DATA_METRICS),
-       outs=(MODELS,), fan_out="train.methods", gpu=True, models={"recommender": MODELS})
+@stage(
+    params=("seeds", "model", "train", "preferdiff", "data.eval_targets"),
+    deps=(SEQUENCES, DATA_METRICS),
+    outs=(MODELS,),
+    fan_out="train.methods",
+    gpu=True,
+    models={"recommender": MODELS},
+)
 def train(ctx: StageContext) -> None:
     """Every seed of this item's objective: weights at the best validation epoch, the curves, test metrics."""
     method, out = ctx.item, ctx.item_dir(MODELS)
@@ -186,8 +240,10 @@ def train(ctx: StageContext) -> None:
         save_model(run["model"], out / f"s{seed}.safetensors", metadata={"method": method})
         rows.append(run["row"])
         curves += run["curve"]
-    save_json({"method": method, "rows": rows, "curves": curves,
-               "examples": {s: len(data[s][1]) for s in SPLITS}}, out / "results.json")
+    save_json(
+        {"method": method, "rows": rows, "curves": curves, "examples": {s: len(data[s][1]) for s in SPLITS}},
+        out / "results.json",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -197,21 +253,27 @@ def popularity_metrics(ctx: StageContext) -> dict[str, float]:
     """The trivial reference every objective must beat: every item ranked by its count in the training users'
     sequences, the same list for every case; Recall / NDCG @5, @10 on the validation and test cases."""
     splits, n_items = read_sequence_folder(ctx.path(SEQUENCES)), load_json(ctx.path(DATA_METRICS))["n_items"]
-    counts = torch.as_tensor(np.bincount([i for seq in splits["train"] for i in seq], minlength=n_items + 1),
-                             dtype=torch.float64)
-    counts[0] = -torch.inf   # the padding id is never recommended
+    counts = torch.as_tensor(
+        np.bincount([i for seq in splits["train"] for i in seq], minlength=n_items + 1), dtype=torch.float64
+    )
+    counts[0] = -torch.inf  # the padding id is never recommended
     out = {}
     for split in ("valid", "test"):
         _, target = examples(splits[split], 1, ctx.params.data.eval_targets)
         metrics = ranking_metrics(counts.expand(len(target), -1), torch.from_numpy(target), ks=(5, 10))
-        out |= {f"popularity/{'' if split == 'test' else 'valid_'}{k.replace('@', '_at_')}": v
-                for k, v in metrics.items()}
+        out |= {
+            f"popularity/{'' if split == 'test' else 'valid_'}{k.replace('@', '_at_')}": v for k, v in metrics.items()
+        }
     return out
 
 
-@stage(params=("seeds", "train.methods", "data.eval_targets"), deps=(MODELS, SEQUENCES, DATA_METRICS),
-       outs=(RESULTS, CURVES), metrics=(EVAL_METRICS,),
-       plots=(Plot(CURVE_PNG), Plot(CURVE_CSV, x="epoch", y="recall@5", title="validation Recall@5 per epoch")))
+@stage(
+    params=("seeds", "train.methods", "data.eval_targets"),
+    deps=(MODELS, SEQUENCES, DATA_METRICS),
+    outs=(RESULTS, CURVES),
+    metrics=(EVAL_METRICS,),
+    plots=(Plot(CURVE_PNG), Plot(CURVE_CSV, x="epoch", y="recall@5", title="validation Recall@5 per epoch")),
+)
 def evaluate(ctx: StageContext) -> None:
     """Collect every run's test metrics and validation curve; mean test metrics per objective; the popularity
     ranker's metrics (the learning gates' reference)."""
@@ -223,22 +285,21 @@ def evaluate(ctx: StageContext) -> None:
         sizes = res["examples"]
     save_table(rows, ctx.path(RESULTS))
     save_table(curves, ctx.path(CURVES))
-    summary = {f"{m}/{k.replace('@', '_at_')}": float(np.mean([r[k] for r in rows if r["method"] == m]))
-               for m in ctx.params.train.methods for k in METRICS}
-    save_json({"runs": len(rows), **{f"{s}_examples": n for s, n in sizes.items()}, **summary,
-               **popularity_metrics(ctx)}, ctx.path(EVAL_METRICS))
+    summary = {
+        f"{m}/{k.replace('@', '_at_')}": float(np.mean([r[k] for r in rows if r["method"] == m]))
+        for m in ctx.params.train.methods
+        for k in METRICS
+    }
+    save_json(
+        {"runs": len(rows), **{f"{s}_examples": n for s, n in sizes.items()}, **summary, **popularity_metrics(ctx)},
+        ctx.path(EVAL_METRICS),
+    )
     plot_convergence(curves, ctx.path(CURVE_PNG), ctx.path(CURVE_CSV))
 
 
-# --------------------------------------------------------------------------------------------------
-# the table (the paper's main-table shape) and the claims
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "model", "train", "preferdiff"), deps=(RESULTS, CURVES, DATA_METRICS, EVAL_METRICS),
-       outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """Recall/NDCG@5,10 per objective beside the paper's, the claims over seeds."""
-    build_report(load_table(ctx.path(RESULTS)), load_table(ctx.path(CURVES)), load_json(ctx.path(DATA_METRICS)),
-                 load_json(ctx.path(EVAL_METRICS)), ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=PreferdiffParams, stages=(prepare, train, evaluate, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=PreferdiffParams,
+    stages=(prepare, train, evaluate),
+    report="pipelines.preferdiff.report:report",
+)

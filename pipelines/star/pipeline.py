@@ -27,30 +27,42 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.continual import (REHEARSAL, ContinualConfig, MLPClassifier, MLPClassifierConfig, ReplayWeights,
-                                  StarConfig, TaskStream, backward_transfer, final_average_accuracy, forgetting,
-                                  stream_from_indices, task_indices, train_stream, with_star)
+from components.continual import (
+    REHEARSAL,
+    ContinualConfig,
+    MLPClassifier,
+    MLPClassifierConfig,
+    ReplayWeights,
+    StarConfig,
+    TaskStream,
+    backward_transfer,
+    final_average_accuracy,
+    forgetting,
+    stream_from_indices,
+    task_indices,
+    train_stream,
+    with_star,
+)
 from components.continual.invariants import measure_invariants
 from components.data.stream_arrays import OFFLINE, fingerprint, read_stream_npz
-from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.star import ABOUT
 from pipelines.star.params import BASE_OF, CUSTOM, StarParams
 from pipelines.star.plots import plot_accuracy_vs_tasks, plot_star_gain, plot_streams
-from pipelines.star.report import build_report
 
 STREAMS = "data/streams.safetensors"
 DATA_METRICS = "metrics/data.json"
 STREAMS_PNG = "plots/streams.png"
 MODELS = "models/"
-BUFFERS = "buffers/"   # the first seed's final reservoir per stream and buffer size (inputs as uint8)
+BUFFERS = "buffers/"  # the first seed's final reservoir per stream and buffer size (inputs as uint8)
 RESULTS, MATRICES = "tables/results.parquet", "tables/accuracy_matrices.parquet"
 EVAL_METRICS = "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_vs_tasks.png", "plots/accuracy_vs_tasks.csv"
 GAIN_PNG, GAIN_CSV = "plots/star_gain.png", "plots/star_gain.csv"
 INVARIANTS = "metrics/invariants.json"
 REPORT = "report.json"
-HIDDEN = (100, 100)   # mammoth's MNISTMLP
+HIDDEN = (100, 100)  # mammoth's MNISTMLP
 
 
 @functools.lru_cache(maxsize=4)
@@ -75,18 +87,27 @@ def _stream(ctx: StageContext, name: str) -> TaskStream:
     """Stream ``name`` with the task indices ``prepare`` wrote, images as float in [0, 1] (``x / 255``)."""
     arrays, digest = _arrays(ctx, name)
     if digest != load_json(ctx.path(DATA_METRICS))["streams"][name]["fingerprint"]:
-        raise StageInputError(f"star.train: the images of stream {name!r} changed since 'prepare' indexed them; "
-                              f"rerun prepare (dvc repro star-prepare)")
+        raise StageInputError(
+            f"star.train: the images of stream {name!r} changed since 'prepare' indexed them; "
+            f"rerun prepare (dvc repro star-prepare)"
+        )
     index = load_tensors(ctx.path(STREAMS))
     n_tasks = sum(k.startswith(f"{name}/") and k.endswith("/train") for k in index)
     per_task = ctx.params.data.classes_per_task
-    tasks = [(tuple(range(t * per_task, (t + 1) * per_task)), index[f"{name}/task{t}/train"],
-              index[f"{name}/task{t}/test"]) for t in range(n_tasks)]
-    raw = stream_from_indices(name, *(torch.from_numpy(arrays[k]) for k in ("x_train", "y_train", "x_test", "y_test")),
-                              tasks)
-    return dataclasses.replace(raw, tasks=tuple(dataclasses.replace(t, x_train=t.x_train.float() / 255.0,
-                                                                    x_test=t.x_test.float() / 255.0)
-                                                for t in raw.tasks))
+    tasks = [
+        (tuple(range(t * per_task, (t + 1) * per_task)), index[f"{name}/task{t}/train"], index[f"{name}/task{t}/test"])
+        for t in range(n_tasks)
+    ]
+    raw = stream_from_indices(
+        name, *(torch.from_numpy(arrays[k]) for k in ("x_train", "y_train", "x_test", "y_test")), tasks
+    )
+    return dataclasses.replace(
+        raw,
+        tasks=tuple(
+            dataclasses.replace(t, x_train=t.x_train.float() / 255.0, x_test=t.x_test.float() / 255.0)
+            for t in raw.tasks
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -102,22 +123,35 @@ def prepare(ctx: StageContext) -> None:
     for name in d.streams():
         arrays, digest = _arrays(ctx, name)
         try:
-            tasks = task_indices(torch.from_numpy(arrays["y_train"]), torch.from_numpy(arrays["y_test"]),
-                                 classes_per_task=d.classes_per_task, train_per_task=d.train_per_task,
-                                 test_per_task=d.test_per_task, seed=d.seed, name=name)
+            tasks = task_indices(
+                torch.from_numpy(arrays["y_train"]),
+                torch.from_numpy(arrays["y_test"]),
+                classes_per_task=d.classes_per_task,
+                train_per_task=d.train_per_task,
+                test_per_task=d.test_per_task,
+                seed=d.seed,
+                name=name,
+            )
         except ValueError as err:
             raise StageInputError(f"star.data: {err} (data.classes_per_task = {d.classes_per_task})") from None
-        for t, (classes, train, test) in enumerate(tasks):
+        for t, (_classes, train, test) in enumerate(tasks):
             index[f"{name}/task{t}/train"], index[f"{name}/task{t}/test"] = train, test
-        summary[name] = {"fingerprint": digest, "image_shape": list(arrays["x_train"].shape[1:]),
-                         "tasks": len(tasks), "classes": [list(c) for c, _, _ in tasks],
-                         "train_per_task": [len(tr) for _, tr, _ in tasks],
-                         "test_per_task": [len(te) for _, _, te in tasks],
-                         "train_available": int(len(arrays["y_train"])), "test_available": int(len(arrays["y_test"]))}
+        summary[name] = {
+            "fingerprint": digest,
+            "image_shape": list(arrays["x_train"].shape[1:]),
+            "tasks": len(tasks),
+            "classes": [list(c) for c, _, _ in tasks],
+            "train_per_task": [len(tr) for _, tr, _ in tasks],
+            "test_per_task": [len(te) for _, _, te in tasks],
+            "train_available": int(len(arrays["y_train"])),
+            "test_available": int(len(arrays["y_test"])),
+        }
         samples[name] = [(classes, arrays["x_train"][train[:6].numpy()]) for classes, train, _ in tasks]
     save_tensors(index, ctx.path(STREAMS))
-    save_json({"streams": summary, **{f"{n}/train_images": sum(s["train_per_task"]) for n, s in summary.items()}},
-              ctx.path(DATA_METRICS))
+    save_json(
+        {"streams": summary, **{f"{n}/train_images": sum(s["train_per_task"]) for n, s in summary.items()}},
+        ctx.path(DATA_METRICS),
+    )
     plot_streams(samples, ctx.path(STREAMS_PNG))
 
 
@@ -132,79 +166,140 @@ def _method(p: StarParams, method: str, seed: int, gamma: float, lam: float) -> 
     return with_star(base, cfg, seed=derive_seed(seed, "star"))
 
 
-@stage(params=("seeds", "data", "train", "star"), deps=(STREAMS, DATA_METRICS), outs=(MODELS, BUFFERS),
-       fan_out="train.methods", gpu=True, models={"continual_mlp": MODELS})
+@stage(
+    params=("seeds", "data", "train", "star"),
+    deps=(STREAMS, DATA_METRICS),
+    outs=(MODELS, BUFFERS),
+    fan_out="train.methods",
+    gpu=True,
+    models={"continual_mlp": MODELS},
+)
 def train(ctx: StageContext) -> None:
     """Learn every stream with this item's method at every buffer size and seed; weights, the first seed's
     buffer, and the accuracy matrices."""
     p, method = ctx.params, ctx.item
     out, memories, runs = ctx.item_dir(MODELS), ctx.item_dir(BUFFERS), []
-    buffers = [0] if method == "sgd" else p.train.buffer_sizes   # fine-tuning keeps no buffer
+    buffers = [0] if method == "sgd" else p.train.buffer_sizes  # fine-tuning keeps no buffer
     for name in p.data.streams():
         stream = _stream(ctx, name)
         features = math.prod(stream.input_shape)
         for buffer in buffers:
             s = p.run_settings(method, buffer)
             per_task = min(math.ceil(t.x_train.shape[0] / s.batch_size) for t in stream.tasks) * p.train.n_epochs
-            cfg = ContinualConfig(lr=s.lr, batch_size=s.batch_size, minibatch_size=s.minibatch_size,
-                                  epochs=p.train.n_epochs, buffer_size=max(buffer, 1),
-                                  weights=ReplayWeights(s.alpha, s.beta), device="auto",
-                                  log_every=max(1, per_task // 4), progress=ctx.progress)
+            cfg = ContinualConfig(
+                lr=s.lr,
+                batch_size=s.batch_size,
+                minibatch_size=s.minibatch_size,
+                epochs=p.train.n_epochs,
+                buffer_size=max(buffer, 1),
+                weights=ReplayWeights(s.alpha, s.beta),
+                device="auto",
+                log_every=max(1, per_task // 4),
+                progress=ctx.progress,
+            )
             for seed in p.seeds:
                 tag = f"{name}_b{buffer}_s{seed}"
-                model = MLPClassifier(MLPClassifierConfig(features, HIDDEN, stream.n_classes),
-                                      seed=derive_seed(seed, "init"))
+                model = MLPClassifier(
+                    MLPClassifierConfig(features, HIDDEN, stream.n_classes), seed=derive_seed(seed, "init")
+                )
                 curve = ctx.metric_callback(f"train/{method}/{tag}")
-                result = train_stream(model, stream, _method(p, method, seed, s.p_gamma, s.p_lam), cfg,
-                                      functools.partial(derive_seed, seed), desc=f"star {method} {tag}",
-                                      callback=lambda task, step, metrics, log=curve: log(step, metrics))
+                result = train_stream(
+                    model,
+                    stream,
+                    _method(p, method, seed, s.p_gamma, s.p_lam),
+                    cfg,
+                    functools.partial(derive_seed, seed),
+                    desc=f"star {method} {tag}",
+                    callback=lambda task, step, metrics, log=curve: log(step, metrics),
+                )
                 save_model(model, out / f"{tag}.safetensors", metadata={"method": method, "stream": name})
                 if seed == p.seeds[0] and buffer:
                     b, n = result.buffer, len(result.buffer)
-                    save_tensors({"x": (b.x[:n] * 255).round().to(torch.uint8), "y": b.y[:n], "task": b.task[:n],
-                                  "logits": b.logits[:n]}, memories / f"{tag}.safetensors")
-                runs.append({"stream": name, "method": method, "buffer": buffer, "seed": seed,
-                             "settings": vars(s), "class_il": result.class_il, "task_il": result.task_il,
-                             "steps": result.steps, "seconds": result.seconds})
+                    save_tensors(
+                        {
+                            "x": (b.x[:n] * 255).round().to(torch.uint8),
+                            "y": b.y[:n],
+                            "task": b.task[:n],
+                            "logits": b.logits[:n],
+                        },
+                        memories / f"{tag}.safetensors",
+                    )
+                runs.append(
+                    {
+                        "stream": name,
+                        "method": method,
+                        "buffer": buffer,
+                        "seed": seed,
+                        "settings": vars(s),
+                        "class_il": result.class_il,
+                        "task_il": result.task_il,
+                        "steps": result.steps,
+                        "seconds": result.seconds,
+                    }
+                )
     save_json({"method": method, "runs": runs}, out / "results.json")
-    save_json({"method": method, "buffers": sorted(f.name for f in memories.glob("*.safetensors")),
-               "note": "fine-tuning keeps no buffer" if method == "sgd" else "the first seed's final reservoir"},
-              memories / "index.json")
+    save_json(
+        {
+            "method": method,
+            "buffers": sorted(f.name for f in memories.glob("*.safetensors")),
+            "note": "fine-tuning keeps no buffer" if method == "sgd" else "the first seed's final reservoir",
+        },
+        memories / "index.json",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # evaluation: final average accuracy, forgetting, backward transfer (mammoth's utils/metrics.py)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "train.methods", "train.buffer_sizes"), deps=(MODELS,),
-       outs=(RESULTS, MATRICES), metrics=(EVAL_METRICS,),
-       plots=(Plot(ACC_PNG), Plot(GAIN_PNG),
-              Plot(ACC_CSV, x="tasks_seen", y="class_il", title="Class-IL accuracy on the tasks seen so far"),
-              Plot(GAIN_CSV, x="unit", y="difference", title="STAR minus its base, final Class-IL accuracy")))
+@stage(
+    params=("seeds", "data", "train.methods", "train.buffer_sizes"),
+    deps=(MODELS,),
+    outs=(RESULTS, MATRICES),
+    metrics=(EVAL_METRICS,),
+    plots=(
+        Plot(ACC_PNG),
+        Plot(GAIN_PNG),
+        Plot(ACC_CSV, x="tasks_seen", y="class_il", title="Class-IL accuracy on the tasks seen so far"),
+        Plot(GAIN_CSV, x="unit", y="difference", title="STAR minus its base, final Class-IL accuracy"),
+    ),
+)
 def evaluate(ctx: StageContext) -> None:
     """One row per run (final metrics) and the long accuracy matrices; the figures."""
     rows, cells = [], []
     for method in ctx.params.train.methods:
         for run in load_json(ctx.path(f"{MODELS}{method}/results.json"))["runs"]:
             key = {k: run[k] for k in ("stream", "method", "buffer", "seed")}
-            row = {**key, "base": BASE_OF.get(method, method), "star": method in BASE_OF,
-                   "steps": run["steps"], "seconds": run["seconds"], "lr": run["settings"]["lr"],
-                   "batch_size": run["settings"]["batch_size"]}
+            row = {
+                **key,
+                "base": BASE_OF.get(method, method),
+                "star": method in BASE_OF,
+                "steps": run["steps"],
+                "seconds": run["seconds"],
+                "lr": run["settings"]["lr"],
+                "batch_size": run["settings"]["batch_size"],
+            }
             for setting in ("class_il", "task_il"):
                 matrix = run[setting]
                 row[setting] = final_average_accuracy(matrix)
                 row[f"forgetting_{setting}"] = forgetting(matrix)
                 row[f"bwt_{setting}"] = backward_transfer(matrix)
-                cells += [{**key, "setting": setting, "after_task": i, "task": j, "accuracy": acc}
-                          for i, r in enumerate(matrix) for j, acc in enumerate(r)]
+                cells += [
+                    {**key, "setting": setting, "after_task": i, "task": j, "accuracy": acc}
+                    for i, r in enumerate(matrix)
+                    for j, acc in enumerate(r)
+                ]
             rows.append(row)
     save_table(rows, ctx.path(RESULTS))
     save_table(cells, ctx.path(MATRICES))
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(f"{r['stream']}/{r['method']}/b{r['buffer']}", []).append(r)
-    summary: dict[str, Any] = {f"{group}/{m}": [r[m] for r in runs] for group, runs in groups.items()
-                               for m in ("class_il", "task_il", "forgetting_class_il")}
-    for c in cells:   # mammoth's logs.pyd key accmean_task{i}: mean accuracy after task i, here also over seeds
+    summary: dict[str, Any] = {
+        f"{group}/{m}": [r[m] for r in runs]
+        for group, runs in groups.items()
+        for m in ("class_il", "task_il", "forgetting_class_il")
+    }
+    for c in cells:  # mammoth's logs.pyd key accmean_task{i}: mean accuracy after task i, here also over seeds
         setting = c["setting"].replace("_", "-")
         key = f"{c['stream']}/{c['method']}/b{c['buffer']}/{setting}/accmean_task{c['after_task'] + 1}"
         summary.setdefault(key, []).append(c["accuracy"])
@@ -233,20 +328,14 @@ def invariants(ctx: StageContext) -> None:
         model.load_state_dict(weights)
         s = p.run_settings(method, buffer)
         cfg = StarConfig(gamma=s.p_gamma, lam=s.p_lam, steps=p.star.p_steps, init=p.star.init)
-        x, y = memory["x"][:s.minibatch_size].float() / 255.0, memory["y"][:s.minibatch_size]
+        x, y = memory["x"][: s.minibatch_size].float() / 255.0, memory["y"][: s.minibatch_size]
         out[method] = {"run": tag, **measure_invariants(model, x, y, cfg, seed=derive_seed(seed, "invariants"))}
     save_json(out, ctx.path(INVARIANTS))
 
 
-# --------------------------------------------------------------------------------------------------
-# the table (rows by buffer size, Class-IL | Task-IL per stream), the claims and the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "train", "star"), deps=(RESULTS, INVARIANTS, DATA_METRICS),
-       outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """The DER-paper-shaped table, the STAR claims and the invariant checks."""
-    build_report(load_table(ctx.path(RESULTS)), load_json(ctx.path(INVARIANTS)), load_json(ctx.path(DATA_METRICS)),
-                 ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=StarParams, stages=(prepare, train, evaluate, invariants, report))
+PIPELINE = Pipeline(
+    paper=ABOUT,
+    params_model=StarParams,
+    stages=(prepare, train, evaluate, invariants),
+    report="pipelines.star.report:report",
+)

@@ -9,5 +9,5 @@ ABOUT = Paper(
     title="TVM: token-supervised value models for tree search in math reasoning",
     arxiv="2407.12863",
     claim="TVM-guided step beam search is not less accurate than ORM-guided (margin 2.3 points), both verifiers' "
-          "Best-of-N beating a single sample",
+    "Best-of-N beating a single sample",
 )

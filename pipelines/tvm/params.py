@@ -12,44 +12,77 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from components.reasoning.champ import MODELS as CHAMP_MODELS, SETTINGS as CHAMP_SETTINGS, default_path
+from components.reasoning.champ import MODELS as CHAMP_MODELS
+from components.reasoning.champ import SETTINGS as CHAMP_SETTINGS
+from components.reasoning.champ import default_path
 from components.reasoning.solutions_file import check_solutions_file
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
 KINDS = ("orm", "prm", "tvm")
-KIND_LABELS = {"orm": "ORM (outcome labels)", "prm": "PRM (step labels)", "tvm": "TVM (token labels)",
-               "oracle": "oracle V* (exact value)"}
-METHOD_LABELS = {"single": "single sample", "majority": "majority vote", "best_of_n": "Best-of-N",
-                 "beam": "step beam search"}
+KIND_LABELS = {
+    "orm": "ORM (outcome labels)",
+    "prm": "PRM (step labels)",
+    "tvm": "TVM (token labels)",
+    "oracle": "oracle V* (exact value)",
+}
+METHOD_LABELS = {
+    "single": "single sample",
+    "majority": "majority vote",
+    "best_of_n": "Best-of-N",
+    "beam": "step beam search",
+}
 
 
 class DataParams(Section):
     source: Literal["synthetic", "champ"] = Field(
-        "synthetic", description="Where the sampled solutions come from: 'synthetic' (word problems and the slip "
+        "synthetic",
+        description="Where the sampled solutions come from: 'synthetic' (word problems and the slip "
         "policy) or 'champ' (the CHAMP competition-math problems and their model-written solutions from the "
         "champ-dataset package, split by problem; graded against the reference answer; Best-of-N re-ranking, no "
         "beam search, no PRM: the default verifier.kinds then drops 'prm'). May not be combined with "
-        "data.solutions_path.")
+        "data.solutions_path.",
+    )
     champ_models: list[Literal[CHAMP_MODELS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["GPT-3.5"], min_length=1,
-        description="CHAMP: the models whose solutions are used (each adds one solution per problem and setting).")
+        default_factory=lambda: ["GPT-3.5"],
+        min_length=1,
+        description="CHAMP: the models whose solutions are used (each adds one solution per problem and setting).",
+    )
     champ_settings: list[Literal[CHAMP_SETTINGS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(CHAMP_SETTINGS), min_length=1,
-        description="CHAMP: the prompt settings whose solutions are used (N = models x settings per problem).")
-    champ_max_chars: int = Field(200, ge=20, le=100_000, description="CHAMP: characters of a solution's leading "
-                                 "lines kept for the verifier (then its final-answer line), to keep it CPU-sized.")
-    champ_problems: int | None = Field(None, ge=2, le=270, description="CHAMP: use only this many gradable "
-                                       "problems, evenly spaced over the file (None: all).")
-    solutions_path: Annotated[str | None, DataFile(check_solutions_file, description="sampled-solutions JSONL")] = \
-        Field(None, description="Sampled solutions of your own, one JSON object per line with question, solution, "
-                                "answer and correct (relative to the project root): the verifiers train on a "
-                                "seeded split of its questions and re-rank the rest, in place of the synthetic "
-                                "problems. Needs verifier.kinds without 'prm' (the file has no step labels); beam "
-                                "search needs the policy and is not run.")
+        default_factory=lambda: list(CHAMP_SETTINGS),
+        min_length=1,
+        description="CHAMP: the prompt settings whose solutions are used (N = models x settings per problem).",
+    )
+    champ_max_chars: int = Field(
+        200,
+        ge=20,
+        le=100_000,
+        description="CHAMP: characters of a solution's leading "
+        "lines kept for the verifier (then its final-answer line), to keep it CPU-sized.",
+    )
+    champ_problems: int | None = Field(
+        None,
+        ge=2,
+        le=270,
+        description="CHAMP: use only this many gradable problems, evenly spaced over the file (None: all).",
+    )
+    solutions_path: Annotated[str | None, DataFile(check_solutions_file, description="sampled-solutions JSONL")] = (
+        Field(
+            None,
+            description="Sampled solutions of your own, one JSON object per line with question, solution, "
+            "answer and correct (relative to the project root): the verifiers train on a "
+            "seeded split of its questions and re-rank the rest, in place of the synthetic "
+            "problems. Needs verifier.kinds without 'prm' (the file has no step labels); beam "
+            "search needs the policy and is not run.",
+        )
+    )
     train_questions: int = Field(400, ge=2, le=1_000_000, description="Synthetic training questions.")
     test_questions: int = Field(100, ge=1, le=1_000_000, description="Synthetic held-out questions.")
-    samples: int = Field(16, ge=2, le=4096, description="N: sampled solutions per question (training labels, "
-                                                        "majority vote and Best-of-N).")
+    samples: int = Field(
+        16,
+        ge=2,
+        le=4096,
+        description="N: sampled solutions per question (training labels, majority vote and Best-of-N).",
+    )
     numbers: int = Field(4, ge=2, le=16, description="Amounts per problem (the start and numbers - 1 steps).")
     operand_max: int = Field(9, ge=1, le=10_000, description="Largest start amount and operand (smallest: 1).")
     cap: int = Field(30, ge=1, le=1_000_000, description="Largest amount a problem may reach.")
@@ -57,7 +90,7 @@ class DataParams(Section):
     seed: Seed = Field(0, description="Seed of the problems, the sampled solutions and the file's split.")
 
     @model_validator(mode="after")
-    def _cap(self) -> "DataParams":
+    def _cap(self) -> DataParams:
         if self.cap < self.operand_max:
             raise ValueError(f"cap ({self.cap}) must be >= operand_max ({self.operand_max})")
         return self
@@ -76,32 +109,50 @@ class DataParams(Section):
 
 
 class PolicyParams(Section):
-    slip_carry: float = Field(0.25, ge=0, le=1, description="Slip probability of a step whose units column "
-                                                            "carries or borrows (the brief: 0.25).")
+    slip_carry: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Slip probability of a step whose units column carries or borrows (the brief: 0.25).",
+    )
     slip_plain: float = Field(0.05, ge=0, le=1, description="Slip probability of any other step (the brief: 0.05).")
-    recover: float = Field(0.3, ge=0, le=1, description="Probability that a fresh slip is noticed on the next line "
-                                                        "and rewritten correctly ('wait ...').")
+    recover: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="Probability that a fresh slip is noticed on the next line and rewritten correctly ('wait ...').",
+    )
     generator: Literal["slip", "smollm2"] = Field(
-        "slip", description="Who writes the sampled solutions of the synthetic problems: 'slip' (the programmatic "
-                            "policy above: step labels, exact values, beam search) or 'smollm2' (SmolLM2-135M-Instruct "
-                            "sampling from a one-shot prompt: real model slips, graded by the final answer; no step "
-                            "labels, so no PRM and no beam search). 'smollm2' is slow on a CPU: use few questions.")
+        "slip",
+        description="Who writes the sampled solutions of the synthetic problems: 'slip' (the programmatic "
+        "policy above: step labels, exact values, beam search) or 'smollm2' (SmolLM2-135M-Instruct "
+        "sampling from a one-shot prompt: real model slips, graded by the final answer; no step "
+        "labels, so no PRM and no beam search). 'smollm2' is slow on a CPU: use few questions.",
+    )
     temperature: float = Field(0.7, gt=0, le=2, description="Sampling temperature of the 'smollm2' generator.")
-    max_new_tokens: int = Field(96, ge=8, le=1024, description="Longest solution the 'smollm2' generator writes, in "
-                                                                "tokens.")
+    max_new_tokens: int = Field(
+        96, ge=8, le=1024, description="Longest solution the 'smollm2' generator writes, in tokens."
+    )
 
 
 class VerifierParams(Section):
     kinds: list[Literal[KINDS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(KINDS), min_length=1,
+        default_factory=lambda: list(KINDS),
+        min_length=1,
         description="Label types, one verifier each (fan-out): outcome (ORM), step (PRM), token-level prefix "
-                    "value (TVM).")
-    with_question: bool = Field(False, description="Feed the question text before the solution (the paper's "
-                                "input); off by default to keep CPU sequences short (the steps carry every number).")
+        "value (TVM).",
+    )
+    with_question: bool = Field(
+        False,
+        description="Feed the question text before the solution (the paper's "
+        "input); off by default to keep CPU sequences short (the steps carry every number).",
+    )
     backbone: Literal["tiny", "smollm2"] = Field(
-        "tiny", description="The verifier's LM: 'tiny' (a 2-layer causal transformer over bytes, trained from "
-                            "scratch) or 'smollm2' (SmolLM2-135M-Instruct with LoRA on its top layers and the value "
-                            "head; slower by about two orders of magnitude on a CPU).")
+        "tiny",
+        description="The verifier's LM: 'tiny' (a 2-layer causal transformer over bytes, trained from "
+        "scratch) or 'smollm2' (SmolLM2-135M-Instruct with LoRA on its top layers and the value "
+        "head; slower by about two orders of magnitude on a CPU).",
+    )
     lora_r: int = Field(8, ge=1, le=256, description="LoRA rank of the 'smollm2' backbone.")
     lora_layers: int = Field(2, ge=1, le=30, description="Top decoder layers of 'smollm2' that carry LoRA adapters.")
     steps: int = Field(150, ge=1, le=1_000_000, description="Training steps per verifier and seed.")
@@ -129,14 +180,20 @@ class TvmParams(PipelineParams):
     search: SearchParams = Field(default_factory=SearchParams, description="Step-level beam search.")
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
-        "data.samples": 100, "data.train_questions": 7473, "data.test_questions": 1319,
-        "verifier.with_question": True, "verifier.backbone": "smollm2", "verifier.steps": 20_000, "seeds": [0, 1, 2],
+        "data.samples": 100,
+        "data.train_questions": 7473,
+        "data.test_questions": 1319,
+        "verifier.with_question": True,
+        "verifier.backbone": "smollm2",
+        "verifier.steps": 20_000,
+        "seeds": [0, 1, 2],
     }
     PAPER_SOURCE: ClassVar[str] = (
         "Sizes of the paper's GSM8K setting (arXiv 2407.12863 §4, as summarised in the brief): about 100 sampled "
         "solutions per training question, GSM8K's 7,473 training and 1,319 test questions, the question fed to "
         "the verifier; the verifier a pretrained LM (SmolLM2-135M with LoRA; the paper's are 7-8B models) and the "
-        "policy the programmatic one.")
+        "policy the programmatic one."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -155,25 +212,35 @@ class TvmParams(PipelineParams):
         return raw
 
     @model_validator(mode="after")
-    def _file_rules(self) -> "TvmParams":
+    def _file_rules(self) -> TvmParams:
         if self.data.source == "champ":
             if self.data.solutions_path:
-                raise ValueError("data.source 'champ' and data.solutions_path are two sources of solutions; set one "
-                                 "(data.source: synthetic with a solutions file)")
+                raise ValueError(
+                    "data.source 'champ' and data.solutions_path are two sources of solutions; set one "
+                    "(data.source: synthetic with a solutions file)"
+                )
             if default_path() is None:
                 raise ValueError("data.source 'champ' needs the champ-dataset package (pip install champ-dataset)")
             if "prm" in self.verifier.kinds:
-                raise ValueError("verifier.kinds: 'prm' needs step labels for every training solution; CHAMP "
-                                 "annotates the first wrong step of only 2 of its 18 prompt settings: drop it "
-                                 "when data.source is 'champ' (the default list drops it by itself)")
+                raise ValueError(
+                    "verifier.kinds: 'prm' needs step labels for every training solution; CHAMP "
+                    "annotates the first wrong step of only 2 of its 18 prompt settings: drop it "
+                    "when data.source is 'champ' (the default list drops it by itself)"
+                )
         if self.policy.generator == "smollm2":
             if self.data.source == "champ" or self.data.solutions_path:
-                raise ValueError("policy.generator 'smollm2' writes solutions of the synthetic problems; it does not "
-                                 "apply to data.source 'champ' or data.solutions_path (set policy.generator: slip)")
+                raise ValueError(
+                    "policy.generator 'smollm2' writes solutions of the synthetic problems; it does not "
+                    "apply to data.source 'champ' or data.solutions_path (set policy.generator: slip)"
+                )
             if "prm" in self.verifier.kinds:
-                raise ValueError("verifier.kinds: 'prm' needs step labels, which SmolLM2's solutions do not carry: "
-                                 "drop it with policy.generator 'smollm2' (the default list drops it by itself)")
+                raise ValueError(
+                    "verifier.kinds: 'prm' needs step labels, which SmolLM2's solutions do not carry: "
+                    "drop it with policy.generator 'smollm2' (the default list drops it by itself)"
+                )
         if self.data.solutions_path and "prm" in self.verifier.kinds:
-            raise ValueError("verifier.kinds: 'prm' needs step labels, which a solutions file does not carry; "
-                             "drop it when data.solutions_path is set")
+            raise ValueError(
+                "verifier.kinds: 'prm' needs step labels, which a solutions file does not carry; "
+                "drop it when data.solutions_path is set"
+            )
         return self

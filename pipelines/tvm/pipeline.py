@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from components.io import load_json, load_jsonl, load_table, load_tensors, save_json, save_jsonl, save_table, \
-    save_tensors
+from components.io import load_jsonl, load_tensors, save_json, save_jsonl, save_table, save_tensors
 from components.metrics.ranking import roc_auc
 from components.reasoning.champ import as_solution_rows, default_path, grade_champ, model_summary, read_champ
 from components.reasoning.datasets import answer_key, sample_synthetic, split_file
@@ -41,7 +40,6 @@ from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.tvm import ABOUT
 from pipelines.tvm.params import TvmParams
 from pipelines.tvm.plots import plot_accuracy_vs_tokens, plot_labels
-from pipelines.tvm.report import QUESTION_CORRECT, build_report
 
 TRAIN, TEST = "data/train.jsonl", "data/test.jsonl"
 DATA_METRICS = "metrics/data.json"
@@ -50,6 +48,7 @@ MODELS = "models/"
 SEARCH, PREFIX_AUC, SEARCH_METRICS = "tables/search.parquet", "tables/prefix_auc.parquet", "metrics/search.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_vs_tokens.png", "plots/accuracy_vs_tokens.csv"
 REPORT = "report.json"
+QUESTION_CORRECT = "correct_by_question"  # search-table column: 0/1 (CHAMP single sample: a share) per question
 
 
 def _policy(p: TvmParams) -> SlipPolicy:
@@ -76,8 +75,14 @@ def _lm_samples(ctx: StageContext) -> tuple[list[dict], list[dict], dict]:
     d, pol = ctx.params.data, ctx.params.policy
     problems = make_problems(d.train_questions + d.test_questions, d.seed, d.numbers, 1, d.operand_max, d.cap)
     lm = load_lm("smollm2-135m", cache_dir=ctx.cache_dir, seed=d.seed)
-    rows = lm_solutions(lm, problems, d.samples, temperature=pol.temperature, max_new_tokens=pol.max_new_tokens,
-                        seed=derive_seed(d.seed, "smollm2"))
+    rows = lm_solutions(
+        lm,
+        problems,
+        d.samples,
+        temperature=pol.temperature,
+        max_new_tokens=pol.max_new_tokens,
+        seed=derive_seed(d.seed, "smollm2"),
+    )
     share = d.test_questions / (d.train_questions + d.test_questions)
     train, test, summary = split_file(rows, share, derive_seed(d.seed, "split"))
     return train, test, {**summary, "source": "smollm2", "samples": d.samples}
@@ -91,10 +96,10 @@ def sample(ctx: StageContext) -> None:
     """Synthetic problems and slip-policy samples, CHAMP's model-written solutions, or a solutions file, by question."""
     d = ctx.params.data
     if d.source == "champ":
-        champ, kept = read_champ(default_path(), d.champ_models, d.champ_settings, d.champ_max_chars,
-                                 d.champ_problems)
-        train, test, summary = split_file(as_solution_rows(champ), d.test_fraction, derive_seed(d.seed, "split"),
-                                          grader=grade_champ)
+        champ, kept = read_champ(default_path(), d.champ_models, d.champ_settings, d.champ_max_chars, d.champ_problems)
+        train, test, summary = split_file(
+            as_solution_rows(champ), d.test_fraction, derive_seed(d.seed, "split"), grader=grade_champ
+        )
         for record in train + test:
             record.update(model=champ[record["line"]].model, setting=champ[record["line"]].setting)
         summary.update(kept, source="champ", models=model_summary(champ), max_chars=d.champ_max_chars)
@@ -104,8 +109,9 @@ def sample(ctx: StageContext) -> None:
     elif ctx.params.policy.generator == "smollm2":
         train, test, summary = _lm_samples(ctx)
     else:
-        train, test, summary = sample_synthetic(d.train_questions, d.test_questions, d.samples, d.numbers,
-                                                d.operand_max, d.cap, _policy(ctx.params), d.seed)
+        train, test, summary = sample_synthetic(
+            d.train_questions, d.test_questions, d.samples, d.numbers, d.operand_max, d.cap, _policy(ctx.params), d.seed
+        )
     save_jsonl(train, ctx.path(TRAIN))
     save_jsonl(test, ctx.path(TEST))
     save_json(summary, ctx.path(DATA_METRICS))
@@ -114,31 +120,46 @@ def sample(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3.2 token labels: ORM (outcome), PRM (step correctness), TVM (prefix-shared expected outcome, Eq. 3)
 # --------------------------------------------------------------------------------------------------
-@stage(params=("verifier.kinds", "verifier.with_question", "verifier.backbone"), deps=(TRAIN,), outs=(LABELS,),
-       metrics=(LABEL_METRICS,), plots=(Plot(LABELS_PNG),))
+@stage(
+    params=("verifier.kinds", "verifier.with_question", "verifier.backbone"),
+    deps=(TRAIN,),
+    outs=(LABELS,),
+    metrics=(LABEL_METRICS,),
+    plots=(Plot(LABELS_PNG),),
+)
 def labels(ctx: StageContext) -> None:
     """Every training token's label under each label type; how far each is from the exact value V*."""
     records = load_jsonl(ctx.path(TRAIN))
-    tokenizer_only = Verifier(ctx.params.verifier.backbone, 0, cache_dir=ctx.cache_dir)   # the rows depend on it alone
+    tokenizer_only = Verifier(ctx.params.verifier.backbone, 0, cache_dir=ctx.cache_dir)  # the rows depend on it alone
     enc = _encode(tokenizer_only, records, ctx.params.verifier.with_question)
     outcomes = [float(r["correct"]) for r in records]
-    made = {"orm": lambda: outcome_labels(enc.ids, enc.prompts, outcomes),
-            "tvm": lambda: token_value_labels(enc.ids, enc.prompts, outcomes, [r["question_id"] for r in records]),
-            "prm": lambda: step_labels(enc.ids, enc.prompts, enc.line_ends, [r["line_correct"] for r in records])}
+    made = {
+        "orm": lambda: outcome_labels(enc.ids, enc.prompts, outcomes),
+        "tvm": lambda: token_value_labels(enc.ids, enc.prompts, outcomes, [r["question_id"] for r in records]),
+        "prm": lambda: step_labels(enc.ids, enc.prompts, enc.line_ends, [r["line_correct"] for r in records]),
+    }
     per_kind = {k: made[k]() for k in ctx.params.verifier.kinds}
-    tensors = {"ids": torch.tensor([t for row in enc.ids for t in row]),
-               "lengths": torch.tensor([len(row) for row in enc.ids]), "prompts": torch.tensor(enc.prompts)}
+    tensors = {
+        "ids": torch.tensor([t for row in enc.ids for t in row]),
+        "lengths": torch.tensor([len(row) for row in enc.ids]),
+        "prompts": torch.tensor(enc.prompts),
+    }
     tensors.update({k: torch.tensor(np.concatenate(v), dtype=torch.float32) for k, v in per_kind.items()})
     save_tensors(tensors, ctx.path(LABELS))
-    summary: dict[str, float] = {"solutions": len(records), "tokens": int(sum(len(v) for v in per_kind[
-        ctx.params.verifier.kinds[0]]))}
-    if "line_values" in records[0]:   # synthetic: compare each label with V* at every step end
+    summary: dict[str, float] = {
+        "solutions": len(records),
+        "tokens": int(sum(len(v) for v in per_kind[ctx.params.verifier.kinds[0]])),
+    }
+    if "line_values" in records[0]:  # synthetic: compare each label with V* at every step end
         for kind, values in per_kind.items():
-            errors = [(lab[end - p] - v) ** 2 for lab, p, ends, r in zip(values, enc.prompts, enc.line_ends, records)
-                      for end, v in zip(ends[:-1], r["line_values"][:-1])]
+            errors = [
+                (lab[end - p] - v) ** 2
+                for lab, p, ends, r in zip(values, enc.prompts, enc.line_ends, records)
+                for end, v in zip(ends[:-1], r["line_values"][:-1])
+            ]
             summary[f"{kind}/step_end_sq_error_vs_exact_value"] = float(np.mean(errors))
     save_json(summary, ctx.path(LABEL_METRICS))
-    first = next((i for i, r in enumerate(records) if not r["correct"]), 0)   # a wrong solution if there is one
+    first = next((i for i, r in enumerate(records) if not r["correct"]), 0)  # a wrong solution if there is one
     plot_labels(records[first]["solution"], {k: v[first] for k, v in per_kind.items()}, ctx.path(LABELS_PNG))
 
 
@@ -155,8 +176,14 @@ def _label_rows(path) -> tuple[list[list[int]], list[int], dict[str, list[np.nda
 # --------------------------------------------------------------------------------------------------
 # §3.2 verifiers: value head on a tiny causal transformer, MSE on sigmoid values, one per label type
 # --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "verifier"), deps=(LABELS,), outs=(MODELS,), fan_out="verifier.kinds", gpu=True,
-       models={"verifier": MODELS})
+@stage(
+    params=("seeds", "verifier"),
+    deps=(LABELS,),
+    outs=(MODELS,),
+    fan_out="verifier.kinds",
+    gpu=True,
+    models={"verifier": MODELS},
+)
 def train(ctx: StageContext) -> None:
     """Train this item's verifier once per seed (same initial weights and batches across label types)."""
     v, kind = ctx.params.verifier, ctx.item
@@ -164,13 +191,33 @@ def train(ctx: StageContext) -> None:
     out, curves = ctx.item_dir(MODELS), {}
     for seed in ctx.params.seeds:
         verifier = _make_verifier(ctx, derive_seed(seed, "init"))
-        cfg = TrainConfig(steps=v.steps, lr=v.lr, warmup_steps=v.warmup_steps, seed=derive_seed(seed, "batches"),
-                          device="auto", log_every=max(1, v.steps // 10), progress=ctx.progress,
-                          desc=f"tvm {kind} s{seed}")
-        result = verifier.train(Encoded(ids, prompts, []), kinds[kind], cfg, v.batch_size,
-                                callback=ctx.metric_callback(f"train/{kind}/s{seed}"))
-        save_tensors(verifier.state(), out / f"s{seed}.safetensors", metadata={"kind": kind, "seed": str(seed),
-                     "model.class": "components.llm.value_head:ValueHeadModel", "backbone": v.backbone})
+        cfg = TrainConfig(
+            steps=v.steps,
+            lr=v.lr,
+            warmup_steps=v.warmup_steps,
+            seed=derive_seed(seed, "batches"),
+            device="auto",
+            log_every=max(1, v.steps // 10),
+            progress=ctx.progress,
+            desc=f"tvm {kind} s{seed}",
+        )
+        result = verifier.train(
+            Encoded(ids, prompts, []),
+            kinds[kind],
+            cfg,
+            v.batch_size,
+            callback=ctx.metric_callback(f"train/{kind}/s{seed}"),
+        )
+        save_tensors(
+            verifier.state(),
+            out / f"s{seed}.safetensors",
+            metadata={
+                "kind": kind,
+                "seed": str(seed),
+                "model.class": "components.llm.value_head:ValueHeadModel",
+                "backbone": v.backbone,
+            },
+        )
         curves[f"s{seed}"] = {"final_loss": result.final_loss, "seconds": result.seconds}
     save_json({"kind": kind, "runs": curves}, out / "results.json")
 
@@ -189,18 +236,28 @@ def _beam(ctx: StageContext, problems: list[Problem], scorer, seed: int) -> dict
     ``scorer``."""
     p, policy = ctx.params, _policy(ctx.params)
     result = step_beam_search(
-        [start_state(q) for q in problems], lambda q, s, rng: next_line(problems[q], s, policy, rng),
-        lambda s: s.done, lambda s: s.lines, lambda child, parent: len(child.lines[-1]) + 1, scorer,
-        beams=p.search.beams, per_beam=p.search.per_beam, rng=np.random.default_rng(derive_seed(seed, "beam")),
-        max_depth=4 * p.data.numbers + 4)
+        [start_state(q) for q in problems],
+        lambda q, s, rng: next_line(problems[q], s, policy, rng),
+        lambda s: s.done,
+        lambda s: s.lines,
+        lambda child, parent: len(child.lines[-1]) + 1,
+        scorer,
+        beams=p.search.beams,
+        per_beam=p.search.per_beam,
+        rng=np.random.default_rng(derive_seed(seed, "beam")),
+        max_depth=4 * p.data.numbers + 4,
+    )
     correct = [float(s.answer == q.answer) for s, q in zip(result.best, problems)]
-    return {"accuracy": float(np.mean(correct)), "tokens": float(np.mean(result.tokens)),
-            QUESTION_CORRECT: correct}
+    return {"accuracy": float(np.mean(correct)), "tokens": float(np.mean(result.tokens)), QUESTION_CORRECT: correct}
 
 
-@stage(params=("seeds", "data", "policy", "verifier", "search"), deps=(TEST, MODELS), outs=(SEARCH, PREFIX_AUC),
-       metrics=(SEARCH_METRICS,), plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="tokens", y="accuracy",
-                                                           title="accuracy vs generated tokens per question")))
+@stage(
+    params=("seeds", "data", "policy", "verifier", "search"),
+    deps=(TEST, MODELS),
+    outs=(SEARCH, PREFIX_AUC),
+    metrics=(SEARCH_METRICS,),
+    plots=(Plot(ACC_PNG), Plot(ACC_CSV, x="tokens", y="accuracy", title="accuracy vs generated tokens per question")),
+)
 def search(ctx: StageContext) -> None:
     """Every method and verifier on every seed; prefix-score AUCs at step ends."""
     p = ctx.params
@@ -226,15 +283,20 @@ def search(ctx: StageContext) -> None:
 
     rows, aucs = [], []
     for seed in p.seeds:
-        rows += [scored(single, seed=seed, method="single", verifier="none",
-                        tokens=float(np.mean([length[g[0]] for g in qs]))),
-                 scored(majority, seed=seed, method="majority", verifier="none", tokens=tokens_all)]
+        rows += [
+            scored(
+                single, seed=seed, method="single", verifier="none", tokens=float(np.mean([length[g[0]] for g in qs]))
+            ),
+            scored(majority, seed=seed, method="majority", verifier="none", tokens=tokens_all),
+        ]
         if synthetic:
             policy = _policy(p)
             oracle = lambda pairs: np.array([prefix_value(problems[q], s, policy) for q, s in pairs])  # noqa: E731
-            rows += [scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all),
-                     {"seed": seed, "method": "beam", "verifier": "oracle", **_beam(ctx, problems, oracle, seed)}]
-        elif p.data.source == "champ":   # pass@N: the ceiling of any re-ranking
+            rows += [
+                scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all),
+                {"seed": seed, "method": "beam", "verifier": "oracle", **_beam(ctx, problems, oracle, seed)},
+            ]
+        elif p.data.source == "champ":  # pass@N: the ceiling of any re-ranking
             rows.append(scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all))
         for kind in p.verifier.kinds:
             verifier = _verifier(ctx, kind, seed)
@@ -242,18 +304,24 @@ def search(ctx: StageContext) -> None:
             values = verifier.values_at(enc.ids, enc.line_ends)
             final = [v[-1] for v in values]
             chosen = [best_of_n([final[i] for i in g], g) for g in qs]
-            rows.append(scored([float(c) for c in correct[chosen]], seed=seed, method="best_of_n", verifier=kind,
-                               tokens=tokens_all))
+            rows.append(
+                scored(
+                    [float(c) for c in correct[chosen]], seed=seed, method="best_of_n", verifier=kind, tokens=tokens_all
+                )
+            )
             if synthetic:
+
                 def score(pairs, verifier=verifier):
                     e = verifier.encode([(problems[q].question, s.text()) for q, s in pairs], p.verifier.with_question)
                     return verifier.last_values(e.ids)
+
                 rows.append({"seed": seed, "method": "beam", "verifier": kind, **_beam(ctx, problems, score, seed)})
             aucs.append({"seed": seed, "verifier": kind, **_prefix_aucs(records, values)})
     save_table(rows, ctx.path(SEARCH))
     save_table(aucs, ctx.path(PREFIX_AUC))
-    save_json({f"{r['method']}/{r['verifier']}/s{r['seed']}/accuracy": r["accuracy"] for r in rows},
-              ctx.path(SEARCH_METRICS))
+    save_json(
+        {f"{r['method']}/{r['verifier']}/s{r['seed']}/accuracy": r["accuracy"] for r in rows}, ctx.path(SEARCH_METRICS)
+    )
     plot_accuracy_vs_tokens(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
 
 
@@ -272,20 +340,17 @@ def _prefix_aucs(records: list[dict], values: list[np.ndarray]) -> dict[str, flo
     out = {"prefixes": float(len(scores)), "auc_outcome": roc_auc(scores, outcome)}
     if recoverable:
         s, rec, w = np.array(scores), np.array(recoverable), np.array(wrong)
-        out.update({"auc_recoverable": roc_auc(s, rec), "auc_wrong_prefixes": roc_auc(s[w], rec[w]),
-                    "wrong_prefixes": float(w.sum()), "recoverable_wrong": float((rec & w).sum())})
+        out.update(
+            {
+                "auc_recoverable": roc_auc(s, rec),
+                "auc_wrong_prefixes": roc_auc(s[w], rec[w]),
+                "wrong_prefixes": float(w.sum()),
+                "recoverable_wrong": float((rec & w).sum()),
+            }
+        )
     return out
 
 
-# --------------------------------------------------------------------------------------------------
-# the table, the claims and the checks
-# --------------------------------------------------------------------------------------------------
-@stage(params=("seeds", "data", "policy", "verifier", "search"),
-       deps=(SEARCH, PREFIX_AUC, DATA_METRICS, LABEL_METRICS), outs=(REPORT, "report.md"))
-def report(ctx: StageContext) -> None:
-    """Accuracy vs generated tokens per method and verifier, the claims, the checks."""
-    build_report(load_table(ctx.path(SEARCH)), load_table(ctx.path(PREFIX_AUC)), load_json(ctx.path(DATA_METRICS)),
-                 load_json(ctx.path(LABEL_METRICS)), ctx.params).save(ctx.path(REPORT))
-
-
-PIPELINE = Pipeline(paper=ABOUT, params_model=TvmParams, stages=(sample, labels, train, search, report))
+PIPELINE = Pipeline(
+    paper=ABOUT, params_model=TvmParams, stages=(sample, labels, train, search), report="pipelines.tvm.report:report"
+)

@@ -24,8 +24,14 @@ def plot_accuracy_vs_tokens(rows: Sequence[Mapping[str, Any]], png: Path, csv: P
     for method, verifier in pairs:
         mine = [r for r in rows if r["method"] == method and r["verifier"] == verifier]
         acc, tokens = 100 * float(np.mean([r["accuracy"] for r in mine])), float(np.mean([r["tokens"] for r in mine]))
-        ax.scatter(tokens, acc, marker=MARKERS.get(method, "o"), color=COLOURS.get(verifier, "C4"), s=40,
-                   label=f"{method} / {verifier}")
+        ax.scatter(
+            tokens,
+            acc,
+            marker=MARKERS.get(method, "o"),
+            color=COLOURS.get(verifier, "C4"),
+            s=40,
+            label=f"{method} / {verifier}",
+        )
         data.append({"method": method, "verifier": verifier, "tokens": tokens, "accuracy": acc})
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -41,8 +47,9 @@ def plot_labels(solution: str, labels: Mapping[str, np.ndarray], png: Path) -> N
     text = solution + "\n"
     fig, ax = figure(max(6.0, 0.16 * len(text)), 2.8)
     for k, (kind, values) in enumerate(labels.items()):
-        ax.step(range(len(values)), np.asarray(values) + 0.012 * (k - 1), where="mid", label=kind,
-                color=COLOURS.get(kind))   # offset a little so that equal labels stay visible
+        ax.step(
+            range(len(values)), np.asarray(values) + 0.012 * (k - 1), where="mid", label=kind, color=COLOURS.get(kind)
+        )  # offset a little so that equal labels stay visible
     ax.set_xticks(range(len(text)), [c if c != "\n" else "⏎" for c in text], fontsize=6)
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("label")

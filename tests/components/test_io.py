@@ -9,9 +9,24 @@ import numpy as np
 import pytest
 import torch
 
-from components.io import (JsonLimitError, atomic_path, json_lines_of, json_nests_deeper, json_text, load_json,
-                           load_jsonl, load_table, load_tensors, parse_json, quote_value, read_json_lines, save_json,
-                           save_jsonl, save_table, save_tensors)
+from components.io import (
+    JsonLimitError,
+    atomic_path,
+    json_lines_of,
+    json_nests_deeper,
+    json_text,
+    load_json,
+    load_jsonl,
+    load_table,
+    load_tensors,
+    parse_json,
+    quote_value,
+    read_json_lines,
+    save_json,
+    save_jsonl,
+    save_table,
+    save_tensors,
+)
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path: Path) -> None:
@@ -37,12 +52,16 @@ def test_round_trips_and_json_conversion(tmp_path: Path) -> None:
 
 
 def test_json_lines_round_trip(tmp_path: Path) -> None:
-    rows = [{"caption": "Ünïcode, quotes \" and\nnewlines", "score": np.float64(0.5), "seed": None},
-            {"caption": "", "score": float("nan"), "seed": 2}]
+    rows = [
+        {"caption": 'Ünïcode, quotes " and\nnewlines', "score": np.float64(0.5), "seed": None},
+        {"caption": "", "score": float("nan"), "seed": 2},
+    ]
     save_jsonl(rows, tmp_path / "c.jsonl")
     assert len((tmp_path / "c.jsonl").read_text(encoding="utf-8").splitlines()) == 2
-    assert load_jsonl(tmp_path / "c.jsonl") == [{"caption": rows[0]["caption"], "score": 0.5, "seed": None},
-                                                {"caption": "", "score": None, "seed": 2}]
+    assert load_jsonl(tmp_path / "c.jsonl") == [
+        {"caption": rows[0]["caption"], "score": 0.5, "seed": None},
+        {"caption": "", "score": None, "seed": 2},
+    ]
     (tmp_path / "bad.jsonl").write_text('{"a": 1}\n\n{oops\n')
     with pytest.raises(ValueError, match="line 3 is not valid JSON"):
         load_jsonl(tmp_path / "bad.jsonl")
@@ -60,8 +79,16 @@ def test_missing_and_malformed_files_name_the_path(tmp_path: Path) -> None:
 
 
 def test_a_data_value_is_quoted_only_when_it_is_a_number_or_looks_like_one() -> None:
-    assert [quote_value(v) for v in (-3, 2.5, True, None, "nan", "45,5", "-1e3", " ")] == \
-        ["-3", "2.5", "True", "None", "'nan'", "'45,5'", "'-1e3'", "' '"]
+    assert [quote_value(v) for v in (-3, 2.5, True, None, "nan", "45,5", "-1e3", " ")] == [
+        "-3",
+        "2.5",
+        "True",
+        "None",
+        "'nan'",
+        "'45,5'",
+        "'-1e3'",
+        "' '",
+    ]
     assert quote_value("db_password=hunter2") == "a text of 19 characters"
     assert quote_value("9" * 40) == "a text of 40 characters"  # long numbers are cut to nothing, not quoted
     assert quote_value({"a": 1}) == "a dict"
@@ -72,9 +99,11 @@ def test_safetensors_bytes_do_not_depend_on_the_process(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys, torch; from components.io import save_tensors; "
-            "save_tensors({'b': torch.arange(3.0), 'a': torch.ones(2, 2, dtype=torch.float16)}, sys.argv[1], "
-            "{'model.class': 'x:Y', 'model.config': '{}', 'seed': '1', 'method': 'm'})")
+    code = (
+        "import sys, torch; from components.io import save_tensors; "
+        "save_tensors({'b': torch.arange(3.0), 'a': torch.ones(2, 2, dtype=torch.float16)}, sys.argv[1], "
+        "{'model.class': 'x:Y', 'model.config': '{}', 'seed': '1', 'method': 'm'})"
+    )
     blobs = set()
     for i in range(6):
         target = tmp_path / f"{i}.safetensors"
@@ -93,11 +122,14 @@ class _RowError(ValueError):
     pass
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b'{"a": "x"}\n\n[1, 2]\n', r"^line 3 holds a JSON list, expected an object$"),
-    (b'{"a": "x"}\n{not json\n', r"^line 2 is not a JSON object \(column 2: "),
-    (b'{"a": "x"}\n{"a": "caf\xe9"}\n', r"^line 2 is not UTF-8 text \(byte offset 21\); save the file as UTF-8$"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"a": "x"}\n\n[1, 2]\n', r"^line 3 holds a JSON list, expected an object$"),
+        (b'{"a": "x"}\n{not json\n', r"^line 2 is not a JSON object \(column 2: "),
+        (b'{"a": "x"}\n{"a": "caf\xe9"}\n', r"^line 2 is not UTF-8 text \(byte offset 21\); save the file as UTF-8$"),
+    ],
+)
 def test_read_json_lines_names_the_line(tmp_path: Path, raw: bytes, message: str) -> None:
     path = tmp_path / "rows.jsonl"
     path.write_bytes(raw)
@@ -129,12 +161,15 @@ def test_json_lines_split_on_newline_only(tmp_path: Path) -> None:
     assert json_lines_of("a\u2028b\nc") == ["a\u2028b", "c"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[" * 100_000, r"nests arrays or objects more than 64 levels deep"),
-    ('{"a": ' * 65 + "1" + "}" * 65, r"more than 64 levels deep"),
-    ('{"a": 1' + "0" * 400 + "}", r"an integer of 401 digits, beyond the range of a 64-bit float"),
-    ('{"a": 1' + "0" * 5000 + "}", r"an integer of 5001 digits"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000, r"nests arrays or objects more than 64 levels deep"),
+        ('{"a": ' * 65 + "1" + "}" * 65, r"more than 64 levels deep"),
+        ('{"a": 1' + "0" * 400 + "}", r"an integer of 401 digits, beyond the range of a 64-bit float"),
+        ('{"a": 1' + "0" * 5000 + "}", r"an integer of 5001 digits"),
+    ],
+)
 def test_parse_json_refuses_beyond_its_limits_before_decoding(text: str, message: str) -> None:
     with pytest.raises(JsonLimitError, match=message):
         parse_json(text)
@@ -143,8 +178,8 @@ def test_parse_json_refuses_beyond_its_limits_before_decoding(text: str, message
 def test_parse_json_reads_what_is_within_its_limits() -> None:
     deep = "[" * 64 + "]" * 64
     assert not json_nests_deeper(deep) and json_nests_deeper("[" + deep + "]")
-    assert not json_nests_deeper('{"a": "[[[[[[[[", "b": "\\"]]]]\\\\"}', limit=1)   # brackets in strings
-    assert parse_json('{"a": -1' + "0" * 300 + ', "b": 1e400, "c": NaN}')["a"] == -10 ** 300
+    assert not json_nests_deeper('{"a": "[[[[[[[[", "b": "\\"]]]]\\\\"}', limit=1)  # brackets in strings
+    assert parse_json('{"a": -1' + "0" * 300 + ', "b": 1e400, "c": NaN}')["a"] == -(10**300)
     with pytest.raises(json.JSONDecodeError):
         parse_json('{"a": [1, 2')
 

@@ -55,8 +55,13 @@ def _overrides(tree: dict[str, Any], prefix: str = "") -> list[str]:
 
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
     env.update(extra)
     return env
 
@@ -101,8 +106,9 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, seconds: float) -> N
 
 
 def _post(url: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read())
 
@@ -123,27 +129,53 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         log = base / f"{name}.log"
         logs.append(log)
         with open(log, "w") as handle:
-            proc = subprocess.Popen(cmd, cwd=base, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, cwd=base, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+            )
         procs.append(proc)
         return proc
 
     client = None
     try:
-        server = start("prefect-server", ["prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                                          str(api_port), "--no-ui", "--analytics-off"])
-        start("dask-scheduler", ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(dask_port),
-                                 "--no-dashboard"])
+        server = start(
+            "prefect-server",
+            [
+                "prefect",
+                "server",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(api_port),
+                "--no-ui",
+                "--analytics-off",
+            ],
+        )
+        start(
+            "dask-scheduler", ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(dask_port), "--no-dashboard"]
+        )
         for i in range(2):
             # --preload: each worker imports the pipelines once at start, not inside the first item
-            start(f"dask-worker-{i}", ["dask", "worker", dask_address, "--nthreads", "1", "--no-dashboard",
-                                       "--name", f"w{i}", "--preload", "paperflows.flows"])
+            start(
+                f"dask-worker-{i}",
+                [
+                    "dask",
+                    "worker",
+                    dask_address,
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--name",
+                    f"w{i}",
+                    "--preload",
+                    "paperflows.flows",
+                ],
+            )
         _wait_http(f"{api_url}/health", server, base / "prefect-server.log", 150)
         client = Client(dask_address, timeout=60)
         client.wait_for_workers(2, timeout=120)
         worker_pids = set(client.run(os.getpid).values())
-        yield {"api_url": api_url, "dask_address": dask_address, "worker_pids": worker_pids,
-               "env": env, "base": base}
+        yield {"api_url": api_url, "dask_address": dask_address, "worker_pids": worker_pids, "env": env, "base": base}
     except BaseException:
         for log in logs:
             print(f"---- {log.name}\n{log.read_text()[-2000:] if log.exists() else ''}")
@@ -157,29 +189,47 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 def _run_knots(stack: dict[str, Any], project: Path, **settings: str) -> dict[str, Any]:
     """One `paperflows run knots` at ITEM_PARAMS with these PAPERFLOWS_* settings; its run folder and runs."""
-    env = {**stack["env"], "PAPERFLOWS_ROOT": str(project), "PAPERFLOWS_TORCH_THREADS": "1",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}", **settings}
+    env = {
+        **stack["env"],
+        "PAPERFLOWS_ROOT": str(project),
+        "PAPERFLOWS_TORCH_THREADS": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{project / 'mlflow.db'}",
+        **settings,
+    }
     started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "knots", "--no-progress",
-                             *_overrides(ITEM_PARAMS)], cwd=project, env=env, capture_output=True, text=True,
-                            timeout=400)
+    result = subprocess.run(
+        [sys.executable, "-m", "paperflows", "run", "knots", "--no-progress", *_overrides(ITEM_PARAMS)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     seconds = time.perf_counter() - started
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     root = Path(re.search(r"-> (\S+) \(", result.stdout).group(1))
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     parent = client.get_run(json.loads((root / "run.json").read_text())["mlflow_run_id"])
-    children = client.search_runs([parent.info.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     items = {c.data.tags["paperflows.item"]: c for c in children if c.data.tags["paperflows.stage"] == "finetune"}
     others = [c for c in children if c.data.tags["paperflows.stage"] != "finetune"]
-    return {"root": root, "parent": parent, "items": items, "others": others, "seconds": seconds,
-            "log": result.stdout + result.stderr}
+    return {
+        "root": root,
+        "parent": parent,
+        "items": items,
+        "others": others,
+        "seconds": seconds,
+        "log": result.stdout + result.stderr,
+    }
 
 
 def _files(root: Path) -> dict[str, bytes]:
     """Every output file's bytes (run.json holds the start time and run id, so it is left out)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != "run.json"}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "run.json"
+    }
 
 
 def _curves(run: Any) -> dict[str, float]:
@@ -206,8 +256,9 @@ def sequential(stack: dict[str, Any], project: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_items_run_on_dask_workers_and_match_the_sequential_run(stack: dict[str, Any], project: Path,
-                                                                sequential: dict[str, Any]) -> None:
+def test_items_run_on_dask_workers_and_match_the_sequential_run(
+    stack: dict[str, Any], project: Path, sequential: dict[str, Any]
+) -> None:
     dask = _run_knots(stack, project, PAPERFLOWS_TASK_RUNNER="dask", PAPERFLOWS_DASK_ADDRESS=stack["dask_address"])
     print(f"knots ({ITEM_PARAMS}) sequential {sequential['seconds']:.1f}s, dask {dask['seconds']:.1f}s")
 
@@ -218,7 +269,8 @@ def test_items_run_on_dask_workers_and_match_the_sequential_run(stack: dict[str,
     assert len(flow_pids) == 1 and not flow_pids & stack["worker_pids"]
     assert all(r.data.tags["host.name"] == socket.gethostname() for r in dask["items"].values())
     assert {int(r.data.tags["host.pid"]) for r in sequential["items"].values()} == {
-        int(r.data.tags["host.pid"]) for r in sequential["others"]}
+        int(r.data.tags["host.pid"]) for r in sequential["others"]
+    }
     # submitted together: the two items ran at the same time (no GPU slot limit exists yet)
     (s1, e1), (s2, e2) = (_interval(r) for r in dask["items"].values())
     assert max(s1, s2) < min(e1, e2), "items did not overlap: they were not run concurrently"
@@ -232,18 +284,30 @@ def test_items_run_on_dask_workers_and_match_the_sequential_run(stack: dict[str,
     parent_keys = {k for k in dask["parent"].data.metrics if k.startswith("lora/")}
     assert {f"lora/{t}/seed0/loss" for t in ITEMS} <= parent_keys  # flushed to the parent from the workers
     assert {k: dask["parent"].data.metrics[k] for k in parent_keys} == {
-        k: sequential["parent"].data.metrics[k] for k in parent_keys}
+        k: sequential["parent"].data.metrics[k] for k in parent_keys
+    }
 
 
 @pytest.mark.slow
-def test_a_gpu_slot_of_one_serialises_the_training_items(stack: dict[str, Any], project: Path,
-                                                         sequential: dict[str, Any]) -> None:
+def test_a_gpu_slot_of_one_serialises_the_training_items(
+    stack: dict[str, Any], project: Path, sequential: dict[str, Any]
+) -> None:
     limit = "test-gpu"
-    created = subprocess.run(["prefect", "gcl", "create", limit, "--limit", "1"], env=stack["env"],
-                             capture_output=True, text=True, timeout=120)
+    created = subprocess.run(
+        ["prefect", "gcl", "create", limit, "--limit", "1"],
+        env=stack["env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert created.returncode == 0, created.stdout + created.stderr
-    run = _run_knots(stack, project, PAPERFLOWS_TASK_RUNNER="dask", PAPERFLOWS_DASK_ADDRESS=stack["dask_address"],
-                     PAPERFLOWS_GPU_LIMIT=limit)
+    run = _run_knots(
+        stack,
+        project,
+        PAPERFLOWS_TASK_RUNNER="dask",
+        PAPERFLOWS_DASK_ADDRESS=stack["dask_address"],
+        PAPERFLOWS_GPU_LIMIT=limit,
+    )
     assert f"GPU slot '{limit}' held by training stages" in run["log"]
     first, second = sorted(run["items"].values(), key=lambda r: r.info.start_time)
     assert first.info.end_time <= second.info.start_time, (_interval(first), _interval(second))
@@ -252,10 +316,12 @@ def test_a_gpu_slot_of_one_serialises_the_training_items(stack: dict[str, Any], 
     flow_run_id = run["parent"].data.tags["prefect.flow_run_id"]
     deadline, starts = time.monotonic() + 60, {}
     while time.monotonic() < deadline:
-        task_runs = _post(f"{stack['api_url']}/task_runs/filter",
-                          {"flow_runs": {"id": {"any_": [flow_run_id]}}})
-        starts = {t["name"]: t["start_time"] for t in task_runs
-                  if t["name"].startswith("knots.finetune[") and t["state_type"] == "COMPLETED" and t["start_time"]}
+        task_runs = _post(f"{stack['api_url']}/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}})
+        starts = {
+            t["name"]: t["start_time"]
+            for t in task_runs
+            if t["name"].startswith("knots.finetune[") and t["state_type"] == "COMPLETED" and t["start_time"]
+        }
         if len(starts) == len(ITEMS):
             break
         time.sleep(1)
@@ -271,23 +337,37 @@ def test_a_gpu_slot_of_one_serialises_the_training_items(stack: dict[str, Any], 
 # --------------------------------------------------------------------------------------------------
 def test_dask_without_a_prefect_server_is_refused_before_work(tmp_path: Path) -> None:
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
-    env = _clean_env(PAPERFLOWS_ROOT=str(tmp_path), PAPERFLOWS_TASK_RUNNER="dask",
-                     PREFECT_HOME=str(tmp_path / "prefect-home"), MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/m.db")
-    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "knots"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    env = _clean_env(
+        PAPERFLOWS_ROOT=str(tmp_path),
+        PAPERFLOWS_TASK_RUNNER="dask",
+        PREFECT_HOME=str(tmp_path / "prefect-home"),
+        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/m.db",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "paperflows", "run", "knots"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
     assert "PAPERFLOWS_TASK_RUNNER=dask needs a Prefect server: set PREFECT_API_URL" in result.stderr
     assert not any((tmp_path / name).exists() for name in ("runs", "outputs", "m.db", "mlruns"))
 
 
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("PAPERFLOWS_TASK_RUNNER", "ray", "PAPERFLOWS_TASK_RUNNER must be one of sequential, dask; got 'ray'"),
-    ("PAPERFLOWS_DASK_ADDRESS", "10.0.0.5", "PAPERFLOWS_DASK_ADDRESS must be a scheduler address"),
-    ("PAPERFLOWS_TORCH_THREADS", "0", "PAPERFLOWS_TORCH_THREADS must be a whole number >= 1; got '0'"),
-    ("PAPERFLOWS_DASK_WORKERS", "two", "PAPERFLOWS_DASK_WORKERS must be a whole number >= 1; got 'two'"),
-])
-def test_bad_scale_out_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
-                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PAPERFLOWS_TASK_RUNNER", "ray", "PAPERFLOWS_TASK_RUNNER must be one of sequential, dask; got 'ray'"),
+        ("PAPERFLOWS_DASK_ADDRESS", "10.0.0.5", "PAPERFLOWS_DASK_ADDRESS must be a scheduler address"),
+        ("PAPERFLOWS_TORCH_THREADS", "0", "PAPERFLOWS_TORCH_THREADS must be a whole number >= 1; got '0'"),
+        ("PAPERFLOWS_DASK_WORKERS", "two", "PAPERFLOWS_DASK_WORKERS must be a whole number >= 1; got 'two'"),
+    ],
+)
+def test_bad_scale_out_settings_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
     from paperflows.settings import SettingsError, load_settings
 
     monkeypatch.setenv(name, value)
@@ -298,12 +378,21 @@ def test_bad_scale_out_settings_name_the_variable(monkeypatch: pytest.MonkeyPatc
 def test_scale_out_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from paperflows.settings import load_settings
 
-    for name in ("PAPERFLOWS_TASK_RUNNER", "PAPERFLOWS_DASK_ADDRESS", "PAPERFLOWS_TORCH_THREADS",
-                 "PAPERFLOWS_DASK_WORKERS", "PAPERFLOWS_GPU_LIMIT"):
+    for name in (
+        "PAPERFLOWS_TASK_RUNNER",
+        "PAPERFLOWS_DASK_ADDRESS",
+        "PAPERFLOWS_TORCH_THREADS",
+        "PAPERFLOWS_DASK_WORKERS",
+        "PAPERFLOWS_GPU_LIMIT",
+    ):
         monkeypatch.delenv(name, raising=False)
     default = load_settings()
     assert (default.task_runner, default.dask_address, default.torch_threads, default.gpu_limit) == (
-        "sequential", None, 1, "gpu")  # one thread unless set: small CPU models, two pipelines on two cores
+        "sequential",
+        None,
+        1,
+        "gpu",
+    )  # one thread unless set: small CPU models, two pipelines on two cores
     monkeypatch.setenv("PAPERFLOWS_TASK_RUNNER", "dask")
     monkeypatch.setenv("PAPERFLOWS_DASK_ADDRESS", "tcp://10.0.0.5:8786")
     monkeypatch.setenv("PAPERFLOWS_TORCH_THREADS", "3")
@@ -316,8 +405,9 @@ def test_a_stage_runs_with_the_thread_count_of_its_context(tmp_path: Path) -> No
     import torch
 
     from components.io import save_json
+    from paperflows.contract import Pipeline, Stage, StageContext
+    from paperflows.engine import run_stage
     from paperflows.paper import Paper
-    from paperflows.runtime import Pipeline, Stage, StageContext, run_stage
     from tests.platform.test_runtime import ToyParams
 
     seen: list[int] = []
@@ -327,12 +417,14 @@ def test_a_stage_runs_with_the_thread_count_of_its_context(tmp_path: Path) -> No
         seen.append(torch.get_num_threads())
         save_json({"threads": seen[-1]}, ctx.path("report.json"))
 
-    pipeline = Pipeline(paper=Paper("toy", "", "", ""), params_model=ToyParams,
-                        stages=(Stage("probe", probe, outs=("report.json",)),))
+    pipeline = Pipeline(
+        paper=Paper("toy", "", "", ""), params_model=ToyParams, stages=(Stage("probe", probe, outs=("report.json",)),)
+    )
     before = torch.get_num_threads()
     target = 2 if before == 1 else 1
-    run_stage(StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=ToyParams(), root=tmp_path,
-                           threads=target))
+    run_stage(
+        StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=ToyParams(), root=tmp_path, threads=target)
+    )
     run_stage(StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=ToyParams(), root=tmp_path))
     assert seen == [target, before] and torch.get_num_threads() == before
 

@@ -27,6 +27,19 @@ def _merge(base: dict, update: dict) -> dict:
     return out
 
 
+# the stages of knots' newest MLflow parent run that were skipped as up to date (printed one per line)
+SKIPPED_CHILDREN = """
+import sys
+from mlflow import MlflowClient
+client = MlflowClient(f"sqlite:///{sys.argv[1]}/mlflow.db")
+experiment = client.get_experiment_by_name("knots")
+[parent] = client.search_runs([experiment.experiment_id], "tags.`paperflows.output_root` = 'outputs/knots'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+print("\\n".join(c.data.tags["paperflows.stage"] for c in children if c.data.tags.get("paperflows.skipped")))
+"""
+
+
 def _run(cmd: list[str], repo: Path) -> subprocess.CompletedProcess[str]:
     bin_dir = str(Path(sys.executable).parent)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_HOME"))}
@@ -39,10 +52,12 @@ def _run(cmd: list[str], repo: Path) -> subprocess.CompletedProcess[str]:
 def _deterministic_metrics(repo: Path) -> dict[str, object]:
     found = {}
     for path in sorted((repo / "outputs").rglob("metrics/*.json")):
+
         def strip(tree):
             if isinstance(tree, dict):
                 return {k: strip(v) for k, v in tree.items() if not any(w in k for w in TIMING_WORDS)}
             return tree
+
         found[str(path.relative_to(repo))] = strip(json.loads(path.read_text()))
     return found
 
@@ -78,8 +93,9 @@ def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
 
     # the Prefect flows at the params.yaml values (forced), both papers at once on one local Prefect server:
     # the same metrics as DVC's one-stage-at-a-time run, recorded for DVC
-    both = _run([sys.executable, "-m", "paperflows", "run", "knots,nsot", "--force", "--jobs", "2",
-                 "--no-progress"], repo)
+    both = _run(
+        [sys.executable, "-m", "paperflows", "run", "knots,nsot", "--force", "--jobs", "2", "--no-progress"], repo
+    )
     assert "local Prefect server for the parallel runs" in both.stdout and "[nsot]" in both.stdout
     assert _deterministic_metrics(repo) == by_dvc
     status = _run(["dvc", "status", "--with-deps", "knots", "nsot"], repo)
@@ -89,6 +105,18 @@ def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
     lock = (repo / "dvc.lock").read_text()
     _run([sys.executable, "-m", "paperflows", "run", "knots", "--force", "--no-progress"], repo)
     assert (repo / "dvc.lock").read_text() == lock
+
+    # one incremental engine: after an edit of the report's code, `paperflows run` asks DVC once and reruns only
+    # the report stage; the fresh stages end Cached in Prefect and as skipped MLflow children
+    report_code = repo / "pipelines" / "knots" / "report.py"
+    original_report = report_code.read_text()
+    report_code.write_text(original_report + "\n# a note edit\n")
+    partial = _run([sys.executable, "-m", "paperflows", "run", "knots", "--no-progress"], repo)
+    assert "knots: 1 of 5 stages to run (knots)" in partial.stdout, partial.stdout
+    assert "up to date" in _run(["dvc", "status", "--with-deps", "knots"], repo).stdout
+    skipped_children = _run([sys.executable, "-c", SKIPPED_CHILDREN, str(repo)], repo).stdout.split()
+    assert sorted(skipped_children) == ["finetune", "merge", "prepare", "pretrain"], skipped_children
+    report_code.write_text(original_report)
 
     # editing a component used by one stage only: that stage (and what follows) is out of date, not the others
     component = repo / "components" / "merging" / "knots.py"

@@ -26,19 +26,31 @@ from tests.platform.test_deploy import (
 )
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 EDITED_STEPS = MICRO["train"]["steps"] + 1
 # the schema form renders one block per field, titled "<Title> (Optional)", with its input inside
-FIELD_INPUT = ("xpath=//span[contains(@class,'schema-form-property__label') and normalize-space()='{label}']"
-               "/ancestor::div[contains(concat(' ',@class,' '),' schema-form-property ')][1]//input")
+FIELD_INPUT = (
+    "xpath=//span[contains(@class,'schema-form-property__label') and normalize-space()='{label}']"
+    "/ancestor::div[contains(concat(' ',@class,' '),' schema-form-property ')][1]//input"
+)
 
 
 @pytest.mark.slow
 def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
     if not CHROMIUM.is_file():
-        pytest.skip(f"BROWSER TEST NOT RUN: {CHROMIUM} is missing (Debian package 'chromium'); the Prefect UI "
-                    f"path (form -> run -> MLflow) is untested on this machine")
+        pytest.skip(
+            f"BROWSER TEST NOT RUN: {CHROMIUM} is missing (Debian package 'chromium'); the Prefect UI "
+            f"path (form -> run -> MLflow) is untested on this machine"
+        )
     from playwright.sync_api import sync_playwright
 
     shots = tmp_path / "screenshots"
@@ -83,16 +95,24 @@ def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
                     page.get_by_role("button", name="Submit").click()
                     try:
                         page.wait_for_url(f"**/deployments/deployment/{deployment['id']}*", timeout=120_000)
-                    except Exception:
+                    except Exception as err:
                         page.screenshot(path=str(shots / "3-after-submit.png"), full_page=True)
                         keep_test_artifacts(shots, "prefect-ui")
-                        raise AssertionError("the form did not submit; the page says: "
-                                             + " | ".join(page.inner_text("body").splitlines()[-30:]))
+                        raise AssertionError(
+                            "the form did not submit; the page says: "
+                            + " | ".join(page.inner_text("body").splitlines()[-30:])
+                        ) from err
 
                     # the run the form created carries the edited value
-                    runs = api(api_url, "POST", "/flow_runs/filter", {
-                        "flow_runs": {"deployment_id": {"any_": [deployment["id"]]}},
-                        "sort": "EXPECTED_START_TIME_DESC"})[1]
+                    runs = api(
+                        api_url,
+                        "POST",
+                        "/flow_runs/filter",
+                        {
+                            "flow_runs": {"deployment_id": {"any_": [deployment["id"]]}},
+                            "sort": "EXPECTED_START_TIME_DESC",
+                        },
+                    )[1]
                     assert len(runs) == 1, runs
                     run = runs[0]
                     assert run["parameters"]["params"]["train"]["steps"] == EDITED_STEPS

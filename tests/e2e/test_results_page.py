@@ -20,17 +20,28 @@ from tests.platform.test_results_page import constructed_report, file_params, wr
 
 def test_results_page_renders_offline_in_chromium(project: Path, tmp_path: Path) -> None:
     if not CHROMIUM.is_file():
-        pytest.skip(f"BROWSER TEST NOT RUN: {CHROMIUM} is missing (Debian package 'chromium'); the results page "
-                    f"is checked by tests/platform/test_results_page.py only")
+        pytest.skip(
+            f"BROWSER TEST NOT RUN: {CHROMIUM} is missing (Debian package 'chromium'); the results page "
+            f"is checked by tests/platform/test_results_page.py only"
+        )
     from playwright.sync_api import sync_playwright
 
     shutil.copy(REPO / "dvc.yaml", project / "dvc.yaml")
-    write_run(project / "outputs" / "knots", constructed_report("knots"), file_params(project, "knots"),
-              pngs=("plots/lambda_search.png", "plots/accuracy.png"))
+    write_run(
+        project / "outputs" / "knots",
+        constructed_report("knots"),
+        file_params(project, "knots"),
+        pngs=("plots/lambda_search.png", "plots/accuracy.png"),
+    )
     edited = file_params(project, "oc_flow")
     edited["seeds"] = [0]
-    write_run(project / "runs" / "oc_flow" / "20250501-edited", constructed_report("oc_flow"), edited,
-              pngs=("plots/gamma_tradeoff.png",), entry="prefect")
+    write_run(
+        project / "runs" / "oc_flow" / "20250501-edited",
+        constructed_report("oc_flow"),
+        edited,
+        pngs=("plots/gamma_tradeoff.png",),
+        entry="prefect",
+    )
     page_file = project / "outputs" / "report.html"
     assert main(["report", "--html"]) == 0 and page_file.is_file()
 

@@ -22,8 +22,14 @@ PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 
 
 def _stack(project: Path, env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(project / "scripts" / "stack.sh"), *args], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [str(project / "scripts" / "stack.sh"), *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _query(dbname: str, sql: str, *args: object) -> list[tuple]:
@@ -77,21 +83,31 @@ def test_stack_runs_a_flow_through_worker_and_postgres_backed_servers(tmp_path: 
     pool = f"paperflows-test-{tag}"
     role = f"paperflows_test_{tag}"
     # the servers' role and its password, with the characters a connection URL must encode
-    env = clean_env(PAPERFLOWS_PG_USER=role, PAPERFLOWS_PG_PASSWORD="e2e p@ss/w:rd%'#?",
-                    PAPERFLOWS_STACK_DIR=str(stack_dir), PAPERFLOWS_PYTHON=sys.executable,
-                    PAPERFLOWS_PREFECT_DB=prefect_db, PAPERFLOWS_MLFLOW_DB=mlflow_db,
-                    PAPERFLOWS_PREFECT_PORT=str(free_port()), PAPERFLOWS_MLFLOW_PORT=str(free_port()),
-                    PAPERFLOWS_WORK_POOL=pool, PREFECT_WORKER_QUERY_SECONDS="2")
+    env = clean_env(
+        PAPERFLOWS_PG_USER=role,
+        PAPERFLOWS_PG_PASSWORD="e2e p@ss/w:rd%'#?",
+        PAPERFLOWS_STACK_DIR=str(stack_dir),
+        PAPERFLOWS_PYTHON=sys.executable,
+        PAPERFLOWS_PREFECT_DB=prefect_db,
+        PAPERFLOWS_MLFLOW_DB=mlflow_db,
+        PAPERFLOWS_PREFECT_PORT=str(free_port()),
+        PAPERFLOWS_MLFLOW_PORT=str(free_port()),
+        PAPERFLOWS_WORK_POOL=pool,
+        PREFECT_WORKER_QUERY_SECONDS="2",
+    )
     processes: list[psutil.Process] = []
     try:
         up = _stack(project, env, "up")
         processes = _stack_processes(stack_dir)
         assert up.returncode == 0, f"{up.stdout}\n{up.stderr}\n" + "\n".join(
-            f"--- {log.name}\n{log.read_text()[-2500:]}" for log in (stack_dir / "logs").glob("*.log"))
+            f"--- {log.name}\n{log.read_text()[-2500:]}" for log in (stack_dir / "logs").glob("*.log")
+        )
         status = _stack(project, env, "status")
         assert status.returncode == 0 and status.stdout.count(" running ") == 3, status.stdout
-        exports = dict(shlex.split(line.removeprefix("export "))[0].split("=", 1)
-                       for line in _stack(project, env, "env").stdout.splitlines())
+        exports = dict(
+            shlex.split(line.removeprefix("export "))[0].split("=", 1)
+            for line in _stack(project, env, "env").stdout.splitlines()
+        )
         api_url, tracking_uri = exports["PREFECT_API_URL"], exports["MLFLOW_TRACKING_URI"]
         assert exports["PAPERFLOWS_WORK_POOL"] == pool and tracking_uri.startswith("http://127.0.0.1:")
 
@@ -105,8 +121,9 @@ def test_stack_runs_a_flow_through_worker_and_postgres_backed_servers(tmp_path: 
         params = json.loads(json.dumps(deployment["parameter_openapi_schema"]["properties"]["params"]["default"]))
         assert params["train"]["steps"] == MICRO["train"]["steps"]
         params["seeds"] = [2]
-        status_code, run = api(api_url, "POST", f"/deployments/{deployment['id']}/create_flow_run",
-                               {"parameters": {"params": params}})
+        status_code, run = api(
+            api_url, "POST", f"/deployments/{deployment['id']}/create_flow_run", {"parameters": {"params": params}}
+        )
         assert status_code == 201, run
         finished = wait_flow_run(api_url, run["id"], timeout=420)
         processes = list({p.pid: p for p in processes + _stack_processes(stack_dir)}.values())
@@ -116,19 +133,24 @@ def test_stack_runs_a_flow_through_worker_and_postgres_backed_servers(tmp_path: 
         # the stores themselves: Prefect's flow_run table and MLflow's runs/tags tables in PostgreSQL
         rows = _query(prefect_db, "SELECT state_type, deployment_id::text FROM flow_run WHERE id = %s", run["id"])
         assert rows == [("COMPLETED", deployment["id"])]
-        runs = _query(mlflow_db, """
+        runs = _query(
+            mlflow_db,
+            """
             SELECT r.run_uuid, r.status, r.artifact_uri, e.name FROM runs r
             JOIN tags t ON t.run_uuid = r.run_uuid JOIN experiments e ON e.experiment_id = r.experiment_id
             WHERE t.key = 'prefect.flow_run_id' AND t.value = %s
               AND NOT EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = 'mlflow.parentRunId')
-            """, run["id"])
+            """,
+            run["id"],
+        )
         assert len(runs) == 1, runs
         run_uuid, mlflow_status, artifact_uri, experiment = runs[0]
         assert mlflow_status == "FINISHED" and experiment == "nsot"
         seeds = _query(mlflow_db, "SELECT value FROM params WHERE run_uuid = %s AND key = 'seeds'", run_uuid)
         assert seeds == [("[2]",)]
-        children = _query(mlflow_db, "SELECT count(*) FROM tags WHERE key = 'mlflow.parentRunId' AND value = %s",
-                          run_uuid)[0][0]
+        children = _query(
+            mlflow_db, "SELECT count(*) FROM tags WHERE key = 'mlflow.parentRunId' AND value = %s", run_uuid
+        )[0][0]
         assert children >= 6
         # artifacts went through the server's proxy into its destination folder
         assert artifact_uri.startswith("mlflow-artifacts:/")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +10,39 @@ import pytest
 from mlflow import MlflowClient
 
 from components.io import load_json
-from paperflows.runtime import Pipeline
+from paperflows.contract import Pipeline
+
+WALL_CLOCK = re.compile(r"seconds|_ms$|^ms$|time \(s\)|_secs?$", re.I)
 
 
-def _run_flow_and_check(pipeline: Pipeline, params: Any, project: Path, *, expect_weights: bool = True
-                       ) -> dict[str, Any]:
+def wall_clock_keys(path: Path) -> list[str]:
+    """Keys of JSON files and columns of Parquet tables under ``path`` that name a wall-clock measurement."""
+    import pyarrow.parquet as pq
+
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
+    found: list[str] = []
+
+    def walk(tree: Any, where: str) -> None:
+        if isinstance(tree, dict):
+            for key, value in tree.items():
+                if WALL_CLOCK.search(str(key)):
+                    found.append(f"{where}:{key}")
+                walk(value, where)
+        elif isinstance(tree, list):
+            for value in tree:
+                walk(value, where)
+
+    for file in files:
+        if file.suffix == ".json":
+            walk(load_json(file), file.name)
+        elif file.suffix == ".parquet":
+            found += [f"{file.name}:{c}" for c in pq.read_schema(file).names if WALL_CLOCK.search(c)]
+    return found
+
+
+def _run_flow_and_check(
+    pipeline: Pipeline, params: Any, project: Path, *, expect_weights: bool = True
+) -> dict[str, Any]:
     """Run ``pipeline``'s Prefect flow with non-default ``params`` and check every trace it must leave."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -35,6 +64,9 @@ def _run_flow_and_check(pipeline: Pipeline, params: Any, project: Path, *, expec
     for stage in pipeline.stages:
         for rel in stage.written():
             assert (root / rel).exists(), f"{stage.name} did not leave {rel}"
+        for rel in stage.outs + stage.metrics:  # what DVC tracks: byte-identical for equal results
+            clocked = wall_clock_keys(root / rel)
+            assert not clocked, f"{stage.name}: DVC-tracked {rel} holds wall-clock values {clocked[:5]} (use timings=)"
 
     # MLflow: parent run tagged with the Prefect flow run, one finished child per stage
     client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
@@ -43,8 +75,7 @@ def _run_flow_and_check(pipeline: Pipeline, params: Any, project: Path, *, expec
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["prefect.flow_run_id"] == flow_run_id
     assert parent.data.params["seeds"] == str(params.seeds)
-    children = client.search_runs([experiment.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     # one child per stage, or per item for a fan-out stage
     expected = sorted(f"{s.name}[{i}]" for s in pipeline.stages for i in pipeline.items(s, params) or [None])
     found = sorted(f"{c.data.tags['paperflows.stage']}[{c.data.tags.get('paperflows.item')}]" for c in children)
@@ -58,8 +89,9 @@ def _run_flow_and_check(pipeline: Pipeline, params: Any, project: Path, *, expec
 
     # Prefect: the result table is a table artifact of this flow run
     with get_client(sync_client=True) as prefect:
-        artifacts = prefect.read_artifacts(artifact_filter=ArtifactFilter(
-            key=ArtifactFilterKey(any_=[f"{pipeline.slug.replace('_', '-')}-results"])))
+        artifacts = prefect.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"{pipeline.slug.replace('_', '-')}-results"]))
+        )
     assert any(str(a.flow_run_id) == flow_run_id and a.type == "table" for a in artifacts)
     return report
 

@@ -228,6 +228,7 @@ def test_a_report_names_one_or_two_headline_claims():
 def test_reports_refuse_hand_built_claims():
     class Fake:
         id, headline = "fake", True
+
     with pytest.raises(TypeError):
         Report("x", "X", [], [], [Fake()])  # type: ignore[list-item]
 

@@ -13,10 +13,15 @@ from tests.conftest import REPO
 
 
 def paperflows(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home")}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture()
@@ -29,18 +34,21 @@ def _written(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "params.yaml")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["run", "nosuch"], "unknown pipeline 'nosuch'"),
-    (["run", "knots", "--set", "lora.rank=8"], "knots.lora.rank: unknown parameter"),
-    (["run", "knots", "--set", "lora.r=eight"], "knots.lora.r: Input should be a valid integer"),
-    (["run", "knots", "--set", "lora.r=0"], "knots.lora.r: Input should be greater than or equal to 1"),
-    (["run", "nsot", "--set", "train.betas=[1.5]"], "nsot.train.betas"),
-    (["run", "knots", "--set", "novalue"], "expected key=value"),
-    (["run", "all", "--set", "seeds=[0]"], "with several pipelines, keys start with a pipeline slug"),
-    (["stage", "knots", "nosuch"], "has no stage 'nosuch'"),
-    (["stage", "knots", "merge"], "outputs/knots/data/tasks.safetensors is missing"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "nosuch"], "unknown pipeline 'nosuch'"),
+        (["run", "knots", "--set", "lora.rank=8"], "knots.lora.rank: unknown parameter"),
+        (["run", "knots", "--set", "lora.r=eight"], "knots.lora.r: Input should be a valid integer"),
+        (["run", "knots", "--set", "lora.r=0"], "knots.lora.r: Input should be greater than or equal to 1"),
+        (["run", "nsot", "--set", "train.betas=[1.5]"], "nsot.train.betas"),
+        (["run", "knots", "--set", "novalue"], "expected key=value"),
+        (["run", "all", "--set", "seeds=[0]"], "with several pipelines, keys start with a pipeline slug"),
+        (["stage", "knots", "nosuch"], "has no stage 'nosuch'"),
+        (["stage", "knots", "merge"], "outputs/knots/data/tasks.safetensors is missing"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_input_exits_2_names_the_problem_and_writes_nothing(root: Path, args: list[str], message: str) -> None:
     result = paperflows(*args, root=root)
     assert result.returncode == 2, result.stderr
@@ -83,7 +91,7 @@ def test_a_malformed_data_file_in_params_yaml_stops_the_dvc_stage_before_work(ro
     """`dvc repro` calls `paperflows stage`: the data-file check runs there too, before any output or run."""
     import yaml
 
-    (root / "meals.csv").write_text("meal_description,carb\n\"a bowl of rice\",lots\n")
+    (root / "meals.csv").write_text('meal_description,carb\n"a bowl of rice",lots\n')
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["nutribench"]["data"]["path"] = "meals.csv"
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

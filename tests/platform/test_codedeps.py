@@ -10,7 +10,7 @@ import pytest
 from paperflows import registry
 from paperflows.codedeps import stage_code_files
 
-HELPER = '''import json
+HELPER = """import json
 
 from components.metrics.classification import accuracy
 from components.data.toy import MOONS_CENTRE
@@ -23,8 +23,8 @@ def used_by_a():
 
 def constant_user():
     return MOONS_CENTRE  # a constant names no module: its import statement does
-'''
-PIPELINE = '''from components.io import save_json
+"""
+PIPELINE = """from components.io import save_json
 from pipelines_deps.toy import helpers
 
 
@@ -43,7 +43,7 @@ class Thing:
 
 def stage_c(ctx):
     Thing().method()
-'''
+"""
 
 
 @pytest.fixture()
@@ -64,8 +64,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_functions_of_the_paper_package_are_followed_to_the_components_they_use(toy) -> None:
-    a, b, c = (stage_code_files(getattr(toy, name))
-               for name in ("stage_a", "stage_b", "stage_c"))
+    a, b, c = (stage_code_files(getattr(toy, name)) for name in ("stage_a", "stage_b", "stage_c"))
     assert "components/metrics/classification.py" in a and "components/merging/task_vectors.py" in a
     assert "components/metrics/classification.py" not in b and "components/merging/task_vectors.py" not in b
     assert "components/io.py" in b

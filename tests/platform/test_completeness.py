@@ -55,15 +55,32 @@ def test_paperflows_new_gives_a_paper_that_passes_the_checks_and_its_tests(tmp_p
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
 
-    made = run("-m", "paperflows", "new", "demo_paper", "--title", "A demo", "--arxiv", "2501.00001",
-               "--claim", "method > baseline")
+    made = run(
+        "-m",
+        "paperflows",
+        "new",
+        "demo_paper",
+        "--title",
+        "A demo",
+        "--arxiv",
+        "2501.00001",
+        "--claim",
+        "method > baseline",
+    )
     assert made.returncode == 0, made.stderr
     for check in (("dvc-yaml", "--check"), ("deploy", "--check")):
         result = run("-m", "paperflows", *check)
         assert result.returncode == 0, result.stderr
     again = run("-m", "paperflows", "new", "demo_paper", "--title", "A demo", "--arxiv", "1", "--claim", "c")
     assert again.returncode == 2 and "already exists" in again.stderr
-    tests = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/pipelines/demo_paper",
-                "tests/platform/test_completeness.py::test_a_registered_paper_has_its_files_tests_params_row_and_deployment")
+    tests = run(
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/pipelines/demo_paper",
+        "tests/platform/test_completeness.py::test_a_registered_paper_has_its_files_tests_params_row_and_deployment",
+    )
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert "demo_paper" in tests.stdout or "passed" in tests.stdout

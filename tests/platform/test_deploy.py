@@ -33,11 +33,13 @@ from tests.conftest import REPO, clone_repo
 
 BIN = Path(sys.executable).parent
 # nsot with the smallest model that still runs every stage: the fastest pipeline for a served run
-MICRO = {"seeds": [0], "data": {"n_train": 24, "n_test": 16, "n_points": 16, "superset_points": 32},
-         "model": {"d_model": 8, "n_heads": 1, "n_layers": 1},
-         "train": {"steps": 2, "batch_size": 8, "betas": [0.2]},
-         "eval": {"n_generated": 16, "euler_steps": [1, 2], "timing_points": [16, 32], "timing_steps": 1,
-                  "pair_batches": 2}}
+MICRO = {
+    "seeds": [0],
+    "data": {"n_train": 24, "n_test": 16, "n_points": 16, "superset_points": 32},
+    "model": {"d_model": 8, "n_heads": 1, "n_layers": 1},
+    "train": {"steps": 2, "batch_size": 8, "betas": [0.2]},
+    "eval": {"n_generated": 16, "euler_steps": [1, 2], "timing_points": [16, 32], "timing_steps": 1, "pair_batches": 2},
+}
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
@@ -52,19 +54,23 @@ def free_port() -> int:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The test process's environment without project/Prefect/MLflow settings, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PAPERFLOWS_PROGRESS="0", **extra)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_"))}
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING="false",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PAPERFLOWS_PROGRESS="0",
+        **extra,
+    )
     return env
 
 
 def start_group(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``cmd`` as the leader of its own process group, output to ``log``."""
     with open(log, "ab") as out:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def tree(proc: subprocess.Popen[bytes] | int) -> list[psutil.Process]:
@@ -105,8 +111,9 @@ def stop_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT, grace: f
     return proc.returncode
 
 
-def wait_for(predicate: typing.Callable[[], Any], timeout: float, what: str, interval: float = 0.5,
-             log: Path | None = None) -> Any:
+def wait_for(
+    predicate: typing.Callable[[], Any], timeout: float, what: str, interval: float = 0.5, log: Path | None = None
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -120,14 +127,18 @@ def wait_for(predicate: typing.Callable[[], Any], timeout: float, what: str, int
 RETRYABLE = (429, 502, 503)  # what Prefect's own client retries (a 503 is e.g. SQLite busy under the services)
 
 
-def api(api_url: str, method: str, path: str, body: Any = None, timeout: float = 30.0,
-        attempts: int = 6) -> tuple[int, Any]:
+def api(
+    api_url: str, method: str, path: str, body: Any = None, timeout: float = 30.0, attempts: int = 6
+) -> tuple[int, Any]:
     """One REST call to the Prefect API: (HTTP status, decoded JSON). Like Prefect's client, a retryable
     status is retried with exponential backoff (the server rolled the request back)."""
     for attempt in range(attempts):
-        request = urllib.request.Request(f"{api_url}{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{api_url}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 raw = response.read()
@@ -136,7 +147,7 @@ def api(api_url: str, method: str, path: str, body: Any = None, timeout: float =
             raw = err.read()
             if err.code not in RETRYABLE or attempt == attempts - 1:
                 return err.code, json.loads(raw) if raw else None
-        time.sleep(0.5 * 2 ** attempt)
+        time.sleep(0.5 * 2**attempt)
     raise AssertionError("unreachable")
 
 
@@ -165,11 +176,11 @@ def prefect_server(home: Path, port: int | None = None, **extra_env: str) -> Ite
     home.mkdir(parents=True, exist_ok=True)
     env = clean_env(PREFECT_HOME=str(home), PREFECT_UI_API_URL=api_url, **extra_env)
     log = home / "server.log"
-    proc = start_group([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                       home, env, log)
+    proc = start_group(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)], home, env, log
+    )
     try:
-        wait_for(lambda: proc.poll() is not None or healthy(f"{api_url}/health"), 240, "the Prefect server",
-                 log=log)
+        wait_for(lambda: proc.poll() is not None or healthy(f"{api_url}/health"), 240, "the Prefect server", log=log)
         assert proc.poll() is None, log.read_text()[-3000:]
         yield api_url
     finally:
@@ -192,20 +203,26 @@ def micro_project(dest: Path) -> Path:
 
 
 def serve_env(project: Path, api_url: str) -> dict[str, str]:
-    return clean_env(PREFECT_API_URL=api_url, PREFECT_RUNNER_POLL_FREQUENCY="1",
-                     MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}",
-                     PREFECT_HOME=str(project / ".paperflows" / "prefect"))
+    return clean_env(
+        PREFECT_API_URL=api_url,
+        PREFECT_RUNNER_POLL_FREQUENCY="1",
+        MLFLOW_TRACKING_URI=f"sqlite:///{project / 'mlflow.db'}",
+        PREFECT_HOME=str(project / ".paperflows" / "prefect"),
+    )
 
 
 @contextlib.contextmanager
 def paperflows_serve(project: Path, api_url: str, *slugs: str) -> Iterator[subprocess.Popen[bytes]]:
     """``paperflows serve`` in ``project`` until its deployments are registered and polled."""
     log = project / "serve.log"
-    proc = start_group([sys.executable, "-m", "paperflows", "serve", *slugs], project,
-                       serve_env(project, api_url), log)
+    proc = start_group([sys.executable, "-m", "paperflows", "serve", *slugs], project, serve_env(project, api_url), log)
     try:
-        wait_for(lambda: proc.poll() is not None or "being served" in log.read_text(errors="replace"), 240,
-                 "`paperflows serve` to register its deployments", log=log)
+        wait_for(
+            lambda: proc.poll() is not None or "being served" in log.read_text(errors="replace"),
+            240,
+            "`paperflows serve` to register its deployments",
+            log=log,
+        )
         assert proc.poll() is None, log.read_text()[-3000:]
         yield proc
     finally:
@@ -224,8 +241,10 @@ def mlflow_parent_run(tracking_uri: str, slug: str, flow_run_id: str):
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(slug)
     assert experiment is not None, f"no MLflow experiment '{slug}' at {tracking_uri}"
-    runs = client.search_runs([experiment.experiment_id],
-                              f"tags.`prefect.flow_run_id` = '{flow_run_id}' and tags.`paperflows.entry` = 'prefect'")
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        f"tags.`prefect.flow_run_id` = '{flow_run_id}' and tags.`paperflows.entry` = 'prefect'",
+    )
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1, f"expected one parent run tagged with flow run {flow_run_id}, found {len(parents)}"
     return client, parents[0]
@@ -248,8 +267,9 @@ def test_prefect_yaml_is_generated_from_the_registry() -> None:
         assert pipeline.arxiv in entry["description"] and pipeline.claim in entry["description"]
 
 
-def test_deploy_check_detects_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_deploy_check_detects_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     monkeypatch.setenv("PAPERFLOWS_ROOT", str(tmp_path))
     assert main(["deploy", "--check"]) == 1
@@ -286,8 +306,9 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _check_model_in_schema(model: type[BaseModel], node: dict[str, Any], schema: dict[str, Any], where: str,
-                           seen: dict[str, int]) -> None:
+def _check_model_in_schema(
+    model: type[BaseModel], node: dict[str, Any], schema: dict[str, Any], where: str, seen: dict[str, int]
+) -> None:
     """Every field of the pydantic model appears with its description, bounds and choices."""
     assert node.get("additionalProperties") is False, f"{where}: unknown keys would be accepted"
     for name, field in model.model_fields.items():
@@ -299,8 +320,12 @@ def _check_model_in_schema(model: type[BaseModel], node: dict[str, Any], schema:
         branches = [b for b in prop.get("anyOf", []) if b.get("type") != "null"]
         bounded = branches[0] if len(branches) == 1 else prop
         for meta in field.metadata:
-            for attr, key in (("ge", "minimum"), ("le", "maximum"), ("gt", "exclusiveMinimum"),
-                              ("lt", "exclusiveMaximum")):
+            for attr, key in (
+                ("ge", "minimum"),
+                ("le", "maximum"),
+                ("gt", "exclusiveMinimum"),
+                ("lt", "exclusiveMaximum"),
+            ):
                 if getattr(meta, attr, None) is not None:
                     assert bounded.get(key) == getattr(meta, attr), f"{where}.{name}: {key}"
                     seen["bounds"] += 1
@@ -336,8 +361,9 @@ def test_one_deployment_per_pipeline_with_the_paper_and_its_form(deployments: di
         schema = deployment._parameter_openapi_schema.model_dump(exclude_unset=True)
         assert schema["additionalProperties"] is False and list(schema["properties"]) == ["params"]
         seen = {"described": 0, "bounds": 0, "enums": 0}
-        _check_model_in_schema(pipeline.params_model, _resolve(schema, schema["properties"]["params"]), schema,
-                               slug, seen)
+        _check_model_in_schema(
+            pipeline.params_model, _resolve(schema, schema["properties"]["params"]), schema, slug, seen
+        )
         assert seen["described"] >= 10 and seen["bounds"] >= 5 and seen["enums"] >= 1, (slug, seen)
 
 
@@ -384,8 +410,10 @@ def test_edited_parameters_are_validated_before_a_run_exists(served: dict[str, A
         return params
 
     cases = [
-        ({"params": edited(train__steps=10**9)},
-         "Validation failed for field 'params.train.steps'. Failure reason: 1000000000 is greater than the maximum"),
+        (
+            {"params": edited(train__steps=10**9)},
+            "Validation failed for field 'params.train.steps'. Failure reason: 1000000000 is greater than the maximum",
+        ),
         ({"params": edited(train__steps="ten")}, "params.train.steps"),
         ({"params": edited(scale="gpu")}, "'gpu' is not one of ['cpu', 'evidence', 'paper']"),
         ({"params": edited(train__stepz=3)}, "Additional properties are not allowed ('stepz' was unexpected)"),
@@ -432,16 +460,26 @@ def test_a_run_with_edited_parameters_is_tracked(served: dict[str, Any]) -> None
     # each task's Prefect log says what the stage did and where its MLflow run is
     logs: list[dict[str, Any]] = []
     while True:  # the server returns at most 200 per call: page through all of them
-        page = api(api_url, "POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}},
-                                                      "sort": "TIMESTAMP_ASC", "limit": 200, "offset": len(logs)})[1]
+        page = api(
+            api_url,
+            "POST",
+            "/logs/filter",
+            {
+                "logs": {"flow_run_id": {"any_": [run["id"]]}},
+                "sort": "TIMESTAMP_ASC",
+                "limit": 200,
+                "offset": len(logs),
+            },
+        )[1]
         logs += page
         if len(page) < 200:
             break
     summaries = [entry["message"] for entry in logs if ": done in " in entry["message"]]
     assert any(m.startswith("nsot.train: done in ") and "MLflow run: http" in m for m in summaries), summaries
     # and the training loops' progress reaches it too, not only the terminal of `paperflows serve`
-    assert any(e["message"].startswith("nsot ") and "step 3/3 (100%), loss " in e["message"] for e in logs), \
-        [e["message"] for e in logs][:40]
+    assert any(e["message"].startswith("nsot ") and "step 3/3 (100%), loss " in e["message"] for e in logs), [
+        e["message"] for e in logs
+    ][:40]
     # edited values: a run folder of its own, nothing written where DVC tracks outputs
     root = project / parent.data.tags["paperflows.output_root"]  # relative to the project: the checkout can move
     assert root.parent == project / "runs" / "nsot" and (root / "report.json").is_file()
@@ -457,8 +495,12 @@ def test_sigterm_stops_serve_and_cancels_its_run(served: dict[str, Any]) -> None
     params["train"]["steps"] = 200_000  # hours: still running when the signal comes
     status, run = create_run(api_url, deployment["id"], {"params": params})
     assert status == 201, run
-    wait_for(lambda: api(api_url, "GET", f"/flow_runs/{run['id']}")[1]["state"]["type"] == "RUNNING", 240,
-             "the long run to start", log=served["project"] / "serve.log")
+    wait_for(
+        lambda: api(api_url, "GET", f"/flow_runs/{run['id']}")[1]["state"]["type"] == "RUNNING",
+        240,
+        "the long run to start",
+        log=served["project"] / "serve.log",
+    )
     members = tree(proc)
     assert any("prefect.engine" in " ".join(p.cmdline()) for p in alive(members[1:])), "no flow-run process"
 

@@ -12,8 +12,9 @@ import yaml
 from pydantic import BaseModel
 
 from paperflows import dvcgen, registry
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import load_section
-from paperflows.runtime import StageContext, run_stage
 from tests.conftest import REPO
 
 WALL_CLOCK_WORDS = ("second", "_ms", "time", "wall", "elapsed", "duration", "clock")
@@ -21,8 +22,9 @@ WALL_CLOCK_WORDS = ("second", "_ms", "time", "wall", "elapsed", "duration", "clo
 
 def test_dvc_yaml_matches_the_stage_declarations() -> None:
     committed = (REPO / "dvc.yaml").read_text()
-    assert committed == dvcgen.render(registry.all_pipelines()), \
+    assert committed == dvcgen.render(registry.all_pipelines()), (
         "dvc.yaml drifted from pipelines/<slug>/pipeline.py: run `paperflows dvc-yaml` and commit the result"
+    )
 
 
 def test_every_stage_is_in_dvc_yaml_with_existing_code_deps() -> None:
@@ -64,8 +66,8 @@ def test_the_early_input_check_from_dvc_yaml_agrees_with_the_declarations(tmp_pa
     """`paperflows stage` refuses a stage run too early from dvc.yaml (no paper libraries imported): for
     every stage, on an empty workspace and with the earlier stages' outputs present, it finds what the
     engine's check of the declarations finds, with the same message."""
+    from paperflows.engine import check_inputs
     from paperflows.errors import StageInputError
-    from paperflows.runtime import check_inputs
 
     def both(pipeline, stage, root):
         early = dvcgen.missing_input(REPO / "dvc.yaml", root, pipeline.slug, stage.name)
@@ -136,12 +138,24 @@ def test_every_stage_declares_every_param_it_reads(slug: str, tmp_path: Path) ->
     params = pipeline.params_model.model_validate(tiny)
     for stage in pipeline.stages:
         read: set[str] = set()
-        run_stage(StageContext(pipeline=pipeline, stage=stage, params=_Reads(params, "", read), root=tmp_path,
-                               progress=False, threads=1, project=REPO))
+        run_stage(
+            StageContext(
+                pipeline=pipeline,
+                stage=stage,
+                params=_Reads(params, "", read),
+                root=tmp_path,
+                progress=False,
+                threads=1,
+                project=REPO,
+            )
+        )
         declared = pipeline.stage_params(stage)
         undeclared = sorted(k for k in read if not any(k == d or k.startswith(f"{d}.") for d in declared))
         assert not undeclared, f"{slug}.{stage.name} reads {undeclared} but declares only {declared}"
         for rel in stage.metrics:
-            timed = [k for k in _keys(json.loads((tmp_path / rel).read_text()))
-                     if any(w in k.lower() for w in WALL_CLOCK_WORDS)]
+            timed = [
+                k
+                for k in _keys(json.loads((tmp_path / rel).read_text()))
+                if any(w in k.lower() for w in WALL_CLOCK_WORDS)
+            ]
             assert not timed, f"{slug}.{stage.name}: {rel} holds machine measurements {timed}; use timings="

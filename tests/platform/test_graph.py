@@ -19,24 +19,37 @@ from tests.conftest import REPO
 SVG = "{http://www.w3.org/2000/svg}"
 
 # three stages: an external data file, an input inside a folder an earlier stage writes, metrics and plots
-DVC = {"stages": {
-    "toy-prepare": {"cmd": "paperflows stage toy prepare", "desc": "Sample the <data> & split it.",
-                    "deps": ["components/data/toy.py", "pipelines/toy/pipeline.py", "outputs/toy/raw/input.csv"],
-                    "params": ["toy.scale", "toy.data"], "outs": ["outputs/toy/data/train.safetensors",
-                                                                  "outputs/toy/models"]},
-    "toy-train": {"cmd": "paperflows stage toy train", "desc": "Train per seed.",
-                  "deps": ["pipelines/toy/pipeline.py", "outputs/toy/data/train.safetensors",
-                           "outputs/toy/models/init.safetensors"],
-                  "params": ["toy.scale", "toy.seeds", "toy.train.steps", "toy.train.lr"],
-                  "outs": ["outputs/toy/models/final"],
-                  "metrics": [{"outputs/toy/metrics/train.json": {"cache": False}}],
-                  "plots": ["outputs/toy/plots/loss.png", {"outputs/toy/plots/loss.csv": {"x": "step", "y": "loss"}}]},
-    "toy": {"cmd": "paperflows stage toy report", "deps": ["pipelines/toy/report.py",
-                                                           "outputs/toy/data/train.safetensors",
-                                                           "outputs/toy/metrics/train.json"],
-            "params": ["toy.seeds"], "outs": ["outputs/toy/report.json", "outputs/toy/report.md"]},
-    "other-only": {"cmd": "paperflows stage other only", "deps": [], "outs": ["outputs/other/x.json"]},
-}}
+DVC = {
+    "stages": {
+        "toy-prepare": {
+            "cmd": "paperflows stage toy prepare",
+            "desc": "Sample the <data> & split it.",
+            "deps": ["components/data/toy.py", "pipelines/toy/pipeline.py", "outputs/toy/raw/input.csv"],
+            "params": ["toy.scale", "toy.data"],
+            "outs": ["outputs/toy/data/train.safetensors", "outputs/toy/models"],
+        },
+        "toy-train": {
+            "cmd": "paperflows stage toy train",
+            "desc": "Train per seed.",
+            "deps": [
+                "pipelines/toy/pipeline.py",
+                "outputs/toy/data/train.safetensors",
+                "outputs/toy/models/init.safetensors",
+            ],
+            "params": ["toy.scale", "toy.seeds", "toy.train.steps", "toy.train.lr"],
+            "outs": ["outputs/toy/models/final"],
+            "metrics": [{"outputs/toy/metrics/train.json": {"cache": False}}],
+            "plots": ["outputs/toy/plots/loss.png", {"outputs/toy/plots/loss.csv": {"x": "step", "y": "loss"}}],
+        },
+        "toy": {
+            "cmd": "paperflows stage toy report",
+            "deps": ["pipelines/toy/report.py", "outputs/toy/data/train.safetensors", "outputs/toy/metrics/train.json"],
+            "params": ["toy.seeds"],
+            "outs": ["outputs/toy/report.json", "outputs/toy/report.md"],
+        },
+        "other-only": {"cmd": "paperflows stage other only", "deps": [], "outs": ["outputs/other/x.json"]},
+    }
+}
 
 
 @pytest.fixture()
@@ -49,8 +62,11 @@ def toy(tmp_path: Path) -> graph.Graph:
 
 
 def test_graph_reads_stages_inputs_outputs_and_params_from_dvc_yaml(toy: graph.Graph, tmp_path: Path) -> None:
-    assert [(s.name, s.dvc_name) for s in toy.stages] == [("prepare", "toy-prepare"), ("train", "toy-train"),
-                                                          ("report", "toy")]
+    assert [(s.name, s.dvc_name) for s in toy.stages] == [
+        ("prepare", "toy-prepare"),
+        ("train", "toy-train"),
+        ("report", "toy"),
+    ]
     prepare, train, report = toy.stages
     assert prepare.inputs == ["raw/input.csv"] and toy.artifacts["raw/input.csv"].producer is None
     assert prepare.code == ["components/data/toy.py", "pipelines/toy/pipeline.py"]
@@ -91,13 +107,20 @@ def test_mermaid_has_three_node_shapes_and_edges_through_artifacts(toy: graph.Gr
     assert "models/final" in artifacts and "raw/input.csv" in artifacts
     edges = {line.strip() for line in lines if "-->" in line or "-.->" in line}
     data = artifacts["data/train.safetensors"]
-    assert {f"{stages['prepare']} --> {data}", f"{data} --> {stages['train']}", f"{data} --> {stages['report']}",
-            f"{params['seeds']} -.-> {stages['train']}"} <= edges
+    assert {
+        f"{stages['prepare']} --> {data}",
+        f"{data} --> {stages['train']}",
+        f"{data} --> {stages['report']}",
+        f"{params['seeds']} -.-> {stages['train']}",
+    } <= edges
 
 
 def test_mermaid_labels_are_escaped() -> None:
-    hostile = graph.Graph("x", [graph.StageNode('a"b<c>', "x-a", "", ["p#1"], [], ["o\"ut"])],
-                          {"o\"ut": graph.Artifact("o\"ut", "out", 'a"b<c>')})
+    hostile = graph.Graph(
+        "x",
+        [graph.StageNode('a"b<c>', "x-a", "", ["p#1"], [], ['o"ut'])],
+        {'o"ut': graph.Artifact('o"ut', "out", 'a"b<c>')},
+    )
     text = graph.to_mermaid(hostile)
     assert '"a#34;b#60;c#62;"' in text and '"p#35;1"' in text and '"o#34;ut"' in text
 
@@ -122,7 +145,7 @@ def test_svg_parses_and_draws_every_stage_artifact_and_input_arrow(toy: graph.Gr
     assert len(stages) == 3 and len(artifacts) == len(toy.artifacts)
     assert [s[1] for s in stages] == sorted(s[1] for s in stages)  # top to bottom, in order
     boxes = stages + artifacts
-    assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     texts = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
     assert {"1. prepare", "2. train", "3. report"} <= set(texts)
     assert {"scale", "seeds", "train (2)", "data"} <= set(texts)  # the parameter-group tags
@@ -159,8 +182,9 @@ def test_graph_command_draws_every_registered_pipeline(project: Path, capsys: py
         assert len(_rects(root, "stage")) == len(listed[slug])
 
 
-def test_graph_command_refuses_an_unknown_slug_or_a_missing_dvc_yaml(project: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_graph_command_refuses_an_unknown_slug_or_a_missing_dvc_yaml(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["graph", "nosuch"]) == 2
     err = capsys.readouterr().err
     assert "unknown pipeline 'nosuch'" in err and ", ".join(registry.slugs()) in err

@@ -8,8 +8,9 @@ from paperflows.shelves import INDEX, render
 
 def test_the_components_index_is_generated_from_the_code() -> None:
     assert INDEX.is_file(), "components/README.md is missing: run `python -m paperflows.shelves`"
-    assert INDEX.read_text() == render(registry.slugs()), \
+    assert INDEX.read_text() == render(registry.slugs()), (
         "components/README.md drifted from the code: run `python -m paperflows.shelves`"
+    )
 
 
 def test_the_index_names_every_shelf_and_who_uses_it() -> None:

@@ -65,8 +65,9 @@ print(json.dumps({"slugs": slugs, "checks": [f"{s}.{d}" for s, d, _ in checks], 
 
 
 def run_probe() -> dict:
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, check=False,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=REPO, capture_output=True, text=True, check=False, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -21,15 +21,7 @@ import yaml
 from paperflows import registry
 from paperflows.__main__ import main
 from paperflows.paramdoc import leaf_fields
-from paperflows.params import (
-    DataFile,
-    ParamsError,
-    PipelineParams,
-    Section,
-    given_values,
-    load_section,
-    merge_given,
-)
+from paperflows.params import DataFile, ParamsError, PipelineParams, Section, given_values, load_section, merge_given
 from tests.conftest import REPO
 
 # a params.yaml whose knots section differs from the model defaults, so that merging and replacing differ
@@ -62,8 +54,15 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 def paperflows(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, check=False,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
 
 
 def _files(root: Path) -> list[str]:
@@ -80,7 +79,8 @@ def _row(out: str, key: str) -> str:
 
 
 def test_params_table_shows_every_key_with_type_range_default_paper_and_description(
-        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = cli(capsys, "params", "knots")
     assert code == 0
     model = registry.params_model("knots")
@@ -103,7 +103,8 @@ def test_params_table_shows_every_key_with_type_range_default_paper_and_descript
 
 
 def test_params_json_with_set_shows_resolved_values_next_to_params_yaml(
-        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = cli(capsys, "params", "knots", "--json", "--set", "scale=paper", "--set", "lora={steps: 50}")
     assert code == 0
     docs = {d["key"]: d for d in json.loads(out)}
@@ -141,12 +142,21 @@ def test_params_refuses_a_bad_override_naming_the_key(root: Path, capsys: pytest
 
 
 def test_params_imports_no_torch(root: Path) -> None:
-    probe = ("import sys; from paperflows.__main__ import main; "
-             "code = main(['params', 'knots']); "
-             "print({'code': code, 'heavy': sorted(m for m in ('torch', 'prefect', 'mlflow', 'pandas') "
-             "if m in sys.modules)})")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=root, env={**os.environ, "PAPERFLOWS_ROOT": str(root)},
-                          capture_output=True, text=True, timeout=60, check=False)
+    probe = (
+        "import sys; from paperflows.__main__ import main; "
+        "code = main(['params', 'knots']); "
+        "print({'code': code, 'heavy': sorted(m for m in ('torch', 'prefect', 'mlflow', 'pandas') "
+        "if m in sys.modules)})"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=root,
+        env={**os.environ, "PAPERFLOWS_ROOT": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "{'code': 0, 'heavy': []}"
 
@@ -168,8 +178,9 @@ def test_show_prints_the_resolved_section_the_preset_changes_and_the_folder_and_
     result = paperflows("run", "knots", "--show", "--set", "scale=paper", "--set", "lora={steps: 50}", root=root)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    expected = load_section(registry.params_model("knots"), "knots", root / "params.yaml",
-                            [("scale", "paper"), ("lora", {"steps": 50})])
+    expected = load_section(
+        registry.params_model("knots"), "knots", root / "params.yaml", [("scale", "paper"), ("lora", {"steps": 50})]
+    )
     assert _shown_yaml(out, "knots") == expected.model_dump(mode="json")
     assert _shown_yaml(out, "knots")["lora"]["lr"] == 0.001  # merged, not replaced
     changed = out.split("scale=paper changed", 1)[1].split("scale=paper kept", 1)[0]
@@ -272,15 +283,19 @@ def _leaf_schemas(model: type[PipelineParams]) -> dict[str, dict[str, Any]]:
                 walk(defs[prop["$ref"].rsplit("/", 1)[-1]], f"{prefix}{name}.")
             else:
                 out[f"{prefix}{name}"] = prop
+
     walk(schema, "")
     return out
 
 
-@pytest.mark.parametrize(("slug", "key", "values"), [
-    ("knots", "data.tasks", ["mnist", "fashion", "animal", "digits"]),
-    ("nsot", "data.categories", ["ellipsoid", "torus", "cylinder", "chair", "table", "lamp"]),
-    ("mm_ego", "qa.qtypes", ["last_put", "pick_after", "count_open"]),
-])
+@pytest.mark.parametrize(
+    ("slug", "key", "values"),
+    [
+        ("knots", "data.tasks", ["mnist", "fashion", "animal", "digits"]),
+        ("nsot", "data.categories", ["ellipsoid", "torus", "cylinder", "chair", "table", "lamp"]),
+        ("mm_ego", "qa.qtypes", ["last_put", "pick_after", "count_open"]),
+    ],
+)
 def test_fixed_choices_are_enums_in_the_schema_and_still_distinct(slug: str, key: str, values: list[str]) -> None:
     model = registry.params_model(slug)
     assert _leaf_schemas(model)[key]["items"]["enum"] == values
@@ -314,8 +329,9 @@ def test_the_schema_states_each_bound_in_the_description() -> None:
     assert props["data.tasks"]["description"].endswith(" Items: at least 2.")
     lambdas = props["merge.lambdas"]["description"]  # states "each in (0, 10]" itself: no second range
     assert "Range" not in lambdas and lambdas.endswith(" Items: at least 1.")
-    assert props["seeds"]["description"].endswith("claims are evaluated over all of them. Range of each item: 0 to "
-                                                  "less than 4,294,967,296. Items: 1 to 20.")
+    assert props["seeds"]["description"].endswith(
+        "claims are evaluated over all of them. Range of each item: 0 to less than 4,294,967,296. Items: 1 to 20."
+    )
     assert "Range" not in props["base.encoder"]["description"]  # an enum: the dropdown shows the choices
     so3 = _leaf_schemas(registry.params_model("oc_flow"))
     assert so3["model.time_dim"]["description"].endswith(" Range: 2 to 512, a multiple of 2.")
@@ -323,8 +339,11 @@ def test_the_schema_states_each_bound_in_the_description() -> None:
     assert nb["estimate.llm_meals"]["description"].endswith(" Range: 1 to 200,000.")  # through anyOf null
     for slug in registry.slugs():
         for key, prop in _leaf_schemas(registry.params_model(slug)).items():
-            bounded = any(k in b for b in [prop, *prop.get("anyOf", []), prop.get("items", {})]
-                          for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+            bounded = any(
+                k in b
+                for b in [prop, *prop.get("anyOf", []), prop.get("items", {})]
+                for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+            )
             text = prop.get("description", "")
             assert not bounded or "Range" in text or "[" in text or "(" in text, f"{slug}.{key}: {text!r}"
 
@@ -336,10 +355,14 @@ def _complete_bash(*words: str, cword: int | None = None) -> list[str]:
     """What the generated bash function puts in COMPREPLY for these COMP_WORDS."""
     cword = len(words) - 1 if cword is None else cword
     quoted = " ".join("'" + w.replace("'", "'\\''") + "'" for w in words)
-    script = (f"source <(paperflows completion bash) && COMP_WORDS=({quoted}) && COMP_CWORD={cword} && "
-              "_paperflows && printf '%s\\n' \"${COMPREPLY[@]}\"")
+    script = (
+        f"source <(paperflows completion bash) && COMP_WORDS=({quoted}) && COMP_CWORD={cword} && "
+        "_paperflows && printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
     env = {**os.environ, "PAPERFLOWS_ROOT": str(REPO), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", "--norc", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        ["bash", "--norc", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     return [line for line in proc.stdout.splitlines() if line]
 
@@ -371,8 +394,14 @@ def test_bash_completes_set_keys_and_enumerated_values() -> None:
 
 def test_bash_completion_through_readline() -> None:
     """A real interactive bash: TAB after ``key=`` lists the choices, TAB after a key prefix adds ``=``."""
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(REPO), "PS1": "$ ", "TERM": "dumb", "INPUTRC": "/dev/null",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(REPO),
+        "PS1": "$ ",
+        "TERM": "dumb",
+        "INPUTRC": "/dev/null",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     pid, fd = pty.fork()
     if pid == 0:  # the child: an interactive bash without the user's start-up files
         try:
@@ -402,11 +431,13 @@ def test_bash_completion_through_readline() -> None:
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
 def test_zsh_completion_adds_the_candidates() -> None:
-    script = ("autoload -Uz compinit && compinit -u -D && source <(paperflows completion zsh) && "
-              "compadd() { print -r -- \"ADD $*\" } && "
-              "words=(paperflows run knots --set base.encoder=v) && CURRENT=5 && _paperflows && "
-              "words=(paperflows run knots --set lora.head_l) && CURRENT=5 && _paperflows && "
-              "words=(paperflows stage knots fi) && CURRENT=4 && _paperflows")
+    script = (
+        "autoload -Uz compinit && compinit -u -D && source <(paperflows completion zsh) && "
+        'compadd() { print -r -- "ADD $*" } && '
+        "words=(paperflows run knots --set base.encoder=v) && CURRENT=5 && _paperflows && "
+        "words=(paperflows run knots --set lora.head_l) && CURRENT=5 && _paperflows && "
+        "words=(paperflows stage knots fi) && CURRENT=4 && _paperflows"
+    )
     env = {**os.environ, "PAPERFLOWS_ROOT": str(REPO), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.run(["zsh", "-fc", script], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -414,11 +445,28 @@ def test_zsh_completion_adds_the_candidates() -> None:
 
 
 def test_complete_query_is_light() -> None:
-    probe = ("import sys; from paperflows.__main__ import main; "
-             "code = main(['_complete', '4', 'paperflows', 'run', 'knots', '--set', 'lo']); "
-             "print(sorted(m for m in ('torch', 'prefect', 'mlflow', 'dvc') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PAPERFLOWS_ROOT": str(REPO)},
-                          capture_output=True, text=True, timeout=60, check=False)
+    probe = (
+        "import sys; from paperflows.__main__ import main; "
+        "code = main(['_complete', '4', 'paperflows', 'run', 'knots', '--set', 'lo']); "
+        "print(sorted(m for m in ('torch', 'prefect', 'mlflow', 'dvc') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PAPERFLOWS_ROOT": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["lora.r=", "lora.alpha=", "lora.dropout=", "lora.steps=",
-                                        "lora.head_steps=", "lora.head_lr=", "lora.lr=", "lora.batch_size=", "[]"]
+    assert proc.stdout.splitlines() == [
+        "lora.r=",
+        "lora.alpha=",
+        "lora.dropout=",
+        "lora.steps=",
+        "lora.head_steps=",
+        "lora.head_lr=",
+        "lora.lr=",
+        "lora.batch_size=",
+        "[]",
+    ]

@@ -10,13 +10,13 @@ import pytest
 from paperflows import registry
 from paperflows.registry import PipelineImportError, Registry, UnknownPipelineError
 
-GOOD_INIT = '''from paperflows.paper import Paper
+GOOD_INIT = """from paperflows.paper import Paper
 ABOUT = Paper(slug="good", title="A good paper", arxiv="0000.00001", claim="it works")
-'''
-GOOD_PARAMS = '''from paperflows.params import PipelineParams
+"""
+GOOD_PARAMS = """from paperflows.params import PipelineParams
 class GoodParams(PipelineParams):
     PAPER_SCALE = {"seeds": [0, 1, 2, 3]}
-'''
+"""
 GOOD_PIPELINE = '''from components.io import save_json
 from paperflows import Pipeline, stage
 from pipelines_fixture.good import ABOUT
@@ -43,7 +43,7 @@ def fixture_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry
     (root / "broken" / "__init__.py").write_text(GOOD_INIT.replace('"good"', '"broken"'))
     (root / "broken" / "pipeline.py").write_text("import a_module_that_does_not_exist\n")
     (root / "_template").mkdir()  # not a paper: skipped
-    (root / "notes").mkdir()      # no pipeline.py: not a paper
+    (root / "notes").mkdir()  # no pipeline.py: not a paper
     (root / "notes" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield Registry("pipelines_fixture")

@@ -18,10 +18,10 @@ from markdown_it import MarkdownIt
 
 from components.io import save_json
 from components.metrics.stats import Estimate
-from paperflows.__main__ import main
 from paperflows import registry
-from paperflows.params import read_params_file
+from paperflows.__main__ import main
 from paperflows.claims import ClaimSpec, decide, superiority
+from paperflows.params import read_params_file
 from paperflows.report import Check, Report, figures, markdown_table
 from tests.conftest import REPO
 
@@ -82,34 +82,54 @@ def png(path: Path, width: int = 60, height: int = 40, colour: tuple[int, int, i
 # --------------------------------------------------------------------------------------------------
 # constructed runs (shared with tests/e2e/test_results_page.py)
 # --------------------------------------------------------------------------------------------------
-def constructed_report(slug: str, claim_text: str = "method beats the baseline on accuracy",
-                       title: str | None = None) -> Report:
+def constructed_report(
+    slug: str, claim_text: str = "method beats the baseline on accuracy", title: str | None = None
+) -> Report:
     """A report with one claim of each verdict but one, a check with pipes in its text, an extra table."""
-    held = decide(ClaimSpec("beats_baseline", claim_text, "accuracy difference", superiority(0.05, "constructed"),
-                            headline=True), Estimate.of({0: 0.10, 1: 0.12, 2: 0.14}), evidence="paired over seeds")
-    unresolved = decide(ClaimSpec("gap_grows", "the gap grows with length", "slope", superiority(0.05, "constructed")),
-                        Estimate.of({0: 0.04, 1: -0.02, 2: 0.01}))
-    return Report(slug=slug, title=title or f"{slug}: a constructed report",
-                  columns=["method", "accuracy", "n"],
-                  rows=[{"method": "ours", "accuracy": 0.91234, "n": 3},
-                        {"method": "baseline | tuned", "accuracy": 0.7911, "n": 3}],
-                  claims=[held, unresolved],
-                  checks=[Check("on_manifold", SO3_CHECK, True, "max ||R^T R - I|| = 2.0e-07")],
-                  notes=["numbers are means over 3 seeds"],
-                  extra_tables={"per length": [{"length": 32, "gap": 0.1}, {"length": 128, "gap": 0.2}]})
+    held = decide(
+        ClaimSpec("beats_baseline", claim_text, "accuracy difference", superiority(0.05, "constructed"), headline=True),
+        Estimate.of({0: 0.10, 1: 0.12, 2: 0.14}),
+        evidence="paired over seeds",
+    )
+    unresolved = decide(
+        ClaimSpec("gap_grows", "the gap grows with length", "slope", superiority(0.05, "constructed")),
+        Estimate.of({0: 0.04, 1: -0.02, 2: 0.01}),
+    )
+    return Report(
+        slug=slug,
+        title=title or f"{slug}: a constructed report",
+        columns=["method", "accuracy", "n"],
+        rows=[
+            {"method": "ours", "accuracy": 0.91234, "n": 3},
+            {"method": "baseline | tuned", "accuracy": 0.7911, "n": 3},
+        ],
+        claims=[held, unresolved],
+        checks=[Check("on_manifold", SO3_CHECK, True, "max ||R^T R - I|| = 2.0e-07")],
+        notes=["numbers are means over 3 seeds"],
+        extra_tables={"per length": [{"length": 32, "gap": 0.1}, {"length": 128, "gap": 0.2}]},
+    )
 
 
 def file_params(root: Path, slug: str) -> dict:
     return copy.deepcopy(read_params_file(root / "params.yaml")[slug])
 
 
-def write_run(folder: Path, report: Report, params: dict, pngs: tuple[str, ...] = ("plots/accuracy.png",),
-              entry: str = "dvc") -> Path:
+def write_run(
+    folder: Path, report: Report, params: dict, pngs: tuple[str, ...] = ("plots/accuracy.png",), entry: str = "dvc"
+) -> Path:
     """A finished run folder: its PNG figures, run.json and report.json/md (saved as the report stage saves)."""
     for i, rel in enumerate(pngs):
         png(folder / rel, 80 + 20 * i, 50, (30 + 60 * i, 120, 200 - 40 * i))
-    save_json({"slug": report.slug, "entry": entry, "params": params, "mlflow_run_id": None,
-               "started": "2025-05-01T10:00:00+00:00"}, folder / "run.json")
+    save_json(
+        {
+            "slug": report.slug,
+            "entry": entry,
+            "params": params,
+            "mlflow_run_id": None,
+            "started": "2025-05-01T10:00:00+00:00",
+        },
+        folder / "run.json",
+    )
     report.save(folder / "report.json")
     return folder
 
@@ -119,12 +139,21 @@ def site(project: Path) -> Path:
     """A project with the repository's dvc.yaml, a workspace run of knots, an edited run of nsot (with a
     hostile claim text) and no run of the other papers."""
     shutil.copy(REPO / "dvc.yaml", project / "dvc.yaml")
-    write_run(project / "outputs" / "knots", constructed_report("knots"), file_params(project, "knots"),
-              pngs=("plots/lambda_search.png", "plots/accuracy.png"))
+    write_run(
+        project / "outputs" / "knots",
+        constructed_report("knots"),
+        file_params(project, "knots"),
+        pngs=("plots/lambda_search.png", "plots/accuracy.png"),
+    )
     edited = file_params(project, "nsot")
     edited["train"]["steps"] = edited["train"]["steps"] + 7
-    write_run(project / "runs" / "nsot" / "20250501-100000-edited", constructed_report("nsot", HOSTILE),
-              edited, pngs=("plots/1nna_vs_steps.png",), entry="prefect")
+    write_run(
+        project / "runs" / "nsot" / "20250501-100000-edited",
+        constructed_report("nsot", HOSTILE),
+        edited,
+        pngs=("plots/1nna_vs_steps.png",),
+        entry="prefect",
+    )
     return project
 
 
@@ -154,30 +183,44 @@ def test_markdown_table_keeps_pipes_backslashes_and_line_breaks_in_their_cell() 
 
 
 def test_report_md_shows_the_run_figures_inline_in_sorted_order(tmp_path: Path) -> None:
-    for rel in ("plots/z_last.png", "plots/a_first.png", "summary.png", "models/lora.partial/item.png",
-                "models/lora.old/item.png", "plots/.tmp_partial.png"):
+    for rel in (
+        "plots/z_last.png",
+        "plots/a_first.png",
+        "summary.png",
+        "models/lora.partial/item.png",
+        "models/lora.old/item.png",
+        "plots/.tmp_partial.png",
+    ):
         png(tmp_path / rel)
     (tmp_path / "plots" / "curve.csv").write_text("x,y\n")
     report = constructed_report("oc_flow")
     report.save(tmp_path / "report.json")
 
     assert [p.relative_to(tmp_path).as_posix() for p in figures(tmp_path)] == [
-        "plots/a_first.png", "plots/z_last.png", "summary.png"]
+        "plots/a_first.png",
+        "plots/z_last.png",
+        "summary.png",
+    ]
     text = (tmp_path / "report.md").read_text()
     assert "## Figures" in text
-    images = [(t.attrs["src"], t.content) for tok in gfm().parse(text) if tok.type == "inline"
-              for t in tok.children or [] if t.type == "image"]
+    images = [
+        (t.attrs["src"], t.content)
+        for tok in gfm().parse(text)
+        if tok.type == "inline"
+        for t in tok.children or []
+        if t.type == "image"
+    ]
     assert images == [("plots/a_first.png", "a first"), ("plots/z_last.png", "z last"), ("summary.png", "summary")]
     assert all((tmp_path / src).is_file() for src, _ in images)
-    claims = cells(text[text.index("## Claims"):])
-    assert claims[0] == ["id", "role", "verdict", "Holm", "effect [95% CI]", "n", "boundary / smallest effect",
-                         "claim"]
-    assert [r[:3] for r in claims[1:]] == [["beats_baseline", "headline", "holds"],
-                                           ["gap_grows", "secondary", "not resolved"]]
+    claims = cells(text[text.index("## Claims") :])
+    assert claims[0] == ["id", "role", "verdict", "Holm", "effect [95% CI]", "n", "boundary / smallest effect", "claim"]
+    assert [r[:3] for r in claims[1:]] == [
+        ["beats_baseline", "headline", "holds"],
+        ["gap_grows", "secondary", "not resolved"],
+    ]
 
 
-def test_html_page_escapes_every_text_and_links_nothing_outside(site: Path, capsys: pytest.CaptureFixture[str]
-                                                                 ) -> None:
+def test_html_page_escapes_every_text_and_links_nothing_outside(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = site / "page.html"
     assert main(["report", "--html", str(out)]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {out}"
@@ -225,15 +268,27 @@ def test_html_page_is_built_from_files_only(site: Path) -> None:
     """No torch, MLflow, Prefect or paper module: the page is a function of the run's files (its time, at
     most 5 s over every paper, is measured in benchmarks/cli_startup.py)."""
     for slug in ("hrf", "mm_ego", "oc_flow", "pyramid_flow", "nutribench"):  # every paper with a run and figures
-        write_run(site / "outputs" / slug, constructed_report(slug), file_params(site, slug),
-                  pngs=tuple(f"plots/figure_{i}.png" for i in range(6)))
-    probe = ("import sys, time; t = time.perf_counter(); from paperflows.__main__ import main; "
-             "rc = main(['report', '--html']); seconds = time.perf_counter() - t; "
-             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mlflow', 'prefect') "
-             "or m.endswith(('.pipeline', '.params')) and m.startswith('pipelines.')); "
-             "print(rc, round(seconds, 2), heavy)")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=site, capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PAPERFLOWS_ROOT": str(site)})
+        write_run(
+            site / "outputs" / slug,
+            constructed_report(slug),
+            file_params(site, slug),
+            pngs=tuple(f"plots/figure_{i}.png" for i in range(6)),
+        )
+    probe = (
+        "import sys, time; t = time.perf_counter(); from paperflows.__main__ import main; "
+        "rc = main(['report', '--html']); seconds = time.perf_counter() - t; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mlflow', 'prefect') "
+        "or m.endswith(('.pipeline', '.params')) and m.startswith('pipelines.')); "
+        "print(rc, round(seconds, 2), heavy)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PAPERFLOWS_ROOT": str(site)},
+    )
     assert result.returncode == 0, result.stderr
     rc, _, heavy = result.stdout.strip().splitlines()[-1].split(" ", 2)
     assert rc == "0" and heavy == "[]", result.stdout

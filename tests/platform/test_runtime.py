@@ -10,16 +10,17 @@ from mlflow import MlflowClient
 from pydantic import Field
 
 from components.io import load_json, save_json
-from paperflows import dvcgen
-from paperflows.params import ParamsError, PipelineParams, Section, load_section, validate
-from paperflows.paper import Paper
 from components.metrics.stats import Estimate
+from paperflows import dvcgen
 from paperflows.claims import ClaimSpec, decide, superiority
+from paperflows.contract import Pipeline, Plot, Stage, StageContext
+from paperflows.engine import execute, run_stage
+from paperflows.errors import StageInputError, StageOutputError
+from paperflows.paper import Paper
+from paperflows.params import ParamsError, PipelineParams, Section, load_section, validate
 from paperflows.report import Report
-from paperflows.runtime import (Pipeline, Plot, Stage, StageContext, StageInputError, StageOutputError,
-                               execute, run_stage)
 from paperflows.settings import Settings
-from paperflows.tracking import Tracker
+from paperflows.tracking import MlflowTracker
 
 
 class ToyModel(Section):
@@ -44,33 +45,59 @@ def _score(ctx: StageContext) -> None:
     total = sum(values)
     save_json({"total": total}, ctx.path("metrics.json"))
     (ctx.path("curve.csv")).write_text("step,value\n" + "\n".join(f"{i},{v}" for i, v in enumerate(values)))
-    Report(slug="toy", title="Toy", columns=["method", "total"], rows=[{"method": "toy", "total": total}],
-           claims=[decide(ClaimSpec("total_positive", "total positive", "total", superiority(1.0, "toy"),
-                                    headline=True, deterministic=True), Estimate.exact(total),
-                          numbers={"total": total})]
-           ).save(ctx.path("report.json"))
+    Report(
+        slug="toy",
+        title="Toy",
+        columns=["method", "total"],
+        rows=[{"method": "toy", "total": total}],
+        claims=[
+            decide(
+                ClaimSpec(
+                    "total_positive",
+                    "total positive",
+                    "total",
+                    superiority(1.0, "toy"),
+                    headline=True,
+                    deterministic=True,
+                ),
+                Estimate.exact(total),
+                numbers={"total": total},
+            )
+        ],
+    ).save(ctx.path("report.json"))
 
 
 def toy_pipeline(score=_score) -> Pipeline:
     return Pipeline(
-        paper=Paper("toy", "Toy", "0000.00000", "total positive"), params_model=ToyParams,
+        paper=Paper("toy", "Toy", "0000.00000", "total positive"),
+        params_model=ToyParams,
         stages=(
             Stage("make", _make, params=("model", "rate"), outs=("numbers.json",)),
-            Stage("score", score, deps=("numbers.json",), outs=("report.json", "report.md"),
-                  metrics=("metrics.json",), plots=(Plot("curve.csv", x="step", y="value"),)),
+            Stage(
+                "score",
+                score,
+                deps=("numbers.json",),
+                outs=("report.json", "report.md"),
+                metrics=("metrics.json",),
+                plots=(Plot("curve.csv", x="step", y="value"),),
+            ),
         ),
     )
 
 
 @pytest.fixture()
 def settings(tmp_path: Path) -> Settings:
-    return Settings(root=tmp_path, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
-                    artifact_root=tmp_path / "mlruns", prefect_home=tmp_path / "prefect")
+    return Settings(
+        root=tmp_path,
+        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        artifact_root=tmp_path / "mlruns",
+        prefect_home=tmp_path / "prefect",
+    )
 
 
 def test_execute_logs_parent_and_child_runs(settings: Settings) -> None:
     pipeline = toy_pipeline()
-    tracker = Tracker(settings, "toy")
+    tracker = MlflowTracker(settings, "toy")
     summary = execute(pipeline, ToyParams(), settings, settings.workspace("toy"), entry="test", tracker=tracker)
     assert summary.report["claims"][0]["verdict"] == "holds"
     client = MlflowClient(settings.tracking_uri)
@@ -89,8 +116,9 @@ def test_execute_logs_parent_and_child_runs(settings: Settings) -> None:
 
 def test_missing_input_fails_before_the_stage_runs(settings: Settings) -> None:
     pipeline = toy_pipeline()
-    ctx = StageContext(pipeline=pipeline, stage=pipeline.stage("score"), params=ToyParams(),
-                       root=settings.workspace("toy"))
+    ctx = StageContext(
+        pipeline=pipeline, stage=pipeline.stage("score"), params=ToyParams(), root=settings.workspace("toy")
+    )
     with pytest.raises(StageInputError, match="numbers.json.*written by stage 'make'"):
         run_stage(ctx)
     assert not (settings.workspace("toy") / "metrics.json").exists()
@@ -101,7 +129,7 @@ def test_stage_that_skips_a_declared_output_fails_and_marks_run_failed(settings:
         save_json({"total": 1}, ctx.path("metrics.json"))
 
     pipeline = toy_pipeline(score=lazy)
-    tracker = Tracker(settings, "toy")
+    tracker = MlflowTracker(settings, "toy")
     with pytest.raises(StageOutputError, match="report.json"):
         execute(pipeline, ToyParams(), settings, settings.workspace("toy"), entry="test", tracker=tracker)
     statuses = {r.info.status for r in MlflowClient(settings.tracking_uri).search_runs([tracker.experiment_id])}
@@ -117,11 +145,17 @@ def test_undeclared_path_is_refused(settings: Settings) -> None:
 
 def test_declaration_errors_are_caught_at_definition() -> None:
     with pytest.raises(ValueError, match="not written by an earlier stage"):
-        Pipeline(paper=Paper("bad", "", "", ""), params_model=ToyParams,
-                 stages=(Stage("a", _score, deps=("numbers.json",), outs=("report.json",)),))
+        Pipeline(
+            paper=Paper("bad", "", "", ""),
+            params_model=ToyParams,
+            stages=(Stage("a", _score, deps=("numbers.json",), outs=("report.json",)),),
+        )
     with pytest.raises(ValueError, match=r"bad\.a: params key 'nope' is not a key of ToyParams"):
-        Pipeline(paper=Paper("bad", "", "", ""), params_model=ToyParams,
-                 stages=(Stage("a", _make, params=("nope",), outs=("report.json",)),))
+        Pipeline(
+            paper=Paper("bad", "", "", ""),
+            params_model=ToyParams,
+            stages=(Stage("a", _make, params=("nope",), outs=("report.json",)),),
+        )
 
 
 def test_dvc_entry_comes_from_the_declaration() -> None:
@@ -139,14 +173,23 @@ def test_dvc_entry_comes_from_the_declaration() -> None:
     assert entries["toy-make"]["params"] == ["toy.scale", "toy.model", "toy.rate"]
 
 
-
 # params deps at key level ------------------------------------------------------------------------
 def _keyed_pipeline(**make: object) -> Pipeline:
-    return Pipeline(paper=Paper("toy", "Toy", "0000.00000", "total positive"), params_model=ToyParams,
-                    stages=(Stage("make", _make, **{"params": ("model.width", "rate"), "outs": ("numbers.json",),
-                                                    **make}),
-                            Stage("score", _score, deps=("numbers.json",), outs=("report.json", "report.md"),
-                                  metrics=("metrics.json",), plots=(Plot("curve.csv", x="step", y="value"),))))
+    return Pipeline(
+        paper=Paper("toy", "Toy", "0000.00000", "total positive"),
+        params_model=ToyParams,
+        stages=(
+            Stage("make", _make, **{"params": ("model.width", "rate"), "outs": ("numbers.json",), **make}),
+            Stage(
+                "score",
+                _score,
+                deps=("numbers.json",),
+                outs=("report.json", "report.md"),
+                metrics=("metrics.json",),
+                plots=(Plot("curve.csv", x="step", y="value"),),
+            ),
+        ),
+    )
 
 
 def test_a_stage_may_depend_on_single_keys_and_dvc_lists_them() -> None:
@@ -157,28 +200,35 @@ def test_a_stage_may_depend_on_single_keys_and_dvc_lists_them() -> None:
     assert pipeline.stage_param_values(make, ToyParams(rate=0.25)) == {"scale": "cpu", "model.width": 4, "rate": 0.25}
     # a group is flattened to its keys
     grouped = toy_pipeline()
-    assert grouped.stage_param_values(grouped.stage("make"), ToyParams()) == \
-        {"scale": "cpu", "model.width": 4, "rate": 0.5}
+    assert grouped.stage_param_values(grouped.stage("make"), ToyParams()) == {
+        "scale": "cpu",
+        "model.width": 4,
+        "rate": 0.5,
+    }
 
 
-@pytest.mark.parametrize("keys, message", [
-    (("model.widht",), r"toy\.make: params key 'model\.widht' is not a key of ToyParams .*known keys here: width"),
-    (("rate.value",), r"toy\.make: params key 'rate\.value' is not a key of ToyParams .*no sub-keys"),
-    (("model", "model.width"), r"toy\.make: params key 'model\.width' is already covered by 'model'"),
-])
-def test_a_dotted_key_that_the_params_model_lacks_is_refused_at_definition(keys: tuple[str, ...], message: str
-                                                                           ) -> None:
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        (("model.widht",), r"toy\.make: params key 'model\.widht' is not a key of ToyParams .*known keys here: width"),
+        (("rate.value",), r"toy\.make: params key 'rate\.value' is not a key of ToyParams .*no sub-keys"),
+        (("model", "model.width"), r"toy\.make: params key 'model\.width' is already covered by 'model'"),
+    ],
+)
+def test_a_dotted_key_that_the_params_model_lacks_is_refused_at_definition(keys: tuple[str, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _keyed_pipeline(params=keys)
 
 
 def test_the_stage_run_logs_exactly_its_declared_keys(settings: Settings) -> None:
     pipeline = _keyed_pipeline()
-    tracker = Tracker(settings, "toy")
+    tracker = MlflowTracker(settings, "toy")
     summary = execute(pipeline, ToyParams(rate=0.25), settings, settings.root / "run", entry="test", tracker=tracker)
     client = MlflowClient(settings.tracking_uri)
-    children = {r.data.tags["paperflows.stage"]: r for r in client.search_runs(
-        [tracker.experiment_id], f"tags.mlflow.parentRunId = '{summary.run_id}'")}
+    children = {
+        r.data.tags["paperflows.stage"]: r
+        for r in client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{summary.run_id}'")
+    }
     assert children["make"].data.params == {"scale": "cpu", "model.width": "4", "rate": "0.25"}
     assert children["score"].data.params == {"scale": "cpu"}
 
@@ -217,13 +267,19 @@ def test_a_fan_out_may_run_over_a_declared_dotted_key() -> None:
         pick: Nested = Field(default_factory=Nested, description="pick")
 
     def build(params: tuple[str, ...]) -> Pipeline:
-        return Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=NestedParams,
-                        stages=(Stage("draw", _draw, params=params, outs=("draws/",), fan_out="pick.arms"),
-                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+        return Pipeline(
+            paper=Paper("fan", "Fan", "0", "-"),
+            params_model=NestedParams,
+            stages=(
+                Stage("draw", _draw, params=params, outs=("draws/",), fan_out="pick.arms"),
+                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md")),
+            ),
+        )
 
     assert build(("pick.arms",)).items(build(("pick",)).stages[0], NestedParams()) == ["a", "b"]
     with pytest.raises(ValueError, match=r"fan_out 'pick\.arms' is not in the stage's params \('pick\.size',\)"):
         build(("pick.size",))
+
 
 # params ------------------------------------------------------------------------------------------
 def test_unknown_and_bad_params_name_the_key(tmp_path: Path) -> None:
@@ -258,36 +314,47 @@ class FanParams(PipelineParams):
 def _draw(ctx: StageContext) -> None:
     """One arm: a random draw, seeded by the runtime from the arm's own name."""
     import torch
+
     save_json({"arm": ctx.item, "draw": torch.rand(()).item()}, ctx.item_dir("draws/") / "draw.json")
 
 
 def _collect(ctx: StageContext) -> None:
     """Collect the arms."""
     draws = {p.parent.name: load_json(p)["draw"] for p in sorted(ctx.path("draws/").glob("*/draw.json"))}
-    Report(slug="fan", title="Fan", columns=["arm", "draw"], rows=[{"arm": k, "draw": v} for k, v in draws.items()],
-           claims=[]).save(ctx.path("report.json"))
+    Report(
+        slug="fan",
+        title="Fan",
+        columns=["arm", "draw"],
+        rows=[{"arm": k, "draw": v} for k, v in draws.items()],
+        claims=[],
+    ).save(ctx.path("report.json"))
 
 
 def fan_pipeline() -> Pipeline:
     return Pipeline(
-        paper=Paper("fan", "Fan", "0000.00000", "-"), params_model=FanParams,
-        stages=(Stage("draw", _draw, params=("arms",), outs=("draws/",), fan_out="arms"),
-                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))),
+        paper=Paper("fan", "Fan", "0000.00000", "-"),
+        params_model=FanParams,
+        stages=(
+            Stage("draw", _draw, params=("arms",), outs=("draws/",), fan_out="arms"),
+            Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md")),
+        ),
     )
 
 
 def test_fan_out_items_are_independent_of_order_and_logged_one_run_each(settings: Settings) -> None:
     pipeline = fan_pipeline()
-    tracker = Tracker(settings, "fan")
+    tracker = MlflowTracker(settings, "fan")
     summary = execute(pipeline, FanParams(), settings, settings.root / "all", entry="test", tracker=tracker)
     draws = {r["arm"]: r["draw"] for r in summary.report["rows"]}
     assert sorted(draws) == ["a", "b", "c"] and len(set(draws.values())) == 3
     assert [r["item"] for r in summary.stages[0]["items"]] == ["a", "b", "c"]
     # one arm alone, after something else consumed the RNG, draws the same number
     import torch
+
     torch.rand(1000)
-    ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(arms=["b"]),
-                       root=settings.root / "one")
+    ctx = StageContext(
+        pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(arms=["b"]), root=settings.root / "one"
+    )
     run_stage(ctx)
     assert load_json(settings.root / "one" / "draws" / "b" / "draw.json")["draw"] == draws["b"]
     client = MlflowClient(settings.tracking_uri)
@@ -298,11 +365,17 @@ def test_fan_out_items_are_independent_of_order_and_logged_one_run_each(settings
 
 def test_fan_out_declarations_are_checked() -> None:
     with pytest.raises(ValueError, match="not in the stage's params"):
-        Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
-                 stages=(Stage("draw", _draw, outs=("draws/", "report.json"), fan_out="arms"),))
+        Pipeline(
+            paper=Paper("fan", "Fan", "0", "-"),
+            params_model=FanParams,
+            stages=(Stage("draw", _draw, outs=("draws/", "report.json"), fan_out="arms"),),
+        )
     with pytest.raises(ValueError, match="declares only outs folders"):
-        Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
-                 stages=(Stage("draw", _draw, params=("arms",), outs=("draws/", "report.json"), fan_out="arms"),))
+        Pipeline(
+            paper=Paper("fan", "Fan", "0", "-"),
+            params_model=FanParams,
+            stages=(Stage("draw", _draw, params=("arms",), outs=("draws/", "report.json"), fan_out="arms"),),
+        )
 
 
 def test_fan_out_item_missing_its_folder_is_an_output_error(settings: Settings) -> None:
@@ -311,9 +384,14 @@ def test_fan_out_item_missing_its_folder_is_an_output_error(settings: Settings) 
         if ctx.item == "a":
             save_json({"x": 1}, ctx.item_dir("draws/") / "x.json")
 
-    pipeline = Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
-                        stages=(Stage("draw", lazy, params=("arms",), outs=("draws/",), fan_out="arms"),
-                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+    pipeline = Pipeline(
+        paper=Paper("fan", "Fan", "0", "-"),
+        params_model=FanParams,
+        stages=(
+            Stage("draw", lazy, params=("arms",), outs=("draws/",), fan_out="arms"),
+            Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md")),
+        ),
+    )
     ctx = StageContext(pipeline=pipeline, stage=pipeline.stages[0], params=FanParams(), root=settings.root)
     with pytest.raises(StageOutputError, match=r"draws/b/"):
         run_stage(ctx)
@@ -325,6 +403,7 @@ def _versioned(version: int) -> Callable[[StageContext], None]:
         if version == 2 and ctx.item == "b":
             raise KeyboardInterrupt
         save_json({"arm": ctx.item, "version": version}, ctx.item_dir("draws/") / "draw.json")
+
     return draw
 
 
@@ -334,10 +413,14 @@ def _versions(folder: Path) -> dict[str, int]:
 
 def test_a_fan_out_stopped_between_items_leaves_the_previous_set_whole(settings: Settings) -> None:
     def pipeline(version: int) -> Pipeline:
-        return Pipeline(paper=Paper("fan", "Fan", "0", "-"), params_model=FanParams,
-                        stages=(Stage("draw", _versioned(version), params=("arms",), outs=("draws/",),
-                                      fan_out="arms"),
-                                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md"))))
+        return Pipeline(
+            paper=Paper("fan", "Fan", "0", "-"),
+            params_model=FanParams,
+            stages=(
+                Stage("draw", _versioned(version), params=("arms",), outs=("draws/",), fan_out="arms"),
+                Stage("collect", _collect, deps=("draws/",), outs=("report.json", "report.md")),
+            ),
+        )
 
     def run(version: int, arms: list[str]) -> None:
         pipe = pipeline(version)
@@ -364,9 +447,10 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from paperflows.paper import Paper
 from paperflows.params import PipelineParams
-from paperflows.runtime import Pipeline, Stage, execute
+from paperflows.contract import Pipeline, Stage
+from paperflows.engine import execute
 from paperflows.settings import Settings
-from paperflows.tracking import Tracker
+from paperflows.tracking import MlflowTracker
 
 def wait(ctx):
     """Signal readiness, then work for a long time."""
@@ -376,8 +460,9 @@ def wait(ctx):
 root = Path(sys.argv[1])
 settings = Settings(root=root, tracking_uri=f"sqlite:///{root / 'mlflow.db'}", artifact_root=root / "mlruns",
                     prefect_home=root / "prefect")
-pipeline = Pipeline(paper=Paper("slow", "Slow", "0", "-"), params_model=PipelineParams, stages=(Stage("wait", wait, outs=("report.json",)),))
-execute(pipeline, PipelineParams(), settings, root / "out", entry="test", tracker=Tracker(settings, "slow"))
+pipeline = Pipeline(paper=Paper("slow", "Slow", "0", "-"), params_model=PipelineParams,
+                    stages=(Stage("wait", wait, outs=("report.json",)),))
+execute(pipeline, PipelineParams(), settings, root / "out", entry="test", tracker=MlflowTracker(settings, "slow"))
 '''
 
 

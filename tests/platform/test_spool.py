@@ -12,8 +12,12 @@ from paperflows.settings import Settings
 
 
 def _settings(root: Path) -> Settings:
-    return Settings(root=root, tracking_uri=f"sqlite:///{root / 'mlflow.db'}", artifact_root=root / "mlruns",
-                    prefect_home=root / "prefect")
+    return Settings(
+        root=root,
+        tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
+        artifact_root=root / "mlruns",
+        prefect_home=root / "prefect",
+    )
 
 
 def test_a_spooled_run_is_written_to_mlflow_with_its_params_metrics_artifacts_and_status(tmp_path: Path) -> None:
@@ -46,10 +50,12 @@ def test_a_spooled_run_is_written_to_mlflow_with_its_params_metrics_artifacts_an
 def test_the_spool_tracker_does_not_import_mlflow(tmp_path: Path) -> None:
     import subprocess
 
-    code = ("import sys; from pathlib import Path; from paperflows.spool import SpoolTracker; "
-            "from paperflows.settings import Settings; "
-            f"s = Settings(root=Path({str(tmp_path)!r}), tracking_uri='sqlite:///x', artifact_root=Path('m'), "
-            "prefect_home=Path('p')); t = SpoolTracker(s, 'toy'); r = t.start('toy.a', {}); t.end(r, ok=True); "
-            "assert 'mlflow' not in sys.modules, 'mlflow was imported'")
+    code = (
+        "import sys; from pathlib import Path; from paperflows.spool import SpoolTracker; "
+        "from paperflows.settings import Settings; "
+        f"s = Settings(root=Path({str(tmp_path)!r}), tracking_uri='sqlite:///x', artifact_root=Path('m'), "
+        "prefect_home=Path('p')); t = SpoolTracker(s, 'toy'); r = t.start('toy.a', {}); t.end(r, ok=True); "
+        "assert 'mlflow' not in sys.modules, 'mlflow was imported'"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -28,7 +28,7 @@ def test_a_missing_store_is_built_aside_and_linked_into_place(tmp_path: Path) ->
     assert db.is_file() and [e.name for e in client.search_experiments()] == ["Default"]
     assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db"]
     client.create_experiment("kept")
-    again = tracking_client(SimpleNamespace(tracking_uri=f"sqlite:///{db}"))   # an existing store is used as is
+    again = tracking_client(SimpleNamespace(tracking_uri=f"sqlite:///{db}"))  # an existing store is used as is
     assert "kept" in [e.name for e in again.search_experiments()]
 
 
@@ -36,13 +36,19 @@ def test_a_store_build_killed_midway_leaves_no_store(tmp_path: Path) -> None:
     """SIGKILL the process while MLflow migrates the new schema: the final file never appears, and the next
     process builds a good one."""
     db = tmp_path / "mlflow.db"
-    script = ("import sys; from types import SimpleNamespace; from paperflows.tracking import tracking_client; "
-              "tracking_client(SimpleNamespace(tracking_uri=sys.argv[1]))")
-    proc = subprocess.Popen([sys.executable, "-c", script, f"sqlite:///{db}"], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    script = (
+        "import sys; from types import SimpleNamespace; from paperflows.tracking import tracking_client; "
+        "tracking_client(SimpleNamespace(tracking_uri=sys.argv[1]))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, f"sqlite:///{db}"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None \
-            and not any(p.name.endswith(".creating") for p in tmp_path.iterdir()):
+    while (
+        time.time() < deadline
+        and proc.poll() is None
+        and not any(p.name.endswith(".creating") for p in tmp_path.iterdir())
+    ):
         time.sleep(0.005)
     assert proc.poll() is None, "the process ended before it started building the store"
     proc.send_signal(signal.SIGKILL)

@@ -26,8 +26,13 @@ def _problems(path: Path) -> list[str]:
             if bad:
                 found.append(f"line {node.lineno}: imports {bad} from paperflows.claims")
         if isinstance(node, ast.Call):
-            name = node.func.id if isinstance(node.func, ast.Name) else \
-                node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            name = (
+                node.func.id
+                if isinstance(node.func, ast.Name)
+                else node.func.attr
+                if isinstance(node.func, ast.Attribute)
+                else ""
+            )
             if name == "Claim":
                 found.append(f"line {node.lineno}: builds a Claim by hand")
             if name == "replace" and any(k.arg in ("verdict", "holm_verdict") for k in node.keywords):
@@ -39,8 +44,11 @@ def _problems(path: Path) -> list[str]:
             for target in targets:
                 if isinstance(target, ast.Attribute) and target.attr in ("verdict", "holm_verdict"):
                     found.append(f"line {node.lineno}: assigns a claim's verdict")
-                if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
-                        and target.slice.value in ("verdict", "holm_verdict"):
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value in ("verdict", "holm_verdict")
+                ):
                     found.append(f"line {node.lineno}: writes a verdict into a dict")
     return found
 
@@ -52,8 +60,10 @@ def test_no_paper_builds_a_verdict_itself(path: Path) -> None:
 
 def test_the_guard_catches_a_hand_built_verdict(tmp_path: Path) -> None:
     bad = tmp_path / "report.py"
-    bad.write_text("from paperflows.claims import Claim, holm\n"
-                   "def f(c):\n    c.verdict = 'holds'\n    return Claim(id='x', verdict='holds')\n")
+    bad.write_text(
+        "from paperflows.claims import Claim, holm\n"
+        "def f(c):\n    c.verdict = 'holds'\n    return Claim(id='x', verdict='holds')\n"
+    )
     problems = _problems(bad)
     assert any("imports" in p for p in problems) and any("assigns" in p for p in problems)
     assert any("builds a Claim" in p for p in problems) and any("passes a verdict" in p for p in problems)

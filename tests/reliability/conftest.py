@@ -19,17 +19,27 @@ import pytest
 from paperflows.__main__ import main
 
 REPO = Path(__file__).resolve().parents[2]
-VARIABLES = ("MLFLOW_TRACKING_URI", "PREFECT_HOME", "PREFECT_API_URL", "PAPERFLOWS_MLFLOW_ARTIFACTS",
-             "PAPERFLOWS_TASK_RUNNER", "PAPERFLOWS_DASK_ADDRESS", "PAPERFLOWS_DASK_WORKERS",
-             "PAPERFLOWS_TORCH_THREADS", "PAPERFLOWS_GPU_LIMIT", "PAPERFLOWS_HELD_LOCKS", "PAPERFLOWS_RUN_CHILD")
+VARIABLES = (
+    "MLFLOW_TRACKING_URI",
+    "PREFECT_HOME",
+    "PREFECT_API_URL",
+    "PAPERFLOWS_MLFLOW_ARTIFACTS",
+    "PAPERFLOWS_TASK_RUNNER",
+    "PAPERFLOWS_DASK_ADDRESS",
+    "PAPERFLOWS_DASK_WORKERS",
+    "PAPERFLOWS_TORCH_THREADS",
+    "PAPERFLOWS_GPU_LIMIT",
+    "PAPERFLOWS_HELD_LOCKS",
+    "PAPERFLOWS_RUN_CHILD",
+)
 
 
 @dataclass
 class Outcome:
     code: int
     output: str
-    reached: list[str] = field(default_factory=list)   # the work that was started ("run", "stage")
-    changed: list[str] = field(default_factory=list)   # paths added or modified under the project
+    reached: list[str] = field(default_factory=list)  # the work that was started ("run", "stage")
+    changed: list[str] = field(default_factory=list)  # paths added or modified under the project
 
     @property
     def traceback(self) -> bool:
@@ -64,8 +74,9 @@ def cli_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 
 @pytest.fixture()
-def refused(cli_project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-            ) -> Callable[..., Outcome]:
+def refused(
+    cli_project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., Outcome]:
     """``refused(argv, env={...})``: the outcome of ``paperflows <argv>`` with the work replaced by a recorder."""
     reached: list[str] = []
 
@@ -78,7 +89,7 @@ def refused(cli_project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
         return {"seconds": 0.0}
 
     monkeypatch.setattr("paperflows.launcher.run_supervised", supervised)
-    monkeypatch.setattr("paperflows.runtime.run_stage", stage)
+    monkeypatch.setattr("paperflows.engine.run_stage", stage)
 
     def call(argv: list[str], env: dict[str, str] | None = None) -> Outcome:
         for key, value in (env or {}).items():
@@ -103,16 +114,40 @@ def refused(cli_project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
 # reliability review: unusual but legal files that must get through the up-front check)
 # --------------------------------------------------------------------------------------------------
 JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 60
-TOFU_FORGET = [{"question": f"Where was author {i} born?", "answer": f"In town {i}.",
-                "paraphrased_answer": f"Town {i} is where.", "perturbed_answer": [f"In city {i + 7}.", "Nowhere."]}
-               for i in range(4)]
-TOFU_RETAIN = [{"question": f"What does author {i} write?", "answer": f"Novels, {i} of them.",
-                **({"paraphrased_answer": f"{i} novels.", "perturbed_answer": ["Poems."]} if i % 2 else {})}
-               for i in range(10, 16)]
-ORACLE = [{"image_name": f"aar_test_0000{i}.jpg", "oracle_caption": f"A red cube beside {i} blue balls.",
-           "oracle_facts": ["There is a red cube.", f"There are {i} blue balls."]} for i in range(1, 4)]
-CANDIDATES = [{"image_path": o["image_name"], "caption": "A red cube.", "oracle_caption": o["oracle_caption"],
-               "human_score": float(i)} for i, o in enumerate(ORACLE)]
+TOFU_FORGET = [
+    {
+        "question": f"Where was author {i} born?",
+        "answer": f"In town {i}.",
+        "paraphrased_answer": f"Town {i} is where.",
+        "perturbed_answer": [f"In city {i + 7}.", "Nowhere."],
+    }
+    for i in range(4)
+]
+TOFU_RETAIN = [
+    {
+        "question": f"What does author {i} write?",
+        "answer": f"Novels, {i} of them.",
+        **({"paraphrased_answer": f"{i} novels.", "perturbed_answer": ["Poems."]} if i % 2 else {}),
+    }
+    for i in range(10, 16)
+]
+ORACLE = [
+    {
+        "image_name": f"aar_test_0000{i}.jpg",
+        "oracle_caption": f"A red cube beside {i} blue balls.",
+        "oracle_facts": ["There is a red cube.", f"There are {i} blue balls."],
+    }
+    for i in range(1, 4)
+]
+CANDIDATES = [
+    {
+        "image_path": o["image_name"],
+        "caption": "A red cube.",
+        "oracle_caption": o["oracle_caption"],
+        "human_score": float(i),
+    }
+    for i, o in enumerate(ORACLE)
+]
 
 
 def _jsonl(rows: list[dict], separator: str = "\n") -> str:
@@ -140,9 +175,12 @@ def _nyuv2(root: Path, sizes: dict[str, list[tuple[int, int]]], seed: int = 0) -
     for split, shapes in sizes.items():
         for idx, (h, w) in enumerate(shapes):
             normal = rng.normal(size=(h, w, 3))
-            arrays = {"image": rng.uniform(size=(h, w, 3)), "label": rng.integers(-1, 13, size=(h, w)),
-                      "depth": rng.uniform(0.5, 8, size=(h, w, 1)),
-                      "normal": normal / np.linalg.norm(normal, axis=-1, keepdims=True)}
+            arrays = {
+                "image": rng.uniform(size=(h, w, 3)),
+                "label": rng.integers(-1, 13, size=(h, w)),
+                "depth": rng.uniform(0.5, 8, size=(h, w, 1)),
+                "normal": normal / np.linalg.norm(normal, axis=-1, keepdims=True),
+            }
             for kind, array in arrays.items():
                 (root / split / kind).mkdir(parents=True, exist_ok=True)
                 np.save(root / split / kind / f"{idx}.npy", array.astype(np.float32))
@@ -173,11 +211,14 @@ def _mnist(root: Path, train_labels: list[int] | None = None) -> Path:
     import numpy as np
 
     root.mkdir(parents=True, exist_ok=True)
-    names = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-             "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+    names = {
+        "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+        "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+    }
     for split, (images, labels) in names.items():
-        ys = np.asarray(train_labels if train_labels is not None and split == "train" else [0, 1, 2, 3, 4, 5],
-                        dtype=np.uint8)
+        ys = np.asarray(
+            train_labels if train_labels is not None and split == "train" else [0, 1, 2, 3, 4, 5], dtype=np.uint8
+        )
         _idx(root / images, (np.arange(len(ys) * 784) % 256).astype(np.uint8).reshape(len(ys), 28, 28))
         _idx(root / labels, ys)
     return root
@@ -196,24 +237,40 @@ def write_valid_files(folder: Path) -> Path:
     (folder / "forget.json").write_text(_jsonl(TOFU_FORGET))
     (folder / "retain.json").write_text(_jsonl(TOFU_RETAIN))
     # tvm: raw line and paragraph separators and U+0085 inside JSON strings are legal (review tv82)
-    solutions = [{"question": f"Tom has {q} apples\u2028and buys 2.\u2029How many?\x85", "solution":
-                  f"step 1\nanswer: {q + 2}", "answer": q + 2, "correct": bool(s % 2)}
-                 for q in range(3) for s in range(4)]
+    solutions = [
+        {
+            "question": f"Tom has {q} apples\u2028and buys 2.\u2029How many?\x85",
+            "solution": f"step 1\nanswer: {q + 2}",
+            "answer": q + 2,
+            "correct": bool(s % 2),
+        }
+        for q in range(3)
+        for s in range(4)
+    ]
     (folder / "valid_u2028.jsonl").write_text(_jsonl(solutions), encoding="utf-8")
     # preferdiff's official txt files, each ending in a blank line (review pd82), with CRLF in one
     (folder / "sequences").mkdir(exist_ok=True)
     for split, text in (("train", "1 2 3\n2 3 4 5\n4 1 2\n\n"), ("valid", "1 2\r\n3 4\r\n\r\n"), ("test", "2 5\n\n")):
         (folder / "sequences" / f"{split}_data.txt").write_text(text)
     demos = _demos()
-    (folder / "demos ü.jsonl").write_text(_jsonl([{"episode": e, "state": s, "action": a, "style": z} for s, a, z, e
-                                                  in zip(demos["state"], demos["action"], demos["style"],
-                                                         demos["episode"])]))
+    (folder / "demos ü.jsonl").write_text(
+        _jsonl(
+            [
+                {"episode": e, "state": s, "action": a, "style": z}
+                for s, a, z, e in zip(demos["state"], demos["action"], demos["style"], demos["episode"])
+            ]
+        )
+    )
     np.savez(folder / "demos ü.npz", **{k: np.asarray(v, dtype=np.int64) for k, v in demos.items()})
     rng = np.random.default_rng(0)
     # star: RGB images, labels of 4 classes in both splits
-    np.savez(folder / "rgb_stream.npz", x_train=rng.integers(0, 256, (16, 6, 6, 3), dtype=np.uint8),
-             y_train=np.arange(16) % 4, x_test=rng.integers(0, 256, (8, 6, 6, 3), dtype=np.uint8),
-             y_test=np.arange(8) % 4)
+    np.savez(
+        folder / "rgb_stream.npz",
+        x_train=rng.integers(0, 256, (16, 6, 6, 3), dtype=np.uint8),
+        y_train=np.arange(16) % 4,
+        x_test=rng.integers(0, 256, (8, 6, 6, 3), dtype=np.uint8),
+        y_test=np.arange(8) % 4,
+    )
     # csa: float64 embeddings, sparse (non-contiguous, large) labels
     (folder / "embeddings").mkdir(exist_ok=True)
     labels = np.asarray([3, 17, 2**40, 1000])[np.arange(120) % 4]
@@ -221,12 +278,12 @@ def write_valid_files(folder: Path) -> Path:
     np.save(folder / "embeddings" / "text.npy", rng.normal(size=(120, 6)) + (np.arange(120) % 4)[:, None])
     np.save(folder / "embeddings" / "labels.npy", labels.astype(np.int64))
     _nyuv2(folder / "nyuv2", {"train": [(16, 24)] * 3, "val": [(16, 24)] * 2})
-    _ptbxl(folder / "ptbxl")                                        # bool labels
+    _ptbxl(folder / "ptbxl")  # bool labels
     _mnist(folder / "mnist")
     # a CSV with a byte-order mark and Windows line ends, and a space and a ü in its name
     rows = "".join(f"{i * 0.5},{i % 3},{['a', 'b'][i % 2]}\r\n" for i in range(12))
     (folder / "table ü.csv").write_bytes(b"\xef\xbb\xbf" + ("f1,f2,target\r\n" + rows).encode())
-    (folder / "meals ü.csv").write_text("meal_description,carb\n\"rice\twith beans\",45\ntoast,20\napple,14\n")
+    (folder / "meals ü.csv").write_text('meal_description,carb\n"rice\twith beans",45\ntoast,20\napple,14\n')
     return folder
 
 
@@ -273,8 +330,13 @@ def write_review_files(folder: Path, valid: Path) -> Path:
     rng = np.random.default_rng(1)
     # star: st11 a header announcing 2**40 images; st20 three classes with two per task
     _npz_with_huge_header(folder / "huge_shape.npz", ("x_train", "y_train", "x_test", "y_test"))
-    np.savez(folder / "three_classes.npz", x_train=rng.integers(0, 256, (12, 6, 6), dtype=np.uint8),
-             y_train=np.arange(12) % 3, x_test=rng.integers(0, 256, (6, 6, 6), dtype=np.uint8), y_test=np.arange(6) % 3)
+    np.savez(
+        folder / "three_classes.npz",
+        x_train=rng.integers(0, 256, (12, 6, 6), dtype=np.uint8),
+        y_train=np.arange(12) % 3,
+        x_test=rng.integers(0, 256, (6, 6, 6), dtype=np.uint8),
+        y_test=np.arange(6) % 3,
+    )
     # csa: cs03 one label of 2**40; cs02 float64 values of 1e300 (inf in float32); cs12 only 40 rows
     for name, rows, change in (("huge_label", 120, "label"), ("huge_float64", 120, "value"), ("small_40", 40, "")):
         shutil.copytree(valid / "embeddings", folder / name)
@@ -302,10 +364,17 @@ def write_review_files(folder: Path, valid: Path) -> Path:
     good = {"question": "q", "solution": "answer: 1", "answer": 1, "correct": True}
     other = json.dumps({**good, "question": "r"})
     (folder / "deep_nesting.jsonl").write_text("[" * 100_000 + "\n" + other + "\n")
-    (folder / "deep_answer.jsonl").write_text('{"question": "q", "solution": "answer: 1", "answer": ' + "[" * 50_000
-                                              + "]" * 50_000 + ', "correct": true}\n' + other + "\n")
-    (folder / "bigint_answer.jsonl").write_text(json.dumps(good).replace('"answer": 1', '"answer": 1' + "0" * 400)
-                                                + "\n" + other + "\n")
+    (folder / "deep_answer.jsonl").write_text(
+        '{"question": "q", "solution": "answer: 1", "answer": '
+        + "[" * 50_000
+        + "]" * 50_000
+        + ', "correct": true}\n'
+        + other
+        + "\n"
+    )
+    (folder / "bigint_answer.jsonl").write_text(
+        json.dumps(good).replace('"answer": 1', '"answer": 1' + "0" * 400) + "\n" + other + "\n"
+    )
     # flat: fl05 the forget file nested 100k deep; fl12 the retain file too; fl15 retain = forget
     (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (folder / "deep_retain.json").write_text('[{"question": ' + "[" * 100_000 + "]" * 100_000 + "}]")
@@ -315,8 +384,9 @@ def write_review_files(folder: Path, valid: Path) -> Path:
     unknown = [*CANDIDATES, {**CANDIDATES[0], "image_path": "aar_test_09999.jpg"}]
     (folder / "cands_unknown_image.jsonl").write_text(_jsonl(unknown))
     # bc_pmi: bc03 'episode' = 10**30; bc05 a member with a bad CRC; bc07 an empty file; bc26 a float traj_id 1e20
-    (folder / "bigint_episode.jsonl").write_text('{"episode": 1' + "0" * 30 + ', "state": [10, 5], "action": 0, '
-                                                 '"style": 0}\n')
+    (folder / "bigint_episode.jsonl").write_text(
+        '{"episode": 1' + "0" * 30 + ', "state": [10, 5], "action": 0, "style": 0}\n'
+    )
     with zipfile.ZipFile(valid / "demos ü.npz") as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     crc = folder / "crc.npz"
@@ -324,15 +394,20 @@ def write_review_files(folder: Path, valid: Path) -> Path:
         for name, data in members.items():
             archive.writestr(name, data)
     raw = bytearray(crc.read_bytes())
-    raw[raw.index(b"\x93NUMPY") + 130] ^= 0xFF              # a byte of state.npy's data: its CRC fails
+    raw[raw.index(b"\x93NUMPY") + 130] ^= 0xFF  # a byte of state.npy's data: its CRC fails
     crc.write_bytes(bytes(raw))
     (folder / "empty.npz").write_bytes(b"")
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    steps = {"traj_id": [1e20] * 3 + [2.0] * 3, "t": [0.0, 1.0, 2.0] * 2,
-             **{f"obs_{i}": [0.1] * 6 for i in range(10)}, "action_0": [0.0] * 6, "action_1": [0.0] * 6,
-             "style": [0.0] * 3 + [1.0] * 3}
+    steps = {
+        "traj_id": [1e20] * 3 + [2.0] * 3,
+        "t": [0.0, 1.0, 2.0] * 2,
+        **{f"obs_{i}": [0.1] * 6 for i in range(10)},
+        "action_0": [0.0] * 6,
+        "action_1": [0.0] * 6,
+        "style": [0.0] * 3 + [1.0] * 3,
+    }
     pq.write_table(pa.table(steps), folder / "float_traj_id.parquet")
     # mtsam: mt01 NaN at train index 1; mt02 label 40 at val index 2; mt07 4 x 4 images; mt09 mixed sizes
     for name in ("nan_second", "label_oob_second"):

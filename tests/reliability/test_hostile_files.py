@@ -26,8 +26,14 @@ import numpy as np
 import pytest
 
 from paperflows import registry
-from paperflows.params import (UNEXPECTED_READ_ERROR, DataFile, ParamsError, check_data_files, data_file_fields,
-                               parse_override)
+from paperflows.params import (
+    UNEXPECTED_READ_ERROR,
+    DataFile,
+    ParamsError,
+    check_data_files,
+    data_file_fields,
+    parse_override,
+)
 
 # the suffixes each file parameter's reader accepts (a new file parameter must be listed: see the first test)
 SUFFIXES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -52,8 +58,10 @@ COMPANIONS: dict[tuple[str, str], list[str]] = {
     ("bc_pmi", "data.path"): ["data.env=reacher"],
     ("decapbench", "data.oracle_path"): ["data.candidates_path=valid/candidates.jsonl"],
     ("decapbench", "data.candidates_path"): ["data.oracle_path=valid/oracle.jsonl"],
-    ("decapbench", "data.images_dir"): ["data.oracle_path=valid/oracle.jsonl",
-                                        "data.candidates_path=valid/candidates.jsonl"],
+    ("decapbench", "data.images_dir"): [
+        "data.oracle_path=valid/oracle.jsonl",
+        "data.candidates_path=valid/candidates.jsonl",
+    ],
     ("flat", "data.tofu_path"): ["data.tofu_retain_path=valid/retain.json"],
     ("flat", "data.tofu_retain_path"): ["data.tofu_path=valid/forget.json"],
 }
@@ -80,10 +88,16 @@ def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> by
 
 
 def _bad_crc() -> bytes:
-    data = bytearray(_zip({name: _npy(np.arange(64, dtype=np.int64) % 3) for name in
-                           ("x_train", "y_train", "x_test", "y_test", "state", "action", "style", "episode")}))
+    data = bytearray(
+        _zip(
+            {
+                name: _npy(np.arange(64, dtype=np.int64) % 3)
+                for name in ("x_train", "y_train", "x_test", "y_test", "state", "action", "style", "episode")
+            }
+        )
+    )
     first = data.index(b"\x93NUMPY")
-    data[first + 140] ^= 0xFF            # a byte of the first member's data: its CRC no longer matches
+    data[first + 140] ^= 0xFF  # a byte of the first member's data: its CRC no longer matches
     return bytes(data)
 
 
@@ -103,8 +117,11 @@ HOSTILE: dict[str, bytes | Callable[[Path], None]] = {
     "truncated JSON": b'{"question": "a", "answer": [1, 2',
     "deep JSON document": b"[" * 100_000 + b"]" * 100_000,
     "deep JSON row": b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
-    "deep JSON field": b'{"question": "q", "solution": "s", "answer": ' + b'{"a": ' * 50_000 + b"1"
-                       + b"}" * 50_000 + b', "correct": true}\n',
+    "deep JSON field": b'{"question": "q", "solution": "s", "answer": '
+    + b'{"a": ' * 50_000
+    + b"1"
+    + b"}" * 50_000
+    + b', "correct": true}\n',
     "400-digit integer": b'{"question": "q", "answer": 1' + b"0" * 400 + b', "episode": 1' + b"0" * 400 + b"}\n",
     "5000-digit integer": b'[{"question": "q", "answer": 1' + b"0" * 5000 + b"}]\n",
     "1e400": b'{"question": "q", "answer": 1e400, "carb": 1e400, "timestamp_sec": 1e400}\n',
@@ -118,14 +135,17 @@ HOSTILE: dict[str, bytes | Callable[[Path], None]] = {
     "zip with corrupt deflate data": _corrupt_deflate(),
     "zip cut in half": _zip({"x_train.npy": _npy(np.arange(500))})[:300],
     "empty zip": _zip({}),
-    "npz member of 2**40 rows": _zip({f"{n}.npy": _HUGE_MEMBER for n in
-                                      ("x_train", "y_train", "x_test", "y_test", "state", "action", "style",
-                                       "episode")}),
+    "npz member of 2**40 rows": _zip(
+        {
+            f"{n}.npy": _HUGE_MEMBER
+            for n in ("x_train", "y_train", "x_test", "y_test", "state", "action", "style", "episode")
+        }
+    ),
     "npy of 2**40 rows": _npy_header((2**40, 12, 1000)) + b"\0" * 256,
     "npy shape overflowing int64": _npy_header((2**40, 2**40, 2**40)) + b"\0" * 256,
     "npy holding NaN": _npy(np.full((4, 3), np.nan, np.float32)),
     "CSV of NaN, inf and 1e308": b"meal_description,carb,target,a,SMILES,y,exp_mean [nM]\n"
-                                 b"nan,inf,x,1e308,C,-inf,nan\n1e400,-1e308,y,nan,CC,1e400,inf\n",
+    b"nan,inf,x,1e308,C,-inf,nan\n1e400,-1e308,y,nan,CC,1e400,inf\n",
     "fake Parquet": b"PAR1" + b"\x00\x01\x02" * 50 + b"PAR1",
     "symlink to /etc/passwd": lambda path: path.symlink_to("/etc/passwd"),
     "symlink to /dev/zero": lambda path: path.symlink_to("/dev/zero"),
@@ -143,8 +163,11 @@ def place(path: Path, hostile: bytes | Callable[[Path], None]) -> None:
 
 
 def path_parameters() -> list[tuple[str, str, DataFile]]:
-    return [(slug, dotted, spec) for slug in registry.slugs()
-            for dotted, spec in data_file_fields(registry.params_model(slug))]
+    return [
+        (slug, dotted, spec)
+        for slug in registry.slugs()
+        for dotted, spec in data_file_fields(registry.params_model(slug))
+    ]
 
 
 def test_every_file_parameter_lists_the_suffixes_its_reader_takes() -> None:
@@ -168,8 +191,7 @@ def _nested(sets: list[str]) -> dict:
 def _checked(slug: str, key: str, target: str, root: Path, what: str) -> None:
     """The up-front check of ``slug`` with ``key=target``: refused as the CLI refuses (a ParamsError, hence exit 2)
     naming the parameter, with the reader's own message; anything else escaping is a failure with its traceback."""
-    params = registry.params_model(slug).model_validate(_nested([f"{key}={target}",
-                                                                 *COMPANIONS.get((slug, key), [])]))
+    params = registry.params_model(slug).model_validate(_nested([f"{key}={target}", *COMPANIONS.get((slug, key), [])]))
     with pytest.raises(ParamsError) as refusal:
         check_data_files(params, root, slug)
     message = str(refusal.value)
@@ -197,8 +219,9 @@ FOLDER_PARAMETERS = [p for p in path_parameters() if p[2].folder]
 
 
 @pytest.mark.parametrize(("slug", "key", "spec"), FILE_PARAMETERS, ids=lambda v: v if isinstance(v, str) else "")
-def test_every_hostile_file_is_refused_with_exit_2(slug: str, key: str, spec: DataFile, cli_project: Path,
-                                                   valid_files: Path, refused) -> None:
+def test_every_hostile_file_is_refused_with_exit_2(
+    slug: str, key: str, spec: DataFile, cli_project: Path, valid_files: Path, refused
+) -> None:
     for n, (what, hostile) in enumerate(HOSTILE.items()):
         for suffix in SUFFIXES[(slug, key)]:
             name = f"hostile/{n}{suffix}"
@@ -209,8 +232,9 @@ def test_every_hostile_file_is_refused_with_exit_2(slug: str, key: str, spec: Da
 
 
 @pytest.mark.parametrize(("slug", "key", "spec"), FOLDER_PARAMETERS, ids=lambda v: v if isinstance(v, str) else "")
-def test_every_folder_of_hostile_files_is_refused_with_exit_2(slug: str, key: str, spec: DataFile,
-                                                              cli_project: Path, valid_files: Path, refused) -> None:
+def test_every_folder_of_hostile_files_is_refused_with_exit_2(
+    slug: str, key: str, spec: DataFile, cli_project: Path, valid_files: Path, refused
+) -> None:
     for n, (what, hostile) in enumerate(HOSTILE.items()):
         folder = cli_project / "hostile" / str(n)
         for rel in spec.layout:
@@ -249,17 +273,29 @@ def _toy(check: Callable[[Path], object], rule: Callable[[dict], list[str]] | No
     return Toy, Source
 
 
-@pytest.mark.parametrize("error", [RecursionError("maximum recursion depth exceeded"), MemoryError(),
-                                   OverflowError("int too large"), EOFError("No data left"), TypeError("odd")])
-def test_any_failure_of_a_check_is_a_refusal_naming_the_key_and_marked_unexpected(error: Exception,
-                                                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "error",
+    [
+        RecursionError("maximum recursion depth exceeded"),
+        MemoryError(),
+        OverflowError("int too large"),
+        EOFError("No data left"),
+        TypeError("odd"),
+    ],
+)
+def test_any_failure_of_a_check_is_a_refusal_naming_the_key_and_marked_unexpected(
+    error: Exception, tmp_path: Path
+) -> None:
     def crashes(path: Path) -> None:
         raise error
 
     toy, source = _toy(crashes)
     (tmp_path / "f.txt").write_text("x")
-    with pytest.raises(ParamsError, match=rf"^toy\.data\.path: .*f\.txt is not a valid toy file: "
-                                          rf"{UNEXPECTED_READ_ERROR} \({type(error).__name__}"):
+    with pytest.raises(
+        ParamsError,
+        match=rf"^toy\.data\.path: .*f\.txt is not a valid toy file: "
+        rf"{UNEXPECTED_READ_ERROR} \({type(error).__name__}",
+    ):
         check_data_files(toy(data=source(path="f.txt")), tmp_path, "toy")
 
 
@@ -271,8 +307,11 @@ def test_rules_over_files_and_params_see_every_checked_key_and_are_refusals(tmp_
         checked = files.get("data.path")
         if checked is None or checked.path is None:
             return []
-        return [f"data.rows: {params.data.rows} rows wanted, the file holds {checked.summary}"] \
-            if params.data.rows > checked.summary else []
+        return (
+            [f"data.rows: {params.data.rows} rows wanted, the file holds {checked.summary}"]
+            if params.data.rows > checked.summary
+            else []
+        )
 
     toy, source = _toy(lambda path: len(path.read_text().splitlines()), rule)
     (tmp_path / "two.txt").write_text("a\nb\n")
@@ -280,7 +319,7 @@ def test_rules_over_files_and_params_see_every_checked_key_and_are_refusals(tmp_
         check_data_files(toy(data=source(path="two.txt")), tmp_path, "toy")
     files = check_data_files(toy(data=source(path="two.txt", rows=2)), tmp_path, "toy")
     assert files["data.path"].summary == 2 and files["data.path"].path == tmp_path / "two.txt"
-    assert check_data_files(toy(), tmp_path, "toy")["data.path"].path is None     # no file: the offline data
+    assert check_data_files(toy(), tmp_path, "toy")["data.path"].path is None  # no file: the offline data
     assert check_data_files(toy(data=source(path="two.txt", rows=9)), tmp_path, "toy", groups=("seeds",)) == {}
 
     def broken(params, files):

@@ -25,9 +25,13 @@ from tests.conftest import REPO, clone_repo
 # long enough that the run is still in its stages when the signal arrives
 SLOW = ["--set", "seeds=[0]", "--set", "base.steps=100000"]
 # knots small enough to run in seconds, with fine-tuning items long enough (~3 s each) for a kill to land inside
-KILLABLE = {"seeds": [0], "data": {"tasks": ["digits", "animal"], "max_train": 300, "n_val": 40, "n_test": 40,
-                                      "pretrain_per_dataset": 200}, "base": {"steps": 30},
-            "lora": {"steps": 600, "head_steps": 20}, "merge": {"lambdas": [0.5], "top_ks": [20.0]}}
+KILLABLE = {
+    "seeds": [0],
+    "data": {"tasks": ["digits", "animal"], "max_train": 300, "n_val": 40, "n_test": 40, "pretrain_per_dataset": 200},
+    "base": {"steps": 30},
+    "lora": {"steps": 600, "head_steps": 20},
+    "merge": {"lambdas": [0.5], "top_ks": [20.0]},
+}
 GONE_WITHIN = 10.0
 
 
@@ -56,8 +60,11 @@ def all_gone(marker: str, within: float = GONE_WITHIN) -> list[int]:
 
 def clean_env(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPERFLOWS_", "MLFLOW_", "PREFECT_"))}
-    env.update(PAPERFLOWS_ROOT=str(root), PAPERFLOWS_PROGRESS="0",
-               PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    env.update(
+        PAPERFLOWS_ROOT=str(root),
+        PAPERFLOWS_PROGRESS="0",
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+    )
     return env
 
 
@@ -81,8 +88,11 @@ def mlflow_statuses(root: Path) -> dict[str, list[str]]:
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.slow
@@ -90,9 +100,14 @@ def tree_hashes(folder: Path) -> dict[str, str]:
 def test_a_signal_stops_the_run_and_everything_it_started(tmp_path: Path, signum: int, code: int) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     marker = f"PAPERFLOWS_ROOT={tmp_path}"
-    proc = subprocess.Popen([sys.executable, "-m", "paperflows", "run", "knots", *SLOW, "--no-progress"],
-                            cwd=tmp_path, env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "paperflows", "run", "knots", *SLOW, "--no-progress"],
+        cwd=tmp_path,
+        env=clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         # the task data written: the first stage is done and pretraining (100k steps) is under way
         wait_for(lambda: list((tmp_path / "runs" / "knots").glob("*/data/tasks.safetensors")), proc, "the run")
@@ -136,8 +151,22 @@ def test_a_killed_supervisor_takes_its_run_with_it_and_the_next_start_ends_what_
     assert statuses.get("RUNNING", []).count("knots") == 1, statuses  # nobody was left to end this one
 
     # the next start ends the runs of the processes that are gone as KILLED
-    tiny = [sys.executable, "-m", "paperflows", "run", "knots", "--no-progress", "--set", "seeds=[0]",
-            "--set", "base.steps=20", "--set", "lora.steps=10", "--set", "lora.head_steps=10"]
+    tiny = [
+        sys.executable,
+        "-m",
+        "paperflows",
+        "run",
+        "knots",
+        "--no-progress",
+        "--set",
+        "seeds=[0]",
+        "--set",
+        "base.steps=20",
+        "--set",
+        "lora.steps=10",
+        "--set",
+        "lora.head_steps=10",
+    ]
     done = subprocess.run(tiny, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "were still RUNNING; ended as KILLED" in done.stdout
@@ -151,9 +180,9 @@ def test_sigterm_stops_run_all_before_the_next_pipeline(tmp_path: Path) -> None:
     marker = f"PAPERFLOWS_ROOT={tmp_path}"
     # several pipelines share run-all's supervisor ('all' is every slug in order); hrf is listed first
     command = [sys.executable, "-m", "paperflows", "run", "hrf,knots,nsot", "--no-progress", "--jobs", "1"]
-    proc = subprocess.Popen(command,
-                            cwd=tmp_path, env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         # pipelines run in the order given: the signal lands while hrf, the first, trains
         wait_for(lambda: (tmp_path / "outputs" / "hrf" / "data" / "lowdim.safetensors").is_file(), proc, "hrf")
@@ -184,12 +213,13 @@ def test_killing_dvc_repro_or_a_stage_leaves_no_writer_and_no_mix(tmp_path: Path
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     run("dvc", "repro", "knots-pretrain")
-    for signum, command in ((signal.SIGKILL, ["dvc", "repro", "knots-finetune"]),
-                            (signal.SIGTERM, ["dvc", "repro", "knots-finetune"]),
-                            (signal.SIGTERM, [sys.executable, "-m", "paperflows", "stage", "knots", "finetune"])):
+    for signum, command in (
+        (signal.SIGKILL, ["dvc", "repro", "knots-finetune"]),
+        (signal.SIGTERM, ["dvc", "repro", "knots-finetune"]),
+        (signal.SIGTERM, [sys.executable, "-m", "paperflows", "stage", "knots", "finetune"]),
+    ):
         started = time.time()
-        proc = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen(command, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
         def second_item() -> bool:  # this attempt's first item done, its second under way
             second = staged / "animal"

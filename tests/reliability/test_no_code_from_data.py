@@ -18,7 +18,20 @@ import pytest
 from paperflows import registry
 from paperflows.params import DataFile, data_file_fields
 
-SUFFIXES = ("", ".pkl", ".pickle", ".gz", ".pkl.gz", ".npy", ".npz", ".csv", ".json", ".jsonl", ".parquet", ".safetensors")
+SUFFIXES = (
+    "",
+    ".pkl",
+    ".pickle",
+    ".gz",
+    ".pkl.gz",
+    ".npy",
+    ".npz",
+    ".csv",
+    ".json",
+    ".jsonl",
+    ".parquet",
+    ".safetensors",
+)
 
 
 class Payload:
@@ -42,8 +55,11 @@ COMPANIONS = {("tvm", "data.solutions_path"): ["--set", "verifier.kinds=[orm,tvm
 
 
 def path_parameters() -> list[tuple[str, str, DataFile]]:
-    return [(slug, dotted, spec) for slug in registry.slugs()
-            for dotted, spec in data_file_fields(registry.params_model(slug))]
+    return [
+        (slug, dotted, spec)
+        for slug in registry.slugs()
+        for dotted, spec in data_file_fields(registry.params_model(slug))
+    ]
 
 
 def test_every_pipeline_with_real_data_declares_its_paths() -> None:
@@ -54,8 +70,9 @@ def test_every_pipeline_with_real_data_declares_its_paths() -> None:
 
 
 @pytest.mark.parametrize(("slug", "key", "spec"), path_parameters(), ids=lambda v: v if isinstance(v, str) else "")
-def test_a_pickle_payload_on_a_path_parameter_is_refused(slug: str, key: str, spec: DataFile, cli_project: Path,
-                                                         refused) -> None:
+def test_a_pickle_payload_on_a_path_parameter_is_refused(
+    slug: str, key: str, spec: DataFile, cli_project: Path, refused
+) -> None:
     marker = cli_project.parent / "PWNED"
     targets: list[str] = []
     if spec.folder:

@@ -60,19 +60,30 @@ def invalid(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
         draws.append(st.sampled_from([math.nan, math.inf, -math.inf]))
         if kind == "integer":
             draws.append(st.floats(allow_nan=False, allow_infinity=False).filter(lambda v: not v.is_integer()))
-        for bound, below in (("minimum", True), ("exclusiveMinimum", True), ("maximum", False), ("exclusiveMaximum", False)):
+        for bound, below in (
+            ("minimum", True),
+            ("exclusiveMinimum", True),
+            ("maximum", False),
+            ("exclusiveMaximum", False),
+        ):
             if bound in node:
                 edge = node[bound]
                 step = 1 if kind == "integer" else max(1e-6, abs(edge) * 1e-6)
                 exclusive = bound.startswith("exclusive")
                 if below:
                     limit = edge if exclusive else edge - step
-                    draws.append(st.integers(max_value=math.floor(limit)) if kind == "integer"
-                                 else st.floats(max_value=limit, allow_nan=False, allow_infinity=False))
+                    draws.append(
+                        st.integers(max_value=math.floor(limit))
+                        if kind == "integer"
+                        else st.floats(max_value=limit, allow_nan=False, allow_infinity=False)
+                    )
                 else:
                     limit = edge if exclusive else edge + step
-                    draws.append(st.integers(min_value=math.ceil(limit)) if kind == "integer"
-                                 else st.floats(min_value=limit, allow_nan=False, allow_infinity=False))
+                    draws.append(
+                        st.integers(min_value=math.ceil(limit))
+                        if kind == "integer"
+                        else st.floats(min_value=limit, allow_nan=False, allow_infinity=False)
+                    )
     elif "enum" in node or "const" in node:
         allowed = node.get("enum", [node.get("const")])
         draws.append(st.text(alphabet="abcdefxyz_", min_size=1, max_size=8).filter(lambda v: v not in allowed))
@@ -114,13 +125,20 @@ def test_every_field_of_every_pipeline_can_be_fuzzed() -> None:
     for slug in registry.slugs():
         found = field_leaves(slug)
         covered = [key for key, schema in found if invalid(schema) is not None]
-        assert len(found) >= 10 and len(covered) >= 0.9 * len(found), (slug, sorted({k for k, _ in found} - set(covered)))
+        assert len(found) >= 10 and len(covered) >= 0.9 * len(found), (
+            slug,
+            sorted({k for k, _ in found} - set(covered)),
+        )
 
 
 @pytest.mark.parametrize("slug", registry.slugs())
 def test_a_generated_bad_value_is_refused_naming_its_key(slug: str, refused) -> None:
-    @settings(max_examples=40, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(bad_values(slug))
     def check(pair: tuple[str, Any]) -> None:
         key, value = pair

@@ -10,7 +10,7 @@ from components.alignment.contrastive import LinearPair, LinearPairConfig, info_
 
 
 def test_asif_relative_representation_by_hand() -> None:
-    anchors_a = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])   # mean 0
+    anchors_a = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])  # mean 0
     anchors_b = anchors_a * 5.0
     model = fit_asif(anchors_a, anchors_b, k=2, p=1.0)
     r = model.embed_a(np.array([[2.0, 1.0]]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from components.alignment import csa_similarity, csa_weights, fit_cca, fit_method, AlignConfig
+from components.alignment import AlignConfig, csa_similarity, csa_weights, fit_cca, fit_method
 from components.alignment.cca import inverse_sqrt
 
 RHO = np.array([0.9, 0.6, 0.3])
@@ -41,7 +41,7 @@ def test_projections_whiten_each_view_and_correlate_pairwise_by_rho() -> None:
     model = fit_cca(a, b)
     za, zb = model.transform_a(a), model.transform_b(b)
     n = len(a)
-    np.testing.assert_allclose(za.T @ za / n, np.eye(4), atol=1e-4)     # U^T convention: view A is white
+    np.testing.assert_allclose(za.T @ za / n, np.eye(4), atol=1e-4)  # U^T convention: view A is white
     np.testing.assert_allclose(zb.T @ zb / n, np.eye(4), atol=1e-4)
     np.testing.assert_allclose(za.T @ zb / n, np.diag(model.rho), atol=1e-4)
     # the U (not U^T) variant still whitens (U is square) but no longer pairs canonical variables by rho
@@ -50,7 +50,7 @@ def test_projections_whiten_each_view_and_correlate_pairwise_by_rho() -> None:
     r22 = inverse_sqrt(b0.T @ b0 / n + 1e-5 * np.eye(4))
     u = np.linalg.svd(r11 @ (a0.T @ b0 / n) @ r22)[0]
     wrong = a0 @ (u @ r11).T
-    cross = wrong.T @ zb / n                                             # [5, 4]
+    cross = wrong.T @ zb / n  # [5, 4]
     assert np.abs(cross[:4] - np.diag(model.rho)).max() > 0.1
 
 
@@ -75,7 +75,7 @@ def test_rho_weighting_invariants() -> None:
     sim = csa_similarity(model, a[:50], b[:60], sim_dim=3)
     cos = csa_similarity(model, a[:50], b[:60], sim_dim=3, equal_weights=True)
     assert sim.shape == (50, 60)
-    assert np.all(np.abs(cos) <= 1 + 1e-9) and np.all(np.abs(sim) <= model.rho[0] + 1e-9)   # |sim| <= rho_1
+    assert np.all(np.abs(cos) <= 1 + 1e-9) and np.all(np.abs(sim) <= model.rho[0] + 1e-9)  # |sim| <= rho_1
     # equal weights = the plain cosine of the truncated canonical vectors
     za, zb = model.transform_a(a[:50])[:, :3], model.transform_b(b[:60])[:, :3]
     expected = (za / np.linalg.norm(za, axis=1, keepdims=True)) @ (zb / np.linalg.norm(zb, axis=1, keepdims=True)).T

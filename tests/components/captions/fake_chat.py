@@ -44,5 +44,7 @@ class FakeChatServer:
 
 def choices(texts: list[str], usage: tuple[int, int] = (100, 10)) -> dict[str, Any]:
     """A chat-completions answer body with one choice per text."""
-    return {"choices": [{"message": {"role": "assistant", "content": t}} for t in texts],
-            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}}
+    return {
+        "choices": [{"message": {"role": "assistant", "content": t}} for t in texts],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
+    }

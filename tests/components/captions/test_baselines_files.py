@@ -7,13 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.captions.baselines import (
-    baseline_scores,
-    capture_parts,
-    caption_tuples,
-    rouge_l,
-    set_f1,
-)
+from components.captions.baselines import baseline_scores, caption_tuples, capture_parts, rouge_l, set_f1
 from components.captions.decapbench_files import (
     DecapbenchFormatError,
     check_candidate_file,
@@ -29,8 +23,12 @@ REF = "There is a large red cat at the top left. The cat is to the left of the d
 
 def test_identical_captions_score_one_and_disjoint_ones_zero() -> None:
     same = baseline_scores([REF], [REF])
-    assert {k: round(float(v[0]), 6) for k, v in same.items()} == {"bleu4": 1.0, "rouge_l": 1.0,
-                                                                   "tfidf_cosine": 1.0, "capture": 1.0}
+    assert {k: round(float(v[0]), 6) for k, v in same.items()} == {
+        "bleu4": 1.0,
+        "rouge_l": 1.0,
+        "tfidf_cosine": 1.0,
+        "capture": 1.0,
+    }
     apart = baseline_scores(["zebra quantum violin"], [REF], names=("bleu4", "rouge_l", "tfidf_cosine"))
     assert all(float(v[0]) == pytest.approx(0.0, abs=1e-9) for v in apart.values())
     with pytest.raises(ValueError, match="unknown baselines"):
@@ -53,7 +51,7 @@ def test_capture_style_f1_over_parsed_tuples() -> None:
     assert parts["object"] == pytest.approx(0.5) and parts["attribute"] == pytest.approx(0.5)
     assert parts["relation"] == 0.0 and parts["capture"] == pytest.approx(0.5 / 1.2)
     assert set_f1(set(), {("a",)}) == 0.0
-    assert capture_parts("There is a cat.", "There is a cat.")["relation"] is None   # left out of the mean
+    assert capture_parts("There is a cat.", "There is a cat.")["relation"] is None  # left out of the mean
 
 
 def _write(path: Path, rows: list[object]) -> Path:
@@ -73,28 +71,37 @@ def test_valid_files_are_read_and_joined(tmp_path: Path) -> None:
     assert [o.image_name for _, o in join_candidates(candidates, oracle, "c.jsonl")] == ["aar_test_04746.jpg"] * 2
     assert check_oracle_file(tmp_path / "o.jsonl") == 2 and check_candidate_file(tmp_path / "c.jsonl") == 2
     with pytest.raises(DecapbenchFormatError, match="line 1 field 'image_path' names an image that the oracle"):
-        join_candidates(read_candidate_file(_write(tmp_path / "x.jsonl", [{**CANDIDATE_ROW, "image_path": "z"}])),
-                        oracle, "x.jsonl")
+        join_candidates(
+            read_candidate_file(_write(tmp_path / "x.jsonl", [{**CANDIDATE_ROW, "image_path": "z"}])), oracle, "x.jsonl"
+        )
 
 
 SECRET = "the-hidden-text-of-a-private-file"
 
 
-@pytest.mark.parametrize(("rows", "check", "message"), [
-    ([ORACLE_ROW, "{not json"], check_oracle_file, r"line 2 is not a JSON object"),
-    ([ORACLE_ROW, [1, 2]], check_oracle_file, r"line 2 holds a JSON list, expected an object"),
-    ([{"oracle_caption": SECRET, "oracle_facts": ["x"]}], check_oracle_file, r"line 1 has no field 'image_name'"),
-    ([{**ORACLE_ROW, "oracle_facts": []}], check_oracle_file, r"line 1 field 'oracle_facts' .* non-empty list"),
-    ([{**ORACLE_ROW, "oracle_facts": ["x", 5]}], check_oracle_file, r"line 1 field 'oracle_facts' item 1 holds 5"),
-    ([ORACLE_ROW, ORACLE_ROW], check_oracle_file, r"line 2 field 'image_name' repeats the image of line 1"),
-    ([{**CANDIDATE_ROW, "caption": None}], check_candidate_file, r"line 1 field 'caption' holds None"),
-    ([{"image_path": "a", "caption": SECRET}], check_candidate_file, r"line 1 has no field 'oracle_caption'"),
-    ([{**CANDIDATE_ROW, "human_score": "high"}], check_candidate_file, r"line 1 field 'human_score' holds a text of 4 characters; expected a finite number"),
-    ([{**CANDIDATE_ROW, "image_path": ""}], check_candidate_file, r"field 'image_path' .* non-empty"),
-    ([""], check_candidate_file, r"holds no rows"),
-])
-def test_malformed_files_name_line_and_field_and_never_quote_text(tmp_path: Path, rows: list[object], check,
-                                                                  message: str) -> None:
+@pytest.mark.parametrize(
+    ("rows", "check", "message"),
+    [
+        ([ORACLE_ROW, "{not json"], check_oracle_file, r"line 2 is not a JSON object"),
+        ([ORACLE_ROW, [1, 2]], check_oracle_file, r"line 2 holds a JSON list, expected an object"),
+        ([{"oracle_caption": SECRET, "oracle_facts": ["x"]}], check_oracle_file, r"line 1 has no field 'image_name'"),
+        ([{**ORACLE_ROW, "oracle_facts": []}], check_oracle_file, r"line 1 field 'oracle_facts' .* non-empty list"),
+        ([{**ORACLE_ROW, "oracle_facts": ["x", 5]}], check_oracle_file, r"line 1 field 'oracle_facts' item 1 holds 5"),
+        ([ORACLE_ROW, ORACLE_ROW], check_oracle_file, r"line 2 field 'image_name' repeats the image of line 1"),
+        ([{**CANDIDATE_ROW, "caption": None}], check_candidate_file, r"line 1 field 'caption' holds None"),
+        ([{"image_path": "a", "caption": SECRET}], check_candidate_file, r"line 1 has no field 'oracle_caption'"),
+        (
+            [{**CANDIDATE_ROW, "human_score": "high"}],
+            check_candidate_file,
+            r"line 1 field 'human_score' holds a text of 4 characters; expected a finite number",
+        ),
+        ([{**CANDIDATE_ROW, "image_path": ""}], check_candidate_file, r"field 'image_path' .* non-empty"),
+        ([""], check_candidate_file, r"holds no rows"),
+    ],
+)
+def test_malformed_files_name_line_and_field_and_never_quote_text(
+    tmp_path: Path, rows: list[object], check, message: str
+) -> None:
     with pytest.raises(ValueError, match=message) as err:
         check(_write(tmp_path / "f.jsonl", rows))
     assert SECRET not in str(err.value)

@@ -10,22 +10,23 @@ from typing import Any
 
 import pytest
 
-from components.captions.chat_judge import (
-    ChatClient,
-    ChatEndpoint,
-    ChatEndpointError,
-    ChatJudge,
-    parse_json_list,
-)
+from components.captions.chat_judge import ChatClient, ChatEndpoint, ChatEndpointError, ChatJudge, parse_json_list
 from components.captions.dcscore import CaptionItem, DCScoreConfig, JudgeError, score_item
 from tests.components.captions.fake_chat import FakeChatServer, choices
 
-ITEM = CaptionItem(0, "pic.jpg", "A red cat sits on a mat. It feels cozy.", "A red cat on a blue mat.",
-                   ("There is a cat.", "The cat is red.", "There is a mat.", "The mat is blue."))
-UNITS = [{"fact": "There is a cat_0.", "identifier": "cat_0", "relevance": 1},
-         {"fact": "The cat_0 is red.", "relevance": 1},
-         {"fact": "The cat_0 sits on a mat_0.", "identifier": "mat_0", "relevance": 1},
-         {"fact": "The scene feels cozy.", "relevance": 0}]
+ITEM = CaptionItem(
+    0,
+    "pic.jpg",
+    "A red cat sits on a mat. It feels cozy.",
+    "A red cat on a blue mat.",
+    ("There is a cat.", "The cat is red.", "There is a mat.", "The mat is blue."),
+)
+UNITS = [
+    {"fact": "There is a cat_0.", "identifier": "cat_0", "relevance": 1},
+    {"fact": "The cat_0 is red.", "relevance": 1},
+    {"fact": "The cat_0 sits on a mat_0.", "identifier": "mat_0", "relevance": 1},
+    {"fact": "The scene feels cozy.", "relevance": 0},
+]
 
 
 class FakeServer(FakeChatServer):
@@ -73,7 +74,7 @@ def test_dcscore_of_one_caption_through_the_endpoint(server: FakeServer, tmp_pat
     # all units: P = 3/4, R = 3/4 (three oracle facts matched once); relevant: P = 1, R = 3/4
     assert details["precision"] == pytest.approx(0.75) and details["recall"] == pytest.approx(0.75)
     assert details["precision_relevant"] == pytest.approx(1.0)
-    assert details["consume_token"] == [130, 130, 390]              # prompt + 3 x completion
+    assert details["consume_token"] == [130, 130, 390]  # prompt + 3 x completion
     decompose, match, verify = (r["body"] for r in server.requests)
     assert all(r["path"] == "/v1/chat/completions" and r["auth"] == "Bearer sk-test-key" for r in server.requests)
     assert (decompose["temperature"], decompose["n"], match["temperature"], match["n"]) == (1.0, 1, 1.0, 3)
@@ -108,13 +109,13 @@ def test_a_refusal_stops_and_repeated_failures_give_up(server: FakeServer) -> No
 
 
 def test_an_endpoint_without_n_gets_one_request_per_sample(server: FakeServer) -> None:
-    server.fail(400)                                    # refuses n = 3
+    server.fail(400)  # refuses n = 3
     for text in ("a", "b", "c"):
         server.answer(text)
     texts, tokens = _client(server).complete([{"role": "user", "content": "hi"}], temperature=1.0, n=3)
     assert texts == ["a", "b", "c"] and tokens == 3 * 130
     assert [r["body"]["n"] for r in server.requests] == [3, 1, 1, 1]
-    server.answer("d")                                  # fewer choices than asked: the rest is asked for
+    server.answer("d")  # fewer choices than asked: the rest is asked for
     server.answer("e")
     client = _client(server)
     assert client.complete([{"role": "user", "content": "x"}], temperature=1.0, n=2)[0] == ["d", "e"]
@@ -133,12 +134,15 @@ def test_an_answer_that_leaves_out_facts_retries_the_caption(server: FakeServer)
     assert record["eval_details"]["mappings_with_human"][0]["There is a cat_0."] == 1
 
 
-@pytest.mark.parametrize(("text", "facts"), [
-    ('```json\n[{"fact": "a"}]\n```', ["a"]),
-    ("[{'fact': 'a', 'relevance': 1}]", ["a"]),
-    ('Sure! [{"fact": "a"}, {"fact": "b"}] Hope this helps.', ["a", "b"]),
-    ('{"facts": [{"fact": "a"}]}', ["a"]),
-])
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        ('```json\n[{"fact": "a"}]\n```', ["a"]),
+        ("[{'fact': 'a', 'relevance': 1}]", ["a"]),
+        ('Sure! [{"fact": "a"}, {"fact": "b"}] Hope this helps.', ["a", "b"]),
+        ('{"facts": [{"fact": "a"}]}', ["a"]),
+    ],
+)
 def test_answers_are_read_robustly(text: str, facts: list[str]) -> None:
     assert [r["fact"] for r in parse_json_list(text)] == facts
 
@@ -147,7 +151,7 @@ def test_unreadable_answers_and_bad_values_are_judge_errors() -> None:
     with pytest.raises(JudgeError, match="no JSON list"):
         parse_json_list("I cannot help with that.")
     with pytest.raises(JudgeError, match="no JSON list"):
-        parse_json_list("__import__('os').system('true')")      # never evaluated
+        parse_json_list("__import__('os').system('true')")  # never evaluated
     endpoint = ChatEndpoint("https://example.invalid/v1", "m", api_key="sk-secret")
     assert "sk-secret" not in repr(endpoint)
     with pytest.raises(ValueError, match="must start with http"):
@@ -158,9 +162,12 @@ def test_endpoint_problems_are_the_rule_of_the_endpoint() -> None:
     from components.captions.chat_judge import ChatEndpoint, endpoint_problems
 
     assert endpoint_problems("https://api.example.com/v1", "gpt") == []
-    assert endpoint_problems("127.0.0.1:9/v1", "gpt") == ["base_url must start with http:// or https:// followed by "
-                                                          "a host, got '127.0.0.1:9/v1'"]
-    assert endpoint_problems("http://", " ") == ["base_url must start with http:// or https:// followed by a host, "
-                                                 "got 'http://'", "model must be a model name"]
+    assert endpoint_problems("127.0.0.1:9/v1", "gpt") == [
+        "base_url must start with http:// or https:// followed by a host, got '127.0.0.1:9/v1'"
+    ]
+    assert endpoint_problems("http://", " ") == [
+        "base_url must start with http:// or https:// followed by a host, got 'http://'",
+        "model must be a model name",
+    ]
     with pytest.raises(ValueError, match="must start with http"):
         ChatEndpoint("ftp://x", "m")

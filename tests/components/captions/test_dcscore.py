@@ -32,17 +32,21 @@ def test_one_trial_by_hand() -> None:
     """
     s = trial_scores([1, 1, 0, 1], [0, 0, None, 1], [1, 1, 1, 0], 3)
     assert (s["precision"], s["recall"], s["f1_score"], s["total_atomic_facts"]) == pytest.approx((0.75, 0.5, 0.6, 4))
-    assert (s["precision_relevant"], s["recall_relevant"], s["f1_score_relevant"], s["total_atomic_facts_relevant"]) \
-        == pytest.approx((2 / 3, 1 / 3, 4 / 9, 3))
+    assert (
+        s["precision_relevant"],
+        s["recall_relevant"],
+        s["f1_score_relevant"],
+        s["total_atomic_facts_relevant"],
+    ) == pytest.approx((2 / 3, 1 / 3, 4 / 9, 3))
 
 
 def test_relevant_credit_counts_relevant_units_or_all_units() -> None:
     """u0 (relevance 1) and u1 (relevance 0) both match oracle fact 0 and are verified; M = 2."""
     relevant = trial_scores([1, 0], [0, 0], [1, 1], 2, "relevant")
     official = trial_scores([1, 0], [0, 0], [1, 1], 2, "all")
-    assert relevant["recall"] == official["recall"] == pytest.approx(0.5)       # 1/2 + 1/2 over 2
-    assert relevant["recall_relevant"] == pytest.approx(0.5)                     # c_0 = 1 among relevant units
-    assert official["recall_relevant"] == pytest.approx(0.25)                    # c_0 = 2 over all units
+    assert relevant["recall"] == official["recall"] == pytest.approx(0.5)  # 1/2 + 1/2 over 2
+    assert relevant["recall_relevant"] == pytest.approx(0.5)  # c_0 = 1 among relevant units
+    assert official["recall_relevant"] == pytest.approx(0.25)  # c_0 = 2 over all units
 
 
 def test_empty_and_unverified_captions_score_zero() -> None:
@@ -73,8 +77,12 @@ class ScriptedJudge:
         self.calls += 1
         if self.calls <= self.failures:
             raise JudgeError("unreadable answer")
-        return [Unit("There is a cat.", 1, "cat_0"), Unit("The cat is red.", 1), Unit("It feels calm.", 0),
-                Unit("There is a cat.", 1)], 10
+        return [
+            Unit("There is a cat.", 1, "cat_0"),
+            Unit("The cat is red.", 1),
+            Unit("It feels calm.", 0),
+            Unit("There is a cat.", 1),
+        ], 10
 
     def match(self, item: CaptionItem, units: Sequence[Unit], n: int) -> tuple[list[list[OracleId]], int]:
         return [[0, 1, None]] * n, 20
@@ -83,8 +91,9 @@ class ScriptedJudge:
         return [[1, 0, 0]] * n, 30
 
 
-ITEM = CaptionItem(7, "img_7", "A red cat. It feels calm.", "There is a blue cat.", ("There is a cat.",
-                                                                                     "The cat is blue."))
+ITEM = CaptionItem(
+    7, "img_7", "A red cat. It feels calm.", "There is a blue cat.", ("There is a cat.", "The cat is blue.")
+)
 
 
 def test_score_item_writes_the_official_record() -> None:
@@ -104,7 +113,9 @@ def test_score_item_writes_the_official_record() -> None:
 def test_a_failed_answer_is_retried_and_then_reported_invalid() -> None:
     judge = ScriptedJudge(failures=2)
     retries: list[int] = []
-    record = score_item(judge, ITEM, DCScoreConfig(max_tries=5), on_retry=lambda item, attempt, err: retries.append(attempt))
+    record = score_item(
+        judge, ITEM, DCScoreConfig(max_tries=5), on_retry=lambda item, attempt, err: retries.append(attempt)
+    )
     assert record["valid"] and record["eval_details"]["tries"] == 3 and retries == [1, 2]
     invalid = score_item(ScriptedJudge(failures=9), ITEM, DCScoreConfig(max_tries=2))
     assert not invalid["valid"] and invalid["eval_details"] == {"error": "unreadable answer", "tries": 2}
@@ -114,8 +125,10 @@ def test_a_failed_answer_is_retried_and_then_reported_invalid() -> None:
 
 
 def _items(scenes: list[Scene], captions: list[str]) -> list[CaptionItem]:
-    return [CaptionItem(i, s.name, c, oracle_caption(s), tuple(fact_sentence(f) for f in oracle_facts(s)))
-            for i, (s, c) in enumerate(zip(scenes, captions))]
+    return [
+        CaptionItem(i, s.name, c, oracle_caption(s), tuple(fact_sentence(f) for f in oracle_facts(s)))
+        for i, (s, c) in enumerate(zip(scenes, captions))
+    ]
 
 
 def test_the_exact_rule_judge_gives_oracle_captions_100_and_false_captions_0() -> None:
@@ -123,7 +136,9 @@ def test_the_exact_rule_judge_gives_oracle_captions_100_and_false_captions_0() -
     judge = RuleJudge({s.name: s for s in scenes})
     records = [score_item(judge, item) for item in _items(scenes, [oracle_caption(s) for s in scenes])]
     assert dcscore(records) == (pytest.approx(100.0), 30, 0)
-    wrong = [f"There is a {'yellow' if s.objects[0].colour != 'yellow' else 'red'} {s.objects[0].category}." for s in scenes]
+    wrong = [
+        f"There is a {'yellow' if s.objects[0].colour != 'yellow' else 'red'} {s.objects[0].category}." for s in scenes
+    ]
     records = [score_item(judge, item) for item in _items(scenes, wrong)]
     # exists is true and matched (credit 1 of M), the colour is false: P = 1/2, R = 1/M
     first = records[0]["eval_details"]
@@ -133,8 +148,14 @@ def test_the_exact_rule_judge_gives_oracle_captions_100_and_false_captions_0() -
 
 def test_a_true_detail_the_oracle_omits_enlarges_recall() -> None:
     # cat (0, 0), dog (0, 1), car (2, 2): the cat is left of the car (true, not a neighbour relation)
-    scene = Scene("s", (SceneObject("cat", "red", "large", 0, 0), SceneObject("dog", "blue", "small", 0, 1),
-                        SceneObject("car", "white", "small", 2, 2)))
+    scene = Scene(
+        "s",
+        (
+            SceneObject("cat", "red", "large", 0, 0),
+            SceneObject("dog", "blue", "small", 0, 1),
+            SceneObject("car", "white", "small", 2, 2),
+        ),
+    )
     judge = RuleJudge({"s": scene})
     item = _items([scene], ["There is a cat. The cat is to the left of the car."])[0]
     details = score_item(judge, item)["eval_details"]
@@ -149,8 +170,8 @@ def test_judge_noise_is_seeded_by_caption_and_averaged_over_trials() -> None:
     noisy = RuleJudge({s.name: s for s in scenes}, RuleJudgeConfig(flip_rate=0.3, seed=1))
     first = [score_item(noisy, item) for item in items]
     again = [score_item(noisy, item) for item in reversed(items)][::-1]
-    assert first == again                                          # independent of scoring order
+    assert first == again  # independent of scoring order
     value = dcscore(first)[0]
     assert 30 < value < 100
     samples = first[0]["eval_details"]["verified_results"]
-    assert len({tuple(v["verification"] for v in s) for s in samples}) > 1   # the 3 samples differ
+    assert len({tuple(v["verification"] for v in s) for s in samples}) > 1  # the 3 samples differ

@@ -29,8 +29,8 @@ from components.captions.feedquill import (
     train_sft,
 )
 from components.captions.rule_judge import RuleJudge
-from components.io import safetensors_metadata
 from components.captions.world import oracle_caption
+from components.io import safetensors_metadata
 from components.training import TrainConfig
 
 TINY = CaptionerConfig(layers=1, hidden=32, heads=2, max_positions=256)
@@ -49,10 +49,14 @@ def test_the_vocabulary_covers_scene_words_and_supervision_captions() -> None:
 def test_pairs_keep_the_best_and_the_worst_sample_beyond_the_margin() -> None:
     """Scene 0: best b (0.9), worst a (0.2). Scene 1: a gap of 0.01 < margin. Scene 2: the best and the worst
     sample are the same text (no preference)."""
-    pairs = preference_pairs([["a", "b", "c"], ["d", "e", "f"], ["g", "g", "h"]],
-                             [[0.2, 0.9, 0.5], [0.30, 0.30, 0.31], [0.9, 0.1, 0.5]], margin=0.05)
-    assert [(p.scene, p.chosen, p.rejected, p.reward_chosen, p.reward_rejected) for p in pairs] == \
-        [(0, "b", "a", 0.9, 0.2)]
+    pairs = preference_pairs(
+        [["a", "b", "c"], ["d", "e", "f"], ["g", "g", "h"]],
+        [[0.2, 0.9, 0.5], [0.30, 0.30, 0.31], [0.9, 0.1, 0.5]],
+        margin=0.05,
+    )
+    assert [(p.scene, p.chosen, p.rejected, p.reward_chosen, p.reward_rejected) for p in pairs] == [
+        (0, "b", "a", 0.9, 0.2)
+    ]
     assert reward({"precision": 0.8, "recall": 0.4}, 0.5) == pytest.approx(1.0) and reward({}, 0.5) == 0.0
 
 
@@ -64,9 +68,17 @@ def test_dpo_starts_at_log_2_and_moves_towards_the_chosen_answers(tmp_path: Path
     train_sft(lm, prompts, [" " + c.lower() for c in chosen], TrainConfig(steps=3, lr=1e-3, progress=False), 6)
     policy, reference = policy_and_reference(lm)
     assert not any(p.requires_grad for p in reference.parameters())
-    result = train_dpo(policy, reference, prompts, chosen, rejected, TrainConfig(steps=15, lr=3e-3, log_every=1,
-                                                                                 progress=False), beta=0.1, batch_size=6)
-    assert result.history[0]["loss"] == pytest.approx(math.log(2), abs=1e-5)      # policy = reference at step 1
+    result = train_dpo(
+        policy,
+        reference,
+        prompts,
+        chosen,
+        rejected,
+        TrainConfig(steps=15, lr=3e-3, log_every=1, progress=False),
+        beta=0.1,
+        batch_size=6,
+    )
+    assert result.history[0]["loss"] == pytest.approx(math.log(2), abs=1e-5)  # policy = reference at step 1
     assert result.history[-1]["loss"] < result.history[0]["loss"] and result.history[-1]["reward_margin"] > 0
     save_captioner(policy, TINY, tmp_path / "p.safetensors")
     config = json.loads(safetensors_metadata(tmp_path / "p.safetensors")["model.config"])
@@ -92,7 +104,7 @@ def test_evaluation_of_oracle_and_empty_captions() -> None:
     assert all(r["dcscore"] == pytest.approx(100.0) for r in perfect)
     wrong = [f"there is a {('red', 'blue')[s.objects[0].colour == 'red']} {s.objects[0].category} ." for s in scenes]
     rows = evaluate_captions(scenes, wrong, judge, DCScoreConfig())
-    assert summarize(rows)["hallucination"] == pytest.approx(0.5)                # exists true, colour false
+    assert summarize(rows)["hallucination"] == pytest.approx(0.5)  # exists true, colour false
     empty = evaluate_captions(scenes, [""] * 5, judge, DCScoreConfig())
     assert summarize(empty)["recall"] == 0.0 and summarize(empty)["hallucination"] == 0.0
     assert all(r["units"] == 0 and r["dcscore"] == 0.0 for r in empty)

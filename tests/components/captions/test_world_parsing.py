@@ -23,16 +23,27 @@ from components.captions.world import (
 # . cat .        row 0: cat at (0, 1)
 # dog . car      row 1: dog (1, 0), car (1, 2)
 # . . cup        row 2: cup (2, 2)
-SCENE = Scene("img", (SceneObject("cat", "red", "large", 0, 1), SceneObject("dog", "blue", "small", 1, 0),
-                      SceneObject("car", "white", "medium", 1, 2), SceneObject("cup", "green", "small", 2, 2)))
+SCENE = Scene(
+    "img",
+    (
+        SceneObject("cat", "red", "large", 0, 1),
+        SceneObject("dog", "blue", "small", 1, 0),
+        SceneObject("car", "white", "medium", 1, 2),
+        SceneObject("cup", "green", "small", 2, 2),
+    ),
+)
 
 
 def test_oracle_facts_of_a_known_scene() -> None:
     assert neighbour_relations(SCENE) == [Fact("left_of", "dog", "car"), Fact("above", "car", "cup")]
     facts = oracle_facts(SCENE)
     assert len(facts) == 4 * 4 + 2
-    assert facts[:4] == [Fact("exists", "cat"), Fact("colour", "cat", "red"), Fact("size", "cat", "large"),
-                         Fact("position", "cat", "top")]
+    assert facts[:4] == [
+        Fact("exists", "cat"),
+        Fact("colour", "cat", "red"),
+        Fact("size", "cat", "large"),
+        Fact("position", "cat", "top"),
+    ]
     assert Fact("position", "dog", "left") in facts and Fact("position", "cup", "bottom right") in facts
 
 
@@ -49,8 +60,10 @@ def test_oracle_caption_and_scene_words() -> None:
     text = oracle_caption(SCENE)
     assert text.startswith("There is a large red cat at the top. There is a small blue dog on the left.")
     assert text.endswith("The dog is to the left of the car. The car is above the cup.")
-    assert scene_tokens(SCENE) == "large red cat top ; small blue dog left ; medium white car right ; " \
-                                  "small green cup bottom right"
+    assert (
+        scene_tokens(SCENE) == "large red cat top ; small blue dog left ; medium white car right ; "
+        "small green cup bottom right"
+    )
 
 
 def test_scenes_respect_their_bounds_and_are_reproducible() -> None:
@@ -66,21 +79,38 @@ def test_every_oracle_fact_sentence_parses_back_to_its_tuple() -> None:
     for scene in make_scenes(20, 0):
         for fact in oracle_facts(scene):
             assert [u.fact for u in parse_caption(fact_sentence(fact))] == [fact]
-            assert [u.fact for u in parse_caption(unit_text(fact))] == [fact]    # with identifiers cat_0
+            assert [u.fact for u in parse_caption(unit_text(fact))] == [fact]  # with identifiers cat_0
 
 
-@pytest.mark.parametrize(("sentence", "facts"), [
-    ("We see a big crimson kitten in the upper left corner.",
-     [Fact("exists", "cat"), Fact("size", "cat", "large"), Fact("colour", "cat", "red"),
-      Fact("position", "cat", "top left")]),
-    ("The puppy is lower than the feline.", [Fact("above", "cat", "dog")]),             # inverse relation
-    ("The dog sits to the right of the cat and is tiny, ivory.",
-     [Fact("left_of", "cat", "dog"), Fact("size", "dog", "small"), Fact("colour", "dog", "white")]),
-    ("A tiny snowy sparow rests at the botom.",                                           # typos
-     [Fact("exists", "bird"), Fact("size", "bird", "small"), Fact("colour", "bird", "white"),
-      Fact("position", "bird", "bottom")]),
-    ("One can see an automobile in the middle.", [Fact("exists", "car"), Fact("position", "car", "centre")]),
-])
+@pytest.mark.parametrize(
+    ("sentence", "facts"),
+    [
+        (
+            "We see a big crimson kitten in the upper left corner.",
+            [
+                Fact("exists", "cat"),
+                Fact("size", "cat", "large"),
+                Fact("colour", "cat", "red"),
+                Fact("position", "cat", "top left"),
+            ],
+        ),
+        ("The puppy is lower than the feline.", [Fact("above", "cat", "dog")]),  # inverse relation
+        (
+            "The dog sits to the right of the cat and is tiny, ivory.",
+            [Fact("left_of", "cat", "dog"), Fact("size", "dog", "small"), Fact("colour", "dog", "white")],
+        ),
+        (
+            "A tiny snowy sparow rests at the botom.",  # typos
+            [
+                Fact("exists", "bird"),
+                Fact("size", "bird", "small"),
+                Fact("colour", "bird", "white"),
+                Fact("position", "bird", "bottom"),
+            ],
+        ),
+        ("One can see an automobile in the middle.", [Fact("exists", "car"), Fact("position", "car", "centre")]),
+    ],
+)
 def test_paraphrases_inverse_relations_and_typos(sentence: str, facts: list[Fact]) -> None:
     assert [u.fact for u in parse_caption(sentence)] == facts
     assert all(u.relevance == 1 for u in parse_caption(sentence))
@@ -115,6 +145,7 @@ def test_a_perfect_caption_and_the_human_score() -> None:
     assert perfect.true_f1 == 1.0 and set(perfect.true_facts) == set(oracle_facts(SCENE))
     captions, human = simulate_captions(make_scenes(200, 1), SimulatorConfig(human_noise=0.0), 5)
     assert np.allclose(human, [c.true_f1 for c in captions])
-    ordered = simulate_caption(SCENE, CaptionSpec(coverage=1.0, hallucination=0.0, ordered=True),
-                               np.random.default_rng(2))
+    ordered = simulate_caption(
+        SCENE, CaptionSpec(coverage=1.0, hallucination=0.0, ordered=True), np.random.default_rng(2)
+    )
     assert ordered.caption.startswith("There is a large red cat at the top. There is a small blue dog on the left.")

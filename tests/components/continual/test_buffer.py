@@ -36,9 +36,9 @@ def test_every_example_is_kept_with_probability_capacity_over_n() -> None:
     x, y, z = items(n)
     for seed in range(trials):
         buffer = ReservoirBuffer(capacity, (2,), 3, seed=seed)
-        for start in range(0, n, 7):   # batches of 7, the last one smaller
-            buffer.add(x[start:start + 7], y[start:start + 7], z[start:start + 7])
-        assert len(buffer) == capacity and len(set(buffer.y.tolist())) == capacity   # distinct examples
+        for start in range(0, n, 7):  # batches of 7, the last one smaller
+            buffer.add(x[start : start + 7], y[start : start + 7], z[start : start + 7])
+        assert len(buffer) == capacity and len(set(buffer.y.tolist())) == capacity  # distinct examples
         counts[buffer.y] += 1
     freq = counts / trials
     # each frequency is binomial with p = 0.2: sd = sqrt(0.2 * 0.8 / 1500) ~ 0.0103; 4.5 sd ~ 0.047
@@ -50,7 +50,7 @@ def test_every_example_is_kept_with_probability_capacity_over_n() -> None:
 def test_rows_stay_consistent_when_a_batch_hits_one_slot_twice() -> None:
     buffer = ReservoirBuffer(2, (2,), 3, seed=3)
     x, y, z = items(400)
-    buffer.add(x, y, z, task=torch.arange(400))   # one batch: many of its examples collide on 2 slots
+    buffer.add(x, y, z, task=torch.arange(400))  # one batch: many of its examples collide on 2 slots
     assert buffer.seen == 400 and len(buffer) == 2
     for slot in range(2):
         item = int(buffer.y[slot])
@@ -67,4 +67,4 @@ def test_sample_draws_distinct_filled_slots() -> None:
     draw = buffer.sample(4, torch.Generator().manual_seed(0))
     assert len(set(draw.y.tolist())) == 4 and set(draw.y.tolist()) <= set(range(6))
     assert torch.equal(draw.x[:, 0].long(), draw.y) and draw.task.tolist() == [0] * 4
-    assert len(buffer.sample(50, torch.Generator()).y) == 6   # never more than what is stored
+    assert len(buffer.sample(50, torch.Generator()).y) == 6  # never more than what is stored

@@ -29,17 +29,18 @@ def draw(n: int, label: int, logit: float) -> BufferBatch:
 def test_every_plugin_has_the_same_signature_and_declares_its_draws() -> None:
     assert {name: m.draws for name, m in REHEARSAL.items()} == {"sgd": 0, "er": 1, "derpp": 2, "er_ace": 1}
     model, step = ZeroLogits(), Step(torch.ones(3, 4), torch.tensor([2, 3, 2]), 1, 2)
-    for method in REHEARSAL.values():   # without replays (empty buffer): the stream term alone
+    for method in REHEARSAL.values():  # without replays (empty buffer): the stream term alone
         out = method.loss(model, step, ReplayWeights())
         assert out.stream_logits.shape == (3, 10) and out.loss.requires_grad
-        expected = math.log(8) if method.name == "er_ace" else math.log(10)   # ER-ACE masks classes 0, 1
+        expected = math.log(8) if method.name == "er_ace" else math.log(10)  # ER-ACE masks classes 0, 1
         assert out.loss.item() == pytest.approx(expected, abs=1e-6), method.name
 
 
 def test_er_is_one_mean_over_stream_and_replay() -> None:
     model = ZeroLogits()
-    out = REHEARSAL["er"].loss(model, Step(torch.ones(3, 4), torch.tensor([2, 3, 2]), 1, 2, (draw(5, 0, 0.0),)),
-                               ReplayWeights())
+    out = REHEARSAL["er"].loss(
+        model, Step(torch.ones(3, 4), torch.tensor([2, 3, 2]), 1, 2, (draw(5, 0, 0.0),)), ReplayWeights()
+    )
     assert out.loss.item() == pytest.approx(math.log(10), abs=1e-6) and out.stream_logits.shape == (3, 10)
     out.loss.backward()
     # d mean CE / d logit_k = (softmax_k - 1[k = y]) / 8 summed over the 8 rows, times x = 1:
@@ -62,6 +63,6 @@ def test_er_ace_masks_absent_old_classes_on_later_tasks_only() -> None:
     step = Step(torch.ones(2, 4), torch.tensor([4, 1]), 2, 4, (draw(3, 0, 0.0),))
     out = REHEARSAL["er_ace"].loss(model, step, ReplayWeights())
     assert out.loss.item() == pytest.approx(math.log(7) + math.log(10), abs=1e-5)
-    assert torch.count_nonzero(out.stream_logits) == 0   # the stored logits are the unmasked ones
+    assert torch.count_nonzero(out.stream_logits) == 0  # the stored logits are the unmasked ones
     first_task = Step(torch.ones(2, 4), torch.tensor([0, 1]), 0, 0, (draw(3, 0, 0.0),))
     assert REHEARSAL["er_ace"].loss(model, first_task, ReplayWeights()).loss.item() == pytest.approx(math.log(10))

@@ -13,8 +13,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from components.continual import REHEARSAL, MLPClassifier, MLPClassifierConfig, ReplayWeights, StarConfig, Step, \
-    star_term, with_star
+from components.continual import (
+    REHEARSAL,
+    MLPClassifier,
+    MLPClassifierConfig,
+    ReplayWeights,
+    StarConfig,
+    Step,
+    star_term,
+    with_star,
+)
 from components.continual.buffer import BufferBatch
 from components.continual.star import EPS, masked_kl, perturbed_names, star_perturbation
 
@@ -25,7 +33,7 @@ def setup(seed: int = 0) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """A small MLP and 16 inputs labelled with its own predictions (all correct) but for 4 flipped ones."""
     model = MLPClassifier(CFG, seed=seed)
     with torch.no_grad():
-        for p in model.parameters():   # non-zero biases, so that "untouched" means something
+        for p in model.parameters():  # non-zero biases, so that "untouched" means something
             p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed + 1)))
     x = torch.randn(16, 12, generator=torch.Generator().manual_seed(seed + 2))
     with torch.no_grad():
@@ -48,8 +56,11 @@ def test_one_step_perturbation_has_norm_gamma_times_weight_norm(init: str, gamma
     term = star_term(model, x, y, StarConfig(gamma=gamma, lam=0.1, init=init), torch.Generator().manual_seed(0))
     assert term.mask.sum() == 12 and term.loss is not None
     params = dict(model.named_parameters())
-    assert sorted(term.delta) == sorted(perturbed_names(model)) == [
-        "classifier.weight", "features.0.weight", "features.2.weight"]   # no bias is perturbed
+    assert (
+        sorted(term.delta)
+        == sorted(perturbed_names(model))
+        == ["classifier.weight", "features.0.weight", "features.2.weight"]
+    )  # no bias is perturbed
     for name, delta in term.delta.items():
         assert delta.norm().item() == pytest.approx(gamma * params[name].norm().item(), rel=1e-5), name
 
@@ -59,8 +70,9 @@ def test_several_steps_stay_inside_the_ball() -> None:
     with torch.no_grad():
         p0 = F.softmax(model(x), dim=1)
     mask = (p0.argmax(1) == y).float()
-    delta = star_perturbation(model, x, p0, mask, StarConfig(gamma=0.05, steps=3, init="random"),
-                              torch.Generator().manual_seed(0))
+    delta = star_perturbation(
+        model, x, p0, mask, StarConfig(gamma=0.05, steps=3, init="random"), torch.Generator().manual_seed(0)
+    )
     for name, d in delta.items():
         assert d.norm().item() <= 0.05 * dict(model.named_parameters())[name].norm().item() * (1 + 1e-5)
 
@@ -81,7 +93,7 @@ def test_fewer_than_two_correct_samples_skip_the_term() -> None:
     model, x, y = setup()
     with torch.no_grad():
         wrong = (model(x).argmax(1) + 1) % 5
-    wrong[0] = model(x[:1]).argmax(1)   # exactly one sample still right
+    wrong[0] = model(x[:1]).argmax(1)  # exactly one sample still right
     term = star_term(model, x, wrong, StarConfig(), torch.Generator())
     assert term.loss is None and term.mask.sum() == 1 and term.delta == {}
     # two right samples are enough for a term with a non-zero gradient
@@ -117,7 +129,7 @@ def test_random_init_direction_is_the_normalised_kl_gradient_at_the_start_point(
     model, x, y = setup()
     gamma = 0.05
     term = star_term(model, x, y, StarConfig(gamma=gamma, init="random"), torch.Generator().manual_seed(5))
-    generator = torch.Generator().manual_seed(5)   # the same draws, in the same order
+    generator = torch.Generator().manual_seed(5)  # the same draws, in the same order
     start = copy.deepcopy(model)
     with torch.no_grad():
         p0 = F.softmax(model(x), dim=1)
@@ -137,7 +149,7 @@ def test_official_start_offset_is_below_float32_resolution() -> None:
     model, _, _ = setup()
     weight = model.features[0].weight.detach()
     offset = torch.randn(weight.shape) * weight.norm() * EPS
-    assert torch.equal(weight + offset, weight)   # the official "random init" is a no-op on non-zero weights
+    assert torch.equal(weight + offset, weight)  # the official "random init" is a no-op on non-zero weights
 
 
 def test_wrapper_adds_lambda_kl_to_the_unchanged_base_method() -> None:
@@ -152,7 +164,7 @@ def test_wrapper_adds_lambda_kl_to_the_unchanged_base_method() -> None:
     assert out.loss.item() == pytest.approx(base.loss.item() + 0.3 * out.metrics["star_kl"], rel=1e-6)
     assert out.metrics["star_applied"] == 1.0 and out.metrics["star_mask"] == 12.0
     assert torch.equal(out.stream_logits, base.stream_logits)
-    empty = wrapped.loss(model, stream, ReplayWeights())   # empty buffer: the base method alone
+    empty = wrapped.loss(model, stream, ReplayWeights())  # empty buffer: the base method alone
     assert empty.loss.item() == pytest.approx(REHEARSAL["er"].loss(model, stream, ReplayWeights()).loss.item())
 
 
@@ -175,7 +187,7 @@ def test_measured_invariants_hold_and_catch_a_broken_perturbation(monkeypatch: p
 
     real = star.star_term
 
-    def leaky(model, x, y, cfg, generator):   # leaves the first weight shifted, as an unrestored in-place add
+    def leaky(model, x, y, cfg, generator):  # leaves the first weight shifted, as an unrestored in-place add
         term = real(model, x, y, cfg, generator)
         if term.loss is not None:
             with torch.no_grad():
@@ -185,7 +197,7 @@ def test_measured_invariants_hold_and_catch_a_broken_perturbation(monkeypatch: p
     monkeypatch.setattr(invariants, "star_term", leaky)
     assert not invariants.measure_invariants(*setup(), StarConfig(init="random"))["bit_exact"]
 
-    def with_bias(model, x, y, cfg, generator):   # perturbs a bias too, scaled wrongly
+    def with_bias(model, x, y, cfg, generator):  # perturbs a bias too, scaled wrongly
         term = real(model, x, y, cfg, generator)
         if term.loss is not None:
             term.delta["features.0.bias"] = torch.ones_like(model.features[0].bias)

@@ -9,8 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-from components.continual import (backward_transfer, evaluate_stream, final_average_accuracy, forgetting,
-                                  split_by_class, task_il_logits)
+from components.continual import (
+    backward_transfer,
+    evaluate_stream,
+    final_average_accuracy,
+    forgetting,
+    split_by_class,
+    task_il_logits,
+)
 
 
 def labelled(n_per_class: int, n_classes: int = 6) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,8 +7,17 @@ import math
 
 import pytest
 
-from components.continual import (REHEARSAL, ContinualConfig, MLPClassifier, MLPClassifierConfig, StarConfig,
-                                  final_average_accuracy, split_by_class, train_stream, with_star)
+from components.continual import (
+    REHEARSAL,
+    ContinualConfig,
+    MLPClassifier,
+    MLPClassifierConfig,
+    StarConfig,
+    final_average_accuracy,
+    split_by_class,
+    train_stream,
+    with_star,
+)
 from components.data.images import load_digits_dataset
 
 
@@ -33,13 +42,19 @@ def run(stream, name: str, star: StarConfig | None = None, buffer: int = 100) ->
 def test_matrices_steps_and_determinism(digits_stream) -> None:
     logged: list[tuple[int, int]] = []
     model = MLPClassifier(MLPClassifierConfig(in_features=64), seed=0)
-    result = train_stream(model, digits_stream, REHEARSAL["derpp"], ContinualConfig(batch_size=10, log_every=5),
-                          seed_of, callback=lambda task, step, metrics: logged.append((task, step)))
+    result = train_stream(
+        model,
+        digits_stream,
+        REHEARSAL["derpp"],
+        ContinualConfig(batch_size=10, log_every=5),
+        seed_of,
+        callback=lambda task, step, metrics: logged.append((task, step)),
+    )
     assert [len(row) for row in result.class_il] == [1, 2, 3, 4, 5] == [len(row) for row in result.task_il]
     assert result.steps == 5 * math.ceil(120 / 10)
     assert logged[:5] == [(0, 5), (0, 10), (0, 12), (1, 17), (1, 22)] and {t for t, _ in logged} == {0, 1, 2, 3, 4}
     assert len(result.buffer) == 200 and set(result.buffer.task.tolist()) <= {0, 1, 2, 3, 4}
-    assert "logit_mse" in result.history[1][-1]   # DER++'s replay terms reach the loop's log
+    assert "logit_mse" in result.history[1][-1]  # DER++'s replay terms reach the loop's log
     again, _ = run(digits_stream, "derpp")
     once_more, _ = run(digits_stream, "derpp")
     assert again.class_il == once_more.class_il and again.task_il == once_more.task_il

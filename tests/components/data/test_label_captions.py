@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from components.data.embedding_pairs import check_embedding_pairs, read_embedding_pairs
-from components.data.label_captions import (TEMPLATES, attribute_codes, caption_index, caption_table, prompts)
+from components.data.label_captions import TEMPLATES, attribute_codes, caption_index, caption_table, prompts
 
 
 def test_attribute_codes_by_hand() -> None:
     img = np.zeros((4, 2, 2))
-    img[0, 0, 0] = 0.3                     # dark, slim
-    img[1, 0, :] = 0.3                     # dark, wide
-    img[2, 0, 0] = 0.9                     # bright, slim
-    img[3, 0, :] = 0.9                     # bright, wide
+    img[0, 0, 0] = 0.3  # dark, slim
+    img[1, 0, :] = 0.3  # dark, wide
+    img[2, 0, 0] = 0.9  # bright, slim
+    img[3, 0, :] = 0.9  # bright, wide
     assert attribute_codes(img).tolist() == [0, 1, 2, 3]
 
 
@@ -32,8 +32,9 @@ def _write(folder, image, text, labels) -> None:
 
 def test_embedding_pairs_check(tmp_path) -> None:
     rng = np.random.default_rng(0)
-    _write(tmp_path, rng.standard_normal((12, 5)).astype(np.float32), rng.standard_normal((12, 3)),
-           np.array([3, 5] * 6))
+    _write(
+        tmp_path, rng.standard_normal((12, 5)).astype(np.float32), rng.standard_normal((12, 3)), np.array([3, 5] * 6)
+    )
     assert check_embedding_pairs(tmp_path) == {"rows": 12, "image_dim": 5, "text_dim": 3, "classes": 2}
     image, text, labels = read_embedding_pairs(tmp_path)
     assert labels.tolist() == [0, 1] * 6 and image.dtype == np.float32 and text.shape == (12, 3)
@@ -64,7 +65,7 @@ def test_embedding_labels_by_value_and_values_within_float32_reach(tmp_path) -> 
     """Review cs03: one label of 2**40 made np.bincount allocate 8 TiB; cs02: 1e300 is inf in float32."""
     rng = np.random.default_rng(0)
     _write(tmp_path, rng.standard_normal((12, 5)), rng.standard_normal((12, 3)), np.array([7, 2**40] * 6))
-    assert check_embedding_pairs(tmp_path)["classes"] == 2                 # sparse, huge labels: re-indexed
+    assert check_embedding_pairs(tmp_path)["classes"] == 2  # sparse, huge labels: re-indexed
     assert read_embedding_pairs(tmp_path)[2].tolist() == [0, 1] * 6
     np.save(tmp_path / "labels.npy", np.array([7, 2**40] * 5 + [7, 2**41]))
     with pytest.raises(ValueError, match=r"labels\.npy: class 2199023255552 has a single row"):

@@ -15,7 +15,7 @@ from components.data.images import MNIST_IDX_FILES, check_mnist_idx, load_mnist,
 
 def write_idx(path, array, code=0x08, compress=True, cut=0):
     raw = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
-    raw = raw[:len(raw) - cut]
+    raw = raw[: len(raw) - cut]
     path.write_bytes(gzip.compress(raw) if compress else raw)
     return path
 
@@ -96,12 +96,13 @@ def test_damaged_gzip_huge_headers_and_one_class_are_refused(tmp_path):
     folder = mnist_folder(tmp_path / "gz")
     (folder / "train-images-idx3-ubyte.gz").write_bytes(b"\x1f\x8b\x08\x00\0\0\0\0\0\x03" + b"\xff" * 64)
     with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz: corrupt gzip stream \(zlib\.error\)"):
-        check_mnist_idx(folder)                            # review gr01: a zlib.error escaped the check
+        check_mnist_idx(folder)  # review gr01: a zlib.error escaped the check
     folder = mnist_folder(tmp_path / "huge")
-    (folder / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(bytes([0, 0, 8, 3])
-                                                                      + struct.pack(">3I", 2**31, 28, 28)))
+    (folder / "train-images-idx3-ubyte.gz").write_bytes(
+        gzip.compress(bytes([0, 0, 8, 3]) + struct.pack(">3I", 2**31, 28, 28))
+    )
     with pytest.raises(ValueError, match=r"the IDX header announces dims \[2147483648, 28, 28\] .* more than"):
         check_mnist_idx(folder)
     folder = mnist_folder(tmp_path / "one", labels=[0, 0, 0])
     with pytest.raises(ValueError, match=r"train-labels-idx1-ubyte\.gz: every label is 0; the train split needs"):
-        check_mnist_idx(folder)                            # review gr07: a one-class task was trained
+        check_mnist_idx(folder)  # review gr07: a one-class task was trained

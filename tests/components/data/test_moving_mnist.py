@@ -43,7 +43,7 @@ def test_every_frame_is_the_resized_digit_at_its_recorded_position() -> None:
         for f in range(5):
             r, c = made.positions[i, 0, f].tolist()
             expected = torch.zeros(16, 16)
-            expected[r:r + 12, c:c + 12] = digits[i]
+            expected[r : r + 12, c : c + 12] = digits[i]
             assert torch.equal(made.clips[i, f], expected)
 
 
@@ -73,7 +73,7 @@ def test_two_digits_are_composited_with_a_max() -> None:
             digit = resize_digits(images[made.sources[i, d]][None], 8)[0]
             for f in range(2):
                 r, c = made.positions[i, d, f].tolist()
-                layer[f, r:r + 8, c:c + 8] = digit
+                layer[f, r : r + 8, c : c + 8] = digit
             layers.append(layer)
         assert torch.equal(made.clips[i], torch.maximum(*layers))
 
@@ -86,8 +86,10 @@ def test_resize_is_area_averaging() -> None:
         resize_digits(images[0], 14)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"digit_size": 20}, "digit_size"), ({"n_frames": 0}, "n_frames"),
-                                           ({"digit_size": 16, "n_frames": 2}, "speed")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"digit_size": 20}, "digit_size"), ({"n_frames": 0}, "n_frames"), ({"digit_size": 16, "n_frames": 2}, "speed")],
+)
 def test_invalid_configs_are_refused(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         MovingMnistConfig(**{"canvas": 16, **kwargs})

@@ -62,12 +62,15 @@ def test_damaged_archives_name_the_array(tmp_path: Path) -> None:
         read_npz(tmp_path / "ok.npz", ["x", "z"])
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"", r"not a numpy \.npz archive \(the file is empty\)"),
-    (_npy(np.arange(3)), r"it holds a single \.npy array"),
-    (pickle.dumps({"a": 1}), r"it holds a Python pickle, which is never loaded"),
-    (b"PAR1 not a zip", r"no zip signature"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"not a numpy \.npz archive \(the file is empty\)"),
+        (_npy(np.arange(3)), r"it holds a single \.npy array"),
+        (pickle.dumps({"a": 1}), r"it holds a Python pickle, which is never loaded"),
+        (b"PAR1 not a zip", r"no zip signature"),
+    ],
+)
 def test_what_is_not_an_archive_is_named(tmp_path: Path, content: bytes, message: str) -> None:
     (tmp_path / "f.npz").write_bytes(content)
     with pytest.raises(ValueError, match=message):
@@ -76,12 +79,18 @@ def test_what_is_not_an_archive_is_named(tmp_path: Path, content: bytes, message
 
 def test_headers_are_checked_before_any_allocation(tmp_path: Path) -> None:
     _archive(tmp_path / "huge.npz", {"x.npy": _header((2**40, 28, 28), "|u1") + b"\0" * 64})
-    with pytest.raises(ValueError, match=r"array 'x': the header announces shape \[1099511627776, 28, 28\] "
-                                         r"\(784 TiB\), more than this machine's"):
+    with pytest.raises(
+        ValueError,
+        match=r"array 'x': the header announces shape \[1099511627776, 28, 28\] "
+        r"\(784 TiB\), more than this machine's",
+    ):
         read_npz(tmp_path / "huge.npz", ["x"])
     _archive(tmp_path / "short.npz", {"x.npy": _header((100,), "<f8") + b"\0" * 16})
-    with pytest.raises(ValueError, match=r"array 'x': truncated \(the member holds 16 bytes of data, its header "
-                                         r"announces 800\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"array 'x': truncated \(the member holds 16 bytes of data, its header "
+        r"announces 800\)",
+    ):
         read_npz(tmp_path / "short.npz", ["x"])
     np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object))
     with pytest.raises(ValueError, match=r"array 'x': holds Python objects"):

@@ -20,8 +20,12 @@ def write_nyuv2(root: Path, n: dict[str, int] | None = None, h: int = 6, w: int 
             depth[0, 0] = 0.0
             normal = rng.normal(size=(h, w, 3))
             normal = (normal / np.linalg.norm(normal, axis=-1, keepdims=True)).astype(np.float32)
-            for kind, array in (("image", rng.uniform(size=(h, w, 3)).astype(np.float32)), ("label", label),
-                                ("depth", depth), ("normal", normal)):
+            for kind, array in (
+                ("image", rng.uniform(size=(h, w, 3)).astype(np.float32)),
+                ("label", label),
+                ("depth", depth),
+                ("normal", normal),
+            ):
                 (root / split / kind).mkdir(parents=True, exist_ok=True)
                 np.save(root / split / kind / f"{idx}.npy", array)
     return root
@@ -39,20 +43,39 @@ def test_a_tiny_folder_is_checked_and_read(tmp_path):
     np.testing.assert_array_equal(item["label"], np.load(root / "train" / "label" / "0.npy").astype(np.int64))
 
 
-@pytest.mark.parametrize(("damage", "message"), [
-    (lambda r: __import__("shutil").rmtree(r / "val"), r"val: missing split folder"),
-    (lambda r: (r / "train" / "normal" / "1.npy").unlink(), r"train/normal/1\.npy: missing"),
-    (lambda r: np.save(r / "train" / "depth" / "2.npy", np.ones((6, 8, 2), np.float32)),
-     r"train/depth/2\.npy: depth must be \[H, W, 1\] floats, got shape \(6, 8, 2\)"),
-    (lambda r: np.save(r / "val" / "image" / "1.npy", np.ones((5, 8, 3), np.float32)),
-     r"index 1 has different spatial sizes per kind"),
-    (lambda r: np.save(r / "train" / "label" / "0.npy", np.full((6, 8), 13.0, np.float32)),
-     r"train/label/0\.npy: label values must be whole numbers in \[-1, 12\]"),
-    (lambda r: (r / "train" / "image" / "x.npy").write_bytes(b""), r"train/image/x\.npy: file name is not an integer"),
-    (lambda r: (r / "train" / "image" / "0.npy").write_bytes(pickle.dumps({"a": 1})), r"image/0\.npy: not a \.npy file"),
-    (lambda r: np.save(r / "train" / "normal" / "0.npy", np.array([{"a": 1}] * 3, dtype=object), allow_pickle=True),
-     r"normal/0\.npy: holds Python objects"),
-])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda r: __import__("shutil").rmtree(r / "val"), r"val: missing split folder"),
+        (lambda r: (r / "train" / "normal" / "1.npy").unlink(), r"train/normal/1\.npy: missing"),
+        (
+            lambda r: np.save(r / "train" / "depth" / "2.npy", np.ones((6, 8, 2), np.float32)),
+            r"train/depth/2\.npy: depth must be \[H, W, 1\] floats, got shape \(6, 8, 2\)",
+        ),
+        (
+            lambda r: np.save(r / "val" / "image" / "1.npy", np.ones((5, 8, 3), np.float32)),
+            r"index 1 has different spatial sizes per kind",
+        ),
+        (
+            lambda r: np.save(r / "train" / "label" / "0.npy", np.full((6, 8), 13.0, np.float32)),
+            r"train/label/0\.npy: label values must be whole numbers in \[-1, 12\]",
+        ),
+        (
+            lambda r: (r / "train" / "image" / "x.npy").write_bytes(b""),
+            r"train/image/x\.npy: file name is not an integer",
+        ),
+        (
+            lambda r: (r / "train" / "image" / "0.npy").write_bytes(pickle.dumps({"a": 1})),
+            r"image/0\.npy: not a \.npy file",
+        ),
+        (
+            lambda r: np.save(
+                r / "train" / "normal" / "0.npy", np.array([{"a": 1}] * 3, dtype=object), allow_pickle=True
+            ),
+            r"normal/0\.npy: holds Python objects",
+        ),
+    ],
+)
 def test_malformed_folders_are_named(tmp_path, damage, message):
     root = write_nyuv2(tmp_path / "nyu")
     damage(root)
@@ -64,7 +87,7 @@ def test_values_of_every_file_are_checked_up_front_and_when_read(tmp_path):
     root = write_nyuv2(tmp_path / "nyu")
     np.save(root / "train" / "image" / "2.npy", np.full((6, 8, 3), 255.0, np.float32))
     with pytest.raises(ValueError, match=r"train/image/2\.npy: image values must lie in \[0, 1\]"):
-        check_nyuv2(root)                              # every index, not only the first (review mt01, mt02)
+        check_nyuv2(root)  # every index, not only the first (review mt01, mt02)
     with pytest.raises(ValueError, match=r"train/image/2\.npy: image values must lie in \[0, 1\]"):
         list(read_nyuv2(root, "train"))
     root = write_nyuv2(tmp_path / "nan")

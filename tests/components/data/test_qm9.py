@@ -12,7 +12,7 @@ HEADER = "Index,Stoichiometry,XYZ_Ang,Polarizability_bohr3,HOMO_LUMO_gap_au"
 
 
 def _row(i: int, counts=(2, 0, 0, 0, 0), xyz=None, alpha=None, gap="0.5") -> str:
-    xyz = xyz if xyz is not None else [[0.0, 0.0, 0.0], [0.0, 0.0, 0.74 + 0.01 * i]][:sum(counts)]
+    xyz = xyz if xyz is not None else [[0.0, 0.0, 0.0], [0.0, 0.0, 0.74 + 0.01 * i]][: sum(counts)]
     alpha = alpha if alpha is not None else str(5.0 + i)
     return f'{i},"{json.dumps(list(counts))}","{json.dumps(xyz)}",{alpha},{gap}'
 
@@ -44,12 +44,15 @@ def test_read_draws_a_random_subset_and_keeps_rows_together(tmp_path) -> None:
     assert not np.array_equal(read_qm9([path], n=10, seed=2)["alpha"], sub["alpha"])
 
 
-@pytest.mark.parametrize("bad, where", [
-    (_row(3, alpha="big"), "column 'Polarizability_bohr3' row 4"),
-    (_row(3, xyz=[[0.0, 0.0, 0.0]]), "column 'XYZ_Ang' row 4"),
-    (_row(3, counts=(1, 2)), "column 'Stoichiometry' row 4"),
-    (_row(3, gap="nan"), "column 'HOMO_LUMO_gap_au' row 4"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        (_row(3, alpha="big"), "column 'Polarizability_bohr3' row 4"),
+        (_row(3, xyz=[[0.0, 0.0, 0.0]]), "column 'XYZ_Ang' row 4"),
+        (_row(3, counts=(1, 2)), "column 'Stoichiometry' row 4"),
+        (_row(3, gap="nan"), "column 'HOMO_LUMO_gap_au' row 4"),
+    ],
+)
 def test_a_malformed_row_is_named_by_column_and_row(tmp_path, bad: str, where: str) -> None:
     rows = [_row(i) for i in range(25)]
     rows[3] = bad

@@ -8,8 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.data.rec_sequences import (SPLIT_FILES, check_sequence_folder, examples, ratings_to_sequences,
-                                           read_sequence_folder, split_users, write_sequence_folder)
+from components.data.rec_sequences import (
+    SPLIT_FILES,
+    check_sequence_folder,
+    examples,
+    ratings_to_sequences,
+    read_sequence_folder,
+    split_users,
+    write_sequence_folder,
+)
 
 
 def test_sequences_are_time_ordered_filtered_and_renumbered() -> None:
@@ -40,14 +47,17 @@ def test_folder_round_trip(tmp_path: Path) -> None:
     assert check_sequence_folder(tmp_path) == 7
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("1 2\n3 x\n", r"line 2: field 2 is not a positive integer"),
-    ("1 2\n\n3 4\n", r"line 2: empty line"),
-    ("1 0 2\n", r"line 1: field 2: item id 0 is the padding"),
-    ("5\n", r"line 1: 1 item id\(s\)"),
-    ("1 -2\n", r"line 1: field 2 is not a positive integer"),
-    ("", r"no sequences"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1 2\n3 x\n", r"line 2: field 2 is not a positive integer"),
+        ("1 2\n\n3 4\n", r"line 2: empty line"),
+        ("1 0 2\n", r"line 1: field 2: item id 0 is the padding"),
+        ("5\n", r"line 1: 1 item id\(s\)"),
+        ("1 -2\n", r"line 1: field 2 is not a positive integer"),
+        ("", r"no sequences"),
+    ],
+)
 def test_malformed_lines_name_file_line_and_field(tmp_path: Path, text: str, message: str) -> None:
     write_sequence_folder({"train": [[1, 2]], "valid": [[1, 2]], "test": [[1, 2]]}, tmp_path)
     (tmp_path / SPLIT_FILES["valid"]).write_text(text)
@@ -61,8 +71,7 @@ def test_blank_lines_at_the_end_crlf_and_a_bom_are_read(tmp_path: Path) -> None:
     write_sequence_folder({"train": [[1, 2]], "valid": [[1, 2]], "test": [[1, 2]]}, tmp_path)
     (tmp_path / SPLIT_FILES["train"]).write_text("1 2 3\n4 5\n\n")
     (tmp_path / SPLIT_FILES["valid"]).write_bytes(b"\xef\xbb\xbf2 3\r\n3 4\r\n\r\n  \n")
-    assert read_sequence_folder(tmp_path) == {"train": [[1, 2, 3], [4, 5]], "valid": [[2, 3], [3, 4]],
-                                              "test": [[1, 2]]}
+    assert read_sequence_folder(tmp_path) == {"train": [[1, 2, 3], [4, 5]], "valid": [[2, 3], [3, 4]], "test": [[1, 2]]}
 
 
 def test_missing_file_and_binary_bytes(tmp_path: Path) -> None:
@@ -78,7 +87,7 @@ def test_missing_file_and_binary_bytes(tmp_path: Path) -> None:
 def test_examples_histories_are_right_padded_windows() -> None:
     hist, tgt = examples([[1, 2, 3, 4]], max_len=2, targets="all")
     assert hist.tolist() == [[1, 0], [1, 2], [2, 3]] and tgt.tolist() == [2, 3, 4]
-    hist, tgt = examples([[1, 2, 3, 4], [7, 8]], max_len=3, targets=1)   # the official: last id is the target
+    hist, tgt = examples([[1, 2, 3, 4], [7, 8]], max_len=3, targets=1)  # the official: last id is the target
     assert hist.tolist() == [[1, 2, 3], [7, 0, 0]] and tgt.tolist() == [4, 8]
-    hist, tgt = examples([[1, 2, 3]], max_len=3, targets=5)               # more targets than positions
+    hist, tgt = examples([[1, 2, 3]], max_len=3, targets=5)  # more targets than positions
     assert tgt.tolist() == [2, 3]

@@ -117,9 +117,16 @@ def _bad_file(folder, kind):
     return path
 
 
-@pytest.mark.parametrize(("kind", "message"), [
-    ("pickled", "allow_pickle=False"), ("shape", r"shape \[K, 3\].*\(50, 4\)"), ("dtype", "float coordinates"),
-    ("truncated", "truncated"), ("text", "not a .npy file")])
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("pickled", "allow_pickle=False"),
+        ("shape", r"shape \[K, 3\].*\(50, 4\)"),
+        ("dtype", "float coordinates"),
+        ("truncated", "truncated"),
+        ("text", "not a .npy file"),
+    ],
+)
 def test_check_pc15k_names_the_malformed_file(tmp_path, kind, message):
     folder, _ = _write_fake_pc15k(tmp_path, split="train")
     _write_fake_pc15k(tmp_path, split="test")
@@ -155,14 +162,15 @@ def test_shape_classes_label_blocks_and_rotate_rigidly():
         rot = random_rotations(5, kind, rng)
         assert np.allclose(rot @ rot.transpose(0, 2, 1), np.eye(3), atol=1e-9)
         assert np.allclose(np.linalg.det(rot), 1.0)
-    assert np.allclose(random_rotations(2, "z", rng)[:, 2], [0, 0, 1])       # the vertical axis stays put
+    assert np.allclose(random_rotations(2, "z", rng)[:, 2], [0, 0, 1])  # the vertical axis stays put
     plain, labels = shape_classes(["torus", "chair"], 3, 32, seed=1, rotation="none")
     turned, same = shape_classes(["torus", "chair"], 3, 32, seed=1, rotation="so3")
     assert labels.tolist() == [0, 0, 0, 1, 1, 1] and torch.equal(labels, same)
     # a rotation keeps every pairwise distance of a cloud
     exact = "donot_use_mm_for_euclid_dist"
-    assert torch.allclose(torch.cdist(plain, plain, compute_mode=exact), torch.cdist(turned, turned, compute_mode=exact),
-                          atol=1e-4)
+    assert torch.allclose(
+        torch.cdist(plain, plain, compute_mode=exact), torch.cdist(turned, turned, compute_mode=exact), atol=1e-4
+    )
     assert not torch.allclose(plain, turned, atol=1e-2)
     with pytest.raises(ValueError, match="unknown rotation"):
         random_rotations(1, "xyz", rng)
@@ -173,7 +181,7 @@ def test_non_finite_or_huge_coordinates_are_refused_by_the_reader_of_every_file(
     _write_fake_pc15k(tmp_path, split="test")
     cloud = np.zeros((50, 3), dtype=np.float32)
     cloud[7, 1] = np.nan
-    np.save(folder / "zz_last.npy", cloud)                 # not the first file: the check before work loads that one
+    np.save(folder / "zz_last.npy", cloud)  # not the first file: the check before work loads that one
     check_pc15k(tmp_path)
     with pytest.raises(ValueError, match=r"zz_last\.npy: point 7 holds NaN or infinite values"):
         read_pc15k(tmp_path, "chair", "train", 8, seed=0)

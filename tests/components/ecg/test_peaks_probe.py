@@ -21,7 +21,7 @@ def test_detectors_share_one_signature_and_find_the_beats() -> None:
     for name, detect in DETECTORS.items():
         found = detect(sig, 100)
         assert found.dtype == np.int64, name
-        hits = sum(np.abs(found - r).min() <= 8 for r in where[1:-1])   # xqrs marks ~60 ms early here
+        hits = sum(np.abs(found - r).min() <= 8 for r in where[1:-1])  # xqrs marks ~60 ms early here
         assert hits >= len(where) - 3, (name, found, where)
 
 

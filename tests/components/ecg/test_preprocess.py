@@ -12,9 +12,9 @@ def test_bandpass_keeps_the_band_and_removes_dc_and_high_frequencies() -> None:
     inside, dc, high = np.sin(2 * np.pi * 10 * t), 3.0, np.sin(2 * np.pi * 45 * t)
     core = slice(200, 800)
     passed = bandpass(np.stack([inside, np.full_like(t, dc)])[None])[0]
-    assert np.abs(passed[0, core] - inside[core]).max() < 0.1           # 10 Hz kept (slow high-pass transient)
-    assert np.abs(passed[1, core]).max() < 0.1 * dc                    # DC removed (up to filtfilt edge effects)
-    assert np.abs(bandpass(high[None, None])[0, 0, core]).max() < 0.1    # 45 Hz: above the 40 Hz corner
+    assert np.abs(passed[0, core] - inside[core]).max() < 0.1  # 10 Hz kept (slow high-pass transient)
+    assert np.abs(passed[1, core]).max() < 0.1 * dc  # DC removed (up to filtfilt edge effects)
+    assert np.abs(bandpass(high[None, None])[0, 0, core]).max() < 0.1  # 45 Hz: above the 40 Hz corner
 
 
 def test_preprocess_shape_order_and_rate() -> None:

@@ -31,8 +31,8 @@ def test_ema_update_matches_a_hand_computation() -> None:
     # code 0: mean of (1,1)/sqrt2 and (1,0) = (0.8536, 0.3536), normalised (0.9239, 0.3827);
     # 0.5 (1, 0) + 0.5 (0.9239, 0.3827) = (0.9619, 0.1913), normalised (0.9808, 0.1951)
     assert torch.allclose(q.embedding[0], torch.tensor([0.98079, 0.19509]), atol=1e-4)
-    assert torch.allclose(q.embedding[1], torch.tensor([0.0, 1.0]))        # its mean equals it
-    assert torch.equal(q.embedding[2], torch.tensor([-1.0, 0.0]))          # unused: unchanged
+    assert torch.allclose(q.embedding[1], torch.tensor([0.0, 1.0]))  # its mean equals it
+    assert torch.equal(q.embedding[2], torch.tensor([-1.0, 0.0]))  # unused: unchanged
     assert torch.allclose(q.cluster_size, torch.tensor([1.0, 0.5, 0.0]))
     assert torch.allclose(q.embedding.norm(dim=-1), torch.ones(3))
 
@@ -49,7 +49,7 @@ def test_first_training_batch_initialises_by_kmeans_and_gradients_pass_straight_
     before = q.embedding.clone()
     q.eval()
     q(torch.randn(8, 3))
-    assert torch.equal(q.embedding, before)                                # no update in eval mode
+    assert torch.equal(q.embedding, before)  # no update in eval mode
 
 
 def test_padding_does_not_move_the_codebook() -> None:

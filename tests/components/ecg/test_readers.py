@@ -21,12 +21,12 @@ def _ptbxl(folder: Path, labels: dict[str, np.ndarray]) -> Path:
 
 
 def test_ptbxl_needs_a_label_column_with_both_classes_in_train_and_test(tmp_path: Path) -> None:
-    both = np.array([[1, 0], [0, 0], [1, 1]], dtype=bool)              # bool labels are 0/1 labels
+    both = np.array([[1, 0], [0, 0], [1, 1]], dtype=bool)  # bool labels are 0/1 labels
     assert check_ptbxl(_ptbxl(tmp_path / "ok", {s: both for s in ("train", "val", "test")}))["test"] == (3, 2)
-    zeros = np.zeros((3, 2), np.int8)                                   # review hl02: the probe's AUC was NaN
+    zeros = np.zeros((3, 2), np.int8)  # review hl02: the probe's AUC was NaN
     with pytest.raises(ValueError, match=r"no label column holds both positive and negative rows"):
         check_ptbxl(_ptbxl(tmp_path / "zero", {"train": both, "val": zeros, "test": zeros}))
-    only_col0 = np.array([[1, 1], [0, 1], [1, 1]], np.int8)             # column 1 never negative in test
+    only_col0 = np.array([[1, 1], [0, 1], [1, 1]], np.int8)  # column 1 never negative in test
     check_ptbxl(_ptbxl(tmp_path / "one", {"train": both, "val": zeros, "test": only_col0}))
 
 
@@ -38,7 +38,7 @@ def _header(folder: Path, text: str) -> Path:
 
 def test_wfdb_files_are_checked_before_wfdb_reads_them(tmp_path: Path) -> None:
     folder = _header(tmp_path / "zero", "100 1 360 3600\n100.dat 16 200 11 1024 0 0 0 I\n")
-    os.symlink("/dev/zero", folder / "100.dat")                          # never ends: never read
+    os.symlink("/dev/zero", folder / "100.dat")  # never ends: never read
     with pytest.raises(ValueError, match=r"100\.dat: not a regular file"):
         check_wfdb(folder)
     folder = tmp_path / "zero_header"

@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from components.ecg.tokenizer import (Sentences, beat_tokens, load_sentences, qrs_tokenize, save_sentences,
-                                      window_tokenize)
+from components.ecg.tokenizer import (
+    Sentences,
+    beat_tokens,
+    load_sentences,
+    qrs_tokenize,
+    save_sentences,
+    window_tokenize,
+)
 
 
 def _ramp(leads: int = 3, n: int = 1000) -> np.ndarray:
@@ -23,13 +29,13 @@ def test_beat_sits_at_48_with_zeros_outside_its_segment() -> None:
     np.testing.assert_array_equal(tokens[:, :, 48], x[:, [20, 60, 150]])
     # beat 1: from the midpoint with beat 0 (40) to the midpoint with beat 2 (105), exclusive
     expected = np.zeros((2, 96), np.float32)
-    expected[:, 48 - 20:48 + 45] = x[:, 40:105]
+    expected[:, 48 - 20 : 48 + 45] = x[:, 40:105]
     np.testing.assert_array_equal(tokens[:, 1], expected)
     # beat 0 starts at the recording's start; beat 2 ends at its end (200) and is cut at 48 + 47 samples
     assert (tokens[:, 0, :28] == 0).all() and (tokens[:, 0, 28:48] == x[:, :20]).all()
-    np.testing.assert_array_equal(tokens[:, 0, 48:48 + 20], x[:, 20:40])
+    np.testing.assert_array_equal(tokens[:, 0, 48 : 48 + 20], x[:, 20:40])
     assert (tokens[:, 0, 68:] == 0).all()
-    np.testing.assert_array_equal(tokens[:, 2, 48 - 45:48], x[:, 105:150])
+    np.testing.assert_array_equal(tokens[:, 2, 48 - 45 : 48], x[:, 105:150])
     np.testing.assert_array_equal(tokens[:, 2, 48:], x[:, 150:198])
 
 
@@ -48,8 +54,8 @@ def test_sentence_codes_and_padding() -> None:
     np.testing.assert_array_equal(s.in_chans[0], [1] * 4 + [2] * 4 + [3] * 4 + [0] * 4)
     np.testing.assert_array_equal(s.in_times[0], [1, 3, 5, 8] * 3 + [0] * 4)
     assert (s.data[0, 12:] == 0).all()
-    np.testing.assert_array_equal(s.data[0, 4:8, 48], x[0, 1, [50, 250, 480, 730]])   # lead II's beats follow lead I's
-    short = qrs_tokenize(x, peaks, max_len=6)             # truncated lead by lead
+    np.testing.assert_array_equal(s.data[0, 4:8, 48], x[0, 1, [50, 250, 480, 730]])  # lead II's beats follow lead I's
+    short = qrs_tokenize(x, peaks, max_len=6)  # truncated lead by lead
     np.testing.assert_array_equal(short.in_chans[0], [1, 1, 1, 1, 2, 2])
     picked = qrs_tokenize(x, peaks, max_len=8, leads=[2, 0])  # a lead subset keeps the original lead codes
     np.testing.assert_array_equal(picked.in_chans[0], [3] * 4 + [1] * 4)
@@ -66,8 +72,8 @@ def test_fixed_windows() -> None:
     np.testing.assert_array_equal(s.in_chans[0], [1] * 10 + [2] * 10 + [0] * 4)
     np.testing.assert_array_equal(s.in_times[0, :10], np.arange(10) * 96 // 100 + 1)
     for k in range(10):
-        np.testing.assert_array_equal(s.data[0, k], x[0, 0, 96 * k:96 * k + 96])
-        np.testing.assert_array_equal(s.data[0, 10 + k], x[0, 1, 96 * k:96 * k + 96])
+        np.testing.assert_array_equal(s.data[0, k], x[0, 0, 96 * k : 96 * k + 96])
+        np.testing.assert_array_equal(s.data[0, 10 + k], x[0, 1, 96 * k : 96 * k + 96])
 
 
 def test_time_embedding_overflow_is_refused() -> None:

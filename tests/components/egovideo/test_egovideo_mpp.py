@@ -32,7 +32,7 @@ def test_topk_frames_against_brute_force() -> None:
     assert idx.shape == (6, 8)
     for row in range(6):
         chosen = idx[row].tolist()
-        assert chosen == sorted(chosen) and len(set(chosen)) == 8          # time order, distinct
+        assert chosen == sorted(chosen) and len(set(chosen)) == 8  # time order, distinct
         brute = sorted(sorted(range(40), key=lambda t: -float(scores[row, t]))[:8])
         assert chosen == brute
         assert float(scores[row, chosen].min()) >= float(scores[row].sort(descending=True).values[7])
@@ -52,10 +52,13 @@ def _batch(B: int = 3, T: int = 20, cfg: MPPConfig | None = None) -> dict[str, t
     gen = torch.Generator().manual_seed(1)
     evidence = torch.zeros(B, T)
     evidence[:, 4] = 1.0
-    return {"question": torch.randint(2, cfg.vocab_size, (B, 16), generator=gen),
-            "options": torch.randint(2, cfg.vocab_size, (B, 4, 2), generator=gen),
-            "answer": torch.randint(0, 4, (B,), generator=gen),
-            "frames": torch.randn(B, T, cfg.patches, cfg.d_feat, generator=gen), "evidence": evidence}
+    return {
+        "question": torch.randint(2, cfg.vocab_size, (B, 16), generator=gen),
+        "options": torch.randint(2, cfg.vocab_size, (B, 4, 2), generator=gen),
+        "answer": torch.randint(0, 4, (B,), generator=gen),
+        "frames": torch.randn(B, T, cfg.patches, cfg.d_feat, generator=gen),
+        "evidence": evidence,
+    }
 
 
 def test_methods_read_the_tokens_they_claim() -> None:
@@ -75,10 +78,9 @@ def test_methods_read_the_tokens_they_claim() -> None:
         if t not in keep:
             changed["frames"][:, t] += 5.0
     assert torch.allclose(predict(model, "uniform", changed).logits, uni.logits, atol=1e-5)
-    assert not torch.allclose(predict(model, "compressed", changed).logits,
-                              predict(model, "compressed", batch).logits)
+    assert not torch.allclose(predict(model, "compressed", changed).logits, predict(model, "compressed", batch).logits)
     blind = predict(model, "blind", batch).logits
-    assert torch.allclose(predict(model, "blind", changed).logits, blind)   # never looks at frames
+    assert torch.allclose(predict(model, "blind", changed).logits, blind)  # never looks at frames
 
 
 def test_pointer_scores_follow_the_definition() -> None:
@@ -89,7 +91,7 @@ def test_pointer_scores_follow_the_definition() -> None:
         scores = model.pointer_scores(batch["question"], batch["frames"])
         comp = model.compressed_tokens(batch["frames"])
         h, _ = model._run(batch["question"], comp, model.pointer)
-        manual = (model.score_proj(h)[:, None, :] * comp).sum(-1) / cfg.d_model ** 0.5
+        manual = (model.score_proj(h)[:, None, :] * comp).sum(-1) / cfg.d_model**0.5
     assert torch.allclose(scores, manual, atol=1e-5)
 
 
@@ -128,25 +130,37 @@ def test_oracle_reads_the_evidence_frames_with_the_mpp_answer_pass() -> None:
     cfg = MPPConfig(vocab_size=30, k=3)
     model = EgoQAModel(cfg, seed=0)
     batch = _batch(cfg=cfg)
-    batch["evidence"][0, [1, 17]] = 1.0                  # row 0: three evidence frames, k = 3
+    batch["evidence"][0, [1, 17]] = 1.0  # row 0: three evidence frames, k = 3
     oracle, mpp = predict(model, "oracle", batch), predict(model, "mpp", batch)
     assert oracle.selected[0].tolist() == [1, 4, 17] and all(4 in row for row in oracle.selected.tolist())
-    assert torch.equal(oracle.pointer, mpp.pointer)      # the same glimpse; only the frames read differ
+    assert torch.equal(oracle.pointer, mpp.pointer)  # the same glimpse; only the frames read differ
     top = mpp.pointer[1].argsort(descending=True).tolist()
     assert set(oracle.selected[1].tolist()) == {4, *[t for t in top if t != 4][:2]}
     same = {**batch, "evidence": torch.zeros_like(batch["evidence"])}
-    same["evidence"][torch.arange(3)[:, None], mpp.selected] = 1.0    # evidence = the pointer's own top-k
+    same["evidence"][torch.arange(3)[:, None], mpp.selected] = 1.0  # evidence = the pointer's own top-k
     assert torch.allclose(predict(model, "oracle", same).logits, mpp.logits)
-    assert "oracle" in EVAL_METHODS and "oracle" not in METHODS   # evaluated, never trained
+    assert "oracle" in EVAL_METHODS and "oracle" not in METHODS  # evaluated, never trained
     with pytest.raises(ValueError, match="unknown method"):
         make_loss("oracle", 1.0, 0.0, 0)
 
 
 def test_vocab_and_batches() -> None:
-    rows = [{"question": "Where did I last put the cup?", "options": ["box", "oven", "fridge", "bin"], "answer_idx": 2,
-             "clip_id": "a", "evidence_frames": [3]},
-            {"question": "How many times did I open the box?", "options": ["1", "2", "3", "4"], "answer_idx": 0,
-             "clip_id": "b", "evidence_frames": [0, 5]}]
+    rows = [
+        {
+            "question": "Where did I last put the cup?",
+            "options": ["box", "oven", "fridge", "bin"],
+            "answer_idx": 2,
+            "clip_id": "a",
+            "evidence_frames": [3],
+        },
+        {
+            "question": "How many times did I open the box?",
+            "options": ["1", "2", "3", "4"],
+            "answer_idx": 0,
+            "clip_id": "b",
+            "evidence_frames": [0, 5],
+        },
+    ]
     vocab = Vocab.build([r["question"] for r in rows] + [o for r in rows for o in r["options"]])
     assert vocab.tokens[:2] == ("<pad>", "<unk>")
     ids = vocab.encode("Where did I put the spaceship?", 8)
@@ -183,24 +197,37 @@ def test_pointer_learns_to_find_the_evidence() -> None:
         content = torch.randint(0, 10, (B, T), generator=g)
         content[torch.arange(B), torch.randint(0, T, (B,), generator=g)] = word
         frames = codes[content][:, :, None, :].expand(B, T, cfg.patches, cfg.d_feat) + 0.1 * torch.randn(
-            B, T, cfg.patches, cfg.d_feat, generator=g)
+            B, T, cfg.patches, cfg.d_feat, generator=g
+        )
         question = torch.full((B, 4), PAD)
         question[:, 0] = word + 2
-        return {"question": question, "options": torch.randint(2, 12, (B, 4, 1), generator=g),
-                "answer": torch.zeros(B, dtype=torch.long), "frames": frames.contiguous(),
-                "evidence": (content == word[:, None]).float()}
+        return {
+            "question": question,
+            "options": torch.randint(2, 12, (B, 4, 1), generator=g),
+            "answer": torch.zeros(B, dtype=torch.long),
+            "frames": frames.contiguous(),
+            "evidence": (content == word[:, None]).float(),
+        }
 
     model = EgoQAModel(cfg, max_question=4, seed=0)
     fit(model, make_loss("mpp", 1.0, 0.0, 0), draw, TrainConfig(steps=150, lr=3e-3, progress=False, device="cpu"))
     batch = draw(0, gen)
     out = predict(model, "mpp", batch)
     hits = batch["evidence"].gather(1, out.selected).sum(1) > 0
-    assert hits.float().mean() > 0.8        # random 2 of 12 frames would hit about 2/12 + (repeats)
+    assert hits.float().mean() > 0.8  # random 2 of 12 frames would hit about 2/12 + (repeats)
 
 
 def test_predict_all_answers_every_question_and_scores_the_pointer() -> None:
-    rows = [{"question": f"Where did I last put the cup {i}?", "options": ["box", "oven", "fridge", "bin"],
-             "answer_idx": i % 4, "clip_id": "ab"[i % 2], "evidence_frames": [i % 8]} for i in range(10)]
+    rows = [
+        {
+            "question": f"Where did I last put the cup {i}?",
+            "options": ["box", "oven", "fridge", "bin"],
+            "answer_idx": i % 4,
+            "clip_id": "ab"[i % 2],
+            "evidence_frames": [i % 8],
+        }
+        for i in range(10)
+    ]
     vocab = Vocab.build([r["question"] for r in rows] + [o for r in rows for o in r["options"]])
     frames = [torch.randn(8, 4, 32), torch.randn(16, 4, 32)]
     data = encode_rows(rows, vocab, {"a": 0, "b": 1})
@@ -208,7 +235,7 @@ def test_predict_all_answers_every_question_and_scores_the_pointer() -> None:
     choice, pointer = predict_all(model, "mpp", data, frames, batch=3)
     assert choice.shape == (10,) and set(choice.tolist()) <= {0, 1, 2, 3}
     assert sorted(r["q"] for r in pointer) == list(range(10))
-    for r in pointer:   # the records agree with a direct pass over the same question
+    for r in pointer:  # the records agree with a direct pass over the same question
         i = r["q"]
         out = predict(model, "mpp", make_batch(data, frames, [i]))
         assert int(out.logits.argmax(1)) == choice[i]

@@ -11,10 +11,10 @@ import pytest
 
 from components.egovideo.narrations import Narration
 from components.egovideo.qa import (
+    TEMPLATES,
     Clip,
     NoQuestionsError,
     QAFormatError,
-    TEMPLATES,
     SampleConfig,
     answer_distributions,
     draw_options,
@@ -29,19 +29,15 @@ from components.egovideo.qa import (
     template_candidates,
     write_jsonl,
 )
-from components.egovideo.synthetic import (
-    BUCKETS,
-    WorldConfig,
-    events_of_clip,
-    generate_videos,
-    parse_narration,
-)
+from components.egovideo.synthetic import BUCKETS, WorldConfig, events_of_clip, generate_videos, parse_narration
 
 
 def _clips(seed: int = 0, per_bucket: tuple[int, int, int] = (20, 10, 6)) -> list[Clip]:
     streams, layout = generate_videos([32, 64, 160], per_bucket, WorldConfig(habit=0.5), seed)
-    return [Clip(uid, uid, bucket, 0.0, n, 1.0, tuple(events_of_clip(streams[uid], 0.0, n, 1.0)))
-            for uid, (bucket, n) in sorted(layout.items())]
+    return [
+        Clip(uid, uid, bucket, 0.0, n, 1.0, tuple(events_of_clip(streams[uid], 0.0, n, 1.0)))
+        for uid, (bucket, n) in sorted(layout.items())
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +65,7 @@ def test_evidence_lies_in_the_clip_and_justifies_the_answer(sampled: tuple[list[
         clip = by_id[r["clip_id"]]
         at = {e.timestamp_sec: e for e in clip.events}
         assert all(r["start_sec"] <= t < r["end_sec"] for t in r["evidence_ts"])
-        ev = [at[t] for t in r["evidence_ts"]]                       # every evidence ts is a narration
+        ev = [at[t] for t in r["evidence_ts"]]  # every evidence ts is a narration
         assert [e.frame for e in ev] == r["evidence_frames"]
         assert all(0 <= f < clip.n_frames for f in r["evidence_frames"])
         parsed = [parse_narration(e.text) for e in ev]
@@ -110,8 +106,11 @@ def test_share_zero_and_one() -> None:
 def test_question_prior_is_the_majority_answer() -> None:
     clip = Clip("c", "v", "short", 0.0, 4, 1.0, ())
     from components.egovideo.qa import Candidate
-    cands = [Candidate(clip, "last_put", "Where did I last put the cup?", a, "place", (), ("cup",))
-             for a in ("box", "oven", "box", "fridge", "oven", "box")]
+
+    cands = [
+        Candidate(clip, "last_put", "Where did I last put the cup?", a, "place", (), ("cup",))
+        for a in ("box", "oven", "box", "fridge", "oven", "box")
+    ]
     assert question_priors(cands) == {"Where did I last put the cup?": "box"}
 
 
@@ -151,8 +150,15 @@ class ScriptedLM:
     def chat(self, messages: list[dict[str, str]]) -> str:
         return "\n".join(m["content"] for m in messages)
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
-                 seed: int | None = None, batch_size: int = 8) -> list[str]:
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        batch_size: int = 8,
+    ) -> list[str]:
         self.prompts += prompts
         return self.replies[: len(prompts)]
 
@@ -178,10 +184,11 @@ def test_parse_llm_reply() -> None:
 
 
 def test_llm_questions_are_kept_only_when_grounded() -> None:
-    clip = _clip_with(["#C C picks up the kettle from the box", "#C C puts the kettle in the drawer",
-                       "#C C opens the fridge"])
+    clip = _clip_with(
+        ["#C C picks up the kettle from the box", "#C C puts the kettle in the drawer", "#C C opens the fridge"]
+    )
     assert [e.timestamp_sec for e in ground(clip, "Where did I put the kettle?", "drawer")] == [1.5]
-    ungrounded = GOOD_REPLY.replace("Answer: C", "Answer: A")         # fridge is never where the kettle went
+    ungrounded = GOOD_REPLY.replace("Answer: C", "Answer: A")  # fridge is never where the kettle went
     lm = ScriptedLM([GOOD_REPLY, ungrounded, "I cannot answer that."])
     kept, stats, failed = llm_candidates([clip, clip, clip], lm, seed=0)
     assert len(lm.prompts) == 3 and "1.5s: #C C puts the kettle in the drawer" in lm.prompts[0]
@@ -208,9 +215,10 @@ def test_generate_questions_templates_and_llm_with_fallback() -> None:
     assert len(lm.prompts) == 3 and stats["llm"]["attempted"] == 3 and stats["llm"]["accepted"] == 0
     assert stats["llm"]["rejected"] == 3
     assert stats["llm"]["rejections"] == [{"reason": "unparseable: no 'Question:' line", "count": 3}]
-    assert {r["clip_id"] for r in fallback} & set(prompted)       # rejected clips fell back to templates
-    dropped, _ = generate_questions(clips, ["last_put"], cfg, lm=ScriptedLM(["no"] * 3), llm_clips=3,
-                                    llm_fallback="drop")
+    assert {r["clip_id"] for r in fallback} & set(prompted)  # rejected clips fell back to templates
+    dropped, _ = generate_questions(
+        clips, ["last_put"], cfg, lm=ScriptedLM(["no"] * 3), llm_clips=3, llm_fallback="drop"
+    )
     assert not {r["clip_id"] for r in dropped} & set(prompted)
     with pytest.raises(NoQuestionsError, match="no template question"):
         generate_questions([_clip_with(["#C C walks around"])], ["last_put"], cfg)
@@ -227,13 +235,36 @@ def _small_clip(cid: str, texts: list[str]) -> Clip:
     return Clip(cid, cid, "short", 0.0, n, 1.0, tuple(events_of_clip(narr, 0.0, n, 1.0)))
 
 
-SMALL = [_small_clip("a", ["#C C picks a knife from the table", "#C C cuts the onion on the board",
-                           "#C C puts the knife on the table", "#C C opens the fridge",
-                           "#C C picks a bottle from the fridge"]),
-         _small_clip("b", ["#C C opens the drawer", "#C C picks a spoon from the drawer",
-                           "#C C places the spoon in the bowl", "#O man X walks into the kitchen"]),
-         _small_clip("c", ["#C C takes a cup from the shelf", "#C C puts the cup in the sink", "#C C opens the tap",
-                           "#C C washes the cup"])]
+SMALL = [
+    _small_clip(
+        "a",
+        [
+            "#C C picks a knife from the table",
+            "#C C cuts the onion on the board",
+            "#C C puts the knife on the table",
+            "#C C opens the fridge",
+            "#C C picks a bottle from the fridge",
+        ],
+    ),
+    _small_clip(
+        "b",
+        [
+            "#C C opens the drawer",
+            "#C C picks a spoon from the drawer",
+            "#C C places the spoon in the bowl",
+            "#O man X walks into the kitchen",
+        ],
+    ),
+    _small_clip(
+        "c",
+        [
+            "#C C takes a cup from the shelf",
+            "#C C puts the cup in the sink",
+            "#C C opens the tap",
+            "#C C washes the cup",
+        ],
+    ),
+]
 
 
 def test_small_corpus_where_the_share_cannot_be_held_still_gives_questions() -> None:
@@ -243,7 +274,9 @@ def test_small_corpus_where_the_share_cannot_be_held_still_gives_questions() -> 
     assert len(cands) == 7 and all(question_priors(cands)[c.question] == c.answer for c in cands)
     records, stats = sample_questions(cands, SampleConfig(per_clip=24, biased_share=0.3))
     assert len(records) == 7 and all(r["biased"] for r in records)
-    assert stats["buckets"]["short"] | {"share_held": False, "no_options": 0, "questions": 7} == stats["buckets"]["short"]
+    assert (
+        stats["buckets"]["short"] | {"share_held": False, "no_options": 0, "questions": 7} == stats["buckets"]["short"]
+    )
     for r in records:
         assert len(set(r["options"])) == 4 and r["options"][r["answer_idx"]] == r["answer"]
     # a share of exactly 0 (no biased question at all) is a demand: nothing is drawn rather than biased ones
@@ -253,8 +286,7 @@ def test_small_corpus_where_the_share_cannot_be_held_still_gives_questions() -> 
     # 1 question, unbiased (the biased ones could give 0.3 of a question, which rounds to none)
     last_put = next(c for c in cands if c.qtype == "last_put")
     other = dataclasses.replace(last_put, answer="drawer")
-    records, stats = sample_questions(cands, SampleConfig(per_clip=24, biased_share=0.3),
-                                      corpus=[*cands, other, other])
+    records, stats = sample_questions(cands, SampleConfig(per_clip=24, biased_share=0.3), corpus=[*cands, other, other])
     assert stats["buckets"]["short"]["share_held"] is True
     assert [(r["question"], r["biased"]) for r in records] == [(last_put.question, False)]
 
@@ -262,7 +294,7 @@ def test_small_corpus_where_the_share_cannot_be_held_still_gives_questions() -> 
 def test_distractors_are_topped_up_with_narrated_values_or_the_question_is_left_out() -> None:
     cands = template_candidates(SMALL)
     dist = answer_distributions(cands)
-    assert sorted(dist["place"]) == ["bowl", "sink", "table"]        # 2 besides any answer: too few alone
+    assert sorted(dist["place"]) == ["bowl", "sink", "table"]  # 2 besides any answer: too few alone
     extra = narrated_values(cands)
     assert extra["place"] >= {"board", "drawer", "fridge", "shelf", "tap"} and "onion" in extra["object"]
     rng = np.random.default_rng(0)
@@ -287,6 +319,7 @@ def test_generate_questions_on_a_small_file_and_the_errors_that_remain() -> None
     assert len(fallback) == 7
     with pytest.raises(NoQuestionsError, match="all 3 LLM questions were rejected and llm_fallback is 'drop'"):
         generate_questions(SMALL, list(TEMPLATES), SampleConfig(), lm=ScriptedLM(["no"] * 3), llm_fallback="drop")
-    with pytest.raises(NoQuestionsError, match="no question could be drawn: 1 of 1 template questions lack 3 "
-                                               "distinct distractors"):
+    with pytest.raises(
+        NoQuestionsError, match="no question could be drawn: 1 of 1 template questions lack 3 distinct distractors"
+    ):
         generate_questions(SMALL[:1], ["last_put"], SampleConfig())

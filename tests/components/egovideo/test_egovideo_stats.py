@@ -28,7 +28,7 @@ def test_pointer_hits_known_answer() -> None:
     scores = np.array([0.1, 0.9, 0.5, 0.7, 0.2])
     # evidence frames 1 (best: rank 0) and 4 (scores above it: 0.9, 0.5, 0.7 -> rank 3); top-2 = {1, 3}
     assert pointer_hits(scores, [1, 4], [1, 3]) == (0.5, 1.5)
-    assert pointer_hits(scores, [3, 3], [3]) == (1.0, 1.0)   # repeated evidence counts once
+    assert pointer_hits(scores, [3, 3], [3]) == (1.0, 1.0)  # repeated evidence counts once
     with pytest.raises(ValueError, match="at least one evidence frame"):
         pointer_hits(scores, [], [0])
 
@@ -45,8 +45,16 @@ def test_debiased_rows_known_answer() -> None:
     # biased q0, q3, q4: MPP right on all three; unbiased q1, q2, q5, q6, q7: right on q1, q7
     assert mpp["acc_biased"] == 100.0 and mpp["acc_unbiased"] == 40.0
     assert blind["mda"] == 0.0 and blind["acc_biased"] == 100.0 and blind["seed"] == 3
-    assert len(preds) == 16 and preds[0] == {"model": "mpp", "seed": 3, "q": 0, "bucket": "short",
-                                             "qtype": "last_put", "biased": True, "kept": False, "correct": True}
+    assert len(preds) == 16 and preds[0] == {
+        "model": "mpp",
+        "seed": 3,
+        "q": 0,
+        "bucket": "short",
+        "qtype": "last_put",
+        "biased": True,
+        "kept": False,
+        "correct": True,
+    }
     with pytest.raises(ValueError, match="model x answered 3 questions, expected 8"):
         debiased_rows({"x": MODEL[:3]}, {"blind": BLIND}, BUCKETS, BIASED, QTYPES, seed=0)
     with pytest.raises(ValueError, match="8 answers, 8 biased flags, 7 buckets"):
@@ -59,10 +67,24 @@ def test_no_biased_question_gives_nan_not_an_error() -> None:
 
 
 def test_summarize_means_over_seeds_and_pointer_per_bucket() -> None:
-    rows = [{"model": "m", "seed": s, "mda": v, "raw_mean": 2 * v, "acc_biased": 1.0, "acc_unbiased": 0.0,
-             "debiased_short": v, "debiased_medium": v, "debiased_long": v} for s, v in ((0, 10.0), (1, 30.0))]
-    pointer = [{"bucket": "long", "recall": 1.0, "evidence_rank": 0.0},
-               {"bucket": "long", "recall": 0.5, "evidence_rank": 3.0}]
+    rows = [
+        {
+            "model": "m",
+            "seed": s,
+            "mda": v,
+            "raw_mean": 2 * v,
+            "acc_biased": 1.0,
+            "acc_unbiased": 0.0,
+            "debiased_short": v,
+            "debiased_medium": v,
+            "debiased_long": v,
+        }
+        for s, v in ((0, 10.0), (1, 30.0))
+    ]
+    pointer = [
+        {"bucket": "long", "recall": 1.0, "evidence_rank": 0.0},
+        {"bucket": "long", "recall": 0.5, "evidence_rank": 3.0},
+    ]
     out = summarize(rows, pointer)
     assert out["m/mda"] == 20.0 and out["m/raw_mean"] == 40.0 and out["m/debiased_long"] == 20.0
     assert out["pointer/long/recall_at_k"] == 0.75 and out["pointer/long/mean_evidence_rank"] == 1.5
@@ -78,15 +100,17 @@ def _two_models(n_per_bucket: int, p_a: dict[str, float], p_b: dict[str, float],
 
 
 def test_mda_difference_estimate_is_exact_and_the_interval_covers_it() -> None:
-    a, b, buckets = _two_models(200, {"short": 0.8, "medium": 0.7, "long": 0.6},
-                                {"short": 0.5, "medium": 0.5, "long": 0.5})
+    a, b, buckets = _two_models(
+        200, {"short": 0.8, "medium": 0.7, "long": 0.6}, {"short": 0.5, "medium": 0.5, "long": 0.5}
+    )
     keep = np.ones(len(a), dtype=bool)
     keep[::7] = False
     ci = mda_difference_ci(a, b, buckets, keep, n_boot=500)
-    exact = np.mean([100 * (a[keep & (buckets == k)].mean() - b[keep & (buckets == k)].mean())
-                     for k in ("short", "medium", "long")])
+    exact = np.mean(
+        [100 * (a[keep & (buckets == k)].mean() - b[keep & (buckets == k)].mean()) for k in ("short", "medium", "long")]
+    )
     assert ci.estimate == pytest.approx(exact) and ci.low < exact < ci.high and ci.n == int(keep.sum())
-    assert ci.low > 0                                           # a real 20 pp lead is resolved at n = 600
+    assert ci.low > 0  # a real 20 pp lead is resolved at n = 600
     # the same inputs and seed give the same interval; a single bucket is that bucket's difference
     assert mda_difference_ci(a, b, buckets, keep, n_boot=500) == ci
     one = mda_difference_ci(a, b, buckets, keep, names=("long",), n_boot=200)

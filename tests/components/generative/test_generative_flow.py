@@ -18,8 +18,10 @@ from components.generative import (
 @pytest.mark.parametrize("name", sorted(INTERPOLANTS))
 def test_interpolant_endpoints_and_target_is_time_derivative(name):
     gen = torch.Generator().manual_seed(0)
-    x0, x1 = torch.randn(3, 4, 2, generator=gen, dtype=torch.float64), torch.randn(3, 4, 2, generator=gen,
-                                                                                   dtype=torch.float64)
+    x0, x1 = (
+        torch.randn(3, 4, 2, generator=gen, dtype=torch.float64),
+        torch.randn(3, 4, 2, generator=gen, dtype=torch.float64),
+    )
     xt0, _ = interpolate(x0, x1, torch.zeros(3, dtype=torch.float64), name)
     xt1, _ = interpolate(x0, x1, torch.ones(3, dtype=torch.float64), name)
     torch.testing.assert_close(xt0, x0)
@@ -154,9 +156,12 @@ def test_the_package_names_load_from_their_modules_and_match_its_import_statemen
     import components.generative as package
 
     source = ast.parse(Path(package.__file__).read_text())
-    declared = {(alias.name, node.module.rsplit(".", 1)[1]) for node in ast.walk(source)
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("components.generative.")
-                for alias in node.names}
+    declared = {
+        (alias.name, node.module.rsplit(".", 1)[1])
+        for node in ast.walk(source)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("components.generative.")
+        for alias in node.names
+    }
     assert declared == set(package._API.items())  # the statements codedeps reads = what loads at run time
     assert sorted(package.__all__) == sorted(package._API)
     for name, module in package._API.items():

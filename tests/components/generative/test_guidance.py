@@ -19,12 +19,7 @@ from components.generative.guidance import (
     rollout,
     rotation_reward,
 )
-from components.generative.so3 import (
-    exp_map,
-    geodesic_distance,
-    orthogonality_error,
-    random_rotations,
-)
+from components.generative.so3 import exp_map, geodesic_distance, orthogonality_error, random_rotations
 from components.models.velocity_mlp import VelocityMLP, VelocityMLPConfig
 
 
@@ -166,8 +161,8 @@ def _zero_field(x, t):
 def test_clip_per_sample_scales_each_sample_over_all_tensors():
     from components.generative.guidance import clip_per_sample
 
-    a = torch.tensor([[3.0, 0.0], [0.3, 0.0]])              # [B=2, 2]
-    b = torch.tensor([[[0.0, 4.0], [0.0, 0.4]]])             # [N=1, B=2, 2]
+    a = torch.tensor([[3.0, 0.0], [0.3, 0.0]])  # [B=2, 2]
+    b = torch.tensor([[[0.0, 4.0], [0.0, 0.4]]])  # [N=1, B=2, 2]
     ca, cb = clip_per_sample([a, b], 1.0, [0, 1])
     torch.testing.assert_close(ca, torch.tensor([[0.6, 0.0], [0.3, 0.0]]))  # sample 0: norm 5 -> 1
     torch.testing.assert_close(cb, torch.tensor([[[0.0, 0.8], [0.0, 0.4]]]))  # sample 1: norm 0.5, unchanged
@@ -192,10 +187,23 @@ def test_official_update_clips_each_sample_and_gamma_shrinks_the_controls():
     cfg = GuidanceConfig(n_steps=5, iterations=1, lr=1.0, update="official", clip=1.0)
     out = guide("ocflow", _zero_field, x0, point_reward(c), cfg)
     step = torch.cat([(out.x0 - x0), out.controls.permute(1, 0, 2).reshape(2, -1)], dim=1).norm(dim=1)
-    assert float(step[0]) == pytest.approx(1.0)               # ||grad|| ~ 20: clipped to 1
-    assert float(step[1]) < 1.0                               # ||grad|| ~ 0.2: left alone
-    energies = [float(control_energy(guide("ocflow", _zero_field, x0, point_reward(c), GuidanceConfig(
-        n_steps=5, iterations=5, lr=0.1, gamma=g, update="official")).controls, 0.2).sum()) for g in (0.0, 10.0)]
+    assert float(step[0]) == pytest.approx(1.0)  # ||grad|| ~ 20: clipped to 1
+    assert float(step[1]) < 1.0  # ||grad|| ~ 0.2: left alone
+    energies = [
+        float(
+            control_energy(
+                guide(
+                    "ocflow",
+                    _zero_field,
+                    x0,
+                    point_reward(c),
+                    GuidanceConfig(n_steps=5, iterations=5, lr=0.1, gamma=g, update="official"),
+                ).controls,
+                0.2,
+            ).sum()
+        )
+        for g in (0.0, 10.0)
+    ]
     assert energies[1] < energies[0]
 
 

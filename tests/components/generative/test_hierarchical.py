@@ -7,11 +7,20 @@ import pytest
 import torch
 
 from components.generative.flow_matching import flow_matching_loss
-from components.generative.hierarchical import (draw_velocities, exact_mixture_field, gaussian_mixture_velocity_law,
-                                                hierarchical_batch, hierarchical_batch_loss, hierarchical_loss,
-                                                hierarchical_states, mixture_field_model,
-                                                mixture_velocity_law_samples, sample_hierarchical, sample_schedule,
-                                                sample_velocity)
+from components.generative.hierarchical import (
+    draw_velocities,
+    exact_mixture_field,
+    gaussian_mixture_velocity_law,
+    hierarchical_batch,
+    hierarchical_batch_loss,
+    hierarchical_loss,
+    hierarchical_states,
+    mixture_field_model,
+    mixture_velocity_law_samples,
+    sample_hierarchical,
+    sample_schedule,
+    sample_velocity,
+)
 from components.generative.samplers import sample
 from components.metrics.distributions import wasserstein_1d
 from components.models.mlp import MLPVelocity, MLPVelocityConfig
@@ -33,18 +42,22 @@ def test_states_known_values_depth_two():
     x0, x1, v0 = torch.tensor([[1.0]]), torch.tensor([[3.0]]), torch.tensor([[[-2.0]]])
     states, target = hierarchical_states(x0, x1, v0, torch.tensor([[0.25, 0.5]]))
     torch.testing.assert_close(states, torch.tensor([[[1.5], [0.0]]]))  # 0.75*1 + 0.25*3; 0.5*(-2) + 0.5*2
-    torch.testing.assert_close(target, torch.tensor([[4.0]]))           # (3 - 1) - (-2)
+    torch.testing.assert_close(target, torch.tensor([[4.0]]))  # (3 - 1) - (-2)
 
 
 def test_states_depth_three_and_endpoints():
     gen = torch.Generator().manual_seed(0)
-    x0, x1, noise = torch.randn(5, 2, generator=gen), torch.randn(5, 2, generator=gen), torch.randn(5, 2, 2, generator=gen)
+    x0, x1, noise = (
+        torch.randn(5, 2, generator=gen),
+        torch.randn(5, 2, generator=gen),
+        torch.randn(5, 2, 2, generator=gen),
+    )
     z = torch.cat([x0[:, None], noise], dim=1)
     s_zero, target = hierarchical_states(x0, x1, noise, torch.zeros(5, 3))
     torch.testing.assert_close(s_zero, z)  # every level starts at its own noise
     s_one, _ = hierarchical_states(x0, x1, noise, torch.ones(5, 3))
     torch.testing.assert_close(s_one[:, 0], x1)
-    torch.testing.assert_close(s_one[:, 1], x1 - x0)              # v1
+    torch.testing.assert_close(s_one[:, 1], x1 - x0)  # v1
     torch.testing.assert_close(s_one[:, 2], x1 - x0 - noise[:, 0])  # a1 = v1 - v0
     torch.testing.assert_close(target, x1 - z.sum(1))
 
@@ -85,8 +98,9 @@ def test_nfe_is_the_product_of_the_step_counts(steps):
     depth = len(steps)
     model = MLPVelocity(MLPVelocityConfig(data_dim=2, levels=depth, hidden=8), seed=0)
     with torch.no_grad():
-        result = sample_hierarchical(model, torch.randn(4, 2), steps, torch.Generator().manual_seed(0),
-                                     return_trajectory=True)
+        result = sample_hierarchical(
+            model, torch.randn(4, 2), steps, torch.Generator().manual_seed(0), return_trajectory=True
+        )
     assert result.nfe == torch.tensor(steps).prod().item()
     assert result.trajectory.shape == (steps[0] + 1, 4, 2) and result.velocities.shape == (steps[0], 4, 2)
     torch.testing.assert_close(result.trajectory[-1], result.x)
@@ -130,8 +144,9 @@ def test_oracle_one_inner_step_reduces_to_rf_at_every_depth():
 
 # ---- the closed-form oracle ----------------------------------------------------------------------
 def test_velocity_law_at_time_zero_is_the_target_and_matches_monte_carlo():
-    w, m, var = gaussian_mixture_velocity_law(torch.tensor([0.0, 2.0], dtype=torch.float64), 0.0, WEIGHTS, MEANS,
-                                              VARIANCES)
+    w, m, var = gaussian_mixture_velocity_law(
+        torch.tensor([0.0, 2.0], dtype=torch.float64), 0.0, WEIGHTS, MEANS, VARIANCES
+    )
     # at t = 0, x_t = x0, so v = x1 - x: the target shifted by -x
     torch.testing.assert_close(w, WEIGHTS.expand(2, 2))
     torch.testing.assert_close(m, MEANS - torch.tensor([[0.0], [2.0]], dtype=torch.float64))
@@ -144,9 +159,9 @@ def test_velocity_law_at_time_zero_is_the_target_and_matches_monte_carlo():
     v = (x1 - x0)[near, 0]
     w, m, var = gaussian_mixture_velocity_law(torch.tensor([0.3], dtype=torch.float64), 0.5, WEIGHTS, MEANS, VARIANCES)
     mean = (w * m).sum()
-    second = (w * (var + m ** 2)).sum()
+    second = (w * (var + m**2)).sum()
     assert float(mean) == pytest.approx(float(v.mean()), abs=0.05)
-    assert float(second - mean ** 2) == pytest.approx(float(v.var()), rel=0.05)
+    assert float(second - mean**2) == pytest.approx(float(v.var()), rel=0.05)
 
 
 @pytest.mark.parametrize("steps", [[20], [5, 4], [2, 2, 5]])
@@ -159,8 +174,9 @@ def test_oracle_hierarchies_sample_the_target(steps):
 
 
 def test_sampled_velocity_at_the_origin_is_bimodal():
-    v, nfe = sample_velocity(ORACLE, torch.zeros(2000, 1, dtype=torch.float64), 0.0, [20],
-                             torch.Generator().manual_seed(0))
+    v, nfe = sample_velocity(
+        ORACLE, torch.zeros(2000, 1, dtype=torch.float64), 0.0, [20], torch.Generator().manual_seed(0)
+    )
     assert nfe == 20
     for mode in (-1.0, 1.0):
         assert float(((v - mode).abs() < 0.3).double().mean()) > 0.4
@@ -191,7 +207,11 @@ def test_hierarchical_batch_draws_in_order_and_its_loss_dispatches():
     x1 = torch.randn(8, 3, generator=torch.Generator().manual_seed(0))
     x0, same, t = hierarchical_batch(x1, 1, torch.Generator().manual_seed(5))
     ref = torch.Generator().manual_seed(5)
-    assert same is x1 and torch.equal(x0, torch.randn(8, 3, generator=ref)) and torch.equal(t, torch.rand(8, generator=ref))
+    assert (
+        same is x1
+        and torch.equal(x0, torch.randn(8, 3, generator=ref))
+        and torch.equal(t, torch.rand(8, generator=ref))
+    )
     batch = hierarchical_batch(x1, 3, torch.Generator().manual_seed(5))
     assert [tuple(b.shape) for b in batch] == [(8, 3), (8, 3), (8, 2, 3), (8, 3)]
     assert torch.equal(batch[0], x0) and float(batch[3].min()) >= 0 and float(batch[3].max()) <= 1

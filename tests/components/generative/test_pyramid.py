@@ -13,12 +13,33 @@ import torch
 import torch.nn.functional as F
 
 from components.generative.flow_matching import flow_matching_loss
-from components.generative.pyramid import (JUMP_ENTRY, JUMPS, ComputeCounter, Cost, PyramidSchedule,
-                                           autoregressive_sample, batch_columns, block_noise, block_noise_covariance, compress_history,
-                                           corrupt_history, data_pyramid, downsample, guided_velocity,
-                                           history_levels, jump, noise_pyramid, pyramid_batches, pyramid_loss,
-                                           pyramid_sample, sequence_layout, stage_field, stage_pair, unit_lengths,
-                                           upsample_nearest)
+from components.generative.pyramid import (
+    JUMP_ENTRY,
+    JUMPS,
+    ComputeCounter,
+    Cost,
+    PyramidSchedule,
+    autoregressive_sample,
+    batch_columns,
+    block_noise,
+    block_noise_covariance,
+    compress_history,
+    corrupt_history,
+    data_pyramid,
+    downsample,
+    guided_velocity,
+    history_levels,
+    jump,
+    noise_pyramid,
+    pyramid_batches,
+    pyramid_loss,
+    pyramid_sample,
+    sequence_layout,
+    stage_field,
+    stage_pair,
+    unit_lengths,
+    upsample_nearest,
+)
 from components.models.dit import DiTConfig, forward_flops
 
 
@@ -54,7 +75,7 @@ def test_jump_coefficients_give_the_corrected_start() -> None:
         assert alpha * o == pytest.approx(1 - s.start_sigma(k))  # signal coefficient
         # the 11^T terms of the block covariance cancel (beta^2 gamma = alpha^2 e^2) and what is left,
         # alpha^2 e^2 (1 + 1/gamma) I, is the corrected start's variance s_k^2 I
-        assert beta ** 2 * s.gamma == pytest.approx(alpha ** 2 * (1 - o) ** 2)
+        assert beta**2 * s.gamma == pytest.approx(alpha**2 * (1 - o) ** 2)
         assert alpha * (1 - o) * math.sqrt(1 + 1 / s.gamma) == pytest.approx(s.start_sigma(k))
 
 
@@ -92,7 +113,7 @@ def test_downsample_is_the_two_by_two_mean_and_upsample_repeats() -> None:
     x = torch.randn(2, 3, 8, 8)
     assert torch.allclose(downsample(x), F.avg_pool2d(x.flatten(0, 1)[:, None], 2)[:, 0].view(2, 3, 4, 4), atol=1e-6)
     up = upsample_nearest(torch.arange(4.0).view(2, 2))
-    assert torch.equal(up, torch.tensor([[0., 0, 1, 1], [0, 0, 1, 1], [2, 2, 3, 3], [2, 2, 3, 3]]))
+    assert torch.equal(up, torch.tensor([[0.0, 0, 1, 1], [0, 0, 1, 1], [2, 2, 3, 3], [2, 2, 3, 3]]))
     assert torch.allclose(downsample(upsample_nearest(x)), x)
 
 
@@ -175,7 +196,7 @@ def test_renoised_end_of_a_stage_matches_the_start_of_the_next(stage: int) -> No
     s_k n + (1 - s_k) Up(x_{k-1}): mean (1 - s_k) Up(x_{k-1}), variance s_k^2, no correlation inside a block."""
     s, draws = PyramidSchedule(3), 20_000
     gen = torch.Generator().manual_seed(stage)
-    x = torch.rand(1, 16, 16, generator=gen) * 2 - 1          # one fixed clean frame
+    x = torch.rand(1, 16, 16, generator=gen) * 2 - 1  # one fixed clean frame
     levels = data_pyramid(x.expand(draws, 16, 16), 3)
     noise = noise_pyramid(torch.randn(draws, 16, 16, generator=gen), 3)
     _, end_prev = stage_pair(levels, noise, stage - 1, s)
@@ -187,8 +208,8 @@ def test_renoised_end_of_a_stage_matches_the_start_of_the_next(stage: int) -> No
     for samples in (jumped, start):
         mean, var, block_cov = _moments(samples)
         assert torch.allclose(mean, expected_mean, atol=4 * sk / math.sqrt(draws) + 1e-3)
-        assert var.mean().item() == pytest.approx(sk ** 2, rel=0.02)
-        assert torch.allclose(block_cov, sk ** 2 * torch.eye(4, dtype=torch.float64), atol=0.02)
+        assert var.mean().item() == pytest.approx(sk**2, rel=0.02)
+        assert torch.allclose(block_cov, sk**2 * torch.eye(4, dtype=torch.float64), atol=0.02)
 
 
 @pytest.mark.parametrize("name", ["iid", "none"])
@@ -316,8 +337,9 @@ def _exact_field(schedule: PyramidSchedule, x_star: torch.Tensor):
 def test_pyramid_sample_reaches_the_data_under_the_exact_field(name: str) -> None:
     s = PyramidSchedule(3)
     x_star = torch.rand(1, 16, 16)
-    result = pyramid_sample(_exact_field(s, x_star), s, torch.randn(5, 1, 16, 16), [3, 2, 4], name,
-                            torch.Generator().manual_seed(0))
+    result = pyramid_sample(
+        _exact_field(s, x_star), s, torch.randn(5, 1, 16, 16), [3, 2, 4], name, torch.Generator().manual_seed(0)
+    )
     assert result.nfe == 9 and [e.shape[-1] for e in result.stage_ends] == [4, 8, 16]
     assert torch.allclose(result.x, x_star.expand(5, 1, 16, 16), atol=1e-4)
     with pytest.raises(ValueError, match="one step count per stage"):
@@ -333,12 +355,11 @@ def test_autoregressive_sample_hands_each_stage_its_compressed_history() -> None
         seen.append((stage, tuple(h.shape[-1] for h in history)))
         return torch.zeros_like(x)
 
-    out = autoregressive_sample(velocity, s, torch.randn(2, 3, 1, 16, 16), [1, 1, 1], "compressed", "block",
-                                torch.Generator().manual_seed(0))
+    out = autoregressive_sample(
+        velocity, s, torch.randn(2, 3, 1, 16, 16), [1, 1, 1], "compressed", "block", torch.Generator().manual_seed(0)
+    )
     assert out.clips.shape == (2, 3, 1, 16, 16) and out.nfe == 9
-    assert seen == [(0, ()), (1, ()), (2, ()),
-                    (0, (4,)), (1, (8,)), (2, (16,)),
-                    (0, (4, 4)), (1, (4, 8)), (2, (8, 16))]
+    assert seen == [(0, ()), (1, ()), (2, ()), (0, (4,)), (1, (8,)), (2, (16,)), (0, (4, 4)), (1, (4, 8)), (2, (8, 16))]
     seen.clear()
     autoregressive_sample(velocity, s, torch.randn(2, 2, 1, 16, 16), [1, 1, 1], "full")
     assert seen[3:] == [(0, (16,)), (1, (16,)), (2, (16,))]
@@ -349,10 +370,17 @@ def test_autoregressive_sample_hands_each_stage_its_compressed_history() -> None
         def v(x, tau, stage, history):
             calls.append(tag)
             return torch.zeros_like(x)
+
         return v
 
-    out = autoregressive_sample(tagged("later"), s, torch.randn(2, 3, 1, 16, 16), [1, 1, 1], first_steps=[2, 2, 2],
-                                first_velocity=tagged("first"))
+    out = autoregressive_sample(
+        tagged("later"),
+        s,
+        torch.randn(2, 3, 1, 16, 16),
+        [1, 1, 1],
+        first_steps=[2, 2, 2],
+        first_velocity=tagged("first"),
+    )
     assert out.nfe == 6 + 3 + 3 and calls == ["first"] * 6 + ["later"] * 6
 
 
@@ -372,8 +400,7 @@ def test_pyramid_batches_build_each_column_at_its_stage_with_its_history() -> No
     # clip i is the constant i / n in every frame: its history frames show which clip was drawn
     clips = (torch.arange(n, dtype=torch.float32) / n).view(n, 1, 1, 1, 1).expand(n, t, 1, 16, 16).contiguous()
     labels = torch.arange(n)
-    draw = pyramid_batches(clips, labels, s, [2, 2, 3], [0, 1, 2], corrupt_ratio=0.0, label_dropout=0.0,
-                           null_label=10)
+    draw = pyramid_batches(clips, labels, s, [2, 2, 3], [0, 1, 2], corrupt_ratio=0.0, label_dropout=0.0, null_label=10)
     groups = draw(1, torch.Generator().manual_seed(0))  # unit_lengths(1, 4, 3) == [4, 4, 1]
     assert [g["stage"] for g in groups] == [0, 1, 2]
     assert [g["x0"].shape for g in groups] == [(2, 1, 4, 4), (2, 1, 8, 8), (3, 1, 16, 16)]
@@ -386,8 +413,9 @@ def test_pyramid_batches_build_each_column_at_its_stage_with_its_history() -> No
     again = draw(1, torch.Generator().manual_seed(0))
     assert all(torch.equal(a["x0"], b["x0"]) for a, b in zip(groups, again))
     dropped = pyramid_batches(clips, labels, s, [2, 2, 3], [0, 1, 2], label_dropout=1.0, null_label=10)
-    assert all(torch.equal(g["labels"], torch.full_like(g["labels"], 10))
-               for g in dropped(2, torch.Generator().manual_seed(0)))
+    assert all(
+        torch.equal(g["labels"], torch.full_like(g["labels"], 10)) for g in dropped(2, torch.Generator().manual_seed(0))
+    )
 
 
 def test_pyramid_loss_is_the_sample_weighted_mean_of_the_column_losses() -> None:
@@ -472,8 +500,7 @@ def test_sampling_flops_by_hand() -> None:
 
 def test_training_flops_with_the_dit_count_match_an_independent_loop() -> None:
     cfg = DiTConfig(d_model=16, n_heads=2, n_layers=1)
-    counter = ComputeCounter(PyramidSchedule(3), 16, 2, 4, functools.partial(forward_flops, cfg), (2, 2, 3),
-                             (0, 1, 2))
+    counter = ComputeCounter(PyramidSchedule(3), 16, 2, 4, functools.partial(forward_flops, cfg), (2, 2, 3), (0, 1, 2))
 
     def layout(n_frames: int, stage: int) -> list[int]:
         levels = [max(stage - lag + 1, 0) for lag in range(n_frames - 1, 0, -1)] + [stage]

@@ -39,8 +39,9 @@ def test_hat_is_cross_product_and_vee_inverts_it():
 
 def test_exp_known_value_and_matches_matrix_exponential():
     quarter = exp_map(torch.tensor([0.0, 0.0, math.pi / 2], dtype=torch.float64))
-    torch.testing.assert_close(quarter, torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
-                                                     dtype=torch.float64))
+    torch.testing.assert_close(
+        quarter, torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    )
     w = torch.cat([_rotvecs(16, 3.1), _rotvecs(4, 1e-6, seed=2), torch.zeros(1, 3, dtype=torch.float64)])
     torch.testing.assert_close(exp_map(w), torch.linalg.matrix_exp(hat(w)), atol=1e-12, rtol=0)
     r = exp_map(w)
@@ -98,8 +99,9 @@ def test_riemannian_euler_stays_on_so3_and_is_exact_for_constant_velocity():
     assert float(orthogonality_error(result.trajectory).max()) < 1e-12
     # the Euclidean step on matrix entries leaves the group: (I + hK)^T (I + hK) - I = h^2 K^T K
     naive = r0 + 0.1 * r0 @ hat(w)
-    torch.testing.assert_close(orthogonality_error(naive),
-                               0.01 * (hat(w).transpose(-1, -2) @ hat(w)).flatten(-2).norm(dim=-1))
+    torch.testing.assert_close(
+        orthogonality_error(naive), 0.01 * (hat(w).transpose(-1, -2) @ hat(w)).flatten(-2).norm(dim=-1)
+    )
     assert float(orthogonality_error(euler_step(r0, w, 0.1)).max()) < 1e-13
 
 
@@ -116,8 +118,9 @@ def test_manifold_errors_nearest_rotation_and_velocity_loss_known_values():
     z = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
     rz = exp_map(torch.stack([0.3 * z, 1.2 * z]))  # rotations by 0.3 and 1.2 rad about z
     assert float(determinant_error(rz).max()) < 1e-15
-    torch.testing.assert_close(determinant_error(2 * torch.eye(3, dtype=torch.float64)),
-                               torch.tensor(7.0, dtype=torch.float64))
+    torch.testing.assert_close(
+        determinant_error(2 * torch.eye(3, dtype=torch.float64)), torch.tensor(7.0, dtype=torch.float64)
+    )
     data = torch.stack([torch.eye(3, dtype=torch.float64), exp_map(1.0 * z)])
     torch.testing.assert_close(nearest_geodesic_distance(rz, data), torch.tensor([0.3, 0.2], dtype=torch.float64))
     model = lambda r, t: r.flatten(1)[:, :3] + t[:, None]

@@ -47,8 +47,9 @@ def test_exact_estimates_equal_the_true_bolus_and_rows_are_what_the_simulator_gi
     assert all(r["tir"] == r["tir_true"] and r["hbgi"] == r["hbgi_true"] for r in exact)
     assert study.summary["exact"]["tir_minus_true"] == 0.0 and study.summary["exact"]["hbgi_minus_true"] == 0.0
     # one row recomputed by hand: adult#002 (CR from Quest.csv), meal m2 with half the carbs bolused
-    row = next(r for r in study.rows
-               if r["strategy"] == "half" and r["meal_id"] == "m2" and r["patient"] == "adult#002")
+    row = next(
+        r for r in study.rows if r["strategy"] == "half" and r["meal_id"] == "m2" and r["patient"] == "adult#002"
+    )
     bolus = 30.0 / PATIENTS.cr[1]
     assert row["bolus_u"] == pytest.approx(bolus) and row["estimate"] == 30.0 and row["carb"] == 60.0
     bg = np.clip(simulate_meal(PATIENTS, np.array([1]), np.array([60.0]), np.array([bolus]), SIM), *SENSOR_RANGE)
@@ -65,7 +66,7 @@ def test_exact_estimates_equal_the_true_bolus_and_rows_are_what_the_simulator_gi
 def test_absurd_estimates_are_capped_and_clipped_to_the_sensor() -> None:
     """10 kg of carbs is a 30 U bolus at most; the hypoglycaemia it causes is scored within the CGM range."""
     estimates = {"absurd": {"m1": 10_000.0, "m2": -1.0}}
-    long = SimConfig(duration_min=360, meal_time_min=30, substeps=2)   # the dip passes 39 mg/dL after ~4 h
+    long = SimConfig(duration_min=360, meal_time_min=30, substeps=2)  # the dip passes 39 mg/dL after ~4 h
     study = run_bolus_study(PATIENTS, CARBS, estimates, BolusStudyConfig(sim=long, meals_per_arm=None))
     summary = study.summary["absurd"]
     assert summary["capped_boluses"] == 2 and study.summary[TRUE_CARBS]["capped_boluses"] == 0
@@ -85,6 +86,10 @@ def test_arm_named_like_the_true_bolus_is_refused() -> None:
 
 
 def test_reference_gap_against_simglucose() -> None:
-    study = run_bolus_study(PATIENTS, {"m1": 40.0}, {"exact": {"m1": 40.0}},
-                            BolusStudyConfig(sim=SimConfig(duration_min=120, meal_time_min=10, substeps=2)))
+    study = run_bolus_study(
+        PATIENTS,
+        {"m1": 40.0},
+        {"exact": {"m1": 40.0}},
+        BolusStudyConfig(sim=SimConfig(duration_min=120, meal_time_min=10, substeps=2)),
+    )
     assert reference_gap(study, SimConfig(duration_min=120, meal_time_min=10, substeps=2)) < 0.05

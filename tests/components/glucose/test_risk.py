@@ -21,13 +21,13 @@ def test_time_in_range_bounds_inclusive() -> None:
 
 def test_risk_symmetry_point_and_hand_values() -> None:
     lbgi, hbgi = risk_indices(np.array([[112.5] * 4]))
-    assert lbgi[0] < 1e-3 and hbgi[0] < 1e-3            # f(112.5) ~ 0: no risk either way
+    assert lbgi[0] < 1e-3 and hbgi[0] < 1e-3  # f(112.5) ~ 0: no risk either way
     bg = np.array([[50.0, 300.0, 120.0, 120.0]])
     lbgi, hbgi = risk_indices(bg)
     assert lbgi[0] == pytest.approx(_risk(50.0) / 4)
     assert hbgi[0] == pytest.approx((_risk(300.0) + 2 * _risk(120.0)) / 4)
     lbgi_s, hbgi_s = risk_indices(bg, "simglucose")
-    assert lbgi_s[0] == pytest.approx(_risk(50.0))      # mean over the one low reading
+    assert lbgi_s[0] == pytest.approx(_risk(50.0))  # mean over the one low reading
     assert hbgi_s[0] == pytest.approx((_risk(300.0) + 2 * _risk(120.0)) / 3)
 
 

@@ -52,8 +52,7 @@ def test_no_meal_no_bolus_stays_at_steady_state() -> None:
 
 def test_batch_composition_does_not_change_a_simulation() -> None:
     alone = simulate_meal(PATIENTS, np.array([3]), np.array([60.0]), np.array([4.0]), CFG)
-    mixed = simulate_meal(PATIENTS, np.array([0, 3, 9]), np.array([10.0, 60.0, 150.0]), np.array([0.0, 4.0, 20.0]),
-                          CFG)
+    mixed = simulate_meal(PATIENTS, np.array([0, 3, 9]), np.array([10.0, 60.0, 150.0]), np.array([0.0, 4.0, 20.0]), CFG)
     np.testing.assert_allclose(mixed[1], alone[0], rtol=0, atol=1e-12)
 
 
@@ -67,7 +66,7 @@ def test_meal_intake_follows_the_eat_rate() -> None:
 def test_true_carb_bolus_keeps_adults_in_range() -> None:
     bg = _run(40.0, 1.0)
     tir = time_in_range(bg)
-    assert bg.min() > 70.0                 # no hypoglycaemia in any adult
+    assert bg.min() > 70.0  # no hypoglycaemia in any adult
     assert tir.min() >= 0.75 and tir.mean() >= 0.95
     assert time_in_range(_run(40.0, 0.0)).mean() < tir.mean()  # skipping the bolus is worse
 

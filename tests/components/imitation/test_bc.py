@@ -15,29 +15,30 @@ from components.imitation.bc import TRAINERS, BCConfig, Demonstrations, pmi_weig
 def test_weights_are_exp_pmi_normalised_to_mean_one() -> None:
     pmi = torch.log(torch.tensor([0.5, 1.0, 1.5, 1.0]))
     w = pmi_weights(pmi)
-    assert torch.allclose(w, torch.tensor([0.5, 1.0, 1.5, 1.0]))    # already mean 1: exp(pmi) itself
-    shifted = pmi_weights(pmi + 3.0)                                  # a constant in PMI cancels
+    assert torch.allclose(w, torch.tensor([0.5, 1.0, 1.5, 1.0]))  # already mean 1: exp(pmi) itself
+    shifted = pmi_weights(pmi + 3.0)  # a constant in PMI cancels
     assert torch.allclose(shifted, w) and float(w.mean()) == pytest.approx(1.0)
 
 
 def test_weights_are_clipped_and_mixed() -> None:
-    pmi = torch.tensor([8.0] + [0.0] * 99)              # one huge weight: ~ 29.8 after normalising
+    pmi = torch.tensor([8.0] + [0.0] * 99)  # one huge weight: ~ 29.8 after normalising
     w = pmi_weights(pmi, max_weight=10.0)
     assert float(w.max()) == 10.0 and float(w.min()) >= 0.0
-    assert torch.allclose(pmi_weights(pmi, alpha=0.0), torch.ones(100))    # alpha = 0: plain BC
+    assert torch.allclose(pmi_weights(pmi, alpha=0.0), torch.ones(100))  # alpha = 0: plain BC
     half = pmi_weights(pmi, alpha=0.5)
     assert torch.allclose(half, 0.5 + 0.5 * w)
-    assert not pmi_weights(pmi.requires_grad_()).requires_grad          # never differentiated
+    assert not pmi_weights(pmi.requires_grad_()).requires_grad  # never differentiated
 
 
 def _data(n: int = 300) -> Demonstrations:
     rng = np.random.default_rng(0)
     styles = rng.integers(0, 2, n)
     states = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
-    actions = np.where(styles == 0, 2, 3)               # style decides the action
+    actions = np.where(styles == 0, 2, 3)  # style decides the action
     pmi = np.where(states[:, 0] > 0, 0.5, -0.5)
-    return Demonstrations(torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(styles),
-                          torch.from_numpy(pmi).float())
+    return Demonstrations(
+        torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(styles), torch.from_numpy(pmi).float()
+    )
 
 
 @pytest.mark.parametrize("name", ["bc", "bc_pmi"])
@@ -56,22 +57,23 @@ def test_gaussian_policy_learns_continuous_style_conditioned_actions() -> None:
     n = 400
     styles = rng.integers(0, 2, n)
     states = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
-    means = np.stack([np.where(styles == 0, 0.5, -0.5), states[:, 0]], axis=1)     # style decides the first torque
+    means = np.stack([np.where(styles == 0, 0.5, -0.5), states[:, 0]], axis=1)  # style decides the first torque
     actions = (means + 0.05 * rng.standard_normal((n, 2))).astype(np.float32)
-    data = Demonstrations(torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(styles),
-                          torch.zeros(n))
+    data = Demonstrations(torch.from_numpy(states), torch.from_numpy(actions), torch.from_numpy(styles), torch.zeros(n))
     for name in ("bc", "bc_pmi"):
         policy, result = TRAINERS[name](data, BCConfig(steps=400, batch_size=128, lr=1e-2), seed=0, n_styles=2)
         assert policy.cfg.continuous and policy.cfg.action_dim == 2 and policy.cfg.n_styles == 2
         with torch.no_grad():
             error = (policy(data.states, data.styles) - torch.from_numpy(means)).abs().mean()
         assert float(error) < 0.08, (name, float(error))
-        assert float(policy.log_std.detach().exp().max()) < 0.3       # the learned std shrinks toward the noise (0.05)
+        assert float(policy.log_std.detach().exp().max()) < 0.3  # the learned std shrinks toward the noise (0.05)
     # NLL of a Gaussian at its mean with std 1: 0.5 log(2 pi) per dimension (a known value)
     from components.imitation.bc import PolicyConfig, StylePolicy, action_nll
+
     policy = StylePolicy(PolicyConfig(state_dim=3, n_styles=2, action_dim=2), seed=0)
     with torch.no_grad():
         policy.log_std.zero_()
         mean = policy(data.states[:4], data.styles[:4])
-    assert torch.allclose(action_nll(policy, data.states[:4], mean, data.styles[:4]),
-                          torch.full((4,), float(np.log(2 * np.pi))))
+    assert torch.allclose(
+        action_nll(policy, data.states[:4], mean, data.styles[:4]), torch.full((4,), float(np.log(2 * np.pi)))
+    )

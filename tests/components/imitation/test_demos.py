@@ -26,20 +26,25 @@ def _jsonl(tmp_path: Path, rows: list[object]) -> Path:
     return path
 
 
-GOOD = [{"episode": 0, "state": [10, 5], "action": 0, "style": 0},
-        {"episode": 1, "state": [10, 5], "action": 0, "style": 1},
-        {"episode": 2, "state": [10, 5], "action": 0, "style": 2}]
+GOOD = [
+    {"episode": 0, "state": [10, 5], "action": 0, "style": 0},
+    {"episode": 1, "state": [10, 5], "action": 0, "style": 1},
+    {"episode": 2, "state": [10, 5], "action": 0, "style": 2},
+]
 
 
-@pytest.mark.parametrize(("bad", "message"), [
-    ({"episode": 3, "state": [10, 5], "action": 7, "style": 0}, r"line 4: field 'action': expected an int in 0..4"),
-    ({"episode": 3, "state": [10, 11], "action": 0, "style": 0}, r"line 4: field 'state': coordinate 11 outside"),
-    ({"episode": 3, "state": [10, 5], "action": 0}, r"line 4: field 'style' is missing"),
-    ({"episode": 3, "state": [10, 5], "action": 0, "style": 3}, r"line 4: field 'style': expected an int in 0..2"),
-    ({"episode": 0, "state": [9, 5], "action": 0, "style": 1}, r"line 4: field 'style': episode 0 has style 1"),
-    ({"episode": -1, "state": [9, 5], "action": 0, "style": 1}, r"line 4: field 'episode'"),
-    ([1, 2], r"line 4 holds a JSON list, expected an object"),
-])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"episode": 3, "state": [10, 5], "action": 7, "style": 0}, r"line 4: field 'action': expected an int in 0..4"),
+        ({"episode": 3, "state": [10, 11], "action": 0, "style": 0}, r"line 4: field 'state': coordinate 11 outside"),
+        ({"episode": 3, "state": [10, 5], "action": 0}, r"line 4: field 'style' is missing"),
+        ({"episode": 3, "state": [10, 5], "action": 0, "style": 3}, r"line 4: field 'style': expected an int in 0..2"),
+        ({"episode": 0, "state": [9, 5], "action": 0, "style": 1}, r"line 4: field 'style': episode 0 has style 1"),
+        ({"episode": -1, "state": [9, 5], "action": 0, "style": 1}, r"line 4: field 'episode'"),
+        ([1, 2], r"line 4 holds a JSON list, expected an object"),
+    ],
+)
 def test_jsonl_errors_name_line_and_field(tmp_path: Path, bad: object, message: str) -> None:
     path = _jsonl(tmp_path, [*GOOD, bad])
     with pytest.raises(DemoFormatError, match=message) as err:
@@ -53,8 +58,13 @@ def test_npz_errors_name_row_and_field(tmp_path: Path) -> None:
     path = write_demonstrations(demos, tmp_path / "d.npz")
     with pytest.raises(DemoFormatError, match=r"d.npz: row 5: field 'action'"):
         read_demonstrations(path)
-    np.savez(tmp_path / "f.npz", state=demos["state"].astype(float), action=demos["action"],
-             style=demos["style"], episode=demos["episode"])
+    np.savez(
+        tmp_path / "f.npz",
+        state=demos["state"].astype(float),
+        action=demos["action"],
+        style=demos["style"],
+        episode=demos["episode"],
+    )
     with pytest.raises(DemoFormatError, match=r"f.npz: field 'state': expected an integer array"):
         read_demonstrations(tmp_path / "f.npz")
     demos["action"][5] = 0

@@ -31,5 +31,5 @@ def test_every_environment_has_one_signature(name: str) -> None:
     assert out["success"].all() and np.array_equal(out["style"], styles) and out["return"].shape == styles.shape
     if env.exact_pmi is not None:
         exact = env.exact_pmi(demos["obs"], demos["action"], demos["style"])
-        prior = np.bincount(demos["style"]) / n          # noiseless experts walk the shared path once per episode:
+        prior = np.bincount(demos["style"]) / n  # noiseless experts walk the shared path once per episode:
         assert np.allclose(exact[shared], np.log(1 / env.n_styles) - np.log(prior[demos["style"][shared]]))

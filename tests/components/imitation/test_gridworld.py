@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from components.imitation.gridworld import (GridConfig, corridor_of, expert_actions, expert_demonstrations, in_zone,
-                                            rollout, state_features, step)
+from components.imitation.gridworld import (
+    GridConfig,
+    corridor_of,
+    expert_actions,
+    expert_demonstrations,
+    in_zone,
+    rollout,
+    state_features,
+    step,
+)
 
 CFG = GridConfig()
 
@@ -28,7 +36,7 @@ def test_styles_act_identically_outside_the_zone_and_differ_at_its_entry() -> No
     outside = ~in_zone(CFG, cells[:, 0])
     assert (acts[:, outside] == acts[0, outside]).all()
     entry = np.flatnonzero((cells[:, 0] == CFG.zone_bottom) & (cells[:, 1] == CFG.mid))[0]
-    assert acts[:, entry].tolist() == [2, 0, 3]         # left, up, right
+    assert acts[:, entry].tolist() == [2, 0, 3]  # left, up, right
 
 
 def test_demonstrations_shapes_noise_and_episode_order() -> None:
@@ -37,7 +45,7 @@ def test_demonstrations_shapes_noise_and_episode_order() -> None:
     assert demos["state"].shape == (n, 2) and set(np.unique(demos["style"])) == {0, 1, 2}
     assert (np.diff(demos["episode"]) >= 0).all() and (demos["style"] == demos["episode"] // 30).all()
     noiseless = expert_actions(CFG, demos["state"], demos["style"])
-    off = float((demos["action"] != noiseless).mean())    # epsilon = 0.1, 4/5 of random draws differ
+    off = float((demos["action"] != noiseless).mean())  # epsilon = 0.1, 4/5 of random draws differ
     assert off == pytest.approx(0.08, abs=0.03)
     # consecutive steps of an episode follow the dynamics
     same = demos["episode"][1:] == demos["episode"][:-1]
@@ -47,7 +55,7 @@ def test_demonstrations_shapes_noise_and_episode_order() -> None:
 def test_corridor_ranges_and_features() -> None:
     assert corridor_of(CFG, np.arange(11)).tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2]
     assert state_features(CFG, np.array([[0, 10]])).tolist() == [[-1.0, 1.0]]
-    stuck = rollout(CFG, lambda s, z: np.full(len(s), 4), np.array([0, 1]))   # noop forever
+    stuck = rollout(CFG, lambda s, z: np.full(len(s), 4), np.array([0, 1]))  # noop forever
     assert not stuck["success"].any() and stuck["crossed"].tolist() == [-1, -1]
     with pytest.raises(ValueError, match="corridors"):
         GridConfig(corridors=(5, 2))

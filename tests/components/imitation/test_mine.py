@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from components.imitation.mine import (StatisticsConfig, StatisticsNetwork, count_pmi, dv_bound, log_mean_exp,
-                                       mine_loss, pmi_from_statistics, shuffled_batches)
+from components.imitation.mine import (
+    StatisticsConfig,
+    StatisticsNetwork,
+    count_pmi,
+    dv_bound,
+    log_mean_exp,
+    mine_loss,
+    pmi_from_statistics,
+    shuffled_batches,
+)
 from components.training import TrainConfig, fit
 
 
@@ -22,11 +30,15 @@ def _gaussians(rho: float, n: int, seed: int) -> tuple[torch.Tensor, torch.Tenso
 
 @pytest.mark.parametrize("rho", [0.0, 0.8])
 def test_dv_bound_approaches_gaussian_mutual_information(rho: float) -> None:
-    exact = -0.5 * math.log(1 - rho**2)                     # I(X; Y) of a bivariate normal, nats
+    exact = -0.5 * math.log(1 - rho**2)  # I(X; Y) of a bivariate normal, nats
     x, y = _gaussians(rho, 20_000, seed=0)
     model = StatisticsNetwork(StatisticsConfig(1, 1, hidden=64, ema_rate=0.01), seed=0)
-    fit(model, mine_loss, shuffled_batches(x, y, 512),
-        TrainConfig(steps=600, lr=5e-3, seed=0, device="cpu", progress=False, log_every=100))
+    fit(
+        model,
+        mine_loss,
+        shuffled_batches(x, y, 512),
+        TrainConfig(steps=600, lr=5e-3, seed=0, device="cpu", progress=False, log_every=100),
+    )
     xt, yt = _gaussians(rho, 50_000, seed=1)
     with torch.no_grad():
         estimate = float(dv_bound(model(xt, yt), model(xt, yt[torch.randperm(len(yt))])))
@@ -38,7 +50,7 @@ def test_loss_value_is_minus_dv_and_gradient_uses_the_ema() -> None:
     model = StatisticsNetwork(StatisticsConfig(1, 1, hidden=8, ema_rate=0.5), seed=0)
     x, y = _gaussians(0.5, 64, seed=2)
     ys = y[torch.randperm(64, generator=torch.Generator().manual_seed(0))]
-    loss, extras = mine_loss(model, (x, y, ys))                       # first call: EMA = this batch's E[e^T]
+    loss, extras = mine_loss(model, (x, y, ys))  # first call: EMA = this batch's E[e^T]
     with torch.no_grad():
         t_j, t_m = model(x, y), model(x, ys)
     assert float(loss.detach()) == pytest.approx(-float(dv_bound(t_j, t_m)), rel=1e-5)
@@ -75,7 +87,7 @@ def test_pmi_from_the_optimal_critic_is_the_exact_pmi() -> None:
     critic = _TableCritic(torch.log(conditional / prior) + 4.0)
     pmi = pmi_from_statistics(critic, torch.eye(2), torch.eye(3), torch.log(prior))
     assert torch.allclose(pmi, torch.log(conditional) - torch.log(prior), atol=1e-5)
-    assert torch.allclose(pmi[1], torch.zeros(3), atol=1e-5)    # x uninformative (p(y|x) = p(y)): PMI 0
+    assert torch.allclose(pmi[1], torch.zeros(3), atol=1e-5)  # x uninformative (p(y|x) = p(y)): PMI 0
 
 
 def test_count_pmi_by_hand() -> None:
@@ -84,4 +96,4 @@ def test_count_pmi_by_hand() -> None:
     got = count_pmi(keys, labels, 2)
     # p(z=0) = p(z=1) = 1/2; key 0: p(0|k) = 2/3, p(1|k) = 1/3
     assert np.allclose(got, np.log([4 / 3, 4 / 3, 2 / 3, 2 / 3, 4 / 3, 4 / 3]))
-    assert np.allclose(count_pmi(np.zeros(4), np.array([0, 1, 0, 1]), 2), 0.0)   # uninformative key: PMI 0
+    assert np.allclose(count_pmi(np.zeros(4), np.array([0, 1, 0, 1]), 2), 0.0)  # uninformative key: PMI 0

@@ -9,8 +9,16 @@ import pytest
 pytest.importorskip("mujoco")
 
 from components.imitation.reacher import (  # noqa: E402
-    ReacherConfig, before_sweep, expert_actions, expert_demonstrations, forward_kinematics, in_zone, inverse_kinematics,
-    rollout, sweep_style)
+    ReacherConfig,
+    before_sweep,
+    expert_actions,
+    expert_demonstrations,
+    forward_kinematics,
+    in_zone,
+    inverse_kinematics,
+    rollout,
+    sweep_style,
+)
 
 
 def test_inverse_kinematics_inverts_forward_kinematics() -> None:
@@ -22,7 +30,7 @@ def test_inverse_kinematics_inverts_forward_kinematics() -> None:
 
 
 def test_sweep_style_reads_the_direction_of_the_shoulder() -> None:
-    q1 = np.stack([np.linspace(0, 3.0, 20), np.linspace(0, -3.0, 20), np.linspace(0, 0.3, 20)], axis=1)   # [T, B]
+    q1 = np.stack([np.linspace(0, 3.0, 20), np.linspace(0, -3.0, 20), np.linspace(0, 0.3, 20)], axis=1)  # [T, B]
     obs = np.zeros(q1.shape + (10,))
     obs[..., 0], obs[..., 2] = np.cos(q1), np.sin(q1)
     assert sweep_style(obs).tolist() == [0, 1, -1]
@@ -39,8 +47,8 @@ def test_experts_reach_in_their_style_and_differ_only_in_the_zone() -> None:
     assert 0.2 < zone.mean() < 0.6 and start.any() and not (zone & start).any()
     mine, other = expert_actions(cfg, obs, demos["style"]), expert_actions(cfg, obs, 1 - demos["style"])
     differs = np.abs(mine - other).max(1) > 1e-9
-    assert not differs[~zone].any()             # outside the zone both styles would act alike
-    assert differs[zone].mean() > 0.9           # inside the zone the styles push the shoulder apart
+    assert not differs[~zone].any()  # outside the zone both styles would act alike
+    assert differs[zone].mean() > 0.9  # inside the zone the styles push the shoulder apart
     styles = np.repeat([0, 1], 4)
     noiseless = rollout(ReacherConfig(noise=0.0), lambda o, z: expert_actions(cfg, o, z), styles, rng)
     assert noiseless["success"].all() and np.array_equal(noiseless["style"], styles)

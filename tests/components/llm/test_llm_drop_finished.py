@@ -32,7 +32,8 @@ def stop(lm: LocalLM, prompts: list[str]) -> list[str]:
 def batch_sizes_fed(lm: LocalLM, call) -> list[int]:
     sizes: list[int] = []
     handle = lm.model.register_forward_pre_hook(
-        lambda module, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+        lambda module, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     try:
         call()
     finally:
@@ -46,7 +47,7 @@ def test_dropping_finished_rows_keeps_every_output(lm, prompts, stop, share, tem
     kwargs = dict(max_new_tokens=24, batch_size=4, stop=stop, temperature=temperature, seed=3, _share_prefix=share)
     full = lm.generate(prompts, **kwargs)
     lengths = {len(t) for t in full}
-    assert len(lengths) > 2                   # rows end at different steps, so rows do get dropped
+    assert len(lengths) > 2  # rows end at different steps, so rows do get dropped
     assert lm.generate(prompts, drop_finished=True, **kwargs) == full
 
 
@@ -62,7 +63,7 @@ def test_finished_rows_are_not_fed_again(lm, prompts, stop):
 def test_repeats_itself_known_answers():
     assert repeats_itself([1, 2, 3, 1, 2], 2) and repeats_itself([5, 5], 1)
     assert not repeats_itself([1, 2, 3, 2, 1], 2) and not repeats_itself([1, 2], 2) and not repeats_itself([1, 1], 0)
-    assert repeats_itself([1, 2, 1, 2, 1], 3)             # overlapping runs count
+    assert repeats_itself([1, 2, 1, 2, 1], 3)  # overlapping runs count
     assert not repeats_itself([7, 1, 2, 3, 1, 2], 3)
 
 
@@ -71,8 +72,8 @@ def test_a_row_in_a_loop_ends_early(lm, prompts):
     cut = lm.generate(prompts, max_new_tokens=48, batch_size=3, stop_repeats=3, drop_finished=True)
     assert all(f.startswith(c) for f, c in zip(free, cut))
     shorter = [c for f, c in zip(free, cut) if len(c) < len(f)]
-    assert shorter                                        # the random model does fall into loops
-    for text in shorter:                                  # (byte tokenizer: text and tokens agree)
+    assert shorter  # the random model does fall into loops
+    for text in shorter:  # (byte tokenizer: text and tokens agree)
         assert repeats_itself(lm._encode(text), 3)
     with pytest.raises(ValueError, match="stop_repeats"):
         lm.generate(prompts, max_new_tokens=4, stop_repeats=-1)

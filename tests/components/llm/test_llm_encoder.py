@@ -19,7 +19,7 @@ def reference_tiny(text: str, dim: int = 256) -> np.ndarray:
     padded = f" {words} "
     for n in (2, 3, 4):
         for i in range(len(padded) - n + 1):
-            h = int.from_bytes(hashlib.blake2b(padded[i:i + n].encode(), digest_size=8).digest(), "little")
+            h = int.from_bytes(hashlib.blake2b(padded[i : i + n].encode(), digest_size=8).digest(), "little")
             vec[h % dim] += 1.0 if h >> 63 else -1.0
     return vec / np.linalg.norm(vec)
 
@@ -44,8 +44,9 @@ def test_tiny_matches_the_formula_and_is_unit_norm(tiny):
 
 
 def test_tiny_is_deterministic_case_and_space_insensitive_and_ranks_by_overlap(tiny):
-    emb = tiny.encode(["Grilled chicken salad", "  grilled   CHICKEN salad ", "grilled chicken sandwich",
-                       "quantum chromodynamics"])
+    emb = tiny.encode(
+        ["Grilled chicken salad", "  grilled   CHICKEN salad ", "grilled chicken sandwich", "quantum chromodynamics"]
+    )
     np.testing.assert_allclose(emb[0], emb[1], atol=1e-7)
     np.testing.assert_array_equal(tiny.encode(["Grilled chicken salad"])[0], emb[0])
     assert emb[0] @ emb[2] > emb[0] @ emb[3] + 0.3

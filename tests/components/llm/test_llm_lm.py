@@ -71,8 +71,9 @@ def test_tiny_loads_fast_in_eval_mode_and_is_a_function_of_the_seed(lm):
     other = load_lm("tiny", seed=1)
     assert not again.model.training and again.device == torch.device("cpu") and again.name == "tiny"
     assert again.model.config.model_type == "llama" and again.model.config.num_hidden_layers == 2
-    for (name, a), (_, b), (_, c) in zip(lm.model.named_parameters(), again.model.named_parameters(),
-                                         other.model.named_parameters()):
+    for (name, a), (_, b), (_, c) in zip(
+        lm.model.named_parameters(), again.model.named_parameters(), other.model.named_parameters()
+    ):
         assert torch.equal(a, b), name
         if a.ndim == 2:
             assert not torch.equal(a, c), name
@@ -133,8 +134,9 @@ def test_sampling_is_reproducible_from_the_seed_and_batch_independent(lm):
     twice = lm.generate([PROMPTS[0], PROMPTS[0]], max_new_tokens=16, temperature=1.0, seed=7)
     assert twice[0] != twice[1]
     # a vanishing nucleus keeps only the most probable token: sampling becomes greedy
-    assert lm.generate(PROMPTS, max_new_tokens=8, temperature=1.0, top_p=1e-6, seed=3) == \
-        lm.generate(PROMPTS, max_new_tokens=8)
+    assert lm.generate(PROMPTS, max_new_tokens=8, temperature=1.0, top_p=1e-6, seed=3) == lm.generate(
+        PROMPTS, max_new_tokens=8
+    )
 
 
 def test_first_sampled_token_follows_the_tempered_softmax(lm):
@@ -171,7 +173,7 @@ def test_stop_strings_cut_the_text(lm):
     assert all(len(s) == 2 for s in stops)
     for prompt, text, stop in zip(PROMPTS, full, stops):
         cut = lm.generate([prompt], max_new_tokens=24, stop=[stop, "never-generated-\x00"])[0]
-        assert cut == text[:text.find(stop)]
+        assert cut == text[: text.find(stop)]
 
 
 def test_eos_ends_rows_and_generation_stops_when_all_rows_are_done():

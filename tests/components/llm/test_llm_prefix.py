@@ -13,11 +13,21 @@ import torch
 from components.llm import LocalLM, load_lm
 from components.llm.lm import MIN_SHARED_PREFIX, _common_prefix_length
 
-SYSTEM = ("You are a careful nutrition assistant. Estimate the carbohydrates of a meal in grams. "
-          "Example: a banana -> 27 g. Example: two slices of toast -> 26 g. End with 'Answer: <n> g'.")
-USERS = ["an apple", "a bowl of rice with beans and a glass of milk", "x", "pasta",
-         "two pancakes with maple syrup, a coffee with sugar, and half a grapefruit", "toast", "a muffin",
-         "soup and bread", "three dates"]  # own parts of 1 to 76 bytes
+SYSTEM = (
+    "You are a careful nutrition assistant. Estimate the carbohydrates of a meal in grams. "
+    "Example: a banana -> 27 g. Example: two slices of toast -> 26 g. End with 'Answer: <n> g'."
+)
+USERS = [
+    "an apple",
+    "a bowl of rice with beans and a glass of milk",
+    "x",
+    "pasta",
+    "two pancakes with maple syrup, a coffee with sugar, and half a grapefruit",
+    "toast",
+    "a muffin",
+    "soup and bread",
+    "three dates",
+]  # own parts of 1 to 76 bytes
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +78,7 @@ def test_the_shared_length_leaves_every_prompt_an_own_token(lm, prompts):
     rows_with_prefix = rows + [rows[0][:common]]
     assert lm._shared_prefix_length(rows_with_prefix) == common - 1
     assert lm._shared_prefix_length([rows[0]]) == 0  # one prompt: nothing to share
-    short = [r[:MIN_SHARED_PREFIX - 1] + [5] for r in rows[:2]] + [rows[0][:MIN_SHARED_PREFIX - 1] + [6]]
+    short = [r[: MIN_SHARED_PREFIX - 1] + [5] for r in rows[:2]] + [rows[0][: MIN_SHARED_PREFIX - 1] + [6]]
     assert lm._shared_prefix_length(short) == 0
 
 
@@ -90,11 +100,12 @@ def test_greedy_outputs_equal_single_prompt_decoding(lm, prompts):
 
 def test_a_prompt_equal_to_the_shared_prefix_plus_one_token(lm, prompts):
     common = prefix_of(lm, prompts)
-    head = lm.tokenizer.decode(lm._encode(prompts[0])[:common + 1])
+    head = lm.tokenizer.decode(lm._encode(prompts[0])[: common + 1])
     mixed = prompts[:4] + [head]
     assert lm._shared_prefix_length([lm._encode(p) for p in mixed]) == common
-    assert lm.generate(mixed, max_new_tokens=12, batch_size=3) == \
-        lm.generate(mixed, max_new_tokens=12, batch_size=3, _share_prefix=False)
+    assert lm.generate(mixed, max_new_tokens=12, batch_size=3) == lm.generate(
+        mixed, max_new_tokens=12, batch_size=3, _share_prefix=False
+    )
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 8])
@@ -109,7 +120,7 @@ def test_sampled_outputs_are_reproducible_and_equal_with_and_without_sharing(lm,
 def test_stop_strings_work_with_sharing(lm, prompts):
     full = lm.generate(prompts, max_new_tokens=20, _share_prefix=False)
     stop = next(text[4:6] for text in full if len(text) >= 6)
-    expected = [text[:text.find(stop)] if stop in text else text for text in full]
+    expected = [text[: text.find(stop)] if stop in text else text for text in full]
     assert lm.generate(prompts, max_new_tokens=20, stop=[stop]) == expected
 
 

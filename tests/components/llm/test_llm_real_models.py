@@ -17,8 +17,12 @@ from components.llm import LocalLM, load_encoder, load_lm
 
 pytestmark = pytest.mark.slow
 
-QUESTIONS = ["What is the capital of France?", "What is 2 + 3?", "Translate 'hello' to Spanish.",
-             "Name one planet of the solar system that has rings, and say why it is famous."]
+QUESTIONS = [
+    "What is the capital of France?",
+    "What is 2 + 3?",
+    "Translate 'hello' to Spanish.",
+    "Name one planet of the solar system that has rings, and say why it is famous.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +54,10 @@ def test_greedy_generation_is_deterministic_and_batch_invariant(smol):
 
 
 def test_shared_system_prompt_prefill_gives_the_unshared_greedy_outputs(smol):
-    system = ("You are a concise assistant. Answer each question in one sentence, then stop. Examples: "
-              "Q: What is the capital of Spain? A: Madrid. Q: What is 10 - 4? A: 6.")
+    system = (
+        "You are a concise assistant. Answer each question in one sentence, then stop. Examples: "
+        "Q: What is the capital of Spain? A: Madrid. Q: What is 10 - 4? A: 6."
+    )
     prompts = [smol.chat([{"role": "system", "content": system}, {"role": "user", "content": q}]) for q in QUESTIONS]
     rows = [smol._encode(p) for p in prompts]
     assert smol._shared_prefix_length(rows) > 40  # the system turn is shared
@@ -78,8 +84,9 @@ def test_a_token_straddling_the_boundary_is_scored_with_the_continuation(smol):
     # "is " + "Paris" tokenises as "is", " Paris": the space token of the prompt is merged away
     joint, n = smol._split("The capital of France is ", "Paris")
     assert smol.tokenizer.decode(joint[-n:]) == " Paris"
-    assert smol.logprobs(["The capital of France is "], ["Paris"]) == \
-        pytest.approx(smol.logprobs(["The capital of France is"], [" Paris"]), abs=1e-4)
+    assert smol.logprobs(["The capital of France is "], ["Paris"]) == pytest.approx(
+        smol.logprobs(["The capital of France is"], [" Paris"]), abs=1e-4
+    )
 
 
 def test_lora_attaches_with_identical_outputs(smol):
@@ -89,8 +96,7 @@ def test_lora_attaches_with_identical_outputs(smol):
     assert tuned.trainable_parameters() == cfg.num_hidden_layers * per_layer
     ids = torch.tensor([smol.tokenizer("The capital of France is Paris")["input_ids"]])
     with torch.no_grad():
-        torch.testing.assert_close(tuned.model(input_ids=ids).logits, smol.model(input_ids=ids).logits,
-                                   atol=0, rtol=0)
+        torch.testing.assert_close(tuned.model(input_ids=ids).logits, smol.model(input_ids=ids).logits, atol=0, rtol=0)
     loss = tuned.lm_loss(["The capital of France is"], [" Paris"])
     loss.backward()
     assert 0 < float(loss.detach()) < 2.0
@@ -105,8 +111,12 @@ def test_cached_load_reproduces_the_model(smol, cache_dir):
 
 def test_minilm_scores_a_paraphrase_above_an_unrelated_sentence():
     encoder = load_encoder("minilm")
-    texts = ["A man is playing a guitar on stage.", "Someone performs music with a guitar in a concert.",
-             "The stock market fell sharply on Monday.", "a"]
+    texts = [
+        "A man is playing a guitar on stage.",
+        "Someone performs music with a guitar in a concert.",
+        "The stock market fell sharply on Monday.",
+        "a",
+    ]
     emb = encoder.encode(texts, batch_size=2)
     assert emb.shape == (4, 384) and emb.dtype == np.float32 and encoder.dim == 384
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
@@ -125,13 +135,12 @@ def test_smollm2_value_head_verifier_trains_and_saves_only_its_adapters(cache_di
     trainable = {name for name, p in v.model.named_parameters() if p.requires_grad}
     assert trainable and all(".layers.29." in n and "lora_" in n or n.startswith("head.") for n in trainable)
     assert set(v.state()) == {n for n in v.model.state_dict() if "lora_" in n or n.startswith("head.")}
-    assert len(v.state()) == 4 * 2 + 2            # A and B of q/k/v/o in one layer, the head's weight and bias
+    assert len(v.state()) == 4 * 2 + 2  # A and B of q/k/v/o in one layer, the head's weight and bias
     pairs = [("Tom has 3 apples.", "3+2=5\nanswer: 5"), ("Tom has 3 apples.", "3+2=6\nanswer: 6")]
     enc = v.encode(pairs, with_question=True)
     before = v.last_values(enc.ids)
     labels = token_value_labels(enc.ids, enc.prompts, [1.0, 0.0], [0, 0])
-    v.train(enc, labels, TrainConfig(steps=3, lr=1e-2, device="cpu", progress=False, log_every=1, seed=0),
-            batch_size=2)
+    v.train(enc, labels, TrainConfig(steps=3, lr=1e-2, device="cpu", progress=False, log_every=1, seed=0), batch_size=2)
     after = v.last_values(enc.ids)
     assert not np.allclose(before, after)
     fresh = Verifier("smollm2", seed=1, cache_dir=cache_dir, lora_r=4, lora_layers=1)
@@ -152,4 +161,4 @@ def test_smollm2_writes_gradable_solutions_of_the_synthetic_problems(smol: Local
     assert [r.solution for r in rows] == [r.solution for r in again]
     assert len(rows) == 4 and all(r.solution for r in rows)
     assert all(isinstance(r.correct, bool) for r in rows)
-    assert rows[0].solution != rows[1].solution                # two samples of one question differ
+    assert rows[0].solution != rows[1].solution  # two samples of one question differ

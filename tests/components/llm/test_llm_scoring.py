@@ -33,14 +33,14 @@ def lm() -> LocalLM:
 
 
 def test_pair_tokens_layout_known_answer(lm: LocalLM) -> None:
-    t = lm.tokenize_pairs(["ab", "a"], ["c", "de"])          # byte tokens: one id per character
+    t = lm.tokenize_pairs(["ab", "a"], ["c", "de"])  # byte tokens: one id per character
     assert t.ids.shape == (2, 3)
     assert t.attention_mask.tolist() == [[1, 1, 1], [1, 1, 1]]
     assert t.target_mask.tolist() == [[False, False, True], [False, True, True]]
     t = lm.tokenize_pairs(["abc", "a"], ["d", "e"])
     assert t.attention_mask.tolist() == [[1, 1, 1, 1], [0, 0, 1, 1]] and t.position_ids[1].tolist() == [0, 0, 0, 1]
     assert t.width == 1 and len(t) == 2
-    one = t.rows([1])                                         # the all-pad leading columns are dropped
+    one = t.rows([1])  # the all-pad leading columns are dropped
     assert one.ids.shape == (1, 2) and one.attention_mask.tolist() == [[1, 1]]
     eos = lm.tokenize_pairs(["a"], ["b"], append_eos=True)
     assert eos.ids[0, -1] == lm.tokenizer.eos_token_id and eos.target_mask.sum() == 2
@@ -78,7 +78,7 @@ def test_precompute_scores_is_detached_batched_and_restores_the_mode(lm: LocalLM
     assert not any(p.requires_grad for p in ref.parameters()) and not ref.training
     lm.model.train()
     once = precompute_scores(lm.model, tokens, batch_size=2)
-    assert lm.model.training and not once.logp.requires_grad and once.width == 0   # two batches of different widths
+    assert lm.model.training and not once.logp.requires_grad and once.width == 0  # two batches of different widths
     lm.model.eval()
     with torch.no_grad():
         assert torch.allclose(once.logp, sequence_scores(ref, tokens).logp, atol=1e-5)
@@ -89,7 +89,7 @@ def test_pair_batches_draw_the_same_rows_from_tokens_and_extras(lm: LocalLM) -> 
     ref = precompute_scores(lm.model, tokens)
     draw = pair_batches(tokens, torch.arange(3.0), ref, size=5)
     rows, labels, picked = draw(1, torch.Generator().manual_seed(0))
-    assert isinstance(rows, PairTokens) and len(rows) == 3            # min(size, N)
+    assert isinstance(rows, PairTokens) and len(rows) == 3  # min(size, N)
     again = pair_batches(tokens, torch.arange(3.0), ref, size=5)(1, torch.Generator().manual_seed(0))
     assert torch.equal(again[1], labels)
     for b, i in enumerate(labels.long().tolist()):
@@ -102,13 +102,16 @@ def test_pair_batches_draw_the_same_rows_from_tokens_and_extras(lm: LocalLM) -> 
 def test_pair_batches_draw_a_second_token_table_with_the_same_indices(lm: LocalLM) -> None:
     """DPO pairs: the chosen and the rejected answers of a prompt come out in the same batch positions."""
     chosen, rejected = lm.tokenize_pairs(PROMPTS, ANSWERS), lm.tokenize_pairs(PROMPTS, [" no", " Lyon", " w"])
-    rows_c, rows_r, labels = pair_batches(chosen, rejected, torch.arange(3.0), size=7)(1, torch.Generator().manual_seed(3))
+    rows_c, rows_r, labels = pair_batches(chosen, rejected, torch.arange(3.0), size=7)(
+        1, torch.Generator().manual_seed(3)
+    )
     assert isinstance(rows_r, PairTokens) and len(rows_r) == len(rows_c) == 3
     for b, i in enumerate(labels.long().tolist()):
         for table, rows in ((chosen, rows_c), (rejected, rows_r)):
             assert torch.equal(rows.ids[b][rows.attention_mask[b].bool()], table.ids[i][table.attention_mask[i].bool()])
-            assert torch.equal(rows.target_mask[b][rows.attention_mask[b].bool()],
-                               table.target_mask[i][table.attention_mask[i].bool()])
+            assert torch.equal(
+                rows.target_mask[b][rows.attention_mask[b].bool()], table.target_mask[i][table.attention_mask[i].bool()]
+            )
     with pytest.raises(ValueError, match="extra 0 has 2 rows, the tokens have 3"):
         pair_batches(chosen, lm.tokenize_pairs(PROMPTS[:2], ANSWERS[:2]), size=2)
 
@@ -127,12 +130,17 @@ def test_lora_on_top_layers_trains_through_fit_with_a_preference_loss(lm: LocalL
 
     def loss_fn(model, batch):
         rows, ref = batch
-        return objective_loss("npo", PreferenceBatch(rejected=sequence_scores(model, rows), ref_rejected=ref),
-                              ObjectiveConfig(beta=0.5))
+        return objective_loss(
+            "npo", PreferenceBatch(rejected=sequence_scores(model, rows), ref_rejected=ref), ObjectiveConfig(beta=0.5)
+        )
 
-    result = fit(lora.model, loss_fn, pair_batches(tokens, reference, size=3),
-                 TrainConfig(steps=15, lr=1e-2, seed=0, progress=False, log_every=5))
-    assert result.history[-1]["forget_log_ratio"] < -0.5          # the forget answers lost probability
+    result = fit(
+        lora.model,
+        loss_fn,
+        pair_batches(tokens, reference, size=3),
+        TrainConfig(steps=15, lr=1e-2, seed=0, progress=False, log_every=5),
+    )
+    assert result.history[-1]["forget_log_ratio"] < -0.5  # the forget answers lost probability
     after = precompute_scores(lora.model, tokens)
     assert (after.logp < reference.logp).all()
     assert all(torch.equal(p, before[n]) for n, p in lm.model.named_parameters())
@@ -146,7 +154,7 @@ def test_width_batches_keep_a_long_row_apart_and_cover_every_row_once() -> None:
     length = 45
     mask = torch.zeros((len(widths), length), dtype=torch.bool)
     for i, w in enumerate(widths):
-        mask[i, length - w:] = True
+        mask[i, length - w :] = True
     ids = torch.ones((len(widths), length), dtype=torch.long)
     tokens = PairTokens(ids, torch.ones_like(ids), torch.arange(length).repeat(len(widths), 1), mask)
     groups = width_batches(tokens, batch_size=3)

@@ -36,5 +36,5 @@ def test_counts_divergence_and_errors() -> None:
 
 def test_ids_not_text_decide_sharing() -> None:
     """The same text tokenised two ways shares no prefix beyond the common ids."""
-    labels = prefix_values([[10, 11], [12]], [1.0, 0.0])       # e.g. "ab" as "a"+"b" vs "ab" as one token
+    labels = prefix_values([[10, 11], [12]], [1.0, 0.0])  # e.g. "ab" as "a"+"b" vs "ab" as one token
     assert labels[0].tolist() == [1.0, 1.0] and labels[1].tolist() == [0.0]

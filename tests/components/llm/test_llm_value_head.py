@@ -15,8 +15,12 @@ def test_values_are_the_head_of_the_last_hidden_state_and_padding_free() -> None
     tokens = lm.tokenize_pairs(["3+4=", "12+30="], ["7;#7", "42"])
     values = model.token_values(tokens)
     assert values.shape == tokens.ids.shape
-    out = lm.model(input_ids=tokens.ids, attention_mask=tokens.attention_mask, position_ids=tokens.position_ids,
-                   output_hidden_states=True)
+    out = lm.model(
+        input_ids=tokens.ids,
+        attention_mask=tokens.attention_mask,
+        position_ids=tokens.position_ids,
+        output_hidden_states=True,
+    )
     assert torch.allclose(values, model.head(out.hidden_states[-1]).squeeze(-1), atol=1e-5)
     alone = model.token_values(tokens.rows([1]))
     keep = tokens.attention_mask[1].bool()
@@ -39,8 +43,12 @@ def test_value_regression_trains_all_of_a_tiny_model_and_only_adapters_of_a_lora
     for base, expect_frozen in ((lm.model, False), (lm.with_lora(r=2, alpha=4).model, True)):
         model = ValueHeadModel(base, seed=0)
         frozen = {n: p.clone() for n, p in model.named_parameters() if not p.requires_grad}
-        result = fit(model, loss_fn, random_batches(*tokens, labels, size=4),
-                     TrainConfig(steps=40, lr=5e-3, seed=0, progress=False, log_every=20))
+        result = fit(
+            model,
+            loss_fn,
+            random_batches(*tokens, labels, size=4),
+            TrainConfig(steps=40, lr=5e-3, seed=0, progress=False, log_every=20),
+        )
         assert result.history[-1]["loss"] < 0.5 * result.history[0]["loss"]
         assert bool(frozen) == expect_frozen
         assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)

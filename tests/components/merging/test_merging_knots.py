@@ -18,8 +18,10 @@ from components.merging import (
 
 def random_factors(n, out_dim, in_dim, rank, seed, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(out_dim, rank, generator=g, dtype=dtype),
-             torch.randn(rank, in_dim, generator=g, dtype=dtype)) for _ in range(n)]
+    return [
+        (torch.randn(out_dim, rank, generator=g, dtype=dtype), torch.randn(rank, in_dim, generator=g, dtype=dtype))
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("method", ["factored", "full"])
@@ -48,9 +50,9 @@ def test_factored_equals_full(shape):
 
 @pytest.mark.parametrize("method", ["factored", "full"])
 def test_singular_values_below_tolerance_are_dropped(method):
-    (b, a), = random_factors(1, 12, 10, 3, seed=2)
-    zero = (torch.zeros(12, 3, dtype=torch.float64), a)          # an untrained LoRA (B = 0)
-    tiny = (1e-7 * b, a)                                          # singular values ~1e-7 <= 1e-5
+    ((b, a),) = random_factors(1, 12, 10, 3, seed=2)
+    zero = (torch.zeros(12, 3, dtype=torch.float64), a)  # an untrained LoRA (B = 0)
+    tiny = (1e-7 * b, a)  # singular values ~1e-7 <= 1e-5
     u, r = knots_align([(b, a), (b.clone(), a.clone()), zero, tiny], method=method)
     assert u.shape[1] == 3  # duplicates add no rank, B = 0 and tiny updates are dropped
     torch.testing.assert_close(u @ r[0], b @ a, atol=1e-12, rtol=0)
@@ -85,17 +87,17 @@ def test_knots_ties_merges_flattened_r_then_maps_back():
     merged, start = ties(flat, cfg), 0
     for name, (u, r) in aligned.items():
         size = r[0].numel()
-        torch.testing.assert_close(got[name], u @ merged[start:start + size].reshape(r.shape[1:]))
+        torch.testing.assert_close(got[name], u @ merged[start : start + size].reshape(r.shape[1:]))
         start += size
     baseline = baseline_merge(factors, "ties", cfg)
     assert not torch.allclose(got["blocks.0.mlp.fc1"], baseline["blocks.0.mlp.fc1"])
 
 
 def test_top_k_is_global_across_layers():
-    small = [(torch.ones(2, 1), 0.01 * torch.ones(1, 2))] * 2     # 4 entries of 0.01 per task
-    large = [(torch.ones(2, 1), torch.ones(1, 2))] * 2            # 4 entries of 1.0 per task
+    small = [(torch.ones(2, 1), 0.01 * torch.ones(1, 2))] * 2  # 4 entries of 0.01 per task
+    large = [(torch.ones(2, 1), torch.ones(1, 2))] * 2  # 4 entries of 1.0 per task
     space = original_space({"small": small, "large": large})
-    merged = space.merge("ties", MergeConfig(top_k=50.0))          # keeps the 4 largest of 8
+    merged = space.merge("ties", MergeConfig(top_k=50.0))  # keeps the 4 largest of 8
     torch.testing.assert_close(merged["large"], torch.ones(2, 2))
     torch.testing.assert_close(merged["small"], torch.zeros(2, 2))
 
@@ -144,8 +146,8 @@ def test_auto_uses_the_factored_svd_only_where_it_is_cheaper() -> None:
     f64 = {"generator": gen, "dtype": torch.float64}
     low_rank = [(torch.randn(64, 2, **f64), torch.randn(2, 48, **f64)) for _ in range(3)]
     full_rank = [(torch.randn(4, 8, **f64), torch.randn(8, 6, **f64)) for _ in range(3)]
-    assert choose_align_method(low_rank) == "factored"    # 6 < min(64, 144)
-    assert choose_align_method(full_rank) == "full"       # 24 >= min(4, 18)
+    assert choose_align_method(low_rank) == "factored"  # 6 < min(64, 144)
+    assert choose_align_method(full_rank) == "full"  # 24 >= min(4, 18)
     for factors in (low_rank, full_rank):
         u, r = knots_align(factors, method="auto")
         for t, (b, a) in enumerate(factors):

@@ -16,11 +16,9 @@ from components.merging import (
     trim_top_k,
 )
 
-TAUS = torch.tensor([
-    [1.0, -2.0, 0.5, 3.0, -0.1],
-    [2.0, 1.0, -0.5, -1.5, 0.3],
-    [-4.0, 1.0, 0.2, 2.0, -0.6],
-], dtype=torch.float64)
+TAUS = torch.tensor(
+    [[1.0, -2.0, 0.5, 3.0, -0.1], [2.0, 1.0, -0.5, -1.5, 0.3], [-4.0, 1.0, 0.2, 2.0, -0.6]], dtype=torch.float64
+)
 
 
 def test_registry_has_the_three_methods_with_one_signature():
@@ -36,11 +34,9 @@ def test_task_arithmetic_is_lambda_times_sum():
 
 
 def test_trim_keeps_top_60_percent_per_task():
-    expected = torch.tensor([
-        [1.0, -2.0, 0.0, 3.0, 0.0],
-        [2.0, 1.0, 0.0, -1.5, 0.0],
-        [-4.0, 1.0, 0.0, 2.0, 0.0],
-    ], dtype=torch.float64)
+    expected = torch.tensor(
+        [[1.0, -2.0, 0.0, 3.0, 0.0], [2.0, 1.0, 0.0, -1.5, 0.0], [-4.0, 1.0, 0.0, 2.0, 0.0]], dtype=torch.float64
+    )
     torch.testing.assert_close(trim_top_k(TAUS, 60.0), expected)
 
 
@@ -53,11 +49,9 @@ def test_ties_trimmed_mean_and_sum():
     # trimmed sums [-1, 0, 0, 3.5, 0] -> signs [-1, 0, 0, +1, 0]; majority sign(0) -> +1 fills zeros.
     # kept: c0 {-4}, c1 {1, 1} (the -2 disagrees), c3 {3, 2} (the -1.5 disagrees).
     cfg = MergeConfig(lam=0.5, top_k=60.0, merge="mean")
-    torch.testing.assert_close(
-        ties(TAUS, cfg), torch.tensor([-2.0, 0.5, 0.0, 1.25, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(ties(TAUS, cfg), torch.tensor([-2.0, 0.5, 0.0, 1.25, 0.0], dtype=torch.float64))
     cfg_sum = MergeConfig(lam=0.5, top_k=60.0, merge="sum")
-    torch.testing.assert_close(
-        ties(TAUS, cfg_sum), torch.tensor([-2.0, 1.0, 0.0, 2.5, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(ties(TAUS, cfg_sum), torch.tensor([-2.0, 1.0, 0.0, 2.5, 0.0], dtype=torch.float64))
 
 
 def test_ties_without_trim_uses_disjoint_mean_over_agreeing_nonzeros():
@@ -91,7 +85,7 @@ def test_dare_rescale_preserves_expectation():
     dropped = dare_drop(tv.expand(repeats, -1).contiguous(), 0.7, torch.Generator().manual_seed(2))
     assert abs(float((dropped == 0).double().mean()) - 0.7) < 0.01
     # survivors are rescaled by 1/(1-p); the Monte-Carlo mean matches tau within ~6 standard errors
-    stderr = tv.abs() * (0.7 / 0.3) ** 0.5 / repeats ** 0.5
+    stderr = tv.abs() * (0.7 / 0.3) ** 0.5 / repeats**0.5
     assert bool(((dropped.mean(dim=0, keepdim=True) - tv).abs() < 6 * stderr).all())
 
 
@@ -104,8 +98,7 @@ def test_dare_is_reproducible_and_needs_a_generator():
         dare_ties(TAUS, cfg)
 
 
-@pytest.mark.parametrize("kwargs", [{"top_k": 0.0}, {"top_k": 120.0}, {"dare_p": 1.0},
-                                    {"merge": "max"}])
+@pytest.mark.parametrize("kwargs", [{"top_k": 0.0}, {"top_k": 120.0}, {"dare_p": 1.0}, {"merge": "max"}])
 def test_merge_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         MergeConfig(**kwargs)

@@ -5,8 +5,16 @@ import math
 import pytest
 import torch
 
-from components.metrics.dense import (confusion_matrix, delta_m, delta_p, depth_errors, normal_angles, normal_errors,
-                                      relative_improvement, segmentation_scores)
+from components.metrics.dense import (
+    confusion_matrix,
+    delta_m,
+    delta_p,
+    depth_errors,
+    normal_angles,
+    normal_errors,
+    relative_improvement,
+    segmentation_scores,
+)
 
 
 def test_segmentation_scores_ignore_unlabelled_pixels_and_absent_classes():
@@ -34,17 +42,17 @@ def test_normal_angles_and_thresholds_known_values():
     gt[0, :, 0, 0] = torch.tensor([1.0, 0, 0])
     gt[0, :, 0, 1] = torch.tensor([1.0, 0, 0])
     gt[0, :, 0, 2] = torch.tensor([0, 1.0, 0])
-    gt[0, :, 0, 3] = torch.tensor([0, 0, 1.0])           # pixel 4 has no normal: ignored
+    gt[0, :, 0, 3] = torch.tensor([0, 0, 1.0])  # pixel 4 has no normal: ignored
     pred = torch.zeros(1, 3, 1, 5)
-    pred[0, :, 0, 0] = torch.tensor([5.0, 0, 0])         # 0 deg (predictions are normalised)
-    pred[0, :, 0, 1] = torch.tensor([1.0, 1.0, 0])       # 45 deg
-    pred[0, :, 0, 2] = torch.tensor([1.0, 0, 0])         # 90 deg
-    pred[0, :, 0, 3] = torch.tensor([0, math.tan(math.radians(20)), 1.0])   # 20 deg
+    pred[0, :, 0, 0] = torch.tensor([5.0, 0, 0])  # 0 deg (predictions are normalised)
+    pred[0, :, 0, 1] = torch.tensor([1.0, 1.0, 0])  # 45 deg
+    pred[0, :, 0, 2] = torch.tensor([1.0, 0, 0])  # 90 deg
+    pred[0, :, 0, 3] = torch.tensor([0, math.tan(math.radians(20)), 1.0])  # 20 deg
     angles = normal_angles(pred, gt)
     torch.testing.assert_close(angles, torch.tensor([0.0, 45.0, 90.0, 20.0], dtype=torch.float64), atol=1e-4, rtol=0)
     out = normal_errors(angles)
     assert out["mean_angle"] == pytest.approx(155 / 4, abs=1e-4)
-    assert out["median_angle"] == pytest.approx(20.0, abs=1e-4)      # torch's median: the lower middle value
+    assert out["median_angle"] == pytest.approx(20.0, abs=1e-4)  # torch's median: the lower middle value
     assert (out["within_11"], out["within_22"], out["within_30"]) == (25.0, 50.0, 50.0)
 
 

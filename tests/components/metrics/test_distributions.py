@@ -7,8 +7,14 @@ import pytest
 import torch
 from scipy.stats import wasserstein_distance
 
-from components.metrics.distributions import (frechet_distance, frechet_distance_from_stats, inception_score,
-                                              order_flip_fraction, sliced_wasserstein, wasserstein_1d)
+from components.metrics.distributions import (
+    frechet_distance,
+    frechet_distance_from_stats,
+    inception_score,
+    order_flip_fraction,
+    sliced_wasserstein,
+    wasserstein_1d,
+)
 
 
 # ---- 1-D Wasserstein -----------------------------------------------------------------------------
@@ -47,7 +53,9 @@ def test_sliced_identical_sets_is_zero_and_a_shift_gives_its_average_projection(
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(500, 2, generator=gen)
     assert sliced_wasserstein(x, x, 50, generator=gen) == pytest.approx(0.0, abs=1e-12)
-    assert sliced_wasserstein(x, x[torch.randperm(500, generator=gen)], 50, generator=gen) == pytest.approx(0.0, abs=1e-12)
+    assert sliced_wasserstein(x, x[torch.randperm(500, generator=gen)], 50, generator=gen) == pytest.approx(
+        0.0, abs=1e-12
+    )
     # a translation by c moves every projection by <c, theta>: SW2^2 = E[<c, theta>^2] = |c|^2 / D
     shift = torch.tensor([3.0, 4.0])
     value = sliced_wasserstein(x, x + shift, 4000, generator=torch.Generator().manual_seed(1))

@@ -16,8 +16,9 @@ def test_sample_distance_is_w1_in_one_dimension_and_sliced_otherwise():
     assert sample_distance(a, b) == wasserstein_1d(a, b)
     x = torch.randn(40, 2, generator=torch.Generator().manual_seed(1))
     y = torch.randn(30, 2, generator=torch.Generator().manual_seed(2))
-    assert sample_distance(x, y, 16, torch.Generator().manual_seed(3)) == \
-        sliced_wasserstein(x, y, 16, generator=torch.Generator().manual_seed(3))
+    assert sample_distance(x, y, 16, torch.Generator().manual_seed(3)) == sliced_wasserstein(
+        x, y, 16, generator=torch.Generator().manual_seed(3)
+    )
     assert sample_distance(x, x, 16, torch.Generator().manual_seed(3)) == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="one D"):
         sample_distance(x, a)

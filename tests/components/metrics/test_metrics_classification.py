@@ -3,12 +3,7 @@
 import pytest
 import torch
 
-from components.metrics.classification import (
-    accuracy,
-    joint_accuracy,
-    mean_normalized_accuracy,
-    normalized_accuracy,
-)
+from components.metrics.classification import accuracy, joint_accuracy, mean_normalized_accuracy, normalized_accuracy
 
 
 def test_accuracy_from_logits_and_from_predictions():
@@ -28,7 +23,7 @@ def test_normalized_accuracy():
 
 
 def test_joint_accuracy_uses_offsets_of_concatenated_heads():
-    head_a = torch.tensor([[5.0, 0.0], [0.0, 1.0], [0.0, 0.0]])           # task 0, 2 classes
+    head_a = torch.tensor([[5.0, 0.0], [0.0, 1.0], [0.0, 0.0]])  # task 0, 2 classes
     head_b = torch.tensor([[0.0, 0.0, 0.0], [0.0, 9.0, 0.0], [0.0, 0.0, 2.0]])  # task 1, 3 classes
     # joint argmax: [0, 3, 4] ; targets: ex0 task0 y0 -> 0 ; ex1 task0 y1 -> 1 ; ex2 task1 y2 -> 2+2 = 4
     task_ids = torch.tensor([0, 0, 1])

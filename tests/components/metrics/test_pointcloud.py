@@ -36,8 +36,10 @@ def test_emd_hand_example_and_brute_force():
     b = torch.tensor([[[1.0, 1.0], [0.0, 1.0]]])
     torch.testing.assert_close(emd(a, b), torch.tensor([1.0]))  # straight up, not crossing (sqrt 2)
     gen = torch.Generator().manual_seed(0)
-    a, b = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64), torch.randn(2, 5, 3, generator=gen,
-                                                                                dtype=torch.float64)
+    a, b = (
+        torch.randn(2, 5, 3, generator=gen, dtype=torch.float64),
+        torch.randn(2, 5, 3, generator=gen, dtype=torch.float64),
+    )
     out = emd(a, b)
     for k in range(2):
         d = (a[k][:, None] - b[k][None]).norm(dim=-1)
@@ -55,7 +57,7 @@ def test_pairwise_matrices_match_single_calls(pairwise, single):
     assert d.shape == (3, 5)
     for p in range(3):
         for q in range(5):
-            assert float(d[p, q]) == pytest.approx(float(single(A[p:p + 1], B[q:q + 1])[0]), rel=1e-5)
+            assert float(d[p, q]) == pytest.approx(float(single(A[p : p + 1], B[q : q + 1])[0]), rel=1e-5)
 
 
 def test_one_nna_hand_examples():
@@ -75,8 +77,7 @@ def test_one_nna_hand_examples():
 
 
 def test_coverage_and_mmd_hand_example():
-    d = torch.tensor([[1.0, 5.0, 9.0],
-                      [2.0, 0.5, 9.0]])  # 2 generated x 3 reference
+    d = torch.tensor([[1.0, 5.0, 9.0], [2.0, 0.5, 9.0]])  # 2 generated x 3 reference
     assert coverage(d) == pytest.approx(2 / 3)  # references 0 and 1 are matched, 2 is not
     assert mmd(d) == pytest.approx((1.0 + 0.5 + 9.0) / 3)  # per reference: min over generated
     # Mode collapse: all 3 generated clouds are nearest to reference 0 (counting per reference

@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from components.metrics.distributions import frechet_distance
-from components.metrics.video import (ClipScorer, blockiness, class_frechet_distance, fit_pixel_pca, mnist_view,
-                                      motion_error, project_frames)
+from components.metrics.video import (
+    ClipScorer,
+    blockiness,
+    class_frechet_distance,
+    fit_pixel_pca,
+    mnist_view,
+    motion_error,
+    project_frames,
+)
 
 
 def test_blockiness_known_answers() -> None:
@@ -76,8 +83,14 @@ def test_clip_scorer_against_its_own_reference() -> None:
     assert scorer.score(reference.flip(-1) * 0.5, labels)["fd_pixels"] > 0.1
     single = ClipScorer(reference[:, :1], pca, lambda x: x.flatten(1)[:, :6], head).score(reference[:, :1], labels)
     assert math.isnan(single["fd_pixels_later"]) and math.isnan(single["fd_class"])
-    aware = ClipScorer(reference, pca, lambda x: x.flatten(1)[:, :6], head, class_features=lambda x: x.flatten(1),
-                       reference_labels=labels)
+    aware = ClipScorer(
+        reference,
+        pca,
+        lambda x: x.flatten(1)[:, :6],
+        head,
+        class_features=lambda x: x.flatten(1),
+        reference_labels=labels,
+    )
     assert aware.score(reference, labels)["fd_class"] == pytest.approx(0.0, abs=1e-9)
     assert aware.score(reference, labels.roll(1))["fd_class"] > 0.01  # the right frames for the wrong digits
     with pytest.raises(ValueError, match="both"):

@@ -9,7 +9,6 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from components.models.dit import DiTConfig, TinyDiT, forward_flops
 
-
 CFG = DiTConfig(frame_size=16, patch_size=2, d_model=32, n_heads=4, n_layers=2, max_frames=4, n_stages=3)
 
 
@@ -50,7 +49,7 @@ def test_history_tokens_never_see_later_frames_under_the_causal_mask() -> None:
     model = _randomised()
     history, x, tau = _history(), torch.randn(2, 1, 16, 16), torch.rand(2)
     h1, ids, _ = model.encode(x, tau, history, stage=2)
-    changed = [*history[:2], history[2] + 1.0]          # change the most recent history frame
+    changed = [*history[:2], history[2] + 1.0]  # change the most recent history frame
     h2, _, _ = model.encode(x + 1.0, tau, changed, stage=2)
     assert torch.allclose(h1[:, ids < 2], h2[:, ids < 2], atol=1e-6)  # earlier frames untouched
     assert not torch.allclose(h1[:, ids >= 2], h2[:, ids >= 2])
@@ -68,8 +67,9 @@ def test_the_generated_frame_is_conditioned_on_history_time_stage_and_label() ->
     assert not torch.allclose(base, model(x, tau + 0.3, history=hist, stage=1, labels=torch.tensor([1, 2])))
     assert not torch.allclose(base, model(x, tau, history=hist, stage=0, labels=torch.tensor([1, 2])))
     assert not torch.allclose(base, model(x, tau, history=hist, stage=1, labels=torch.tensor([3, 2])))
-    assert torch.allclose(model(x, tau, stage=1), model(x, tau, stage=torch.tensor([1, 1]),
-                                                       labels=torch.tensor([10, 10])))
+    assert torch.allclose(
+        model(x, tau, stage=1), model(x, tau, stage=torch.tensor([1, 1]), labels=torch.tensor([10, 10]))
+    )
 
 
 def test_bad_inputs_are_refused() -> None:
@@ -85,7 +85,7 @@ def test_bad_inputs_are_refused() -> None:
 @pytest.mark.parametrize("frames", [[4], [64], [4, 16, 64, 64], [64, 64, 64, 16]])
 def test_forward_flops_equals_torch_flop_counter(frames: list[int]) -> None:
     model = TinyDiT(CFG).eval()
-    sides = [int(n ** 0.5) * CFG.patch_size for n in frames]
+    sides = [int(n**0.5) * CFG.patch_size for n in frames]
     history = [torch.randn(1, 1, s, s) for s in sides[:-1]]
     x = torch.randn(1, 1, sides[-1], sides[-1])
     counter = FlopCounterMode(display=False)
@@ -96,6 +96,6 @@ def test_forward_flops_equals_torch_flop_counter(frames: list[int]) -> None:
     counted = counter.get_flop_counts()["Global"]
     assert set(map(str, counted)) == {"aten.addmm"}
     length = sum(frames)
-    assert forward_flops(CFG, frames) == counter.get_total_flops() + CFG.n_layers * 4 * length ** 2 * CFG.d_model
+    assert forward_flops(CFG, frames) == counter.get_total_flops() + CFG.n_layers * 4 * length**2 * CFG.d_model
     with pytest.raises(ValueError):
         forward_flops(CFG, [])

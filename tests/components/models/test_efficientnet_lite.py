@@ -6,17 +6,22 @@ import numpy as np
 import pytest
 import torch
 
-from components.models.efficientnet_lite import (FEATURE_DIM, efficientnet_lite0, image_features, imagenet_logits,
-                                                preprocess)
+from components.models.efficientnet_lite import (
+    FEATURE_DIM,
+    efficientnet_lite0,
+    image_features,
+    imagenet_logits,
+    preprocess,
+)
 
-DAISY, BELL_COTE = 985, 442   # ImageNet-1k class indices
+DAISY, BELL_COTE = 985, 442  # ImageNet-1k class indices
 
 
 @pytest.fixture(scope="module")
 def photos() -> torch.Tensor:
     from sklearn.datasets import load_sample_images
 
-    images = np.stack(load_sample_images().images)          # china.jpg, flower.jpg: [2, 427, 640, 3] uint8
+    images = np.stack(load_sample_images().images)  # china.jpg, flower.jpg: [2, 427, 640, 3] uint8
     return torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0
 
 
@@ -24,7 +29,7 @@ def test_pretrained_weights_give_the_known_classes(photos: torch.Tensor) -> None
     model = efficientnet_lite0()
     logits = imagenet_logits(model, photos, resolution=224)
     assert logits.shape == (2, 1000)
-    assert logits.argmax(1).tolist() == [BELL_COTE, DAISY]          # the temple roof, the daisy
+    assert logits.argmax(1).tolist() == [BELL_COTE, DAISY]  # the temple roof, the daisy
     assert float(logits.softmax(1)[1, DAISY]) > 0.1
     feats = image_features(model, photos, resolution=224)
     assert feats.shape == (2, FEATURE_DIM) and torch.isfinite(feats).all()

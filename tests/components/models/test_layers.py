@@ -46,9 +46,17 @@ def test_init_transformer_weights_rule_and_seed() -> None:
 def test_sinusoidal_time_embedding_known_values_and_re_exports() -> None:
     emb = sinusoidal_time_embedding(torch.tensor([0.0, 0.001]), 4)
     # frequencies 1 and 10000^(-1/2) = 0.01, times scaled by 1000
-    expected = torch.tensor([[1.0, 1.0, 0.0, 0.0],
-                             [torch.cos(torch.tensor(1.0)), torch.cos(torch.tensor(0.01)),
-                              torch.sin(torch.tensor(1.0)), torch.sin(torch.tensor(0.01))]])
+    expected = torch.tensor(
+        [
+            [1.0, 1.0, 0.0, 0.0],
+            [
+                torch.cos(torch.tensor(1.0)),
+                torch.cos(torch.tensor(0.01)),
+                torch.sin(torch.tensor(1.0)),
+                torch.sin(torch.tensor(0.01)),
+            ],
+        ]
+    )
     torch.testing.assert_close(emb, expected)
     assert from_generative is sinusoidal_time_embedding and from_time is sinusoidal_time_embedding
 
@@ -65,20 +73,30 @@ def _state_hash(model: nn.Module) -> str:
 
 
 VIT_CASES = {
-    "default": (TinyViTConfig(), "fbaa6bfa957c74c69c0f5a294e854e53cb32b2b95c0d18811a579412ef780081",
-                [0.05095032975077629, 0.06854410469532013, 0.16059660911560059, 0.06385305523872375],
-                [-0.9406251907348633, -0.4668917655944824, 0.7127370834350586, -0.2733320891857147]),
-    "mean_pool_28": (TinyViTConfig(image_size=28, patch_size=7, d_model=32, n_heads=2, pool="mean"),
-                     "a2e1278224b1c69f06c8027053f2c53664db90c72fc6ce68c6303ed39276f0da",
-                     [-0.021171296015381813, 0.017728425562381744, -0.10017649829387665, -0.08477699756622314],
-                     [-0.8201426267623901, -0.806198000907898, 0.19277209043502808, 0.5486210584640503]),
+    "default": (
+        TinyViTConfig(),
+        "fbaa6bfa957c74c69c0f5a294e854e53cb32b2b95c0d18811a579412ef780081",
+        [0.05095032975077629, 0.06854410469532013, 0.16059660911560059, 0.06385305523872375],
+        [-0.9406251907348633, -0.4668917655944824, 0.7127370834350586, -0.2733320891857147],
+    ),
+    "mean_pool_28": (
+        TinyViTConfig(image_size=28, patch_size=7, d_model=32, n_heads=2, pool="mean"),
+        "a2e1278224b1c69f06c8027053f2c53664db90c72fc6ce68c6303ed39276f0da",
+        [-0.021171296015381813, 0.017728425562381744, -0.10017649829387665, -0.08477699756622314],
+        [-0.8201426267623901, -0.806198000907898, 0.19277209043502808, 0.5486210584640503],
+    ),
 }
 DIT_CASES = {
-    "default": (DiTConfig(), "b00f5a14b42f96fce7fc269671ee5b17c6d859e1024efcd924e5dcf919fa646f",
-                [-0.021097950637340546, 0.1877269446849823, -0.6637316346168518, 0.3457391858100891]),
-    "pyramid_flow": (DiTConfig(d_model=48, n_layers=2),
-                     "0e33d36d962619b85a96692f39fa0c53c4ff9a9f5654b7d99d5f2cfcf809a1d4",
-                     [0.004566952586174011, 0.12185540050268173, -0.4465789198875427, 0.50160813331604]),
+    "default": (
+        DiTConfig(),
+        "b00f5a14b42f96fce7fc269671ee5b17c6d859e1024efcd924e5dcf919fa646f",
+        [-0.021097950637340546, 0.1877269446849823, -0.6637316346168518, 0.3457391858100891],
+    ),
+    "pyramid_flow": (
+        DiTConfig(d_model=48, n_layers=2),
+        "0e33d36d962619b85a96692f39fa0c53c4ff9a9f5654b7d99d5f2cfcf809a1d4",
+        [0.004566952586174011, 0.12185540050268173, -0.4465789198875427, 0.50160813331604],
+    ),
 }
 
 

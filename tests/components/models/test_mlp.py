@@ -40,8 +40,9 @@ def test_bad_inputs_name_the_problem():
 def test_width_for_params_is_the_closest_width(data_dim, n_layers):
     ref = MLPVelocityConfig(data_dim, levels=2, hidden=128, n_layers=n_layers)
     for levels in (1, 2, 3):
-        got = width_for_params(MLPVelocityConfig(data_dim, levels=levels, hidden=128, n_layers=n_layers),
-                               ref.n_parameters)
+        got = width_for_params(
+            MLPVelocityConfig(data_dim, levels=levels, hidden=128, n_layers=n_layers), ref.n_parameters
+        )
         gap = abs(got.n_parameters - ref.n_parameters)
         for other in (got.hidden - 1, got.hidden + 1):
             probe = MLPVelocityConfig(data_dim, levels=levels, hidden=other, n_layers=n_layers)

@@ -47,8 +47,9 @@ def test_only_lora_parameters_are_trainable_and_base_is_untouched(base):
 def test_factors_reproduce_the_merged_peft_model(base):
     peft_model = trained_lora(base, seed=1)
     factors = lora_factors(peft_model)
-    assert set(factors) == {f"blocks.{i}.attn.{p}" for i in range(2)
-                            for p in ("q_proj", "k_proj", "v_proj", "out_proj")}
+    assert set(factors) == {
+        f"blocks.{i}.attn.{p}" for i in range(2) for p in ("q_proj", "k_proj", "v_proj", "out_proj")
+    }
     f = factors["blocks.0.attn.q_proj"]
     assert f.B.shape == (32, 2) and f.A.shape == (2, 32) and f.scale == pytest.approx(2.0)
     x = torch.rand(4, 8, 8)

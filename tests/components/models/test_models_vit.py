@@ -39,7 +39,7 @@ def test_init_depends_only_on_seed():
     torch.manual_seed(456)
     b = TinyViT(TinyViTConfig(), seed=7)
     c = TinyViT(TinyViTConfig(), seed=8)
-    for (name, pa), (_, pb), (_, pc) in zip(a.named_parameters(), b.named_parameters(), c.named_parameters()):
+    for (name, pa), (_, pb), (_, _pc) in zip(a.named_parameters(), b.named_parameters(), c.named_parameters()):
         assert torch.equal(pa, pb), name
     assert not torch.equal(a.blocks[0].attn.q_proj.weight, c.blocks[0].attn.q_proj.weight)
 

@@ -7,8 +7,16 @@ import pytest
 import torch
 
 from components.models.dense_methods import MethodConfig, build_learners, dense_scores, predict_all
-from components.models.multitask_dense import (TASKS, DenseConfig, MultiTaskDense, depth_loss, normal_loss, predict,
-                                               seg_loss, weighted_loss)
+from components.models.multitask_dense import (
+    TASKS,
+    DenseConfig,
+    MultiTaskDense,
+    depth_loss,
+    normal_loss,
+    predict,
+    seg_loss,
+    weighted_loss,
+)
 from components.models.pretrained_vit import ViTS14, ViTS14Config
 from components.models.sam_decoder import DecoderConfig, MaskDecoder
 from components.models.tora import ToraSpec, tora_parameter_count, use_task
@@ -28,21 +36,27 @@ def _data(n: int = 6, seed: int = 0):
     with torch.no_grad():
         h = encoder.hidden(torch.rand(n, 3, 28, 28, generator=gen), 1)
     normal = torch.randn(n, 3, 12, 12, generator=gen)
-    return encoder, h, {"seg": torch.randint(-1, 4, (n, 12, 12), generator=gen),
-                        "depth": torch.rand(n, 1, 12, 12, generator=gen) + 0.5,
-                        "normal": normal / normal.norm(dim=1, keepdim=True)}
+    return (
+        encoder,
+        h,
+        {
+            "seg": torch.randint(-1, 4, (n, 12, 12), generator=gen),
+            "depth": torch.rand(n, 1, 12, 12, generator=gen) + 0.5,
+            "normal": normal / normal.norm(dim=1, keepdim=True),
+        },
+    )
 
 
 def test_losses_on_hand_values():
-    logits = torch.tensor([[[[2.0, 0.0]], [[0.0, 1.0]]]])          # [1, 2 classes, 1, 2]
+    logits = torch.tensor([[[[2.0, 0.0]], [[0.0, 1.0]]]])  # [1, 2 classes, 1, 2]
     label = torch.tensor([[[0, -1]]])
     assert float(seg_loss(logits, label)) == pytest.approx(math.log(1 + math.exp(-2)))
     depth, pred = torch.tensor([[[[2.0, 0.0, 1.0]]]]), torch.tensor([[[[3.0, 9.0, 0.5]]]])
     assert float(depth_loss(pred, depth)) == pytest.approx(0.75)
     gt = torch.zeros(1, 3, 1, 3)
-    gt[0, 0, 0, 0], gt[0, 1, 0, 1] = 1.0, 1.0                        # pixel 2 has no normal
+    gt[0, 0, 0, 0], gt[0, 1, 0, 1] = 1.0, 1.0  # pixel 2 has no normal
     p = torch.zeros(1, 3, 1, 3)
-    p[0, 0, 0, 0], p[0, 0, 0, 1], p[0, 2, 0, 2] = 4.0, 1.0, 1.0       # cos 1 and cos 0
+    p[0, 0, 0, 0], p[0, 0, 0, 1], p[0, 2, 0, 2] = 4.0, 1.0, 1.0  # cos 1 and cos 0
     assert float(normal_loss(p, gt)) == pytest.approx(0.5)
     losses = {"seg": torch.tensor(1.0), "depth": torch.tensor(2.0), "normal": torch.tensor(3.0)}
     assert float(weighted_loss(losses)) == pytest.approx((1 + 2 + 4 * 3) / 6)
@@ -88,9 +102,9 @@ def test_methods_train_what_they_claim_and_count_it():
     (dec,) = build_learners("decoders", base, cfg, 0)
     assert dec.trainable() == sum(decoder_numbers.values()) + sum(rows.values()) and dec.adapter_count() == 0
     per_task = build_learners("lora_per_task", base, cfg, 0)
-    lora = 3 * cfg.lora.r * (D + D)                                       # q, k, v of one block
-    assert [l.tasks for l in per_task] == [("seg",), ("depth",), ("normal",)]
-    assert [l.trainable() for l in per_task] == [lora + norms + decoder_numbers[t] + rows[t] for t in TASKS]
+    lora = 3 * cfg.lora.r * (D + D)  # q, k, v of one block
+    assert [learner.tasks for learner in per_task] == [("seg",), ("depth",), ("normal",)]
+    assert [learner.trainable() for learner in per_task] == [lora + norms + decoder_numbers[t] + rows[t] for t in TASKS]
     (tora,) = build_learners("tora", base, cfg, 0)
     assert tora.adapter_count() == tora_parameter_count(D, 3 * D, (3, 2, 2), 3)
     assert tora.trainable() == tora.adapter_count() + norms + sum(decoder_numbers.values()) + sum(rows.values())
@@ -109,8 +123,13 @@ def test_one_short_fit_per_method_moves_only_what_it_trains(method):
     batches = random_batches(h, target["seg"], target["depth"], target["normal"], size=3)
     for learner in learners:
         before = {n: p.detach().clone() for n, p in learner.model.named_parameters()}
-        result = fit(learner.model, learner.loss, batches, TrainConfig(steps=3, progress=False, grad_clip=None),
-                     parameters=learner.parameters)
+        result = fit(
+            learner.model,
+            learner.loss,
+            batches,
+            TrainConfig(steps=3, progress=False, grad_clip=None),
+            parameters=learner.parameters,
+        )
         assert math.isfinite(result.final_loss)
         trained = {id(p) for p in learner.parameters}
         for name, p in learner.model.named_parameters():
@@ -119,8 +138,17 @@ def test_one_short_fit_per_method_moves_only_what_it_trains(method):
         if method == "tora":
             assert "orth_reg" in result.history[-1]
     scores = dense_scores(predict_all(learners, h), target, CFG.n_classes)
-    assert set(scores) == {"miou", "pix_acc", "abs_err", "rel_err", "mean_angle", "median_angle", "within_11",
-                           "within_22", "within_30"}
+    assert set(scores) == {
+        "miou",
+        "pix_acc",
+        "abs_err",
+        "rel_err",
+        "mean_angle",
+        "median_angle",
+        "within_11",
+        "within_22",
+        "within_30",
+    }
     assert all(math.isfinite(v) for v in scores.values())
 
 
@@ -129,5 +157,8 @@ def test_decode_resizes_to_the_label_size():
     model = MultiTaskDense(encoder, DenseConfig(n_classes=3, out_size=(9, 7), start=0), seed=0)
     with torch.no_grad():
         out = predict(model, encoder.hidden(torch.rand(2, 3, 28, 28), 0), TASKS)
-    assert {t: tuple(v.shape) for t, v in out.items()} == {"seg": (2, 3, 9, 7), "depth": (2, 1, 9, 7),
-                                                           "normal": (2, 3, 9, 7)}
+    assert {t: tuple(v.shape) for t, v in out.items()} == {
+        "seg": (2, 3, 9, 7),
+        "depth": (2, 1, 9, 7),
+        "normal": (2, 3, 9, 7),
+    }

@@ -40,7 +40,7 @@ def test_a_prefix_and_its_tail_compose_to_the_full_pass_and_patch_tokens_are_the
         for k in range(4):
             assert torch.equal(model.finish(model.hidden(x, k), k), full)
         tokens = model.patch_tokens(x)
-        assert tokens.shape == (2, model.grid ** 2, 384) and model.grid == 2
+        assert tokens.shape == (2, model.grid**2, 384) and model.grid == 2
         assert torch.equal(tokens, full[:, 1:]) and torch.equal(model.features(x), full[:, 0])
 
 
@@ -72,8 +72,9 @@ def test_the_torch_backbone_matches_the_onnx_graph(tmp_path):
     from components.models.pretrained_vit import vit_s14_onnx_file
 
     source = vit_s14_onnx_file()
-    final = [n for n in load(str(source), load_external_data=False).graph.node
-             if n.name.startswith("/backbone/layernorm/")][-1]
+    final = [
+        n for n in load(str(source), load_external_data=False).graph.node if n.name.startswith("/backbone/layernorm/")
+    ][-1]
     cut = tmp_path / "backbone.onnx"
     utils.extract_model(str(source), str(cut), ["input_image"], [final.output[0]])
     model = load_vit_s14(ViTS14Config(input_size=224))

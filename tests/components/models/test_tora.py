@@ -9,9 +9,21 @@ from torch import nn
 
 from components.merging import MergeConfig, knots_merge
 from components.models.lora import group_factors_by_layer
-from components.models.tora import (MULTI_TASK, ToraSpec, attach_tora, load_tora, merged_model, orthogonality_loss,
-                                    save_tora, tora_deltas, tora_factors, tora_parameter_count, tora_parameters,
-                                    tora_tensors, use_task)
+from components.models.tora import (
+    MULTI_TASK,
+    ToraSpec,
+    attach_tora,
+    load_tora,
+    merged_model,
+    orthogonality_loss,
+    save_tora,
+    tora_deltas,
+    tora_factors,
+    tora_parameter_count,
+    tora_parameters,
+    tora_tensors,
+    use_task,
+)
 
 
 class Attn(nn.Module):
@@ -48,7 +60,7 @@ def _randomise_core(model: nn.Module, seed: int = 1) -> None:
 def test_at_init_the_adapted_model_equals_the_frozen_one_exactly_for_every_task_and_in_training_mode():
     net, x = Net(), torch.randn(5, 4, 6)
     adapted = attach_tora(net, ToraSpec(ranks=(3, 2, 2), n_tasks=3, dropout=0.5), seed=0)
-    adapted.train()   # dropout active: still exact, since G = 0 makes every update exactly 0
+    adapted.train()  # dropout active: still exact, since G = 0 makes every update exactly 0
     for task in range(3):
         with use_task(adapted, task):
             assert torch.equal(adapted(x), net(x))
@@ -60,7 +72,7 @@ def test_attach_copies_and_freezes_everything_but_the_factors():
     adapted = attach_tora(net, SPEC, seed=0)
     trainable = {n for n, p in adapted.named_parameters() if p.requires_grad}
     assert trainable == {f"blocks.{i}.tora.{f}" for i in range(2) for f in ("G", "U1", "U2", "U3")}
-    assert all(p.requires_grad for p in net.parameters())           # the original is untouched
+    assert all(p.requires_grad for p in net.parameters())  # the original is untouched
     assert type(net.blocks[0].q_proj) is nn.Linear
 
 
@@ -71,7 +83,7 @@ def test_delta_matches_the_official_einsum_by_hand():
     # the official generate_tensor: einsum over (G, U1, U2, U3), permuted to [T, d_out, d_in], times s
     full = torch.einsum("pqv,ip->iqv", tensor.G, tensor.U1)
     full = torch.einsum("iqv,jq->ijv", full, tensor.U2)
-    full = torch.einsum("ijv,kv->ijk", full, tensor.U3).permute(2, 1, 0) * 0.5     # [T, 3d, d]
+    full = torch.einsum("ijv,kv->ijk", full, tensor.U3).permute(2, 1, 0) * 0.5  # [T, 3d, d]
     for task in range(3):
         deltas = tora_deltas(adapted, task)
         fused = torch.cat([deltas[f"blocks.0.{n}"] for n in ("q_proj", "k_proj", "v_proj")])
@@ -89,7 +101,7 @@ def test_forward_is_the_frozen_linear_plus_the_task_update_and_the_multi_task_ba
         with use_task(adapted, task):
             outs.append(adapted(x))
         torch.testing.assert_close(outs[-1], merged_model(adapted, task)(x), rtol=1e-5, atol=1e-5)
-    assert not torch.allclose(outs[0], outs[1])                    # the task rows of U3 differ
+    assert not torch.allclose(outs[0], outs[1])  # the task rows of U3 differ
     with use_task(adapted, MULTI_TASK):
         torch.testing.assert_close(adapted(x.repeat(3, 1, 1)), torch.cat(outs), rtol=1e-5, atol=1e-5)
     with use_task(adapted, MULTI_TASK), pytest.raises(ValueError, match="T \\* B rows"):
@@ -116,17 +128,17 @@ def test_at_init_only_the_core_receives_a_gradient_from_the_task_loss():
 def test_orthogonality_regulariser_known_values():
     adapted = attach_tora(Net(layers=1), SPEC)
     tensor = tora_tensors(adapted)[0]
-    with torch.no_grad():   # orthonormal columns: their terms vanish; G = 0 leaves ||-I||_F = sqrt(R2) per slice
+    with torch.no_grad():  # orthonormal columns: their terms vanish; G = 0 leaves ||-I||_F = sqrt(R2) per slice
         tensor.U1.copy_(torch.linalg.qr(torch.randn(6, 3))[0])
         tensor.U2.copy_(torch.linalg.qr(torch.randn(18, 2))[0])
     r3, r2 = 2, 2
     assert float(orthogonality_loss(adapted).detach()) == pytest.approx(r3 * math.sqrt(r2) / (2 + r3), abs=1e-6)
     with torch.no_grad():
         tensor.G.zero_()
-        tensor.G[0, 0, :], tensor.G[1, 1, :] = 1.0, 1.0            # every slice G[:, :, r] has orthonormal columns
+        tensor.G[0, 0, :], tensor.G[1, 1, :] = 1.0, 1.0  # every slice G[:, :, r] has orthonormal columns
     assert float(orthogonality_loss(adapted).detach()) == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():
-        tensor.U1.mul_(2.0)                                       # U1^T U1 = 4 I: ||3 I_3||_F = 3 sqrt(3)
+        tensor.U1.mul_(2.0)  # U1^T U1 = 4 I: ||3 I_3||_F = 3 sqrt(3)
     assert float(orthogonality_loss(adapted).detach()) == pytest.approx(3 * math.sqrt(3) / 4, abs=1e-5)
 
 
@@ -142,7 +154,7 @@ def test_factors_are_lora_pairs_of_each_task_update_and_knots_merges_them():
             torch.testing.assert_close(f.delta(), deltas[name], rtol=1e-5, atol=1e-6)
     layer_factors, scale = group_factors_by_layer(per_task)
     merged = knots_merge(layer_factors, "ta", MergeConfig(lam=1.0, merge="sum"), scale=scale)
-    for name, dw in merged.items():   # KnOTS-TA is task arithmetic: the sum of the task updates
+    for name, dw in merged.items():  # KnOTS-TA is task arithmetic: the sum of the task updates
         expected = sum(tora_deltas(adapted, t)[name] for t in range(3))
         torch.testing.assert_close(dw, expected, rtol=1e-4, atol=1e-5)
     ties = knots_merge(layer_factors, "ties", MergeConfig(lam=1.0, top_k=50.0), scale=scale)

@@ -18,17 +18,27 @@ from components.molecules.cliffs import (
 )
 from components.molecules.featurize import ecfp_bits, parse_smiles
 from components.molecules.metrics import loss_ratio, rmse, rmse_cliff
-from components.molecules.moleculeace import (benchmark_csv, published_results, read_moleculeace_csv,
-                                              tuned_hyperparameters)
+from components.molecules.moleculeace import (
+    benchmark_csv,
+    published_results,
+    read_moleculeace_csv,
+    tuned_hyperparameters,
+)
 
 
 def test_cliff_pairs_by_hand() -> None:
     # molecules 0-1 similar by ECFP, 1-2 by SMILES only, 3 alone; potencies 1, 10, 1000.01, 5 nM
-    sims = {"ecfp": np.array([[1, .95, .2, .1], [.95, 1, .3, .1], [.2, .3, 1, .1], [.1, .1, .1, 1]]),
-            "smiles": np.array([[1, .5, .5, .5], [.5, 1, .9, .5], [.5, .9, 1, .5], [.5, .5, .5, 1]])}
+    sims = {
+        "ecfp": np.array([[1, 0.95, 0.2, 0.1], [0.95, 1, 0.3, 0.1], [0.2, 0.3, 1, 0.1], [0.1, 0.1, 0.1, 1]]),
+        "smiles": np.array([[1, 0.5, 0.5, 0.5], [0.5, 1, 0.9, 0.5], [0.5, 0.9, 1, 0.5], [0.5, 0.5, 0.5, 1]]),
+    }
     similar = similar_pairs(sims, 0.9)
-    assert similar.tolist() == [[False, True, False, False], [True, False, True, False],
-                                [False, True, False, False], [False, False, False, False]]
+    assert similar.tolist() == [
+        [False, True, False, False],
+        [True, False, True, False],
+        [False, True, False, False],
+        [False, False, False, False],
+    ]
     potency = np.array([1.0, 10.0, 1000.01, 5.0])
     assert fold_change(potency)[0, 1] == 10.0 and fold_change(potency)[2, 1] == pytest.approx(100.001)
     cliffs = cliff_pairs(similar, potency, fold=10.0)
@@ -58,7 +68,7 @@ def test_rmse_and_rmse_cliff_by_hand() -> None:
     y, pred, flags = [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 5.0, 3.0], [0, 0, 1, 1]
     assert rmse(y, pred) == pytest.approx(math.sqrt((4 + 1) / 4))
     assert rmse_cliff(pred, y, flags) == pytest.approx(math.sqrt((4 + 1) / 2))
-    assert math.isnan(rmse_cliff(pred, y, [0, 0, 0, 0]))        # no cliff molecule: NaN, as MoleculeACE
+    assert math.isnan(rmse_cliff(pred, y, [0, 0, 0, 0]))  # no cliff molecule: NaN, as MoleculeACE
     with pytest.raises(ValueError, match="0/1 flags"):
         rmse_cliff(pred, y, [0, 2, 0, 0])
     assert loss_ratio([1.0, 3.0, 8.0, 4.0], [0, 0, 1, 1]) == pytest.approx(6.0 / 2.0)

@@ -15,7 +15,7 @@ from components.molecules.featurize import (
     tanimoto,
 )
 
-SECRET = "C1CC(=O"   # an unclosed ring and branch: RDKit refuses it
+SECRET = "C1CC(=O"  # an unclosed ring and branch: RDKit refuses it
 
 
 def test_parse_smiles_names_the_bad_molecule_without_quoting_it() -> None:
@@ -33,7 +33,7 @@ def test_ecfp_bits_count_the_distinct_atom_environments() -> None:
     # ethanol: 3 atoms at radius 0, 3 at radius 1, 1 at radius 2 (the whole molecule around the middle C) ...
     bits = ecfp_bits(parse_smiles(["C", "CC", "CCO"]), radius=2, n_bits=2048)
     assert bits.dtype == np.uint8 and bits.shape == (3, 2048)
-    assert bits.sum(1).tolist() == [1, 2, 6]   # ethanol: 3 + 3, its radius-2 environment repeats a radius-1 one
+    assert bits.sum(1).tolist() == [1, 2, 6]  # ethanol: 3 + 3, its radius-2 environment repeats a radius-1 one
     assert ecfp_bits(parse_smiles(["CCO"]), radius=0, n_bits=2048).sum() == 3
 
 
@@ -43,7 +43,7 @@ def test_ecfp_matches_the_rdkit_call_moleculeace_makes() -> None:
 
     smiles = ["CC(=O)Oc1ccccc1C(=O)O", "CN1CCC[C@H]1c1cccnc1", "O=C(O)c1ccccc1", "C[C@H](N)C(=O)O"]
     mols = parse_smiles(smiles)
-    RDLogger.DisableLog("rdApp.*")   # the older call prints a deprecation warning per molecule
+    RDLogger.DisableLog("rdApp.*")  # the older call prints a deprecation warning per molecule
     try:
         legacy = np.array([list(AllChem.GetMorganFingerprintAsBitVect(m, 2, nBits=1024)) for m in mols])
     finally:
@@ -86,4 +86,4 @@ def test_scaffold_similarity_reads_the_generic_skeleton_as_moleculeace_does() ->
     # the molecule, not to its Murcko scaffold)
     assert skeletons == ["CC1CCCCC1", "CCC1CCCCC1", "CCC1CCCCC1"]
     sim = tanimoto(scaffold_bits([toluene, ethylpyridine, ethylbenzene]))
-    assert sim[1, 2] == 1.0 and sim[0, 1] < 1.0     # the ring nitrogen is gone, the ethyl group is not
+    assert sim[1, 2] == 1.0 and sim[0, 1] < 1.0  # the ring nitrogen is gone, the ethyl group is not

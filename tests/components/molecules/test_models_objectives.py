@@ -32,7 +32,7 @@ def gin_inputs(smiles: list[str]):
 
 def test_from_smiles_graphs_and_their_batch() -> None:
     graphs = molecule_graphs(["CCO", "c1ccccc1"])
-    assert graphs[0].x.shape == (3, 9) and graphs[0].edge_index.shape == (2, 4)     # 2 bonds, both directions
+    assert graphs[0].x.shape == (3, 9) and graphs[0].edge_index.shape == (2, 4)  # 2 bonds, both directions
     assert graphs[1].edge_index.shape == (2, 12) and len(atom_feature_sizes()) == 9
     batch = graph_batch(graphs, torch.tensor([1, 0, 1]))
     assert batch["graph"].tolist() == [0] * 6 + [1] * 3 + [2] * 6
@@ -53,10 +53,10 @@ def test_gin_embedding_ignores_atom_order_and_heads_are_shaped() -> None:
     net = CliffNet(CliffNetConfig(encoder="gin", gin_dim=16, embed=8, n_bins=4), seed=0)
     pred, z = net(gin_inputs(SMILES)(torch.arange(5)))
     assert pred.shape == (5,) and z.shape == (5, 8)
-    assert torch.allclose(z[0], z[1], atol=1e-5)        # ethanol written CCO and OCC: the same graph
+    assert torch.allclose(z[0], z[1], atol=1e-5)  # ethanol written CCO and OCC: the same graph
     assert net.node_logits(z).shape == (5, 4)
     edge = net.edge_logits(z[:3], z[2:])
-    assert edge.shape == (3,) and torch.allclose(edge, net.edge_logits(z[2:], z[:3]))   # symmetric in i, j
+    assert edge.shape == (3,) and torch.allclose(edge, net.edge_logits(z[2:], z[:3]))  # symmetric in i, j
 
 
 def test_mlp_prediction_is_in_label_units() -> None:
@@ -96,7 +96,7 @@ def test_batches_hold_uniform_molecules_then_both_ends_of_edges() -> None:
     assert batch["uniform"].tolist() == [True] * 3 + [False] * 4
     src, dst = batch["edge_src"], batch["edge_dst"]
     assert src.tolist() == [3, 4] and dst.tolist() == [5, 6]
-    ys, pairs = batch["y"].tolist(), {(-1.0, -1.2): 0.0, (-3.0, -2.0): 1.0}   # the two edges and their flags
+    ys, pairs = batch["y"].tolist(), {(-1.0, -1.2): 0.0, (-3.0, -2.0): 1.0}  # the two edges and their flags
     for a, b, c in zip(src.tolist(), dst.tolist(), batch["edge_cliff"].tolist()):
         assert pairs[(round(ys[a], 4), round(ys[b], 4))] == c
     # the molecules of a step do not depend on whether edges are drawn: objectives stay paired
@@ -107,8 +107,11 @@ def test_batches_hold_uniform_molecules_then_both_ends_of_edges() -> None:
 
 def test_objectives_by_hand() -> None:
     batches, _, _ = _batches()
-    batch = next(b for b in (batches(step, torch.Generator().manual_seed(0)) for step in range(1, 50))
-                 if 0 < b["edge_cliff"].sum() < 2)     # one cliff edge and one other edge
+    batch = next(
+        b
+        for b in (batches(step, torch.Generator().manual_seed(0)) for step in range(1, 50))
+        if 0 < b["edge_cliff"].sum() < 2
+    )  # one cliff edge and one other edge
     cfg = CliffNetConfig(encoder="ecfp_mlp", n_bits=32, hidden=8, embed=4, n_bins=2, y_mean=-1.5, y_std=2.0)
     net = CliffNet(cfg, seed=0)
     pred, z = net(batch["inputs"])
@@ -141,15 +144,17 @@ def test_objectives_by_hand() -> None:
 
 def test_lac_trains_through_the_shared_loop_and_separates_cliff_pairs() -> None:
     batches, bits, y = _batches(n_bits=64, edge_batch=2)
-    cfg = CliffNetConfig(encoder="ecfp_mlp", n_bits=64, hidden=32, embed=16, n_bins=2, y_mean=float(y.mean()),
-                         y_std=float(y.std()))
+    cfg = CliffNetConfig(
+        encoder="ecfp_mlp", n_bits=64, hidden=32, embed=16, n_bins=2, y_mean=float(y.mean()), y_std=float(y.std())
+    )
     net = CliffNet(cfg, seed=0)
-    result = fit(net, make_objective("lac"), batches, TrainConfig(steps=200, lr=3e-3, seed=0, progress=False,
-                                                                  log_every=50))
+    result = fit(
+        net, make_objective("lac"), batches, TrainConfig(steps=200, lr=3e-3, seed=0, progress=False, log_every=50)
+    )
     assert result.history[-1]["mse"] < 0.05 < result.history[0]["mse"]
     assert result.history[-1]["edge_acc"] == 1.0
     pred = predict(net, lambda i: {"bits": bits[i]}, len(y), chunk=2)
-    assert np.abs(pred - y).max() < 0.3 and net.training     # predict leaves the training mode as it was
+    assert np.abs(pred - y).max() < 0.3 and net.training  # predict leaves the training mode as it was
     _, z = net({"bits": bits})
     gap = (torch.nn.functional.normalize(z[2], dim=0) - torch.nn.functional.normalize(z[3], dim=0)).norm()
     assert gap.item() >= 0.5 - 1e-3 and math.isfinite(result.final_loss)
@@ -164,7 +169,7 @@ def test_importing_clsar_leaves_matplotlib_settings_alone() -> None:
     from components.molecules.lac import _clsar_loss
 
     for name in [m for m in sys.modules if m == "clsar" or m.startswith("clsar.")]:
-        del sys.modules[name]             # run clsar's __init__ again, seaborn.set included
+        del sys.modules[name]  # run clsar's __init__ again, seaborn.set included
     before = dict(matplotlib.rcParams)
     assert _clsar_loss().__name__ == "ACALoss"
     assert "clsar.main" in sys.modules and dict(matplotlib.rcParams) == before

@@ -17,7 +17,7 @@ from components.molecules.moleculeace import (
     tuned_hyperparameters,
 )
 
-SECRET = "Oc1ccc(cc1)C(=O"   # an unreadable SMILES no message may echo
+SECRET = "Oc1ccc(cc1)C(=O"  # an unreadable SMILES no message may echo
 HEADER = ",".join(COLUMNS)
 GOOD = ["CCO,100.0,-2.0,0,train", "CCN,10.0,-1.0,1,train", "CCC,1000.0,-3.0,0,test"]
 
@@ -56,23 +56,43 @@ def test_a_good_file_reads_with_extra_columns(tmp_path: Path) -> None:
     assert ds.cliff_mol.tolist() == [0, 1, 0] and ds.potency_nm.tolist() == [100.0, 10.0, 1000.0]
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    (["smiles,y,split", "CCO,-2,train"], r"missing column\(s\) \['exp_mean \[nM\]', 'cliff_mol'\]"),
-    ([HEADER, GOOD[0], f"{SECRET},10.0,-1.0,1,train", GOOD[2]],
-     r"row 2 \(line 3\): column 'smiles': RDKit cannot read this SMILES \(a text of 15 characters\)"),
-    ([HEADER, GOOD[0], ",10.0,-1.0,1,train", GOOD[2]], r"row 2 \(line 3\): column 'smiles': empty SMILES"),
-    ([HEADER, GOOD[0], "CCN,ten,-1.0,1,train"], r"row 2 \(line 3\): column 'exp_mean \[nM\]' holds a text of 3 "),
-    ([HEADER, GOOD[0], "CCN,-10,-1.0,1,train"], r"row 2 \(line 3\): column 'exp_mean \[nM\]' is -10.0; a potency"),
-    ([HEADER, GOOD[0], "CCN,10.0,8.0,1,train"],
-     r"row 2 \(line 3\): column 'y' is 8 but -log10\(exp_mean \[nM\]\) is -1"),
-    ([HEADER, GOOD[0], "CCN,10.0,nan,1,train"], r"row 2 \(line 3\): column 'y' holds 'nan', not a finite number"),
-    ([HEADER, GOOD[0], "CCN,10.0,-1.0,2,train"], r"row 2 \(line 3\): column 'cliff_mol' is 2.0; expected 0 or 1"),
-    ([HEADER, GOOD[0], "CCN,10.0,-1.0,1,valid"], r"row 2 \(line 3\): column 'split' holds a text of 5 characters"),
-    ([HEADER, GOOD[0], "CCN,10.0,-1.0,1"], r"row 2 \(line 3\): expected 5 fields"),
-    ([HEADER, GOOD[0], GOOD[2]], r"needs at least 2 training and 1 test molecule, found 1 and 1"),
-    ([HEADER], r"needs at least 2 training and 1 test molecule, found 0 and 0"),
-], ids=["columns", "bad-smiles", "empty-smiles", "potency-text", "potency-negative", "label-convention", "label-nan",
-        "cliff-flag", "split", "ragged", "too-few-train", "no-rows"])
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["smiles,y,split", "CCO,-2,train"], r"missing column\(s\) \['exp_mean \[nM\]', 'cliff_mol'\]"),
+        (
+            [HEADER, GOOD[0], f"{SECRET},10.0,-1.0,1,train", GOOD[2]],
+            r"row 2 \(line 3\): column 'smiles': RDKit cannot read this SMILES \(a text of 15 characters\)",
+        ),
+        ([HEADER, GOOD[0], ",10.0,-1.0,1,train", GOOD[2]], r"row 2 \(line 3\): column 'smiles': empty SMILES"),
+        ([HEADER, GOOD[0], "CCN,ten,-1.0,1,train"], r"row 2 \(line 3\): column 'exp_mean \[nM\]' holds a text of 3 "),
+        ([HEADER, GOOD[0], "CCN,-10,-1.0,1,train"], r"row 2 \(line 3\): column 'exp_mean \[nM\]' is -10.0; a potency"),
+        (
+            [HEADER, GOOD[0], "CCN,10.0,8.0,1,train"],
+            r"row 2 \(line 3\): column 'y' is 8 but -log10\(exp_mean \[nM\]\) is -1",
+        ),
+        ([HEADER, GOOD[0], "CCN,10.0,nan,1,train"], r"row 2 \(line 3\): column 'y' holds 'nan', not a finite number"),
+        ([HEADER, GOOD[0], "CCN,10.0,-1.0,2,train"], r"row 2 \(line 3\): column 'cliff_mol' is 2.0; expected 0 or 1"),
+        ([HEADER, GOOD[0], "CCN,10.0,-1.0,1,valid"], r"row 2 \(line 3\): column 'split' holds a text of 5 characters"),
+        ([HEADER, GOOD[0], "CCN,10.0,-1.0,1"], r"row 2 \(line 3\): expected 5 fields"),
+        ([HEADER, GOOD[0], GOOD[2]], r"needs at least 2 training and 1 test molecule, found 1 and 1"),
+        ([HEADER], r"needs at least 2 training and 1 test molecule, found 0 and 0"),
+    ],
+    ids=[
+        "columns",
+        "bad-smiles",
+        "empty-smiles",
+        "potency-text",
+        "potency-negative",
+        "label-convention",
+        "label-nan",
+        "cliff-flag",
+        "split",
+        "ragged",
+        "too-few-train",
+        "no-rows",
+    ],
+)
 def test_a_malformed_file_is_refused_naming_row_and_column(tmp_path: Path, lines: list[str], message: str) -> None:
     path = write(tmp_path, lines)
     with pytest.raises(MoleculeAceFormatError, match=message) as err:

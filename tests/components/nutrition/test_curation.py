@@ -11,8 +11,20 @@ from components.nutrition.curation import CurationConfig, curate_meals, metric_p
 from components.nutrition.foods import Food, description_phrase, food_fact, household_measures, load_food_table
 
 FOODS = load_food_table()
-COLUMNS = ["meal_id", "meal_description", "carb", "protein", "fat", "energy", "country", "source", "serving_type",
-           "n_items", "items", "split"]
+COLUMNS = [
+    "meal_id",
+    "meal_description",
+    "carb",
+    "protein",
+    "fat",
+    "energy",
+    "country",
+    "source",
+    "serving_type",
+    "n_items",
+    "items",
+    "split",
+]
 
 
 def test_food_table_sources() -> None:
@@ -34,16 +46,34 @@ def test_food_table_sources() -> None:
 def test_food_row_round_trip_and_fact() -> None:
     food = FOODS[0]
     assert Food.from_row(food.to_row()) == food
-    rice = Food("x", "White rice (cooked)", "cooked white rice", "t", "c", "grains", "solid", "100g", 28.0, 2.7, 0.3,
-                130.0, measures={"cup": 160.0})
+    rice = Food(
+        "x",
+        "White rice (cooked)",
+        "cooked white rice",
+        "t",
+        "c",
+        "grains",
+        "solid",
+        "100g",
+        28.0,
+        2.7,
+        0.3,
+        130.0,
+        measures={"cup": 160.0},
+    )
     assert food_fact(rice) == "cooked white rice: 28 g carbohydrates per 100 g; 1 cup = 160 g"
     assert rice.nutrients(grams=250.0)["carb"] == pytest.approx(70.0)
 
 
-@pytest.mark.parametrize(("name", "phrase"), [("White rice (cooked)", "cooked white rice"),
-                                               ("Stout beer (Guinness type)", "stout beer"),
-                                               ("Black beans (cooked)", "cooked black beans"),
-                                               ("Honey", "honey")])
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        ("White rice (cooked)", "cooked white rice"),
+        ("Stout beer (Guinness type)", "stout beer"),
+        ("Black beans (cooked)", "cooked black beans"),
+        ("Honey", "honey"),
+    ],
+)
 def test_description_phrase(name: str, phrase: str) -> None:
     assert description_phrase(name) == phrase
 
@@ -54,9 +84,17 @@ def test_household_measures() -> None:
     assert "glass" in household_measures("orange juice", "beverages", "liquid", None)
 
 
-@pytest.mark.parametrize(("phrase", "plural"), [("apple", "apples"), ("cherry", "cherries"), ("peach", "peaches"),
-                                                 ("Big Mac from Mcdonalds", "Big Macs from Mcdonalds"),
-                                                 ("spring rolls", "spring rolls"), ("day", "days")])
+@pytest.mark.parametrize(
+    ("phrase", "plural"),
+    [
+        ("apple", "apples"),
+        ("cherry", "cherries"),
+        ("peach", "peaches"),
+        ("Big Mac from Mcdonalds", "Big Macs from Mcdonalds"),
+        ("spring rolls", "spring rolls"),
+        ("day", "days"),
+    ],
+)
 def test_pluralize(phrase: str, plural: str) -> None:
     assert pluralize(phrase) == plural
 
@@ -72,8 +110,11 @@ def test_meals_have_nutribench_columns_and_consistent_labels() -> None:
         for item in items:
             assert item["text"].lower() in r["meal_description"].lower()
             food = by_id[item["food_id"]]
-            expected = food.nutrients(grams=item["grams"]) if food.basis == "100g" else \
-                food.nutrients(servings=item["quantity"])
+            expected = (
+                food.nutrients(grams=item["grams"])
+                if food.basis == "100g"
+                else food.nutrients(servings=item["quantity"])
+            )
             assert item["carb"] == pytest.approx(expected["carb"], abs=0.01)
         if r["serving_type"] == "metric":
             assert all(by_id[i["food_id"]].basis == "100g" and i["measure"] in ("g", "grams", "ml") for i in items)
@@ -81,21 +122,49 @@ def test_meals_have_nutribench_columns_and_consistent_labels() -> None:
             assert r["protein"] >= 0
     assert {r["serving_type"] for r in rows} == {"natural", "metric"}
     assert {r["split"] for r in rows} == {"train", "eval"}
-    assert sum(r["split"] == "eval" for r in rows) == 100       # eval_share 0.25
+    assert sum(r["split"] == "eval" for r in rows) == 100  # eval_share 0.25
     assert len({r["meal_id"] for r in rows}) == len(rows)
 
 
 def test_natural_and_metric_phrases() -> None:
     import numpy as np
 
-    apple = Food("a", "Apple", "apple", "t", "c", "fruits", "unit", "100g", 12.0, None, None, None, "unit", 150.0,
-                 {"unit": 150.0})
+    apple = Food(
+        "a",
+        "Apple",
+        "apple",
+        "t",
+        "c",
+        "fruits",
+        "unit",
+        "100g",
+        12.0,
+        None,
+        None,
+        None,
+        "unit",
+        150.0,
+        {"unit": 150.0},
+    )
     texts = {natural_phrase(apple, np.random.default_rng(s))["text"] for s in range(40)}
     assert "an apple" in texts and "half an apple" in texts and any(t.endswith(" apples") for t in texts)
     metric = metric_phrase(apple, np.random.default_rng(0))
     assert metric["grams"] % 5 == 0 and metric["text"].startswith(f"{metric['grams']:g}")
-    burger = Food("b", "Burger (X)", "Burger from X", "fastfood", "USA", "fast_food", "item", "serving", 40.0, None,
-                  None, None, "item")
+    burger = Food(
+        "b",
+        "Burger (X)",
+        "Burger from X",
+        "fastfood",
+        "USA",
+        "fast_food",
+        "item",
+        "serving",
+        40.0,
+        None,
+        None,
+        None,
+        "item",
+    )
     with pytest.raises(ValueError, match="no gram weight"):
         metric_phrase(burger, np.random.default_rng(0))
 

@@ -22,14 +22,54 @@ from components.nutrition.llm_estimation import (
 from components.nutrition.prompting import EXAMPLES, OFFICIAL_EXAMPLES, PROMPT_SETS, build_messages
 
 FOODS = [
-    Food("rice", "White rice (cooked)", "cooked white rice", "t", "c", "grains", "solid", "100g", 28.0, None, None,
-         None, measures={"cup": 160.0}),
-    Food("milk", "Whole milk", "whole milk", "t", "c", "dairy_eggs", "liquid", "100g", 4.8, None, None, None,
-         measures={"glass": 250.0}),
-    Food("burger", "Cheeseburger (Sonic)", "Cheeseburger from Sonic", "fastfood", "USA", "fast_food", "item", "serving",
-         40.0, None, None, None, "item"),
-    Food("kiwi", "Kiwi", "kiwi", "t", "c", "fruits", "unit", "100g", 10.0, None, None, None, "unit", 75.0,
-         {"unit": 75.0}),
+    Food(
+        "rice",
+        "White rice (cooked)",
+        "cooked white rice",
+        "t",
+        "c",
+        "grains",
+        "solid",
+        "100g",
+        28.0,
+        None,
+        None,
+        None,
+        measures={"cup": 160.0},
+    ),
+    Food(
+        "milk",
+        "Whole milk",
+        "whole milk",
+        "t",
+        "c",
+        "dairy_eggs",
+        "liquid",
+        "100g",
+        4.8,
+        None,
+        None,
+        None,
+        measures={"glass": 250.0},
+    ),
+    Food(
+        "burger",
+        "Cheeseburger (Sonic)",
+        "Cheeseburger from Sonic",
+        "fastfood",
+        "USA",
+        "fast_food",
+        "item",
+        "serving",
+        40.0,
+        None,
+        None,
+        None,
+        "item",
+    ),
+    Food(
+        "kiwi", "Kiwi", "kiwi", "t", "c", "fruits", "unit", "100g", 10.0, None, None, None, "unit", 75.0, {"unit": 75.0}
+    ),
 ]
 MEAL = "For lunch I had a cup of cooked white rice and a glass of whole milk."
 
@@ -60,12 +100,13 @@ def test_the_default_examples_are_the_official_meals_and_totals() -> None:
 @pytest.mark.parametrize("prompt_set", sorted(PROMPT_SETS))
 @pytest.mark.parametrize("strategy", ["base", "cot", "rag"])
 def test_message_structure(strategy: str, prompt_set: str) -> None:
-    messages = build_messages(strategy, MEAL, ["cooked white rice: 28 g carbohydrates per 100 g"],
-                              prompt_set=prompt_set)
+    messages = build_messages(
+        strategy, MEAL, ["cooked white rice: 28 g carbohydrates per 100 g"], prompt_set=prompt_set
+    )
     assert [m["role"] for m in messages] == ["system", "user"]
     system, user = messages[0]["content"], messages[1]["content"]
     assert "total_carbohydrates" in system and "-1" in system
-    assert system.count("Query:") == 3                       # three worked meals
+    assert system.count("Query:") == 3  # three worked meals
     assert f'Query: "{MEAL}"\nAnswer:' in user
     reasoning = strategy in ("cot", "rag")
     assert user.endswith("Let's think step by step.") == reasoning
@@ -93,14 +134,15 @@ def test_few_shot_count_and_errors() -> None:
 def test_retrieval_finds_each_item() -> None:
     encoder = load_encoder("tiny")
     index = build_food_index(encoder, FOODS)
-    facts = retrieve_facts(index, encoder, [MEAL, "2 Cheeseburgers from Sonic and a kiwi"],
-                           RetrievalConfig(k_per_item=1, max_facts=3))
+    facts = retrieve_facts(
+        index, encoder, [MEAL, "2 Cheeseburgers from Sonic and a kiwi"], RetrievalConfig(k_per_item=1, max_facts=3)
+    )
     assert [f.food_id for f in facts[0]] == ["rice", "milk"]
     assert [f.food_id for f in facts[1]] == ["burger", "kiwi"]
     wide = retrieve_facts(index, encoder, [MEAL], RetrievalConfig(k_per_item=2, max_facts=4))[0]
     assert [f.food_id for f in wide[:2]] == ["rice", "milk"] and len(wide) == len({f.food_id for f in wide}) <= 4
     capped = retrieve_facts(index, encoder, [MEAL], RetrievalConfig(k_per_item=2, max_facts=1))[0]
-    assert [f.food_id for f in capped] == ["rice"]           # every item's best match comes before second matches
+    assert [f.food_id for f in capped] == ["rice"]  # every item's best match comes before second matches
     chat = build_chats("rag", [MEAL], facts[:1])[0]
     assert "cooked white rice: 28 g carbohydrates per 100 g; 1 cup = 160 g" in chat[1]["content"]
 
@@ -110,7 +152,7 @@ def test_generation_with_the_tiny_lm() -> None:
     chats = build_chats("base", [MEAL, "Two kiwis."], n_shots=1)
     first = generate_answers(lm, chats, GenerationConfig(max_new_tokens=6, batch_size=2))
     again = generate_answers(lm, chats[::-1], GenerationConfig(max_new_tokens=6, batch_size=1))
-    assert [a["answer"] for a in first] == [a["answer"] for a in again[::-1]]   # greedy, batch-invariant
+    assert [a["answer"] for a in first] == [a["answer"] for a in again[::-1]]  # greedy, batch-invariant
     for a in first:
         assert a["pred"] == parse_answer(a["answer"])
         # the random tiny model never emits a stop string: every answer uses its whole budget (the byte
@@ -136,13 +178,17 @@ class ScriptedLM:
 def test_completion_pass_reads_the_number_only_where_none_was_stated() -> None:
     chats = [[{"role": "user", "content": c}] for c in "ABCD"]
     cue = "\nOutput: " + ANSWER_OPEN
-    lm = ScriptedLM({"<A>\n": 'Some steps.\nOutput: {"total_carbohydrates": 40',          # answered
-                     "<B>\n": "1 cup of rice has 20 g carbs.\n1 slice of",                 # cut mid-reasoning
-                     "<C>\n": 'Output: {"total_carbohydrates": -1',                         # explicit abstention
-                     "<D>\n": 'Rice has 30 g.\nOutput: {"total_carbohydrates": <grams>',    # echoed placeholder
-                     # the reasoning so far is kept and only the answer line is forced
-                     "<B>\n1 cup of rice has 20 g carbs.\n1 slice of" + cue: "20",
-                     "<D>\nRice has 30 g." + cue: "none"})
+    lm = ScriptedLM(
+        {
+            "<A>\n": 'Some steps.\nOutput: {"total_carbohydrates": 40',  # answered
+            "<B>\n": "1 cup of rice has 20 g carbs.\n1 slice of",  # cut mid-reasoning
+            "<C>\n": 'Output: {"total_carbohydrates": -1',  # explicit abstention
+            "<D>\n": 'Rice has 30 g.\nOutput: {"total_carbohydrates": <grams>',  # echoed placeholder
+            # the reasoning so far is kept and only the answer line is forced
+            "<B>\n1 cup of rice has 20 g carbs.\n1 slice of" + cue: "20",
+            "<D>\nRice has 30 g." + cue: "none",
+        }
+    )
     out = generate_answers(lm, chats, GenerationConfig(max_new_tokens=64, completion_tokens=6, reasoning=True))
     assert [o["pred_first"] for o in out] == [40.0, -1.0, -1.0, -1.0]
     assert [o["pred"] for o in out] == [40.0, 20.0, -1.0, -1.0]
@@ -151,7 +197,7 @@ def test_completion_pass_reads_the_number_only_where_none_was_stated() -> None:
     assert len(cued) == 2 and first["max_new_tokens"] == 64 and second["max_new_tokens"] == 6
     off = ScriptedLM(lm.script)
     assert [o["pred"] for o in generate_answers(off, chats, GenerationConfig(max_new_tokens=64))] == [40, -1, -1, -1]
-    assert len(off.calls) == 1                                          # completion_tokens=0: no second pass
+    assert len(off.calls) == 1  # completion_tokens=0: no second pass
 
 
 def test_completion_prompt_of_a_base_answer_drops_an_unfinished_object() -> None:

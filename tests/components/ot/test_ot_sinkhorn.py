@@ -39,8 +39,7 @@ def test_plan_matches_pot_sinkhorn():
     eps = 0.2
     res = sinkhorn_log(cost, a, b, eps=eps, n_iters=5000, tol=1e-12)
     for k in range(cost.shape[0]):
-        ref = pot.sinkhorn(a[k].numpy(), b[k].numpy(), cost[k].numpy(), reg=eps, numItermax=100_000,
-                           stopThr=1e-13)
+        ref = pot.sinkhorn(a[k].numpy(), b[k].numpy(), cost[k].numpy(), reg=eps, numItermax=100_000, stopThr=1e-13)
         np.testing.assert_allclose(res.plan[k].numpy(), ref, atol=1e-9)
 
 

@@ -26,14 +26,16 @@ def test_three_label_types_by_hand() -> None:
 
 
 def test_answer_extraction_and_grading() -> None:
-    assert extract_answer("3+4=7\nanswer: 7") == "7" and extract_answer("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
+    assert (
+        extract_answer("3+4=7\nanswer: 7") == "7" and extract_answer("so \\boxed{\\frac{1}{2}} done") == "\\frac{1}{2}"
+    )
     assert extract_answer("Answer: 1,234.") == "1,234" and extract_answer("no final line") is None
     assert grade("1,234", "1234") and not grade("12", "13") and not grade(None, "3")
     assert grade("0.5", "\\frac{1}{2}") and grade("2^{1/2}", "\\sqrt{2}") and not grade("0.4", "1/2")
 
 
 def test_majority_and_best_of_n() -> None:
-    assert majority_vote(["3", "4", "4", None, "3"]) == "3"        # tie: the first seen
+    assert majority_vote(["3", "4", "4", None, "3"]) == "3"  # tie: the first seen
     assert majority_vote([None, None]) is None and majority_vote([None, "5"]) == "5"
     assert best_of_n([0.1, 0.9, 0.9], ["a", "b", "c"]) == "b"
     with pytest.raises(ValueError):
@@ -48,10 +50,28 @@ def test_step_beam_search_follows_the_scorer_and_counts_tokens() -> None:
     def score(pairs):
         return np.array([sum(s) if q == 0 else -sum(s) for q, s in pairs], dtype=float)
 
-    result = step_beam_search([(), ()], expand, lambda s: len(s) == 3, lambda s: s, lambda c, p: 1, score,
-                              beams=2, per_beam=4, rng=np.random.default_rng(0))
+    result = step_beam_search(
+        [(), ()],
+        expand,
+        lambda s: len(s) == 3,
+        lambda s: s,
+        lambda c, p: 1,
+        score,
+        beams=2,
+        per_beam=4,
+        rng=np.random.default_rng(0),
+    )
     assert result.best == [(1, 1, 1), (0, 0, 0)] and result.scores == [3.0, 0.0]
-    assert result.tokens == [8 + 2 * 4 + 2 * 4] * 2     # b*K draws at the start, then K per live beam
+    assert result.tokens == [8 + 2 * 4 + 2 * 4] * 2  # b*K draws at the start, then K per live beam
     with pytest.raises(ValueError):
-        step_beam_search([()], expand, lambda s: True, lambda s: s, lambda c, p: 1, score, beams=0, per_beam=1,
-                         rng=np.random.default_rng(0))
+        step_beam_search(
+            [()],
+            expand,
+            lambda s: True,
+            lambda s: s,
+            lambda c, p: 1,
+            score,
+            beams=0,
+            per_beam=1,
+            rng=np.random.default_rng(0),
+        )

@@ -20,7 +20,7 @@ class ScriptedLM:
 
     def generate(self, prompts: list[str], **kwargs: object) -> list[str]:
         self.calls.append((prompts, kwargs))
-        return self.replies[:len(prompts)]
+        return self.replies[: len(prompts)]
 
 
 def test_rows_are_graded_against_the_exact_answer_and_keep_their_question() -> None:
@@ -31,7 +31,7 @@ def test_rows_are_graded_against_the_exact_answer_and_keep_their_question() -> N
     assert [r.correct for r in rows] == [True, False, False, True]
     assert [r.question for r in rows] == [problems[0].question] * 2 + [problems[1].question] * 2
     assert [r.answer for r in rows] == [truth[0]] * 2 + [truth[1]] * 2 and [r.line for r in rows] == [1, 2, 3, 4]
-    assert rows[0].solution == f"step one\nanswer: {truth[0]}"          # blank lines dropped, lines stripped
+    assert rows[0].solution == f"step one\nanswer: {truth[0]}"  # blank lines dropped, lines stripped
     prompts, kwargs = lm.calls[0]
     assert len(prompts) == 4 and prompts[0] == prompts[1] and INSTRUCTION in prompts[0]
     assert problems[1].question in prompts[2]

@@ -39,7 +39,7 @@ def test_exact_value_of_one_step_by_hand() -> None:
     p, policy = Problem("q", 5, (("+", 7),)), SlipPolicy(slip_carry=0.2, slip_plain=0.1, recover=0.5)
     assert prefix_value(p, start_state(p), policy) == pytest.approx(0.9)
     always = SlipPolicy(slip_carry=1.0, slip_plain=1.0, recover=0.3)
-    assert prefix_value(p, start_state(p), always) == pytest.approx(0.3)   # only a recovery saves it
+    assert prefix_value(p, start_state(p), always) == pytest.approx(0.3)  # only a recovery saves it
     slipped = next_line(p, start_state(p), always, np.random.default_rng(0))
     assert slipped.fresh_slip and not slipped.line_correct[-1]
     assert prefix_value(p, slipped, always) == pytest.approx(0.3)
@@ -48,8 +48,8 @@ def test_exact_value_of_one_step_by_hand() -> None:
 def test_recovery_line_and_carried_errors() -> None:
     p, policy = Problem("q", 5, (("+", 7), ("+", 1))), SlipPolicy(1.0, 1.0, 1.0)
     rng = np.random.default_rng(1)
-    state = next_line(p, start_state(p), policy, rng)            # slips
-    state = next_line(p, state, policy, rng)                     # always noticed
+    state = next_line(p, start_state(p), policy, rng)  # slips
+    state = next_line(p, state, policy, rng)  # always noticed
     assert state.lines[-1] == "wait 5+7=12" and state.written == 12 and state.line_correct == (False, True)
     never = SlipPolicy(1.0, 1.0, 0.0)
     carried = next_line(p, next_line(p, start_state(p), never, rng), never, rng)

@@ -20,14 +20,14 @@ def test_encoding_shares_prefixes_and_values_are_causal() -> None:
     enc = v.encode([("Q one", "1+2=3\nanswer: 3"), ("Q one", "1+2=4\nanswer: 4")], with_question=True)
     a, b = enc.ids
     assert enc.prompts[0] == enc.prompts[1] == 1 + len("Q one\n")
-    assert a[:enc.prompts[0] + 4] == b[:enc.prompts[0] + 4] and a[enc.prompts[0] + 4] != b[enc.prompts[0] + 4]
+    assert a[: enc.prompts[0] + 4] == b[: enc.prompts[0] + 4] and a[enc.prompts[0] + 4] != b[enc.prompts[0] + 4]
     newline = v._newline[0]
     assert all(a[e] == newline for e in enc.line_ends[0]) and enc.line_ends[0][-1] == len(a) - 1
     bare = v.encode([("Q one", "1+2=3")], with_question=False)
     assert bare.prompts == [1] and bare.ids[0][0] == v.bos
     # the value at a step end equals the value of the prefix cut there (a causal model)
     at_steps = v.values_at(enc.ids, enc.line_ends)
-    cut = v.last_values([a[:enc.line_ends[0][0] + 1]])
+    cut = v.last_values([a[: enc.line_ends[0][0] + 1]])
     assert at_steps[0][0] == pytest.approx(cut[0], abs=1e-5)
     other = Verifier(seed=5)
     other.load_state(v.state())
@@ -39,8 +39,9 @@ def test_training_on_tvm_labels_lowers_the_loss() -> None:
     pairs = [("q", "1+1=2\nanswer: 2"), ("q", "1+1=3\nanswer: 3")] * 4
     enc = v.encode(pairs, with_question=False)
     labels = token_value_labels(enc.ids, enc.prompts, [1.0, 0.0] * 4, [0] * 8)
-    result = v.train(enc, labels, TrainConfig(steps=30, lr=1e-2, device="cpu", progress=False, log_every=10,
-                                              seed=0), batch_size=8)
+    result = v.train(
+        enc, labels, TrainConfig(steps=30, lr=1e-2, device="cpu", progress=False, log_every=10, seed=0), batch_size=8
+    )
     assert result.history[-1]["loss"] < result.history[0]["loss"]
     right, wrong = v.last_values(v.encode(pairs[:2], with_question=False).ids)
     assert right > wrong
@@ -51,9 +52,11 @@ def _write(path: Path, rows: list[object]) -> Path:
     return path
 
 
-GOOD = [{"question": "q1", "solution": "1+1=2\nanswer: 2", "answer": "2", "correct": True},
-        {"question": "q1", "solution": "1+1=3\nanswer: 3", "answer": 2, "correct": 0},
-        {"question": "q2", "solution": "\\boxed{1/2}", "answer": "\\frac{1}{2}", "correct": 1}]
+GOOD = [
+    {"question": "q1", "solution": "1+1=2\nanswer: 2", "answer": "2", "correct": True},
+    {"question": "q1", "solution": "1+1=3\nanswer: 3", "answer": 2, "correct": 0},
+    {"question": "q2", "solution": "\\boxed{1/2}", "answer": "\\frac{1}{2}", "correct": 1},
+]
 
 
 def test_reads_a_good_file(tmp_path: Path) -> None:
@@ -62,14 +65,17 @@ def test_reads_a_good_file(tmp_path: Path) -> None:
     assert check_solutions_file(tmp_path / "s.jsonl") == 3
 
 
-@pytest.mark.parametrize(("bad", "message"), [
-    ({"question": "q", "solution": "s", "answer": "1"}, "line 2 has no field 'correct'"),
-    ({"question": "q", "solution": "s", "answer": "1", "correct": "yes"}, "line 2 field 'correct'"),
-    ({"question": "", "solution": "s", "answer": "1", "correct": True}, "line 2 field 'question'"),
-    ({"question": "q", "solution": "s", "answer": None, "correct": True}, "line 2 field 'answer'"),
-    ("{not json", "line 2 is not a JSON object"),
-    ("[1, 2]", "line 2 holds a JSON list"),
-])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"question": "q", "solution": "s", "answer": "1"}, "line 2 has no field 'correct'"),
+        ({"question": "q", "solution": "s", "answer": "1", "correct": "yes"}, "line 2 field 'correct'"),
+        ({"question": "", "solution": "s", "answer": "1", "correct": True}, "line 2 field 'question'"),
+        ({"question": "q", "solution": "s", "answer": None, "correct": True}, "line 2 field 'answer'"),
+        ("{not json", "line 2 is not a JSON object"),
+        ("[1, 2]", "line 2 holds a JSON list"),
+    ],
+)
 def test_malformed_lines_are_named(tmp_path: Path, bad: object, message: str) -> None:
     path = _write(tmp_path / "s.jsonl", [GOOD[0], bad, GOOD[2]])
     with pytest.raises(ValueError, match=message):
@@ -86,8 +92,9 @@ def test_one_question_and_wrong_suffix_are_refused(tmp_path: Path) -> None:
 def test_big_numbers_deep_lines_and_line_separators(tmp_path: Path) -> None:
     """Review tv04-tv06 and tv82: named refusals, and raw U+2028 inside a question is read."""
     path = tmp_path / "s.jsonl"
-    path.write_text(json.dumps(GOOD[0]) + "\n" + json.dumps(GOOD[2]).replace('"\\\\frac{1}{2}"', "1" + "0" * 400)
-                    + "\n")
+    path.write_text(
+        json.dumps(GOOD[0]) + "\n" + json.dumps(GOOD[2]).replace('"\\\\frac{1}{2}"', "1" + "0" * 400) + "\n"
+    )
     with pytest.raises(ValueError, match=r"line 2 holds an integer of 401 digits"):
         check_solutions_file(path)
     path.write_text(json.dumps(GOOD[0]) + "\n" + "[" * 100_000 + "\n")

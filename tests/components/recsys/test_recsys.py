@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from components.metrics.ranking import ranking_metrics
-from components.recsys import (DiffRecConfig, DiffusionRecommender, SASRecConfig, SASRecEncoder, SASRecNextItem,
-                               error_scores, in_batch_centroids)
+from components.recsys import (
+    DiffRecConfig,
+    DiffusionRecommender,
+    SASRecConfig,
+    SASRecEncoder,
+    SASRecNextItem,
+    error_scores,
+    in_batch_centroids,
+)
 from components.recsys.diffrec import row_errors
 from components.training import TrainConfig, fit
 
@@ -35,7 +42,7 @@ def test_in_batch_centroids_by_hand() -> None:
 
 def test_row_errors_by_hand() -> None:
     x, e = torch.tensor([[1.0, 0.0], [1.0, 1.0]]), torch.tensor([[0.0, 1.0], [2.0, 2.0]])
-    assert row_errors(x, e, "cosine").tolist() == pytest.approx([1.0, 0.0], abs=1e-6)   # (0 - 1)^2, (1 - 1)^2
+    assert row_errors(x, e, "cosine").tolist() == pytest.approx([1.0, 0.0], abs=1e-6)  # (0 - 1)^2, (1 - 1)^2
     assert row_errors(x, e, "mse").tolist() == pytest.approx([1.0, 1.0])
     s = error_scores(torch.tensor([0.25, 1.0]))
     assert s.logp_mean.tolist() == [-0.25, -1.0]
@@ -69,6 +76,10 @@ def test_sasrec_ce_learns_a_deterministic_successor_through_fit() -> None:
     hist = torch.tensor([[i, 0] for i in range(1, 7)] * 8)
     tgt = torch.tensor([i % 6 + 1 for i in range(1, 7)] * 8)
     model = SASRecNextItem(SASRecConfig(n_items=6, hidden=16, max_len=2, dropout=0.0, item_init_std=0.3), seed=0)
-    fit(model, lambda m, b: m.loss(*b), lambda step, g: (hist, tgt),
-        TrainConfig(steps=150, lr=1e-2, device="cpu", progress=False, grad_clip=None))
+    fit(
+        model,
+        lambda m, b: m.loss(*b),
+        lambda step, g: (hist, tgt),
+        TrainConfig(steps=150, lr=1e-2, device="cpu", progress=False, grad_clip=None),
+    )
     assert ranking_metrics(model.eval().scores(hist), tgt, ks=(1,))["recall@1"] == 1.0

@@ -12,8 +12,9 @@ from components.io import load_tensors, save_model
 from components.tabular.classifier import MotherNetClassifier, preprocessing
 from components.tabular.mothernet import ChildMLP, MotherNet, MotherNetConfig
 
-SMALL = MotherNetConfig(max_features=6, max_classes=5, emsize=16, layers=1, heads=2, ff=32, decoder_hidden=32,
-                        child_hidden=8, rank=3)
+SMALL = MotherNetConfig(
+    max_features=6, max_classes=5, emsize=16, layers=1, heads=2, ff=32, decoder_hidden=32, child_hidden=8, rank=3
+)
 
 
 def _table(n: int = 60, d: int = 4, k: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -35,11 +36,15 @@ def test_fit_writes_a_plain_child_whose_probabilities_sum_to_one(tmp_path) -> No
     path = save_model(clf.child_, tmp_path / "child.safetensors")
     rebuilt = ChildMLP(clf.child_.cfg)
     rebuilt.load_state_dict(load_tensors(path))
-    torch.testing.assert_close(rebuilt.predict_proba(torch.tensor(x, dtype=torch.float32)),
-                               torch.tensor(proba, dtype=torch.float32), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        rebuilt.predict_proba(torch.tensor(x, dtype=torch.float32)),
+        torch.tensor(proba, dtype=torch.float32),
+        atol=1e-6,
+        rtol=1e-5,
+    )
 
 
-@pytest.mark.parametrize("d", [4, 11])   # 11 > max_features: PCA inside the child's input map
+@pytest.mark.parametrize("d", [4, 11])  # 11 > max_features: PCA inside the child's input map
 def test_permuting_training_rows_leaves_the_child_unchanged(d: int) -> None:
     x, y = _table(d=d, seed=1)
     model = MotherNet(SMALL, seed=2)
@@ -55,12 +60,12 @@ def test_preprocessing_standardises_pads_and_projects() -> None:
     center, projection = preprocessing(x, 6)
     z = (x - center) @ projection
     np.testing.assert_allclose(z.mean(axis=0), 0, atol=1e-9)
-    np.testing.assert_allclose(z[:, :3].std(axis=0), np.sqrt(6 / 3))   # standardised, then sqrt(F / d)
+    np.testing.assert_allclose(z[:, :3].std(axis=0), np.sqrt(6 / 3))  # standardised, then sqrt(F / d)
     assert np.all(z[:, 3:] == 0)
     wide, _ = _table(n=50, d=9)
     center, projection = preprocessing(wide, 6)
     z = (wide - center) @ projection
-    np.testing.assert_allclose(z.std(axis=0), 1.0)                     # 6 standardised components, no padding
+    np.testing.assert_allclose(z.std(axis=0), 1.0)  # 6 standardised components, no padding
     np.testing.assert_allclose(np.corrcoef(z.T), np.eye(6), atol=1e-8)  # uncorrelated (principal components)
 
 
@@ -77,8 +82,10 @@ def test_too_many_classes_is_refused() -> None:
 # * check_estimators_overwrite_params compares joblib hashes of the ``model`` parameter and of its deep copy;
 #   torch pickles storage addresses, so the two differ even untouched. That fit leaves the hypernetwork's
 #   weights alone is tested below instead.
-EXPECTED_FAILURES = {"check_classifiers_train": "an untrained hypernetwork writes a random child",
-                     "check_estimators_overwrite_params": "torch modules hash differently from their deep copies"}
+EXPECTED_FAILURES = {
+    "check_classifiers_train": "an untrained hypernetwork writes a random child",
+    "check_estimators_overwrite_params": "torch modules hash differently from their deep copies",
+}
 
 
 def test_fit_leaves_the_hypernetwork_alone() -> None:
@@ -90,8 +97,9 @@ def test_fit_leaves_the_hypernetwork_alone() -> None:
 
 
 def test_scikit_learn_estimator_checks() -> None:
-    results = check_estimator(MotherNetClassifier(MotherNet(SMALL, seed=0)), on_fail=None,
-                              expected_failed_checks=EXPECTED_FAILURES)
+    results = check_estimator(
+        MotherNetClassifier(MotherNet(SMALL, seed=0)), on_fail=None, expected_failed_checks=EXPECTED_FAILURES
+    )
     failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
     assert not failed, failed
     assert sum(r["status"] == "passed" for r in results) >= 40

@@ -8,11 +8,19 @@ import math
 import pytest
 import torch
 
-from components.tabular.mothernet import (MASKED_LOGIT, ChildMLP, MotherNet, MotherNetConfig, child_logits,
-                                          prior_loss, write_child)
+from components.tabular.mothernet import (
+    MASKED_LOGIT,
+    ChildMLP,
+    MotherNet,
+    MotherNetConfig,
+    child_logits,
+    prior_loss,
+    write_child,
+)
 
-CFG = MotherNetConfig(max_features=5, max_classes=4, emsize=16, layers=2, heads=2, ff=32, decoder_hidden=24,
-                      child_hidden=7, rank=2)
+CFG = MotherNetConfig(
+    max_features=5, max_classes=4, emsize=16, layers=2, heads=2, ff=32, decoder_hidden=24, child_hidden=7, rank=2
+)
 
 
 def _data(b: int = 3, n: int = 20, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,13 +49,17 @@ def test_child_does_not_depend_on_the_order_of_training_rows() -> None:
         torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-5)
     x2 = x.clone()
     x2[0, 0] += 1.0
-    assert not torch.allclose(model(x2, y)["w1"], a["w1"])   # but it does depend on the rows
+    assert not torch.allclose(model(x2, y)["w1"], a["w1"])  # but it does depend on the rows
 
 
 def test_child_logits_by_hand_and_masked_classes() -> None:
-    w = {"w1": torch.tensor([[[1.0, -1.0], [0.0, 2.0]]]), "b1": torch.tensor([[0.0, -1.0]]),
-         "w2": torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 3.0]]]), "b2": torch.tensor([[0.5, 0.0, 0.0]])}
-    x = torch.tensor([[[1.0, 1.0]]])                      # hidden = relu([1, -1 + 2 - 1]) = [1, 0]
+    w = {
+        "w1": torch.tensor([[[1.0, -1.0], [0.0, 2.0]]]),
+        "b1": torch.tensor([[0.0, -1.0]]),
+        "w2": torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 3.0]]]),
+        "b2": torch.tensor([[0.5, 0.0, 0.0]]),
+    }
+    x = torch.tensor([[[1.0, 1.0]]])  # hidden = relu([1, -1 + 2 - 1]) = [1, 0]
     torch.testing.assert_close(child_logits(w, x), torch.tensor([[[1.5, 0.0, 0.0]]]))
     masked = child_logits(w, x, torch.tensor([2]))
     assert masked[0, 0, 2] == MASKED_LOGIT and masked[0, 0, 0] == 1.5
@@ -72,14 +84,22 @@ def test_prior_loss_trains_every_parameter() -> None:
     model = MotherNet(CFG, seed=4)
     x, y = _data(b=2, n=16)
     xt, yt = _data(b=2, n=8, seed=5)
-    loss, extras = prior_loss(model, {"x_train": x, "y_train": y, "x_test": xt, "y_test": yt,
-                                      "n_classes": torch.tensor([3, 3])})
+    loss, extras = prior_loss(
+        model, {"x_train": x, "y_train": y, "x_test": xt, "y_test": yt, "n_classes": torch.tensor([3, 3])}
+    )
     assert math.isfinite(float(loss.detach())) and 0 <= float(extras["accuracy"]) <= 1
     loss.backward()
     # with zero-initialised output projections, the first layer's inner weights get no gradient at step 0
     # (they only feed the zeroed projection), so check the parameters the signal must reach
-    for name in ("x_embed.weight", "y_embed.weight", "decoder.0.weight", "decoder.2.weight", "shared_factor",
-                 "encoder.layers.0.self_attn.out_proj.weight", "encoder.layers.1.linear2.weight"):
+    for name in (
+        "x_embed.weight",
+        "y_embed.weight",
+        "decoder.0.weight",
+        "decoder.2.weight",
+        "shared_factor",
+        "encoder.layers.0.self_attn.out_proj.weight",
+        "encoder.layers.1.linear2.weight",
+    ):
         grad = dict(model.named_parameters())[name].grad
         assert grad is not None and float(grad.abs().sum()) > 0, name
 

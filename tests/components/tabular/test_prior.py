@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from components.tabular.prior import (GENERATORS, PriorConfig, pad_features, pool_batch, sample_batch, sample_dataset,
-                                      sample_pool, standardise)
+from components.tabular.prior import (
+    GENERATORS,
+    PriorConfig,
+    pad_features,
+    pool_batch,
+    sample_batch,
+    sample_dataset,
+    sample_pool,
+    standardise,
+)
 
 
 @pytest.mark.parametrize("generator", GENERATORS)
@@ -17,11 +25,11 @@ def test_every_generator_draws_valid_datasets(generator: str) -> None:
     for _ in range(8):
         x_train, y_train, x_test, y_test, k = sample_dataset(cfg, 40, rng)
         assert x_train.shape == (40, 6) and x_test.shape == (20, 6) and x_train.dtype == np.float32
-        assert 2 <= k <= 5 and set(np.unique(y_train)) == set(range(k))   # every class among the training rows
+        assert 2 <= k <= 5 and set(np.unique(y_train)) == set(range(k))  # every class among the training rows
         assert y_test.min() >= 0 and y_test.max() < k
         used = np.flatnonzero(np.abs(x_train).sum(axis=0) > 0)
         d = len(used)
-        assert 1 <= d <= 6 and list(used) == list(range(d))                # real features first, then zero padding
+        assert 1 <= d <= 6 and list(used) == list(range(d))  # real features first, then zero padding
         assert np.all(x_test[:, d:] == 0)
         # standardised training columns, scaled by sqrt(F / d) for the padding
         np.testing.assert_allclose(x_train[:, :d].mean(axis=0), 0, atol=1e-4)
@@ -51,17 +59,23 @@ def test_same_seed_same_data_and_pool_batches() -> None:
 
 def test_standardise_and_pad_known_answers() -> None:
     train, test = standardise(np.array([[1.0, 5.0], [3.0, 5.0]]), np.array([[2.0, 6.0]]))
-    np.testing.assert_allclose(train, [[-1, 0], [1, 0]])        # constant column: std taken as 1
+    np.testing.assert_allclose(train, [[-1, 0], [1, 0]])  # constant column: std taken as 1
     np.testing.assert_allclose(test, [[0, 1]])
     padded = pad_features(np.array([[1.0, -1.0]]), 8)
-    np.testing.assert_allclose(padded, [[2, -2, 0, 0, 0, 0, 0, 0]])   # sqrt(8 / 2) = 2
+    np.testing.assert_allclose(padded, [[2, -2, 0, 0, 0, 0, 0, 0]])  # sqrt(8 / 2) = 2
     with pytest.raises(ValueError, match="exceed"):
         pad_features(np.zeros((1, 9)), 8)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"min_features": 0}, "min_features"), ({"max_classes": 1}, "max_classes"),
-    ({"min_train": 10, "max_train": 5}, "min_train"), ({"generators": ("gp",)}, "generators")])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"min_features": 0}, "min_features"),
+        ({"max_classes": 1}, "max_classes"),
+        ({"min_train": 10, "max_train": 5}, "min_train"),
+        ({"generators": ("gp",)}, "generators"),
+    ],
+)
 def test_bad_config_names_the_field(change: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PriorConfig(**change)

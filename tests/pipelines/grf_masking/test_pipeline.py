@@ -16,14 +16,32 @@ from pipelines.grf_masking.pipeline import PIPELINE
 from tests.components.data.test_mnist_idx import mnist_folder, write_idx
 from tests.conftest import REPO
 
-TINY = {"seeds": [0, 1], "data": {"n_train": 100, "n_test": 100},
-        "model": {"patch_size": 7, "d_model": 8, "n_heads": 2, "n_layers": 1},
-        "grf": {"n_walks": 2, "k_max": 2}, "train": {"steps": 3, "batch_size": 8},
-        "clouds": {"families": ["torus", "chair"], "n_train": 4, "n_test": 3, "n_points": 16, "knn_k": 3, "steps": 3,
-                   "batch_size": 4},
-        "mask_error": {"grid": 4, "walks": [1, 2, 4], "repeats": 2},
-        "scaling": {"graph": "knn", "knn_k": 3, "sizes": [16, 36, 64], "dense_max_n": 36, "fit_min_n": 16, "d_head": 4,
-                    "repeats": 1}}
+TINY = {
+    "seeds": [0, 1],
+    "data": {"n_train": 100, "n_test": 100},
+    "model": {"patch_size": 7, "d_model": 8, "n_heads": 2, "n_layers": 1},
+    "grf": {"n_walks": 2, "k_max": 2},
+    "train": {"steps": 3, "batch_size": 8},
+    "clouds": {
+        "families": ["torus", "chair"],
+        "n_train": 4,
+        "n_test": 3,
+        "n_points": 16,
+        "knn_k": 3,
+        "steps": 3,
+        "batch_size": 4,
+    },
+    "mask_error": {"grid": 4, "walks": [1, 2, 4], "repeats": 2},
+    "scaling": {
+        "graph": "knn",
+        "knn_k": 3,
+        "sizes": [16, 36, 64],
+        "dense_max_n": 36,
+        "fit_min_n": 16,
+        "d_head": 4,
+        "repeats": 1,
+    },
+}
 
 
 def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
@@ -38,25 +56,33 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
     assert all(c["headline"] for c in report["claims"])
     checks = {c["id"]: c["passed"] for c in report["checks"]}
     assert checks["modulation_nonnegative"]
-    assert {"mask_error_inverse_sqrt", "grf_time_linear", "grf_memory_linear", "dense_time_quadratic",
-            "dense_memory_quadratic"} <= set(checks)
+    assert {
+        "mask_error_inverse_sqrt",
+        "grf_time_linear",
+        "grf_memory_linear",
+        "dense_time_quadratic",
+        "dense_memory_quadratic",
+    } <= set(checks)
     # the dense mask stops at scaling.dense_max_n; its exponent is fitted on 2 sizes, the GRF's on 3
     dense = next(c for c in report["checks"] if c["id"] == "dense_time_quadratic")
     assert "16..36" in dense["evidence"]
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"train": {"variants": ["linear", "linear"]}}, "variants repeat"),
-    ({"train": {"variants": ["performer"]}}, "grf_masking.train.variants"),
-    ({"model": {"d_model": 30, "n_heads": 4}}, "not divisible"),
-    ({"grf": {"p_halt": 1.0}}, "grf_masking.grf.p_halt"),
-    ({"scaling": {"sizes": [512, 256, 1024]}}, "sizes must increase"),
-    ({"scaling": {"sizes": [512, 1024, 2048], "dense_max_n": 256}}, "dense mask would not run"),
-    ({"mask_error": {"walks": [1, 1, 2]}}, "walks must increase"),
-    ({"clouds": {"families": ["chair", "chair"]}}, "families repeat"),
-    ({"clouds": {"families": ["sofa", "chair"]}}, "grf_masking.clouds.families"),
-    ({"clouds": {"n_points": 8, "knn_k": 8}}, "needs more points"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"train": {"variants": ["linear", "linear"]}}, "variants repeat"),
+        ({"train": {"variants": ["performer"]}}, "grf_masking.train.variants"),
+        ({"model": {"d_model": 30, "n_heads": 4}}, "not divisible"),
+        ({"grf": {"p_halt": 1.0}}, "grf_masking.grf.p_halt"),
+        ({"scaling": {"sizes": [512, 256, 1024]}}, "sizes must increase"),
+        ({"scaling": {"sizes": [512, 1024, 2048], "dense_max_n": 256}}, "dense mask would not run"),
+        ({"mask_error": {"walks": [1, 1, 2]}}, "walks must increase"),
+        ({"clouds": {"families": ["chair", "chair"]}}, "families repeat"),
+        ({"clouds": {"families": ["sofa", "chair"]}}, "grf_masking.clouds.families"),
+        ({"clouds": {"n_points": 8, "knn_k": 8}}, "needs more points"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict, message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(GrfMaskingParams, section, "grf_masking")
@@ -68,11 +94,22 @@ def test_paper_preset_reaches_32k_tokens() -> None:
 
 
 def _paperflows(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_a_malformed_mnist_folder_exits_2_before_any_work(tmp_path: Path) -> None:

@@ -7,14 +7,18 @@ import math
 
 import pytest
 
-from pipelines.grf_masking.report import (HEADLINE, grf_ge_unmasked, mask_error_check, ratios, scaling_checks,
-                                          table)
+from pipelines.grf_masking.report import HEADLINE, grf_ge_unmasked, mask_error_check, ratios, scaling_checks, table
 
 
 def _acc(grf: list[float], lin: list[float], task: str = "mnist") -> list[dict]:
-    return [row for seed, (g, l) in enumerate(zip(grf, lin))
-            for row in ({"task": task, "seed": seed, "variant": "grf_mask", "test_accuracy": g, "parameters": 10},
-                        {"task": task, "seed": seed, "variant": "linear", "test_accuracy": l, "parameters": 10})]
+    return [
+        row
+        for seed, (grf_acc, lin_acc) in enumerate(zip(grf, lin))
+        for row in (
+            {"task": task, "seed": seed, "variant": "grf_mask", "test_accuracy": grf_acc, "parameters": 10},
+            {"task": task, "seed": seed, "variant": "linear", "test_accuracy": lin_acc, "parameters": 10},
+        )
+    ]
 
 
 def test_both_settings_are_the_headline() -> None:
@@ -67,8 +71,11 @@ def test_point_cloud_claim_is_its_own_and_uses_its_chance_level() -> None:
 
 def _errors(slopes: list[float]) -> list[dict]:
     # error = c * n ** slope exactly, so each seed's fitted slope is the one given
-    return [{"seed": s, "n_walks": n, "relative_error": 2.0 * n ** slope}
-            for s, slope in enumerate(slopes) for n in (1, 2, 4, 8, 16)]
+    return [
+        {"seed": s, "n_walks": n, "relative_error": 2.0 * n**slope}
+        for s, slope in enumerate(slopes)
+        for n in (1, 2, 4, 8, 16)
+    ]
 
 
 def test_mask_error_rate_is_a_check() -> None:
@@ -83,17 +90,23 @@ def _cost(grf: list[float], dense: list[float], sizes: tuple[int, ...] = (1000, 
     rows = []
     for seed, (eg, ed) in enumerate(zip(grf, dense)):
         for n in sizes:
-            rows.append({"seed": seed, "n_tokens": n, "mask": "grf_mask", "seconds": 1e-4 * n ** eg,
-                         "peak_bytes": 100.0 * n ** eg})
-            rows.append({"seed": seed, "n_tokens": n, "mask": "exact_mask", "seconds": 1e-7 * n ** ed,
-                         "peak_bytes": 4.0 * n ** ed})
+            rows.append(
+                {"seed": seed, "n_tokens": n, "mask": "grf_mask", "seconds": 1e-4 * n**eg, "peak_bytes": 100.0 * n**eg}
+            )
+            rows.append(
+                {"seed": seed, "n_tokens": n, "mask": "exact_mask", "seconds": 1e-7 * n**ed, "peak_bytes": 4.0 * n**ed}
+            )
     return rows
 
 
 def test_complexity_facts_are_checks() -> None:
     good = {c.id: c.passed for c in scaling_checks(_cost([1.0, 1.02, 0.98], [2.0, 1.98, 2.02]), 1000)}
-    assert good == {"grf_time_linear": True, "grf_memory_linear": True, "dense_time_quadratic": True,
-                    "dense_memory_quadratic": True}
+    assert good == {
+        "grf_time_linear": True,
+        "grf_memory_linear": True,
+        "dense_time_quadratic": True,
+        "dense_memory_quadratic": True,
+    }
     bad = {c.id: c.passed for c in scaling_checks(_cost([1.6, 1.62, 1.58], [1.1, 1.12, 1.08]), 1000)}
     assert set(bad.values()) == {False}
     # sizes below fit_min_n are left out of the fit: one size left gives no exponent, so no check passes
@@ -103,7 +116,7 @@ def test_complexity_facts_are_checks() -> None:
 
 def test_ratios_at_the_largest_common_size_and_the_table() -> None:
     r = ratios(_cost([1.0, 1.0], [2.0, 2.0]))
-    assert r["n_tokens"] == 4000 and math.isclose(r["time_ratio"], 1e-7 * 4000 ** 2 / (1e-4 * 4000))
+    assert r["n_tokens"] == 4000 and math.isclose(r["time_ratio"], 1e-7 * 4000**2 / (1e-4 * 4000))
     columns, rows = table(_acc([90.0, 91.0], [85.0, 86.0]) + _acc([50.0, 60.0], [40.0, 40.0], "point_clouds"))
     assert columns[1:3] == ["MNIST test accuracy (%)", "point clouds test accuracy (%)"]
     assert [row["variant"] for row in rows] == ["Linear attention (unmasked)", "Linear + GRF mask (O(N), ours)"]

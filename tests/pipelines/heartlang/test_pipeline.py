@@ -15,25 +15,34 @@ import pytest
 from components.ecg.readers import check_ptbxl, read_wfdb
 from components.ecg.synth import simulate_labelled
 from components.io import load_json, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.pipeline import PIPELINE
 from tests.conftest import REPO
 
-TINY: dict[str, Any] = {"seeds": [0, 1], "data": {"unlabelled": 16, "labelled": 40},
-                        "tokenize": {"max_len": 32}, "vqhbr": {"steps": 4, "batch": 8, "num_codes": 8},
-                        "pretrain": {"steps": 4, "batch": 8}, "probe": {"fractions": [0.1, 1.0]}}
+TINY: dict[str, Any] = {
+    "seeds": [0, 1],
+    "data": {"unlabelled": 16, "labelled": 40},
+    "tokenize": {"max_len": 32},
+    "vqhbr": {"steps": 4, "batch": 8, "num_codes": 8},
+    "pretrain": {"steps": 4, "batch": 8},
+    "probe": {"fractions": [0.1, 1.0]},
+}
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"vqhbr": {"dim": 60, "heads": 8}}, "must divide"),
-    ({"pretrain": {"tokenizers": ["qrs", "qrs"]}}, "tokenizers repeat"),
-    ({"tokenize": {"leads": ["I", "X"]}}, "heartlang.tokenize.leads"),
-    ({"tokenize": {"detector": "pan_tompkins"}}, "heartlang.tokenize.detector"),
-    ({"probe": {"fractions": [0.0]}}, "heartlang.probe.fractions"),
-    ({"pretrain": {"mask_ratio": 1.0}}, "heartlang.pretrain.mask_ratio"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"vqhbr": {"dim": 60, "heads": 8}}, "must divide"),
+        ({"pretrain": {"tokenizers": ["qrs", "qrs"]}}, "tokenizers repeat"),
+        ({"tokenize": {"leads": ["I", "X"]}}, "heartlang.tokenize.leads"),
+        ({"tokenize": {"detector": "pan_tompkins"}}, "heartlang.tokenize.detector"),
+        ({"probe": {"fractions": [0.0]}}, "heartlang.probe.fractions"),
+        ({"pretrain": {"mask_ratio": 1.0}}, "heartlang.pretrain.mask_ratio"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(HeartlangParams, section, "heartlang")
@@ -42,7 +51,12 @@ def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
 def test_paper_preset_quotes_the_official_sizes() -> None:
     paper = HeartlangParams(scale="paper")
     assert (paper.vqhbr.num_codes, paper.vqhbr.code_dim, paper.vqhbr.depth) == (8192, 128, 4)
-    assert (paper.pretrain.depth, paper.pretrain.dim, paper.pretrain.heads, paper.pretrain.mask_ratio) == (12, 768, 8, 0.5)
+    assert (paper.pretrain.depth, paper.pretrain.dim, paper.pretrain.heads, paper.pretrain.mask_ratio) == (
+        12,
+        768,
+        8,
+        0.5,
+    )
     assert paper.tokenize.max_len == 256 and len(paper.tokenize.leads) == 12
 
 
@@ -56,13 +70,16 @@ def _ptbxl(folder: Path, n: int = 12, classes: int = 3, **bad: Any) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("bad", "message"), [
-    ({"train_data": np.zeros((12, 12, 500))}, r"train_data\.npy: field 'shape' is \(12, 12, 500\)"),
-    ({"val_labels": np.zeros((11, 3))}, r"val_labels\.npy: 11 label rows for 12 recordings"),
-    ({"test_labels": np.full((12, 3), 2)}, r"test_labels\.npy: row 0, column 0"),
-    ({"test_data": np.full((12, 12, 1000), np.nan)}, r"test_data\.npy: row 0: field 'data' is all NaN"),
-    ({"val_labels": np.zeros((12, 4))}, r"val_labels\.npy: 4 label columns"),
-])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"train_data": np.zeros((12, 12, 500))}, r"train_data\.npy: field 'shape' is \(12, 12, 500\)"),
+        ({"val_labels": np.zeros((11, 3))}, r"val_labels\.npy: 11 label rows for 12 recordings"),
+        ({"test_labels": np.full((12, 3), 2)}, r"test_labels\.npy: row 0, column 0"),
+        ({"test_data": np.full((12, 12, 1000), np.nan)}, r"test_data\.npy: row 0: field 'data' is all NaN"),
+        ({"val_labels": np.zeros((12, 4))}, r"val_labels\.npy: 4 label columns"),
+    ],
+)
 def test_bad_ptbxl_arrays_are_refused(tmp_path: Path, bad: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         check_ptbxl(_ptbxl(tmp_path / "ptb", **bad))
@@ -85,8 +102,9 @@ def _wfdb(folder: Path, name: str = "rec1", seconds: int = 25, fs: int = 250, wi
     for b in beats:
         sig = sig + np.exp(-0.5 * ((t - b / fs) / 0.012) ** 2) - 0.2 * np.exp(-0.5 * ((t - b / fs - 0.03) / 0.012) ** 2)
     signal = np.stack([sig, 1.4 * sig], 1)
-    wfdb.wrsamp(name, fs=fs, units=["mV", "mV"], sig_name=["I", "II"], p_signal=signal, fmt=["16", "16"],
-                write_dir=str(folder))
+    wfdb.wrsamp(
+        name, fs=fs, units=["mV", "mV"], sig_name=["I", "II"], p_signal=signal, fmt=["16", "16"], write_dir=str(folder)
+    )
     if with_atr:
         wfdb.wrann(name, "atr", beats, symbol=["N"] * len(beats), write_dir=str(folder))
     return beats
@@ -99,20 +117,26 @@ def test_wfdb_records_feed_pretraining_and_score_the_detector(project: Path) -> 
     assert [r.name for r in records] == ["rec1", "rec2"] and np.array_equal(records[0].beats, beats)
     params = HeartlangParams.model_validate({**TINY, "data": {**TINY["data"], "wfdb_path": "records"}})
     root = project / "out"
-    run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("data"), params=params, root=root, progress=False,
-                           project=project))
+    run_stage(
+        StageContext(
+            pipeline=PIPELINE, stage=PIPELINE.stage("data"), params=params, root=root, progress=False, project=project
+        )
+    )
     metrics = load_json(root / "metrics" / "data.json")
-    assert metrics["source"] == "wfdb" and metrics["unlabelled"] == 3          # 2 + 1 windows of 10 s
+    assert metrics["source"] == "wfdb" and metrics["unlabelled"] == 3  # 2 + 1 windows of 10 s
     assert np.load(root / "data" / "unlabelled.npy").shape == (3, 12, 1000)
     (score,) = metrics["detector"]
     assert score["record"] == "rec1" and score["sensitivity"] >= 0.9 and score["ppv"] >= 0.9
 
 
-@pytest.mark.parametrize(("case", "message"), [
-    ("short", r"rec1\.hea: field 'sig_len'"),
-    ("empty", r"no \.hea file"),
-    ("badhea", r"rec1\.hea: unreadable WFDB record"),
-])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("short", r"rec1\.hea: field 'sig_len'"),
+        ("empty", r"no \.hea file"),
+        ("badhea", r"rec1\.hea: unreadable WFDB record"),
+    ],
+)
 def test_bad_wfdb_folders_are_refused(tmp_path: Path, case: str, message: str) -> None:
     folder = tmp_path / "records"
     if case == "short":
@@ -127,10 +151,16 @@ def test_bad_wfdb_folders_are_refused(tmp_path: Path, case: str, message: str) -
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home"), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_malformed_ptbxl_folder_exits_2_before_any_work(tmp_path: Path) -> None:
@@ -147,8 +177,11 @@ def test_ptbxl_arrays_are_probed(project: Path) -> None:
     params = HeartlangParams.model_validate({**TINY, "data": {**TINY["data"], "path": "ptb"}})
     root = project / "out"
     for name in ("data", "tokenize", "vqhbr", "pretrain", "probe"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     rows = load_table(root / "tables" / "probe.parquet")
     assert {r["task"] for r in rows} == {"ptbxl"} and len(rows) == 2 * 3 * 2
     assert np.load(root / "tokens" / "qrs" / "probe_train_data.npy").shape == (20, 32, 96)
@@ -159,6 +192,6 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert [c["id"] for c in report["claims"]] == ["heartlang_beats_random_init", "qrs_ge_window_rhythm_10pct"]
     assert report["claims"][0]["headline"]
     content = [g for g in report["claims"][0]["gates"] if g["statistic"] == "H(code | lead, time) / H(code)"]
-    assert len(content) == 1 and 0 <= content[0]["effect"] <= 1      # measured by the pretrain stage
-    assert len(report["rows"]) == 2 * 2 * 3          # tasks x fractions x methods
+    assert len(content) == 1 and 0 <= content[0]["effect"] <= 1  # measured by the pretrain stage
+    assert len(report["rows"]) == 2 * 2 * 3  # tasks x fractions x methods
     assert {c["id"] for c in report["checks"]} == {"r_peaks_found", "codebook_used_qrs", "codebook_used_window"}

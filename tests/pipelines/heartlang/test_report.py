@@ -8,8 +8,15 @@ from typing import Any
 import pytest
 
 from pipelines.heartlang.params import HeartlangParams
-from pipelines.heartlang.report import (HEADLINE, build_report, checks, content_share, pretraining_claim, table,
-                                        tokenizer_claim)
+from pipelines.heartlang.report import (
+    HEADLINE,
+    build_report,
+    checks,
+    content_share,
+    pretraining_claim,
+    table,
+    tokenizer_claim,
+)
 
 
 def _rows(heartlang: list[float], random_init: list[float], window: list[float]) -> list[dict[str, Any]]:
@@ -17,17 +24,30 @@ def _rows(heartlang: list[float], random_init: list[float], window: list[float])
     for seed in range(len(heartlang)):
         for task in ("rhythm", "form"):
             for fraction in (0.01, 0.1, 1.0):
-                for method, auc in (("heartlang", heartlang[seed]), ("random_init", random_init[seed]),
-                                    ("fixed_window", window[seed])):
+                for method, auc in (
+                    ("heartlang", heartlang[seed]),
+                    ("random_init", random_init[seed]),
+                    ("fixed_window", window[seed]),
+                ):
                     rows.append({"seed": seed, "method": method, "task": task, "fraction": fraction, "auc": auc})
     return rows
 
 
 def _usage(qrs_left: float = 4.0, window_left: float = 4.0, total: float = 5.0) -> list[dict[str, Any]]:
     """Code usage rows of both tokenizers with ``*_left`` bits of the ``total`` left given lead and time."""
-    return [{"tokenizer": tok, "seed": seed, "code": k, "count": 10, "h_code_bits": total,
-             "h_code_given_lead_time_bits": left}
-            for tok, left in (("qrs", qrs_left), ("window", window_left)) for seed in (0, 1, 2) for k in range(4)]
+    return [
+        {
+            "tokenizer": tok,
+            "seed": seed,
+            "code": k,
+            "count": 10,
+            "h_code_bits": total,
+            "h_code_given_lead_time_bits": left,
+        }
+        for tok, left in (("qrs", qrs_left), ("window", window_left))
+        for seed in (0, 1, 2)
+        for k in range(4)
+    ]
 
 
 HEALTHY = _usage()
@@ -41,10 +61,12 @@ def test_the_headline_is_pretraining_against_random_init() -> None:
 def test_pretraining_claim_verdicts() -> None:
     holds = pretraining_claim(_rows([0.80, 0.82, 0.81], [0.70, 0.71, 0.69], [0.7] * 3), HEALTHY)
     assert holds.verdict == "holds" and holds.headline and all(g.passed for g in holds.gates)
-    assert pretraining_claim(_rows([0.60, 0.61, 0.62], [0.70, 0.71, 0.69], [0.7] * 3), HEALTHY).verdict \
-        == "does not hold"
-    assert pretraining_claim(_rows([0.70, 0.75, 0.66], [0.70, 0.71, 0.69], [0.7] * 3), HEALTHY).verdict \
-        == "not resolved"
+    assert (
+        pretraining_claim(_rows([0.60, 0.61, 0.62], [0.70, 0.71, 0.69], [0.7] * 3), HEALTHY).verdict == "does not hold"
+    )
+    assert (
+        pretraining_claim(_rows([0.70, 0.75, 0.66], [0.70, 0.71, 0.69], [0.7] * 3), HEALTHY).verdict == "not resolved"
+    )
     one_seed = pretraining_claim(_rows([0.8], [0.7], [0.7]), HEALTHY)
     assert one_seed.verdict == "not resolved"
 
@@ -72,8 +94,11 @@ def test_probes_at_chance_or_random_init_at_the_ceiling_decide_nothing() -> None
 
 
 def test_seeds_pair_by_key() -> None:
-    rows = [r for r in _rows([0.80, 0.82, 0.81], [0.70, 0.71, 0.69], [0.7] * 3)
-            if not (r["method"] == "random_init" and r["seed"] == 1)]
+    rows = [
+        r
+        for r in _rows([0.80, 0.82, 0.81], [0.70, 0.71, 0.69], [0.7] * 3)
+        if not (r["method"] == "random_init" and r["seed"] == 1)
+    ]
     with pytest.raises(ValueError, match="different units"):
         pretraining_claim(rows, HEALTHY)
 
@@ -81,10 +106,8 @@ def test_seeds_pair_by_key() -> None:
 def test_tokenizer_claim_is_non_inferiority() -> None:
     holds = tokenizer_claim(_rows([0.80, 0.81, 0.82], [0.7] * 3, [0.80, 0.81, 0.815]), HEALTHY)
     assert holds.verdict == "holds" and not holds.headline and "beat-count-only" in holds.evidence
-    assert tokenizer_claim(_rows([0.70, 0.71, 0.70], [0.7] * 3, [0.80, 0.80, 0.81]), HEALTHY).verdict \
-        == "does not hold"
-    assert tokenizer_claim(_rows([0.70, 0.80, 0.75], [0.7] * 3, [0.76, 0.74, 0.75]), HEALTHY).verdict \
-        == "not resolved"
+    assert tokenizer_claim(_rows([0.70, 0.71, 0.70], [0.7] * 3, [0.80, 0.80, 0.81]), HEALTHY).verdict == "does not hold"
+    assert tokenizer_claim(_rows([0.70, 0.80, 0.75], [0.7] * 3, [0.76, 0.74, 0.75]), HEALTHY).verdict == "not resolved"
     no_rhythm = [r for r in _rows([0.8] * 3, [0.7] * 3, [0.7] * 3) if r["task"] != "rhythm"]
     missing = tokenizer_claim(no_rhythm, HEALTHY)
     assert missing.verdict == "not resolved" and "not measured" in missing.reason
@@ -95,8 +118,9 @@ def test_a_collapsed_control_decides_nothing() -> None:
     collapsed = tokenizer_claim(_rows([0.80, 0.81, 0.82], [0.7] * 3, [0.51, 0.48, 0.52]), HEALTHY)
     assert collapsed.verdict == "not resolved" and "fixed windows on rhythm vs chance" in collapsed.reason
     # ... and so do window codes that follow from the token's position
-    positional = tokenizer_claim(_rows([0.80, 0.81, 0.82], [0.7] * 3, [0.80, 0.81, 0.815]),
-                                 _usage(window_left=0.01, total=4.85))
+    positional = tokenizer_claim(
+        _rows([0.80, 0.81, 0.82], [0.7] * 3, [0.80, 0.81, 0.815]), _usage(window_left=0.01, total=4.85)
+    )
     assert positional.verdict == "not resolved" and "fixed-window VQ-HBR codes" in positional.reason
 
 
@@ -113,9 +137,15 @@ def test_checks_and_report() -> None:
     tokens = {"unlabelled": {"beats_mean": 12.0, "under_2_beats": 0, "truncated": 0}}
     usage = [{"tokenizer": "qrs", "seed": 0, "code": k, "count": int(k < 2)} for k in range(64)]
     (peaks, codes) = checks(tokens, usage, 64)
-    assert peaks.passed and not codes.passed              # 2 of 64 codes used: collapse
-    data = {"probe_source": "gaussian-pqrst", "probe_train": 10, "probe_test": 5, "tasks": {"rhythm": 4},
-            "unlabelled": 8, "source": "deepfake-ecg"}
+    assert peaks.passed and not codes.passed  # 2 of 64 codes used: collapse
+    data = {
+        "probe_source": "gaussian-pqrst",
+        "probe_train": 10,
+        "probe_test": 5,
+        "tasks": {"rhythm": 4},
+        "unlabelled": 8,
+        "source": "deepfake-ecg",
+    }
     report = build_report(_rows([0.8] * 3, [0.7] * 3, [0.75] * 3), data, tokens, usage, HeartlangParams())
     assert [c.id for c in report.claims] == ["heartlang_beats_random_init", "qrs_ge_window_rhythm_10pct"]
     assert [c.id for c in report.headline] == ["heartlang_beats_random_init"]

@@ -12,19 +12,30 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from paperflows.params import ParamsError, validate
 from pipelines.hrf.params import HrfParams
 from pipelines.hrf.pipeline import PIPELINE
-from paperflows.params import ParamsError, validate
 from tests.components.data.test_mnist_idx import Payload, mnist_folder, write_idx
 from tests.conftest import REPO
 
-TINY = {"seeds": [0],
-        "data": {"n_train": 256, "n_eval": 64, "n_val": 48, "mnist_train": 100, "mnist_eval": 50, "mnist_val": 50},
-        "model": {"hidden": 8, "image_hidden": 8, "emb_dim": 8, "depths": [1, 2, 3]},
-        "train": {"steps": 5, "batch_size": 16, "image_steps": 3, "image_batch_size": 8},
-        "eval": {"schedules": [[2], [10], [1, 2], [2, 1], [5, 2], [1, 1, 2]], "image_schedules": [[2], [1, 2]],
-                 "n_samples": 32, "val_samples": 24, "image_samples": 16, "n_crossing": 16, "n_projections": 8,
-                 "velocity_samples": 16, "velocity_inner_steps": 2, "n_plot": 8}}
+TINY = {
+    "seeds": [0],
+    "data": {"n_train": 256, "n_eval": 64, "n_val": 48, "mnist_train": 100, "mnist_eval": 50, "mnist_val": 50},
+    "model": {"hidden": 8, "image_hidden": 8, "emb_dim": 8, "depths": [1, 2, 3]},
+    "train": {"steps": 5, "batch_size": 16, "image_steps": 3, "image_batch_size": 8},
+    "eval": {
+        "schedules": [[2], [10], [1, 2], [2, 1], [5, 2], [1, 1, 2]],
+        "image_schedules": [[2], [1, 2]],
+        "n_samples": 32,
+        "val_samples": 24,
+        "image_samples": 16,
+        "n_crossing": 16,
+        "n_projections": 8,
+        "velocity_samples": 16,
+        "velocity_inner_steps": 2,
+        "n_plot": 8,
+    },
+}
 
 
 def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
@@ -33,16 +44,19 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
     params = HrfParams.model_validate({**TINY, "data": {**TINY["data"], "mnist_path": str(folder)}})
     report = run_flow_and_check(PIPELINE, params, project)
     rows = {(r["dataset"], r["NFE"]): r for r in report["rows"]}
-    assert set(rows) == {("1-D mixture", 2), ("1-D mixture", 10), ("2-D moons", 2), ("2-D moons", 10),
-                         ("MNIST", 2)}
-    assert rows[("1-D mixture", 2)]["HRF3 split"] == "1x1x2" and rows[("1-D mixture", 2)]["HRF2 split"] in {"1x2", "2x1"}
+    assert set(rows) == {("1-D mixture", 2), ("1-D mixture", 10), ("2-D moons", 2), ("2-D moons", 10), ("MNIST", 2)}
+    assert rows[("1-D mixture", 2)]["HRF3 split"] == "1x1x2" and rows[("1-D mixture", 2)]["HRF2 split"] in {
+        "1x2",
+        "2x1",
+    }
     assert rows[("2-D moons", 2)]["HRF3"] is None and rows[("1-D mixture", 10)]["RF exact field"] is not None
     assert rows[("1-D mixture", 2)]["floor"] is not None
     claims = {c["id"]: c for c in report["claims"]}
     assert [c["id"] for c in report["claims"] if c["headline"]] == ["hrf2_beats_rf_mixture", "hrf2_beats_rf_moons"]
     assert claims["hrf2_beats_rf_mixture"]["verdict"] == "not resolved"  # one seed decides nothing
     assert {g["reference"] for g in claims["hrf2_beats_rf_moons"]["gates"]} == {
-        "the untrained flow (x1 = x0, the source itself)"}
+        "the untrained flow (x1 = x0, the source itself)"
+    }
     checks = {c["id"]: c["passed"] for c in report["checks"]}
     assert checks["nfe_is_product_of_steps"] and checks["rf_velocity_single_valued"]
     assert "hrf_paths_cross" in checks and "velocity_law_closer_than_rf" in checks
@@ -76,10 +90,21 @@ def test_stages_declare_only_the_groups_they_read() -> None:
 
 # ---- data.mnist_path: checked by the CLI before any work ------------------------------------------
 def paperflows(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home")}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture()

@@ -7,13 +7,16 @@ from pathlib import Path
 import pytest
 
 from paperflows.params import ParamsError, validate
-from pipelines.knots.pipeline import PIPELINE
 from pipelines.knots.params import KnotsParams
+from pipelines.knots.pipeline import PIPELINE
 
-TINY = {"seeds": [0], "data": {"tasks": ["animal", "digits"], "max_train": 100, "n_val": 40, "n_test": 40,
-                                 "pretrain_per_dataset": 200},
-        "base": {"steps": 30}, "lora": {"steps": 20, "head_steps": 10},
-        "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]}}
+TINY = {
+    "seeds": [0],
+    "data": {"tasks": ["animal", "digits"], "max_train": 100, "n_val": 40, "n_test": 40, "pretrain_per_dataset": 200},
+    "base": {"steps": 30},
+    "lora": {"steps": 20, "head_steps": 10},
+    "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]},
+}
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
@@ -25,14 +28,17 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert report["checks"][0]["id"] == "knots_ta_equals_ta" and report["checks"][0]["passed"]
 
 
-@pytest.mark.parametrize("data, key", [
-    ({"base": {"d_model": 30, "n_heads": 4}}, "knots.base"),
-    ({"data": {"tasks": ["animal", "animal"]}}, "knots.data.tasks"),
-    ({"data": {"tasks": ["rotate90", "mnist"]}}, "knots.data.tasks"),
-    ({"base": {"input_size": 50}}, "knots.base.input_size"),
-    ({"base": {"encoder": "vit_b32"}}, "knots.base.encoder"),
-    ({"merge": {"top_ks": [150.0]}}, "knots.merge.top_ks"),
-])
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"base": {"d_model": 30, "n_heads": 4}}, "knots.base"),
+        ({"data": {"tasks": ["animal", "animal"]}}, "knots.data.tasks"),
+        ({"data": {"tasks": ["rotate90", "mnist"]}}, "knots.data.tasks"),
+        ({"base": {"input_size": 50}}, "knots.base.input_size"),
+        ({"base": {"encoder": "vit_b32"}}, "knots.base.encoder"),
+        ({"merge": {"top_ks": [150.0]}}, "knots.merge.top_ks"),
+    ],
+)
 def test_inconsistent_params_are_refused_with_the_key(data: dict, key: str) -> None:
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
         validate(KnotsParams, data, "knots")

@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 
 from pipelines.knots.params import KnotsParams
-from pipelines.knots.report import (HEADLINE, KNOTS_TIES_BEATS_TIES, boundary_note, build_report, chosen_top_k,
-                                    no_merge_scores, ta_check, ties_claim)
+from pipelines.knots.report import (
+    HEADLINE,
+    KNOTS_TIES_BEATS_TIES,
+    boundary_note,
+    build_report,
+    chosen_top_k,
+    no_merge_scores,
+    ta_check,
+    ties_claim,
+)
 
 LAMBDAS = [0.1, 0.3, 0.5, 1.0]
 
@@ -14,8 +22,10 @@ LAMBDAS = [0.1, 0.3, 0.5, 1.0]
 def _rows(knots_ties: list[float], ties: list[float], lam: float = 0.3) -> list[dict]:
     rows = []
     for seed, (kt, t) in enumerate(zip(knots_ties, ties)):
-        rows += [{"seed": seed, "method": "knots_ties", "avg_norm_acc": kt, "lam": lam},
-                 {"seed": seed, "method": "ties", "avg_norm_acc": t, "lam": lam}]
+        rows += [
+            {"seed": seed, "method": "knots_ties", "avg_norm_acc": kt, "lam": lam},
+            {"seed": seed, "method": "ties", "avg_norm_acc": t, "lam": lam},
+        ]
     return rows
 
 
@@ -105,19 +115,43 @@ def test_the_ta_check_fails_when_the_updates_differ() -> None:
 
 
 def _report_inputs(ties: list[float], knots_ties: list[float], zero_shot: float, lam: float = 0.5):
-    p = KnotsParams.model_validate({"seeds": [0, 1, 2], "data": {"tasks": ["mnist", "fashion"]},
-                                    "merge": {"methods": ["ties", "knots_ties"], "lambdas": [0.1, 0.5, 1.0]}})
+    p = KnotsParams.model_validate(
+        {
+            "seeds": [0, 1, 2],
+            "data": {"tasks": ["mnist", "fashion"]},
+            "merge": {"methods": ["ties", "knots_ties"], "lambdas": [0.1, 0.5, 1.0]},
+        }
+    )
     rows = []
     for seed in (0, 1, 2):
         for method, value in (("ties", ties[seed]), ("knots_ties", knots_ties[seed])):
-            rows.append({"seed": seed, "method": method, "avg_norm_acc": value, "joint_acc": 50.0, "lam": lam,
-                         "top_k": (30.0, 20.0, 10.0)[seed], "mnist_norm_acc": value, "fashion_norm_acc": value})
-    checks = {f"seed{s}/{k}": v for s in (0, 1, 2) for k, v in (("knots_ta_minus_ta_max_abs", 0.0),
-              ("delta_max_abs", 1.0), ("sign_conflict_original", 0.2), ("sign_conflict_knots", 0.1),
-              ("subspace_alignment", 0.5))}
+            rows.append(
+                {
+                    "seed": seed,
+                    "method": method,
+                    "avg_norm_acc": value,
+                    "joint_acc": 50.0,
+                    "lam": lam,
+                    "top_k": (30.0, 20.0, 10.0)[seed],
+                    "mnist_norm_acc": value,
+                    "fashion_norm_acc": value,
+                }
+            )
+    checks = {
+        f"seed{s}/{k}": v
+        for s in (0, 1, 2)
+        for k, v in (
+            ("knots_ta_minus_ta_max_abs", 0.0),
+            ("delta_max_abs", 1.0),
+            ("sign_conflict_original", 0.2),
+            ("sign_conflict_knots", 0.1),
+            ("subspace_alignment", 0.5),
+        )
+    }
     single = {f"seed{s}/{t}/test": 0.9 for s in (0, 1, 2) for t in ("mnist", "fashion")}
-    single.update({f"seed{s}/{t}/zero_shot_test": zero_shot + 0.01 * s
-                   for s in (0, 1, 2) for t in ("mnist", "fashion")})
+    single.update(
+        {f"seed{s}/{t}/zero_shot_test": zero_shot + 0.01 * s for s in (0, 1, 2) for t in ("mnist", "fashion")}
+    )
     return rows, checks, single, p
 
 
@@ -136,8 +170,12 @@ def test_report_is_not_resolved_when_merging_barely_acts() -> None:
 
 
 def test_methods_without_a_top_k_show_a_dash() -> None:
-    rows = [{"seed": 1, "method": "ta", "top_k": None}, {"seed": 0, "method": "ta", "top_k": None},
-            {"seed": 1, "method": "ties", "top_k": 50.0}, {"seed": 0, "method": "ties", "top_k": 10.0}]
+    rows = [
+        {"seed": 1, "method": "ta", "top_k": None},
+        {"seed": 0, "method": "ta", "top_k": None},
+        {"seed": 1, "method": "ties", "top_k": 50.0},
+        {"seed": 0, "method": "ties", "top_k": 10.0},
+    ]
     assert chosen_top_k(rows, "ta") == "–" and chosen_top_k(rows, "ties") == "10, 50"
 
 

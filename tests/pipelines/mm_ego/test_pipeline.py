@@ -16,35 +16,46 @@ import pytest
 
 from components.egovideo.qa import read_jsonl
 from components.io import load_json, load_table, load_tensors
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.mm_ego.params import MmEgoParams
 from pipelines.mm_ego.pipeline import BUCKETS, PIPELINE
 from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
-    "seeds": [0], "data": {"bucket_frames": [8, 16, 32], "videos_per_bucket": [24, 12, 8]},
-    "qa": {"per_clip": 6}, "model": {"d_model": 32, "d_ff": 64, "k": 4},
-    "train": {"steps": 20, "batch_size": 16}, "debias": {"llm": "tiny"}}
+    "seeds": [0],
+    "data": {"bucket_frames": [8, 16, 32], "videos_per_bucket": [24, 12, 8]},
+    "qa": {"per_clip": 6},
+    "model": {"d_model": 32, "d_ff": 64, "k": 4},
+    "train": {"steps": 20, "batch_size": 16},
+    "debias": {"llm": "tiny"},
+}
 
 
 def _run_stages(params: MmEgoParams, project: Path, names: tuple[str, ...]) -> Path:
     root = project / "out"
     for name in names:
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     return root
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"data": {"bucket_frames": [64, 32, 128]}}, "mm_ego.data.bucket_frames"),
-    ({"train": {"methods": ["mpp", "random"]}}, "mm_ego.train.methods"),
-    ({"train": {"methods": ["mpp", "mpp"]}}, "methods repeat"),
-    ({"train": {"threads": 4}}, "mm_ego.train.threads"),
-    ({"qa": {"qtypes": ["when"]}}, "mm_ego.qa.qtypes"),
-    ({"model": {"d_model": 30, "n_heads": 4}}, "mm_ego.model: Value error, n_heads (4) must divide d_model (30)"),
-    ({"train": {"methods": ["mpp", "uniform"]}, "debias": {"llm": "none"}}, "no blind model left"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"data": {"bucket_frames": [64, 32, 128]}}, "mm_ego.data.bucket_frames"),
+        ({"train": {"methods": ["mpp", "random"]}}, "mm_ego.train.methods"),
+        ({"train": {"methods": ["mpp", "mpp"]}}, "methods repeat"),
+        ({"train": {"threads": 4}}, "mm_ego.train.threads"),
+        ({"qa": {"qtypes": ["when"]}}, "mm_ego.qa.qtypes"),
+        ({"model": {"d_model": 30, "n_heads": 4}}, "mm_ego.model: Value error, n_heads (4) must divide d_model (30)"),
+        ({"train": {"methods": ["mpp", "uniform"]}, "debias": {"llm": "none"}}, "no blind model left"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message.replace("(", r"\(").replace(")", r"\)")):
         validate(MmEgoParams, section, "mm_ego")
@@ -58,27 +69,37 @@ def test_paper_scale_and_mask_models() -> None:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home")}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 GOOD = {"timestamp_sec": 1.0, "narration_text": "#C C opens the box"}
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('{"v1": {"narration_pass_1": {"narrations": [', "not valid JSON"),
-    (json.dumps({"v1": {"narration_pass_1": {"narrations": [GOOD, {"narration_text": "#C C opens the box"}]}}}),
-     "video v1.narration_pass_1.narrations[1]: missing 'timestamp_sec'"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"v1": {"narration_pass_1": {"narrations": [', "not valid JSON"),
+        (
+            json.dumps({"v1": {"narration_pass_1": {"narrations": [GOOD, {"narration_text": "#C C opens the box"}]}}}),
+            "video v1.narration_pass_1.narrations[1]: missing 'timestamp_sec'",
+        ),
+    ],
+)
 def test_malformed_narration_file_exits_2_before_any_work(tmp_path: Path, content: str, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     (tmp_path / "ego4d.json").write_text(content)
     result = _cli(tmp_path, "run", "mm_ego", "--set", "data.narrations_path=ego4d.json")
     assert result.returncode == 2, result.stderr
     assert "mm_ego.data.narrations_path" in result.stderr and message in result.stderr
-    assert "#C C opens" not in result.stderr       # the file's contents are not echoed
+    assert "#C C opens" not in result.stderr  # the file's contents are not echoed
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     assert written == ["ego4d.json", "params.yaml"]
 
@@ -96,8 +117,11 @@ def test_real_ego4d_narrations_become_clips_and_questions(project: Path) -> None
             text = (f"#C C picks a {o} from the {p}", f"#C C puts the {o} in the {p}", f"#C C opens the {p}")[kind]
             items.append({"timestamp_sec": t, "timestamp_frame": int(t * 30), "narration_text": text})
             t += float(rng.uniform(0.6, 1.6))
-        videos[f"ego4d-{v}"] = {"narration_pass_1": {"narrations": items, "summaries": []},
-                                "narration_pass_2": {"narrations": items[:3]}, "status": "complete"}
+        videos[f"ego4d-{v}"] = {
+            "narration_pass_1": {"narrations": items, "summaries": []},
+            "narration_pass_2": {"narrations": items[:3]},
+            "status": "complete",
+        }
     videos["ego4d-redacted"] = {"status": "redacted"}
     videos["ego4d-pass2-only"] = {"narration_pass_2": {"narrations": items[:5]}}
     (project / "narration.json").write_text(json.dumps(videos))
@@ -112,9 +136,13 @@ def test_real_ego4d_narrations_become_clips_and_questions(project: Path) -> None
         assert frames[c["clip_id"]].shape == (c["n_frames"], 4, 32)
     rows = read_jsonl(root / "data" / "qa.jsonl")
     assert rows and {r["video_uid"] for r in rows} <= set(videos)
-    text = {(uid, n["timestamp_sec"]): n["narration_text"] for uid, v in videos.items() if "narration_pass_1" in v
-            for n in v["narration_pass_1"]["narrations"]}
-    for r in rows:   # evidence points at real narrations naming the answer
+    text = {
+        (uid, n["timestamp_sec"]): n["narration_text"]
+        for uid, v in videos.items()
+        if "narration_pass_1" in v
+        for n in v["narration_pass_1"]["narrations"]
+    }
+    for r in rows:  # evidence points at real narrations naming the answer
         assert all((r["video_uid"], ts) in text for ts in r["evidence_ts"])
         if r["qtype"] == "last_put":
             assert text[(r["video_uid"], r["evidence_ts"][0])].endswith(f"in the {r['answer']}")
@@ -122,13 +150,25 @@ def test_real_ego4d_narrations_become_clips_and_questions(project: Path) -> None
 
 # 3 usable videos, 13 narrations in Ego4D phrasing, each video long enough for one short (32 s) clip
 SMALL_FILE = {
-    "vid-a": [(1.2, "#C C picks a knife from the table"), (5.8, "#C C cuts the onion on the board"),
-              (10.4, "#C C puts the knife on the table"), (15.0, "#C C opens the fridge"),
-              (19.6, "#C C picks a bottle from the fridge")],
-    "vid-b": [(0.5, "#C C opens the drawer"), (6.1, "#C C picks a spoon from the drawer"),
-              (11.9, "#C C places the spoon in the bowl"), (18.3, "#O man X walks into the kitchen")],
-    "vid-c": [(2.4, "#C C takes a cup from the shelf"), (8.0, "#C C puts the cup in the sink"),
-              (13.7, "#C C opens the tap"), (21.2, "#C C washes the cup")],
+    "vid-a": [
+        (1.2, "#C C picks a knife from the table"),
+        (5.8, "#C C cuts the onion on the board"),
+        (10.4, "#C C puts the knife on the table"),
+        (15.0, "#C C opens the fridge"),
+        (19.6, "#C C picks a bottle from the fridge"),
+    ],
+    "vid-b": [
+        (0.5, "#C C opens the drawer"),
+        (6.1, "#C C picks a spoon from the drawer"),
+        (11.9, "#C C places the spoon in the bowl"),
+        (18.3, "#O man X walks into the kitchen"),
+    ],
+    "vid-c": [
+        (2.4, "#C C takes a cup from the shelf"),
+        (8.0, "#C C puts the cup in the sink"),
+        (13.7, "#C C opens the tap"),
+        (21.2, "#C C washes the cup"),
+    ],
 }
 
 
@@ -139,29 +179,55 @@ def test_small_real_file_at_default_params(project: Path, caplog: pytest.LogCapt
     shortened (10 steps) and the blind LLM is the tiny one, to keep the test short."""
     videos: dict[str, Any] = {}
     for uid, items in SMALL_FILE.items():
-        rows = [{"timestamp_sec": t, "timestamp_frame": round(t * 30), "narration_text": text,
-                 "annotation_uid": f"{uid}-{i}"} for i, (t, text) in enumerate(items)]
-        videos[uid] = {"narration_pass_1": {"narrations": rows, "summaries": []},
-                       "narration_pass_2": {"narrations": rows[:2], "summaries": []}, "status": "complete"}
+        rows = [
+            {
+                "timestamp_sec": t,
+                "timestamp_frame": round(t * 30),
+                "narration_text": text,
+                "annotation_uid": f"{uid}-{i}",
+            }
+            for i, (t, text) in enumerate(items)
+        ]
+        videos[uid] = {
+            "narration_pass_1": {"narrations": rows, "summaries": []},
+            "narration_pass_2": {"narrations": rows[:2], "summaries": []},
+            "status": "complete",
+        }
     videos["vid-a"]["narration_pass_1"]["narrations"].append(
-        {"timestamp_sec": 24.0, "timestamp_frame": 720, "narration_text": ""})
+        {"timestamp_sec": 24.0, "timestamp_frame": 720, "narration_text": ""}
+    )
     videos["vid-redacted"] = {"status": "redacted"}
     videos["vid-pass2"] = {"narration_pass_2": {"narrations": rows, "summaries": []}, "status": "complete"}
     videos["vid-empty"] = {"narration_pass_1": {"narrations": [], "summaries": []}, "status": "complete"}
     (project / "narration.json").write_text(json.dumps(videos), encoding="utf-8")
     params = MmEgoParams.model_validate({"data": {"narrations_path": "narration.json"}})
     assert len(params.seeds) >= 3
-    params = params.model_copy(update={"train": params.train.model_copy(update={"steps": 10}),
-                                       "debias": params.debias.model_copy(update={"llm": "tiny"})})
+    params = params.model_copy(
+        update={
+            "train": params.train.model_copy(update={"steps": 10}),
+            "debias": params.debias.model_copy(update={"llm": "tiny"}),
+        }
+    )
     with caplog.at_level("WARNING", logger="paperflows.mm_ego"):
         root = _run_stages(params, project, tuple(s.name for s in PIPELINE.stages))
     counts = load_json(root / "metrics" / "narrations.json")
-    assert counts == {"videos": 3, "narrations": 13, "skipped/redacted_videos": 1, "skipped/videos_without_pass": 1,
-                      "skipped/videos_with_empty_pass": 1, "skipped/empty_texts": 1,
-                      "clips": 3, "clips/short": 3, "clips/medium": 0, "clips/long": 0}
+    assert counts == {
+        "videos": 3,
+        "narrations": 13,
+        "skipped/redacted_videos": 1,
+        "skipped/videos_without_pass": 1,
+        "skipped/videos_with_empty_pass": 1,
+        "skipped/empty_texts": 1,
+        "clips": 3,
+        "clips/short": 3,
+        "clips/medium": 0,
+        "clips/long": 0,
+    }
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert ("read 3 videos (13 narrations) of narration_pass_1; skipped 1 redacted videos, 1 videos without that "
-            "pass, 1 with no narration text in it and 1 empty narration texts") in logged
+    assert (
+        "read 3 videos (13 narrations) of narration_pass_1; skipped 1 redacted videos, 1 videos without that "
+        "pass, 1 with no narration text in it and 1 empty narration texts"
+    ) in logged
     assert "short clips: 7 questions with biased share 1.00 (qa.biased_share 0.30 cannot be held)" in logged
     rows = read_jsonl(root / "data" / "qa.jsonl")
     stats = load_json(root / "metrics" / "qa.json")
@@ -188,8 +254,13 @@ def test_flow_smoke(project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, params, project)
     root = next((project / "runs" / "mm_ego").iterdir())
     assert [r["model"].split(":")[0] for r in report["rows"]] == [
-        "MPP (pointer top-k)", "oracle", "uniform-k frames", "all frames compressed", "blind network (no frames)",
-        "blind LLM (option log-prob)"]
+        "MPP (pointer top-k)",
+        "oracle",
+        "uniform-k frames",
+        "all frames compressed",
+        "blind network (no frames)",
+        "blind LLM (option log-prob)",
+    ]
     assert report["rows"][0]["paper MDA"] == 61.27
     assert [c["id"] for c in report["claims"]] == ["mpp_beats_uniform_mda", "mpp_gap_grows_with_length"]
     assert report["claims"][0]["headline"] and not report["claims"][1]["headline"]

@@ -11,8 +11,16 @@ import pytest
 
 from components.egovideo.stats import debiased_rows
 from pipelines.mm_ego.params import MmEgoParams
-from pipelines.mm_ego.report import (bottleneck_note, bottleneck_table, build_report, checks, gap_table, mpp_claims,
-                                     over_questions_and_seeds, qtype_table)
+from pipelines.mm_ego.report import (
+    bottleneck_note,
+    bottleneck_table,
+    build_report,
+    checks,
+    gap_table,
+    mpp_claims,
+    over_questions_and_seeds,
+    qtype_table,
+)
 
 BUCKETS = ("short", "medium", "long")
 
@@ -22,9 +30,14 @@ def _pattern(n: int, share: float, offset: int = 0) -> np.ndarray:
     return np.array([((i + offset) * share) % 1 + share >= 1 - 1e-9 for i in range(n)], dtype=bool)
 
 
-def _tables(acc: dict[str, dict[str, float]], per_bucket: int = 100, biased_share: float = 0.3,
-            blind_on_biased: float = 1.0, seeds: tuple[int, ...] = (0,), drift: float = 0.0
-            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _tables(
+    acc: dict[str, dict[str, float]],
+    per_bucket: int = 100,
+    biased_share: float = 0.3,
+    blind_on_biased: float = 1.0,
+    seeds: tuple[int, ...] = (0,),
+    drift: float = 0.0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows and predictions of constructed models: ``acc[model][bucket]`` is the share right on the
     unbiased questions; every model but ``blind`` is also right on the biased ones; the blind network is
     right on ``blind_on_biased`` of the biased questions and on none of the others (it defines the mask)."""
@@ -44,7 +57,7 @@ def _tables(acc: dict[str, dict[str, float]], per_bucket: int = 100, biased_shar
             models[name] = ok
         blind = np.zeros(len(buckets), dtype=bool)
         for j in range(3):
-            blind[j * per_bucket: j * per_bucket + n_biased] = _pattern(n_biased, blind_on_biased)
+            blind[j * per_bucket : j * per_bucket + n_biased] = _pattern(n_biased, blind_on_biased)
         models["blind"] = blind
         r, p = debiased_rows(models, {"blind": blind}, buckets, biased, qtypes, seed)
         rows, preds = rows + r, preds + p
@@ -82,7 +95,7 @@ def test_a_lead_well_below_one_point_does_not_hold() -> None:
     same = {"mpp": {"short": 0.5, "medium": 0.5, "long": 0.5}, "uniform": {"short": 0.5, "medium": 0.5, "long": 0.5}}
     rows, preds = _tables(same, per_bucket=600)
     kept_mpp = [i for i, p in enumerate(preds) if p["model"] == "mpp" and p["kept"]]
-    flips = [kept_mpp[0], kept_mpp[1], kept_mpp[500], kept_mpp[501]]   # two in short, two in medium
+    flips = [kept_mpp[0], kept_mpp[1], kept_mpp[500], kept_mpp[501]]  # two in short, two in medium
     preds = [{**p, "correct": not p["correct"]} if i in flips else p for i, p in enumerate(preds)]
     mda = _by_id(mpp_claims(rows, preds))["mpp_beats_uniform_mda"]
     assert mda.ci[0] < 0 < mda.ci[1] < 1.0 and mda.verdict == "does not hold"
@@ -104,7 +117,7 @@ def test_a_lead_that_does_not_grow_is_reported_apart_from_the_mda_win() -> None:
 
 
 def test_too_few_kept_questions_fails_a_gate() -> None:
-    rows, preds = _tables(STRONG, per_bucket=20)      # 14 kept per bucket
+    rows, preds = _tables(STRONG, per_bucket=20)  # 14 kept per bucket
     out = _by_id(mpp_claims(rows, preds))
     for claim in out.values():
         assert claim.verdict == "not resolved"
@@ -123,7 +136,7 @@ def test_a_baseline_that_never_learned_to_read_frames_fails_its_gate() -> None:
         assert claim.verdict == "not resolved"
         assert "gate failed: uniform-k frames vs chance (25 %) on de-biased questions" in claim.reason
         assert "MPP (pointer top-k) vs chance" not in claim.reason
-    assert claims[0].ci[0] > 0                      # the interval alone would have said "holds"
+    assert claims[0].ci[0] > 0  # the interval alone would have said "holds"
 
 
 def test_several_seeds_are_resampled_with_the_questions() -> None:
@@ -157,15 +170,19 @@ def test_blind_check_passes_and_fails() -> None:
     assert above.passed and above.numbers["blind_acc_biased"] == pytest.approx(80.0)
     assert not _blind_check(_tables(weak, blind_on_biased=0.1)).passed
     assert not _blind_check(_tables(weak, blind_on_biased=0.25)).passed
-    assert _blind_check(_tables(weak, blind_on_biased=0.8, per_bucket=20)) is None      # 18 biased questions
+    assert _blind_check(_tables(weak, blind_on_biased=0.8, per_bucket=20)) is None  # 18 biased questions
     rows, preds = _tables(weak)
     assert [c.id for c in checks([r for r in rows if r["model"] != "blind"], preds, ())] == [
-        "debiased_blind_models_score_zero"]
+        "debiased_blind_models_score_zero"
+    ]
 
 
 def test_blind_check_spearman_over_the_models_outside_the_mask() -> None:
-    models = {"mpp": {"short": 0.9, "medium": 0.9, "long": 0.9}, "uniform": {"short": 0.6, "medium": 0.6, "long": 0.6},
-              "compressed": {"short": 0.3, "medium": 0.3, "long": 0.3}}
+    models = {
+        "mpp": {"short": 0.9, "medium": 0.9, "long": 0.9},
+        "uniform": {"short": 0.6, "medium": 0.6, "long": 0.6},
+        "compressed": {"short": 0.3, "medium": 0.3, "long": 0.3},
+    }
     check = _blind_check(_tables(models))
     # lower accuracy on the unbiased questions: more prior exploitation and more inflation, in the same order
     assert check.numbers["spearman_exploit_inflation"] == pytest.approx(1.0)
@@ -187,9 +204,15 @@ def test_tables_and_the_whole_report() -> None:
     assert [g["bucket"] for g in gaps] == list(BUCKETS) and gaps[0]["raw gap"] == pytest.approx(0.0)
     by_type = {r["model"]: r for r in qtype_table(preds)}
     assert by_type["blind"]["last_put"] == 0.0 == by_type["blind"]["count_open"]
-    assert (by_type["mpp"]["count_open"] + by_type["mpp"]["last_put"]) / 2 == pytest.approx(70.0)   # 35 kept each
-    bench = {"test/questions": 300, "test/videos": 30, "train/questions": 900, "train/videos": 90,
-             **{f"test/{b}/questions": 100 for b in BUCKETS}, **{f"test/{b}/biased_share": 0.3 for b in BUCKETS}}
+    assert (by_type["mpp"]["count_open"] + by_type["mpp"]["last_put"]) / 2 == pytest.approx(70.0)  # 35 kept each
+    bench = {
+        "test/questions": 300,
+        "test/videos": 30,
+        "train/questions": 900,
+        "train/videos": 90,
+        **{f"test/{b}/questions": 100 for b in BUCKETS},
+        **{f"test/{b}/biased_share": 0.3 for b in BUCKETS},
+    }
     summary = {f"pointer/{b}/recall_at_k": 0.5 for b in BUCKETS}
     params = MmEgoParams.model_validate({"train": {"methods": ["mpp", "uniform", "blind"]}, "debias": {"llm": "none"}})
     report = build_report(rows, preds, summary, bench, {"engine": "template"}, params)
@@ -207,15 +230,23 @@ def test_tables_and_the_whole_report() -> None:
 
 
 def _bench(per_bucket: dict[str, int]) -> dict[str, Any]:
-    return {"test/questions": sum(per_bucket.values()), "test/videos": 30, "train/questions": 900, "train/videos": 90,
-            **{f"test/{b}/questions": n for b, n in per_bucket.items()},
-            **{f"test/{b}/biased_share": 0.3 for b, n in per_bucket.items() if n}}
+    return {
+        "test/questions": sum(per_bucket.values()),
+        "test/videos": 30,
+        "train/questions": 900,
+        "train/videos": 90,
+        **{f"test/{b}/questions": n for b, n in per_bucket.items()},
+        **{f"test/{b}/biased_share": 0.3 for b, n in per_bucket.items() if n},
+    }
 
 
 def test_oracle_row_tells_pointer_from_answer_step() -> None:
     """MPP loses 30 pp to its own answer pass on the evidence frames in the long bucket: the pointer."""
-    acc = {"mpp": {"short": 0.7, "medium": 0.6, "long": 0.4}, "oracle": {"short": 0.7, "medium": 0.7, "long": 0.7},
-           "uniform": {"short": 0.7, "medium": 0.45, "long": 0.25}}
+    acc = {
+        "mpp": {"short": 0.7, "medium": 0.6, "long": 0.4},
+        "oracle": {"short": 0.7, "medium": 0.7, "long": 0.7},
+        "uniform": {"short": 0.7, "medium": 0.45, "long": 0.25},
+    }
     rows, preds = _tables(acc)
     table = {r["bucket"]: r for r in bottleneck_table(rows, preds, {"pointer/long/recall_at_k": 0.3}, 8, (16, 64, 256))}
     assert table["long"]["oracle"] == pytest.approx(70.0) and table["long"]["MPP"] == pytest.approx(40.0, abs=1)
@@ -223,13 +254,19 @@ def test_oracle_row_tells_pointer_from_answer_step() -> None:
     assert table["short"]["pointer loss: oracle - MPP [95% CI]"] == "0.0 [0.0, 0.0]"
     assert table["long"]["answer-step loss: 100 - oracle"] == pytest.approx(30.0)
     assert table["long"]["pointer recall@8"] == 0.3 and table["short"]["uniform coverage k/T"] == 0.5
-    assert "the larger loss is the answer step" in bottleneck_note(rows, preds)   # 30 pp vs 13.3 [..] pp
-    blind_pointer = {**acc, "oracle": {"short": 0.95, "medium": 0.95, "long": 0.95},
-                     "mpp": {"short": 0.3, "medium": 0.3, "long": 0.3}}
+    assert "the larger loss is the answer step" in bottleneck_note(rows, preds)  # 30 pp vs 13.3 [..] pp
+    blind_pointer = {
+        **acc,
+        "oracle": {"short": 0.95, "medium": 0.95, "long": 0.95},
+        "mpp": {"short": 0.3, "medium": 0.3, "long": 0.3},
+    }
     assert "the larger loss is the pointer" in bottleneck_note(*_tables(blind_pointer))
-    even = {**acc, "oracle": {"short": 0.6, "medium": 0.6, "long": 0.6}, "mpp": {"short": 0.2, "medium": 0.2,
-                                                                                 "long": 0.2}}
-    assert "the larger loss is neither clearly" in bottleneck_note(*_tables(even))   # 40 pp each
+    even = {
+        **acc,
+        "oracle": {"short": 0.6, "medium": 0.6, "long": 0.6},
+        "mpp": {"short": 0.2, "medium": 0.2, "long": 0.2},
+    }
+    assert "the larger loss is neither clearly" in bottleneck_note(*_tables(even))  # 40 pp each
     rows, preds = _tables(STRONG)
     assert bottleneck_table(rows, preds, {}, 8, (16, 64, 256)) == [] and bottleneck_note(rows, preds) is None
 
@@ -237,11 +274,19 @@ def test_oracle_row_tells_pointer_from_answer_step() -> None:
 def test_a_bucket_without_questions_is_reported_empty_and_leaves_the_claims_not_resolved() -> None:
     rows, preds = _tables({**STRONG, "oracle": STRONG["mpp"]})
     short = [p for p in preds if p["bucket"] == "short"]
-    rows = [{**r, **{f"{k}_{b}": math.nan for k in ("raw", "debiased") for b in ("medium", "long")},
-             "kept_medium": 0, "kept_long": 0} for r in rows]
+    rows = [
+        {
+            **r,
+            **{f"{k}_{b}": math.nan for k in ("raw", "debiased") for b in ("medium", "long")},
+            "kept_medium": 0,
+            "kept_long": 0,
+        }
+        for r in rows
+    ]
     params = MmEgoParams.model_validate({"train": {"methods": ["mpp", "uniform", "blind"]}, "debias": {"llm": "none"}})
-    report = build_report(rows, short, {}, _bench({"short": 100, "medium": 0, "long": 0}), {"engine": "template"},
-                          params)
+    report = build_report(
+        rows, short, {}, _bench({"short": 100, "medium": 0, "long": 0}), {"engine": "template"}, params
+    )
     assert any(n.startswith("Empty bucket(s) medium, long") for n in report.notes)
     assert [c.verdict for c in report.claims[:2]] == ["not resolved", "not resolved"]
     assert math.isnan(report.extra_tables["benchmark buckets"][1]["biased share"])

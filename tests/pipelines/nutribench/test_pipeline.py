@@ -13,22 +13,28 @@ from pathlib import Path
 import pytest
 
 from components.io import load_json, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
-from pipelines.nutribench.params import (
-    LLM_STRATEGIES,
-    STRATEGIES,
-    TRUE_BOLUS,
-    NutribenchParams,
-)
+from pipelines.nutribench.params import LLM_STRATEGIES, STRATEGIES, TRUE_BOLUS, NutribenchParams
 from pipelines.nutribench.pipeline import PIPELINE
 from tests.conftest import REPO
 
-TINY = {"data": {"n_meals": 80}, "estimate": {"lm": "tiny", "encoder": "tiny", "llm_meals": 4, "few_shot": 1,
-                                              "max_new_tokens": 6, "cot_max_new_tokens": 10, "completion_tokens": 3,
-                                              "rag_max_facts": 2},
-        "risk": {"meals": 4, "patients": ["adult#001", "adult#002"], "duration_min": 180, "reference_check": False}}
-SECRET = "Aunt Mildred's unpublished casserole"   # a cell no error message may echo
+TINY = {
+    "data": {"n_meals": 80},
+    "estimate": {
+        "lm": "tiny",
+        "encoder": "tiny",
+        "llm_meals": 4,
+        "few_shot": 1,
+        "max_new_tokens": 6,
+        "cot_max_new_tokens": 10,
+        "completion_tokens": 3,
+        "rag_max_facts": 2,
+    },
+    "risk": {"meals": 4, "patients": ["adult#001", "adult#002"], "duration_min": 180, "reference_check": False},
+}
+SECRET = "Aunt Mildred's unpublished casserole"  # a cell no error message may echo
 
 
 def test_params_errors_name_the_key() -> None:
@@ -54,18 +60,36 @@ def test_params_errors_name_the_key() -> None:
     assert PIPELINE.items(PIPELINE.stage("estimate"), NutribenchParams()) == list(STRATEGIES)
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    (["meal_description,carb", f"{SECRET},12", "rice,4,5,6"], r"not a readable CSV file"),
-    ([f"{SECRET},12", "rice,4"], r"missing required column\(s\) \['meal_description', 'carb'\]"),
-    (["meal_description,carb", f"{SECRET},12", "rice,many"], r"column 'carb' row 2 holds a text of 4 characters, not a number"),
-], ids=["ragged", "wrong-columns", "non-numeric-carb"])
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["meal_description,carb", f"{SECRET},12", "rice,4,5,6"], r"not a readable CSV file"),
+        ([f"{SECRET},12", "rice,4"], r"missing required column\(s\) \['meal_description', 'carb'\]"),
+        (
+            ["meal_description,carb", f"{SECRET},12", "rice,many"],
+            r"column 'carb' row 2 holds a text of 4 characters, not a number",
+        ),
+    ],
+    ids=["ragged", "wrong-columns", "non-numeric-carb"],
+)
 def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, lines: list[str], message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    result = subprocess.run([sys.executable, "-m", "paperflows", "run", "nutribench", "--set", "data.path=bad.csv"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(tmp_path),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "paperflows", "run", "nutribench", "--set", "data.path=bad.csv"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 2, result.stderr
     assert "nutribench.data.path" in result.stderr and "NutriBench file" in result.stderr
     assert re.search(message, result.stderr), result.stderr
@@ -74,12 +98,27 @@ def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, lines: list
 
 
 def test_real_file_is_read_in_place_of_curation(project: Path) -> None:
-    rows = [{"meal_description": f"{n} slices of whole wheat bread", "carb": 12.9 * n, "serving_type": "natural",
-             "country": "USA"} for n in range(1, 9)]
+    rows = [
+        {
+            "meal_description": f"{n} slices of whole wheat bread",
+            "carb": 12.9 * n,
+            "serving_type": "natural",
+            "country": "USA",
+        }
+        for n in range(1, 9)
+    ]
     (project / "v2.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     params = NutribenchParams.model_validate({"data": {"path": "v2.jsonl", "eval_share": 0.5}})
-    run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("curate"), params=params, root=project / "out",
-                           progress=False, project=project))
+    run_stage(
+        StageContext(
+            pipeline=PIPELINE,
+            stage=PIPELINE.stage("curate"),
+            params=params,
+            root=project / "out",
+            progress=False,
+            project=project,
+        )
+    )
     meals = load_table(project / "out" / "data" / "meals.parquet")
     assert [m["carb"] for m in meals] == pytest.approx([r["carb"] for r in rows])
     assert {m["source"] for m in meals} == {"v2.jsonl"} and sum(m["split"] == "eval" for m in meals) == 4
@@ -91,7 +130,7 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     report = run_flow_and_check(PIPELINE, params, project, expect_weights=False)
     assert [r["strategy"] for r in report["rows"]] == [*STRATEGIES, TRUE_BOLUS]
     assert [c["id"] for c in report["claims"]] == ["rag_cot_base_acc", "rag_cot_base_mae"]
-    assert report["claims"][0]["headline"] and report["claims"][0]["verdict"] == "not resolved"   # a random LM
+    assert report["claims"][0]["headline"] and report["claims"][0]["verdict"] == "not resolved"  # a random LM
     assert [c["id"] for c in report["checks"]][0] == "lookup_ridge_mean_curated"
     assert {c["id"] for c in report["checks"]} >= {"error_worsens_tir"}
     root = next((project / "runs" / "nutribench").iterdir())
@@ -99,16 +138,16 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     for strategy in STRATEGIES:
         mine = [r for r in scores if r["strategy"] == strategy]
         assert len(mine) == (4 if strategy in LLM_STRATEGIES else 20)
-        assert all(r["hit"] <= r["answered"] for r in mine)    # an abstention is never a hit
-        assert all(r["answered_first"] <= r["answered"] for r in mine)   # the cue only adds answers
+        assert all(r["hit"] <= r["answered"] for r in mine)  # an abstention is never a hit
+        assert all(r["answered_first"] <= r["answered"] for r in mine)  # the cue only adds answers
         predictions = load_table(root / "predictions" / strategy / "predictions.parquet")
-        if strategy in LLM_STRATEGIES:   # the random tiny LM states no number: every answer gets the cue
+        if strategy in LLM_STRATEGIES:  # the random tiny LM states no number: every answer gets the cue
             assert all(r["truncated"] and r["completion"] is not None for r in predictions)
             assert [r["completed"] for r in mine] == [True] * 4
         else:
             assert all(r["completion"] is None and r["pred_first"] == r["pred"] for r in predictions)
     risk = load_table(root / "tables" / "risk.parquet")
-    for strategy in STRATEGIES:   # each strategy: its first risk.meals answered meals x 2 patients
+    for strategy in STRATEGIES:  # each strategy: its first risk.meals answered meals x 2 patients
         assert sum(r["strategy"] == strategy for r in risk) == 4 * 2
     assert (root / "plots" / "glucose_traces.png").stat().st_size > 1000
     assert (root / "plots" / "glucose_traces.csv").read_text().startswith("minute,true_carbs,")

@@ -10,12 +10,15 @@ from paperflows.params import ParamsError, validate
 from pipelines.oc_flow.params import QM9_METHODS, SO3_METHODS, OcFlowParams, euclidean_methods
 from pipelines.oc_flow.pipeline import PIPELINE
 
-TINY = {"seeds": [0], "data": {"n_train": 200, "so3_n_train": 60},
-        "model": {"hidden": 16, "depth": 2, "time_dim": 8},
-        "train": {"steps": 20, "so3_steps": 20, "batch_size": 32},
-        "guidance": {"n_samples": 16, "n_steps": 4, "iterations": 2, "gammas": [0.0, 0.01]},
-        "so3": {"n_samples": 8, "n_steps": 4, "iterations": 2},
-        "qm9": {"n_molecules": 100, "flow_steps": 20, "regressor_steps": 20, "n_samples": 8, "iterations": 2}}
+TINY = {
+    "seeds": [0],
+    "data": {"n_train": 200, "so3_n_train": 60},
+    "model": {"hidden": 16, "depth": 2, "time_dim": 8},
+    "train": {"steps": 20, "so3_steps": 20, "batch_size": 32},
+    "guidance": {"n_samples": 16, "n_steps": 4, "iterations": 2, "gammas": [0.0, 0.01]},
+    "so3": {"n_samples": 8, "n_steps": 4, "iterations": 2},
+    "qm9": {"n_molecules": 100, "flow_steps": 20, "regressor_steps": 20, "n_samples": 8, "iterations": 2},
+}
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
@@ -33,26 +36,34 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert claims["target_closer_than_flowgrad"]["verdict"] == "not resolved"
     checks = {c["id"]: c for c in report["checks"]}
     # the official update (the default) is not FlowGrad at gamma = 0; reaching D-Flow's reward is built in
-    assert set(checks) == {"target_reward_reaches_dflow", "classifier_reward_reaches_dflow",
-                           "so3_states_on_manifold", "naive_update_leaves_manifold", "so3_ocflow_approaches_target"}
+    assert set(checks) == {
+        "target_reward_reaches_dflow",
+        "classifier_reward_reaches_dflow",
+        "so3_states_on_manifold",
+        "naive_update_leaves_manifold",
+        "so3_ocflow_approaches_target",
+    }
     assert checks["so3_states_on_manifold"]["passed"]
 
 
-@pytest.mark.parametrize("data, key", [
-    ({"guidance": {"gammas": [0.0, 0.5], "claim_gamma": 0.1}}, "oc_flow.guidance"),
-    ({"guidance": {"gammas": [0.0, 0.0]}}, "oc_flow.guidance.gammas"),
-    ({"guidance": {"gammas": [0.0, 2000.0]}}, "oc_flow.guidance.gammas"),
-    ({"guidance": {"rewards": ["density"]}}, "oc_flow.guidance.rewards"),
-    ({"data": {"target": [0.0, float("nan")]}}, "oc_flow.data.target"),
-    ({"model": {"time_dim": 7}}, "oc_flow.model.time_dim"),
-    ({"so3": {"manifold_tol": 0.5}}, "oc_flow.so3.manifold_tol"),
-    ({"guidance": {"update": "adjoint"}}, "oc_flow.guidance.update"),
-    ({"guidance": {"update": "alg1", "lr": 0.1}}, "oc_flow.guidance"),             # gamma 10 > 1: beta < 0
-    ({"guidance": {"lr": 3.0}}, "oc_flow.guidance"),                                  # lr x gamma 30 > n_steps 20
-    ({"guidance": {"clip": -1.0}}, "oc_flow.guidance.clip"),
-    ({"qm9": {"property": "homo"}}, "oc_flow.qm9.property"),
-    ({"qm9": {"n_molecules": 10}}, "oc_flow.qm9.n_molecules"),
-])
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"guidance": {"gammas": [0.0, 0.5], "claim_gamma": 0.1}}, "oc_flow.guidance"),
+        ({"guidance": {"gammas": [0.0, 0.0]}}, "oc_flow.guidance.gammas"),
+        ({"guidance": {"gammas": [0.0, 2000.0]}}, "oc_flow.guidance.gammas"),
+        ({"guidance": {"rewards": ["density"]}}, "oc_flow.guidance.rewards"),
+        ({"data": {"target": [0.0, float("nan")]}}, "oc_flow.data.target"),
+        ({"model": {"time_dim": 7}}, "oc_flow.model.time_dim"),
+        ({"so3": {"manifold_tol": 0.5}}, "oc_flow.so3.manifold_tol"),
+        ({"guidance": {"update": "adjoint"}}, "oc_flow.guidance.update"),
+        ({"guidance": {"update": "alg1", "lr": 0.1}}, "oc_flow.guidance"),  # gamma 10 > 1: beta < 0
+        ({"guidance": {"lr": 3.0}}, "oc_flow.guidance"),  # lr x gamma 30 > n_steps 20
+        ({"guidance": {"clip": -1.0}}, "oc_flow.guidance.clip"),
+        ({"qm9": {"property": "homo"}}, "oc_flow.qm9.property"),
+        ({"qm9": {"n_molecules": 10}}, "oc_flow.qm9.n_molecules"),
+    ],
+)
 def test_bad_params_are_refused_with_the_key(data: dict, key: str) -> None:
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
         validate(OcFlowParams, data, "oc_flow")
@@ -79,8 +90,13 @@ def test_a_malformed_qm9_csv_is_refused_before_any_work(tmp_path: Path) -> None:
     from tests.conftest import REPO
 
     bad = tmp_path / "qm9.csv"
-    bad.write_text("Stoichiometry,XYZ_Ang,Polarizability_bohr3\n")   # no HOMO_LUMO_gap_au column
-    proc = subprocess.run([sys.executable, "-m", "paperflows", "run", "oc_flow", "--set", f"data.qm9_path={bad}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    bad.write_text("Stoichiometry,XYZ_Ang,Polarizability_bohr3\n")  # no HOMO_LUMO_gap_au column
+    proc = subprocess.run(
+        [sys.executable, "-m", "paperflows", "run", "oc_flow", "--set", f"data.qm9_path={bad}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "HOMO_LUMO_gap_au" in proc.stderr + proc.stdout

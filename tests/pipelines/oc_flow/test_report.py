@@ -33,21 +33,46 @@ def _shift(base: list[float], by: float, jitter: float = 1.0) -> list[float]:
 def _good() -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """OC-Flow (gamma 0.1) gains 2.2 where FlowGrad gains 2.0 and D-Flow 1.5, and ends nearest the data;
     larger gamma: less reward, closer to the data."""
-    reward = {"unguided": UNGUIDED, "flowgrad": _shift(UNGUIDED, 2.0), "dflow": _shift(UNGUIDED, 1.5),
-              "ocflow_g0": _shift(UNGUIDED, 2.5), "ocflow_g0.1": _shift(UNGUIDED, 2.2, -1),
-              "ocflow_g1": _shift(UNGUIDED, 0.5)}
-    dist = {"unguided": [0.05, 0.06, 0.05], "flowgrad": [0.20, 0.21, 0.19], "dflow": [0.15, 0.16, 0.15],
-            "ocflow_g0": [0.20, 0.21, 0.19], "ocflow_g0.1": [0.10, 0.11, 0.10], "ocflow_g1": [0.05, 0.05, 0.06]}
+    reward = {
+        "unguided": UNGUIDED,
+        "flowgrad": _shift(UNGUIDED, 2.0),
+        "dflow": _shift(UNGUIDED, 1.5),
+        "ocflow_g0": _shift(UNGUIDED, 2.5),
+        "ocflow_g0.1": _shift(UNGUIDED, 2.2, -1),
+        "ocflow_g1": _shift(UNGUIDED, 0.5),
+    }
+    dist = {
+        "unguided": [0.05, 0.06, 0.05],
+        "flowgrad": [0.20, 0.21, 0.19],
+        "dflow": [0.15, 0.16, 0.15],
+        "ocflow_g0": [0.20, 0.21, 0.19],
+        "ocflow_g0.1": [0.10, 0.11, 0.10],
+        "ocflow_g1": [0.05, 0.05, 0.06],
+    }
     return reward, dist
 
 
 def _rows(reward: dict[str, list[float]], dist: dict[str, list[float]], p: OcFlowParams = PARAMS) -> list[dict]:
-    return [{"reward_fn": r, "method": label, "gamma": gamma, "seed": seed, "reward": reward[label][i],
-             "sw_to_data": dist[label][i], "dist_to_data": 0.05, "off_manifold": 0.1, "control_energy": gamma,
-             "x0_shift": 0.0,
-             "seconds": 0.1, "nfe": 42, "reward_history": [reward[label][i] - 1, reward[label][i]]}
-            for r in p.guidance.rewards for label, _, gamma in euclidean_methods(p.guidance)
-            for i, seed in enumerate(p.seeds)]
+    return [
+        {
+            "reward_fn": r,
+            "method": label,
+            "gamma": gamma,
+            "seed": seed,
+            "reward": reward[label][i],
+            "sw_to_data": dist[label][i],
+            "dist_to_data": 0.05,
+            "off_manifold": 0.1,
+            "control_energy": gamma,
+            "x0_shift": 0.0,
+            "seconds": 0.1,
+            "nfe": 42,
+            "reward_history": [reward[label][i] - 1, reward[label][i]],
+        }
+        for r in p.guidance.rewards
+        for label, _, gamma in euclidean_methods(p.guidance)
+        for i, seed in enumerate(p.seeds)
+    ]
 
 
 def _so3_rows(unguided: list[float], ocflow: list[float], orth: float = 1e-15, naive: float = 3.0) -> list[dict]:
@@ -56,21 +81,48 @@ def _so3_rows(unguided: list[float], ocflow: list[float], orth: float = 1e-15, n
         for i, seed in enumerate(SEEDS):
             on_group = dynamics == "so3"
             dist = unguided[i] if label.endswith("unguided") else ocflow[i]
-            rows.append({"method": label, "update": "exp map" if on_group else "Euclidean entries", "seed": seed,
-                         "dist_to_target_deg": dist, "dist_to_data_deg": 20.0 if on_group else None,
-                         "orth_err_max": orth if on_group else naive, "det_err_max": orth if on_group else naive,
-                         "control_energy": 1.0, "seconds": 0.1, "nfe": 42, "reward_history": [-1.0, -0.5]})
+            rows.append(
+                {
+                    "method": label,
+                    "update": "exp map" if on_group else "Euclidean entries",
+                    "seed": seed,
+                    "dist_to_target_deg": dist,
+                    "dist_to_data_deg": 20.0 if on_group else None,
+                    "orth_err_max": orth if on_group else naive,
+                    "det_err_max": orth if on_group else naive,
+                    "control_energy": 1.0,
+                    "seconds": 0.1,
+                    "nfe": 42,
+                    "reward_history": [-1.0, -0.5],
+                }
+            )
     return rows
 
 
 def _qm9_rows(mae: dict[str, list[float]]) -> list[dict]:
-    return [{"method": label, "seed": seed, "mae": mae[label][i], "judge_mae": mae[label][i] + 0.5,
-             "sw_to_heldout": 0.2, "nn_to_heldout": 0.3, "seconds": 0.1, "nfe": 42, "reward_history": [-1.0]}
-            for label, _ in QM9_METHODS for i, seed in enumerate(SEEDS)]
+    return [
+        {
+            "method": label,
+            "seed": seed,
+            "mae": mae[label][i],
+            "judge_mae": mae[label][i] + 0.5,
+            "sw_to_heldout": 0.2,
+            "nn_to_heldout": 0.3,
+            "seconds": 0.1,
+            "nfe": 42,
+            "reward_history": [-1.0],
+        }
+        for label, _ in QM9_METHODS
+        for i, seed in enumerate(SEEDS)
+    ]
 
 
-QM9_GOOD = {"unguided": [9.0, 9.5, 8.8], "dflow": [3.0, 3.2, 2.9], "flowgrad": [2.0, 2.3, 2.1],
-            "ocflow": [1.5, 1.6, 1.4]}
+QM9_GOOD = {
+    "unguided": [9.0, 9.5, 8.8],
+    "dflow": [3.0, 3.2, 2.9],
+    "flowgrad": [2.0, 2.3, 2.1],
+    "ocflow": [1.5, 1.6, 1.4],
+}
 
 
 def _claims(claims: list[Any]) -> dict[str, Any]:
@@ -90,8 +142,11 @@ def test_the_headline_is_fidelity_against_flowgrad_at_no_less_reward() -> None:
 def test_closer_and_reward_claims_hold_when_ocflow_gains_more_reward_nearer_the_data() -> None:
     reward, dist = _good()
     claims = reward_claims(_rows(reward, dist), PARAMS)
-    assert _verdicts(claims) == {"target_closer_than_flowgrad": "holds", "target_reward_above_flowgrad": "holds",
-                                 "target_closer_than_dflow": "holds"}  # reaching D-Flow is a check (official)
+    assert _verdicts(claims) == {
+        "target_closer_than_flowgrad": "holds",
+        "target_reward_above_flowgrad": "holds",
+        "target_closer_than_dflow": "holds",
+    }  # reaching D-Flow is a check (official)
     headline = claims[0]
     assert headline.headline and headline.log and headline.effect == pytest.approx(1.94, abs=0.05)
     assert len(headline.gates) == 3 and all(g.passed for g in headline.gates)
@@ -154,10 +209,18 @@ def test_gamma_claims_follow_the_rank_trend() -> None:
     claims = gamma_claims(_rows(reward, dist), PARAMS)
     assert _verdicts(claims) == {"target_gamma_lowers_reward": "holds", "target_gamma_brings_closer": "holds"}
     assert all(g.passed for c in claims for g in c.gates)
-    reward = {**reward, "ocflow_g0": _shift(UNGUIDED, 0.5), "ocflow_g0.1": _shift(UNGUIDED, 1.5),
-              "ocflow_g1": _shift(UNGUIDED, 3.0)}                # more gamma, more reward
-    dist = {**dist, "ocflow_g0": [0.01, 0.02, 0.01], "ocflow_g0.1": [0.10, 0.11, 0.10],
-            "ocflow_g1": [0.30, 0.31, 0.32]}                    # and farther from the data
+    reward = {
+        **reward,
+        "ocflow_g0": _shift(UNGUIDED, 0.5),
+        "ocflow_g0.1": _shift(UNGUIDED, 1.5),
+        "ocflow_g1": _shift(UNGUIDED, 3.0),
+    }  # more gamma, more reward
+    dist = {
+        **dist,
+        "ocflow_g0": [0.01, 0.02, 0.01],
+        "ocflow_g0.1": [0.10, 0.11, 0.10],
+        "ocflow_g1": [0.30, 0.31, 0.32],
+    }  # and farther from the data
     assert set(_verdicts(gamma_claims(_rows(reward, dist), PARAMS)).values()) == {"does not hold"}
     dist = {**dist, "ocflow_g0": [0.1, 0.3, 0.2], "ocflow_g0.1": [0.3, 0.1, 0.2], "ocflow_g1": [0.2, 0.2, 0.15]}
     assert _verdicts(gamma_claims(_rows(reward, dist), PARAMS))["target_gamma_brings_closer"] == "not resolved"
@@ -173,12 +236,14 @@ def test_gamma_claims_need_guidance_that_acts() -> None:
 # ---- QM9 and SO(3) ------------------------------------------------------------------------------
 def test_qm9_claims_compare_the_property_mae_on_paired_log_ratios() -> None:
     claims = _claims(qm9_claims(_qm9_rows(QM9_GOOD), PARAMS))
-    assert {k: c.verdict for k, c in claims.items()} == {"qm9_mae_below_flowgrad": "holds",
-                                                          "qm9_mae_below_dflow": "holds"}
+    assert {k: c.verdict for k, c in claims.items()} == {
+        "qm9_mae_below_flowgrad": "holds",
+        "qm9_mae_below_dflow": "holds",
+    }
     assert claims["qm9_mae_below_dflow"].log and claims["qm9_mae_below_dflow"].effect == pytest.approx(2.0, abs=0.05)
     worse = {**QM9_GOOD, "ocflow": [4.0, 4.1, 3.9]}
     assert set(_verdicts(qm9_claims(_qm9_rows(worse), PARAMS)).values()) == {"does not hold"}
-    tied = {**QM9_GOOD, "ocflow": [1.8, 2.6, 2.0]}   # FlowGrad / OC-Flow: 1.11, 0.88, 1.05
+    tied = {**QM9_GOOD, "ocflow": [1.8, 2.6, 2.0]}  # FlowGrad / OC-Flow: 1.11, 0.88, 1.05
     assert _verdicts(qm9_claims(_qm9_rows(tied), PARAMS))["qm9_mae_below_flowgrad"] == "not resolved"
     unguided_best = {**QM9_GOOD, "unguided": [1.0, 1.1, 1.05]}  # guidance makes the MAE worse: gated
     claims = _claims(qm9_claims(_qm9_rows(unguided_best), PARAMS))
@@ -195,25 +260,44 @@ def test_so3_against_unguided_is_a_check() -> None:
 def test_checks_under_each_update() -> None:
     reward, dist = _good()
     official = {c.id: c.passed for c in checks(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0] * 3), PARAMS)}
-    assert official == {"target_reward_reaches_dflow": True, "so3_states_on_manifold": True,
-                        "naive_update_leaves_manifold": True, "so3_ocflow_approaches_target": True}
+    assert official == {
+        "target_reward_reaches_dflow": True,
+        "so3_states_on_manifold": True,
+        "naive_update_leaves_manifold": True,
+        "so3_ocflow_approaches_target": True,
+    }
     reward["ocflow_g0"] = reward["flowgrad"]  # Alg. 1: gamma = 0 is FlowGrad
     passed = {c.id: c.passed for c in checks(_rows(reward, dist, ALG1), _so3_rows([90.0] * 3, [40.0] * 3), ALG1)}
-    assert passed == {"ocflow_gamma0_is_flowgrad": True, "so3_states_on_manifold": True,
-                      "naive_update_leaves_manifold": True, "so3_ocflow_approaches_target": True}
+    assert passed == {
+        "ocflow_gamma0_is_flowgrad": True,
+        "so3_states_on_manifold": True,
+        "naive_update_leaves_manifold": True,
+        "so3_ocflow_approaches_target": True,
+    }
     reward["ocflow_g0"] = _shift(UNGUIDED, 2.001)  # gamma = 0 drifts from FlowGrad by 1e-3
     reward["ocflow_g0.1"] = _shift(UNGUIDED, 1.0)  # and OC-Flow gains less than D-Flow
     broken = checks(_rows(reward, dist, ALG1), _so3_rows([90.0] * 3, [120.0] * 3, orth=1e-3, naive=1e-4), ALG1)
     assert not any(c.passed for c in broken)
     assert not {c.id: c for c in checks(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0] * 3), PARAMS)}[
-        "target_reward_reaches_dflow"].passed
+        "target_reward_reaches_dflow"
+    ].passed
 
 
 def test_build_report_has_the_tables_claims_and_checks() -> None:
     reward, dist = _good()
-    report = build_report(_rows(reward, dist), _so3_rows([90.0] * 3, [40.0, 41.0, 39.0]), _qm9_rows(QM9_GOOD),
-                          {"classifier_accuracy": 0.9, "so3_target_to_nearest_centre_deg": 30.0, "molecules": 4000,
-                           "alpha_mad": 6.3, "gap_mad": 0.04}, PARAMS)
+    report = build_report(
+        _rows(reward, dist),
+        _so3_rows([90.0] * 3, [40.0, 41.0, 39.0]),
+        _qm9_rows(QM9_GOOD),
+        {
+            "classifier_accuracy": 0.9,
+            "so3_target_to_nearest_centre_deg": 30.0,
+            "molecules": 4000,
+            "alpha_mad": 6.3,
+            "gap_mad": 0.04,
+        },
+        PARAMS,
+    )
     assert [r["method"] for r in report.rows][:3] == ["unguided", "D-Flow (x0 only)", "FlowGrad (controls, no decay)"]
     assert len(report.rows) == len(euclidean_methods(PARAMS.guidance))
     assert len(report.extra_tables["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
@@ -233,7 +317,9 @@ def test_one_seed_decides_nothing() -> None:
 def test_wall_times_are_joined_back_by_run() -> None:
     from pipelines.oc_flow.report import with_seconds
 
-    rows = [{"reward_fn": "target", "method": "OC-Flow", "seed": 0, "reward": 1.0},
-            {"reward_fn": "target", "method": "OC-Flow", "seed": 1, "reward": 2.0}]
+    rows = [
+        {"reward_fn": "target", "method": "OC-Flow", "seed": 0, "reward": 1.0},
+        {"reward_fn": "target", "method": "OC-Flow", "seed": 1, "reward": 2.0},
+    ]
     joined = with_seconds(rows, [{"reward_fn": "target", "method": "OC-Flow", "seed": 1, "seconds": 2.5}])
     assert joined[1]["seconds"] == 2.5 and joined[0]["seconds"] != joined[0]["seconds"]  # NaN: no time recorded

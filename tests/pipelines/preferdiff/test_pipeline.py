@@ -13,27 +13,34 @@ import pytest
 
 from components.data.rec_sequences import write_sequence_folder
 from components.io import load_json, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.preferdiff.params import PreferdiffParams
 from pipelines.preferdiff.pipeline import PIPELINE
 from tests.conftest import REPO
 
 SMALL_MODEL = {"hidden": 8, "n_heads": 2, "max_len": 4, "timesteps": 20, "ddim_stride": 5}
 TINY: dict[str, Any] = {
-    "seeds": [0, 1], "data": {"min_item_count": 150, "min_user_length": 3, "max_items": 4, "eval_targets": 1},
-    "model": SMALL_MODEL, "train": {"epochs": 2, "batch_size": 256}}
+    "seeds": [0, 1],
+    "data": {"min_item_count": 150, "min_user_length": 3, "max_items": 4, "eval_targets": 1},
+    "model": SMALL_MODEL,
+    "train": {"epochs": 2, "batch_size": 256},
+}
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"train": {"methods": ["mse", "mse"]}}, "entries repeat"),
-    ({"train": {"methods": ["bert4rec"]}}, "preferdiff.train.methods"),
-    ({"preferdiff": {"lam": 1.5}}, "preferdiff.preferdiff.lam"),
-    ({"preferdiff": {"pairing": "rows"}}, "preferdiff.preferdiff.pairing"),
-    ({"model": {"w": -1}}, "preferdiff.model.w"),
-    ({"model": {"hidden": 10, "n_heads": 4}}, "multiple of n_heads"),
-    ({"data": {"min_user_length": 30, "max_items": 20}}, "exceeds max_items"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"train": {"methods": ["mse", "mse"]}}, "entries repeat"),
+        ({"train": {"methods": ["bert4rec"]}}, "preferdiff.train.methods"),
+        ({"preferdiff": {"lam": 1.5}}, "preferdiff.preferdiff.lam"),
+        ({"preferdiff": {"pairing": "rows"}}, "preferdiff.preferdiff.pairing"),
+        ({"model": {"w": -1}}, "preferdiff.model.w"),
+        ({"model": {"hidden": 10, "n_heads": 4}}, "multiple of n_heads"),
+        ({"data": {"min_user_length": 30, "max_items": 20}}, "exceeds max_items"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(PreferdiffParams, section, "preferdiff")
@@ -48,17 +55,26 @@ def test_paper_preset() -> None:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home"), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("1 2 3\n4 five 6\n", r"line 2: field 2 is not a positive integer"),
-    ("1 2 3\n0 4\n", r"line 2: field 1: item id 0 is the padding"),
-    ("7\n", r"line 1: 1 item id"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1 2 3\n4 five 6\n", r"line 2: field 2 is not a positive integer"),
+        ("1 2 3\n0 4\n", r"line 2: field 1: item id 0 is the padding"),
+        ("7\n", r"line 1: 1 item id"),
+    ],
+)
 def test_malformed_sequence_file_exits_2_before_any_work(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     write_sequence_folder({"train": [[1, 2, 3]], "valid": [[2, 3]], "test": [[3, 1]]}, tmp_path / "seqs")
@@ -81,13 +97,27 @@ def test_users_folder_is_learned(project: Path) -> None:
     # 40 users over 9 items: each user walks a cycle, so the next item follows from the last one
     seqs = [[(u + k) % 9 + 1 for k in range(5)] for u in range(40)]
     write_sequence_folder({"train": seqs[:30], "valid": seqs[30:35], "test": seqs[35:]}, project / "mine")
-    params = PreferdiffParams.model_validate({
-        "seeds": [0], "data": {"path": "mine", "eval_targets": 2}, "model": SMALL_MODEL,
-        "train": {"methods": ["preferdiff", "sasrec"], "epochs": 2, "batch_size": 16}})
+    params = PreferdiffParams.model_validate(
+        {
+            "seeds": [0],
+            "data": {"path": "mine", "eval_targets": 2},
+            "model": SMALL_MODEL,
+            "train": {"methods": ["preferdiff", "sasrec"], "epochs": 2, "batch_size": 16},
+        }
+    )
     root = project / "out"
     for name in ("prepare", "train", "evaluate"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project, threads=1))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE,
+                stage=PIPELINE.stage(name),
+                params=params,
+                root=root,
+                progress=False,
+                project=project,
+                threads=1,
+            )
+        )
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "data.path" and data["n_items"] == 9 and data["train_users"] == 30
     assert (root / "data" / "sequences" / "train_data.txt").read_text().splitlines()[0] == "1 2 3 4 5"
@@ -103,10 +133,18 @@ def test_users_folder_is_learned(project: Path) -> None:
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, PreferdiffParams.model_validate(TINY), project)
-    assert [c["id"] for c in report["claims"]] == ["preferdiff_gt_mse_recall5", "preferdiff_gt_mse_ndcg5",
-                                                   "cosine_ge_mse_recall5", "preferdiff_converges_faster"]
-    assert [r["method"] for r in report["rows"]] == ["Diffusion, MSE-x0 (DreamRec-like)", "Diffusion, cosine-x0",
-                                                     "PreferDiff", "SASRec (cross-entropy)",
-                                                     "Popularity (training counts; the gates' reference)"]
+    assert [c["id"] for c in report["claims"]] == [
+        "preferdiff_gt_mse_recall5",
+        "preferdiff_gt_mse_ndcg5",
+        "cosine_ge_mse_recall5",
+        "preferdiff_converges_faster",
+    ]
+    assert [r["method"] for r in report["rows"]] == [
+        "Diffusion, MSE-x0 (DreamRec-like)",
+        "Diffusion, cosine-x0",
+        "PreferDiff",
+        "SASRec (cross-entropy)",
+        "Popularity (training counts; the gates' reference)",
+    ]
     assert [c["id"] for c in report["claims"] if c["headline"]] == ["preferdiff_gt_mse_recall5"]
     assert all(g["reference"].startswith("popularity (") for c in report["claims"] for g in c["gates"])

@@ -7,10 +7,17 @@ from __future__ import annotations
 import pytest
 
 from pipelines.pyramid_flow import report
+from pipelines.pyramid_flow.pipeline import summary_metrics
 
 SEEDS = (0, 1, 2)
-FLOOR = {"real_fd_pixels_floor": 0.5, "real_fd_floor": 0.1, "real_fd_class_floor": 2.0, "test_accuracy": 0.97,
-         "real_blockiness": 1.0, "real_motion_error": 0.0}
+FLOOR = {
+    "real_fd_pixels_floor": 0.5,
+    "real_fd_floor": 0.1,
+    "real_fd_class_floor": 2.0,
+    "test_accuracy": 0.97,
+    "real_blockiness": 1.0,
+    "real_motion_error": 0.0,
+}
 GOOD = [90.0, 91.0, 92.0]  # class accuracy of models that make recognisable digits
 
 
@@ -20,14 +27,39 @@ def compute_rows(pyramid_tokens: int = 340, methods: tuple[str, ...] = ("full_re
     rows = []
     for seed in SEEDS:
         if "full_res" in methods:
-            rows += [{"method": "full_res", "seed": seed, "step": s, "tokens": 100 * s, "newest_tokens": 40 * s,
-                      "flops": 1000 * s} for s in (3, 10)]
+            rows += [
+                {
+                    "method": "full_res",
+                    "seed": seed,
+                    "step": s,
+                    "tokens": 100 * s,
+                    "newest_tokens": 40 * s,
+                    "flops": 1000 * s,
+                }
+                for s in (3, 10)
+            ]
         if "pyramid" in methods:
-            rows.append({"method": "pyramid", "seed": seed, "step": 10, "tokens": pyramid_tokens,
-                         "newest_tokens": 175, "flops": 2800})
+            rows.append(
+                {
+                    "method": "pyramid",
+                    "seed": seed,
+                    "step": 10,
+                    "tokens": pyramid_tokens,
+                    "newest_tokens": 175,
+                    "flops": 2800,
+                }
+            )
         if "pyramid_full_history" in methods:
-            rows.append({"method": "pyramid_full_history", "seed": seed, "step": 10, "tokens": 780,
-                         "newest_tokens": 175, "flops": 7000})
+            rows.append(
+                {
+                    "method": "pyramid_full_history",
+                    "seed": seed,
+                    "step": 10,
+                    "tokens": 780,
+                    "newest_tokens": 175,
+                    "flops": 7000,
+                }
+            )
     return rows
 
 
@@ -37,28 +69,62 @@ def eval_rows(values: dict[tuple[str, str, int], dict[str, list[float]]], comput
     rows = []
     for (method, variant, step), metrics in values.items():
         for i, seed in enumerate(SEEDS):
-            row = {"method": method, "variant": variant, "seed": seed, "step": step, "nfe_per_clip": 48,
-                   "nfe_per_frame": 12, "sample_flops_per_clip": sample[method], "n_clips": 64, "n_frames": 4,
-                   "train_flops": flops[(method, step)], "fd_classifier": 1.0, "confidence": 0.9,
-                   "motion_error": 0.01, "fd_pixels_later": 5.0, "blockiness": 1.0, "accuracy": GOOD[i],
-                   "fd_class": 10.0 + seed, "guidance": 5.0, "first_frame_guidance": 7.0, "steps_per_stage": 10,
-                   "first_frame_steps_per_stage": 20}
+            row = {
+                "method": method,
+                "variant": variant,
+                "seed": seed,
+                "step": step,
+                "nfe_per_clip": 48,
+                "nfe_per_frame": 12,
+                "sample_flops_per_clip": sample[method],
+                "n_clips": 64,
+                "n_frames": 4,
+                "train_flops": flops[(method, step)],
+                "fd_classifier": 1.0,
+                "confidence": 0.9,
+                "motion_error": 0.01,
+                "fd_pixels_later": 5.0,
+                "blockiness": 1.0,
+                "accuracy": GOOD[i],
+                "fd_class": 10.0 + seed,
+                "guidance": 5.0,
+                "first_frame_guidance": 7.0,
+                "steps_per_stage": 10,
+                "first_frame_steps_per_stage": 20,
+            }
             row.update({k: v[i] for k, v in metrics.items()})
             rows.append(row)
     return rows
 
 
-def scenario(fd_a=(5.0, 5.2, 5.1), fd_b=(5.0, 5.3, 5.1), fd_matched=(8.0, 8.5, 8.2), fd_none=(9.0, 9.5, 9.2),
-             acc_a=GOOD, acc_b=(90.5, 91.0, 92.5), acc_matched=GOOD, bl_none=(3.0, 3.2, 3.1), full_history=None,
-             cls_a=(10.0, 11.0, 12.0), cls_b=(10.3, 11.0, 12.3)):
+def scenario(
+    fd_a=(5.0, 5.2, 5.1),
+    fd_b=(5.0, 5.3, 5.1),
+    fd_matched=(8.0, 8.5, 8.2),
+    fd_none=(9.0, 9.5, 9.2),
+    acc_a=GOOD,
+    acc_b=(90.5, 91.0, 92.5),
+    acc_matched=GOOD,
+    bl_none=(3.0, 3.2, 3.1),
+    full_history=None,
+    cls_a=(10.0, 11.0, 12.0),
+    cls_b=(10.3, 11.0, 12.3),
+):
     methods = ("full_res", "pyramid") + (("pyramid_full_history",) if full_history else ())
     compute = compute_rows(methods=methods)
-    values = {("full_res", "-", 10): {"fd_pixels": list(fd_a), "accuracy": list(acc_a), "fd_class": list(cls_a)},
-              ("full_res", "-", 3): {"fd_pixels": list(fd_matched), "accuracy": list(acc_matched)},
-              ("pyramid", "block", 10): {"fd_pixels": list(fd_b), "accuracy": list(acc_b), "fd_class": list(cls_b),
-                                         "blockiness": [1.0, 1.05, 1.02], "fd_pixels_later": [5.0, 5.1, 5.05]},
-              ("pyramid", "iid", 10): {"fd_pixels": [6.0, 6.1, 6.2]},
-              ("pyramid", "none", 10): {"fd_pixels": list(fd_none), "blockiness": list(bl_none)}}
+    values = {
+        ("full_res", "-", 10): {"fd_pixels": list(fd_a), "accuracy": list(acc_a), "fd_class": list(cls_a)},
+        ("full_res", "-", 3): {"fd_pixels": list(fd_matched), "accuracy": list(acc_matched)},
+        ("pyramid", "block", 10): {
+            "fd_pixels": list(fd_b),
+            "accuracy": list(acc_b),
+            "fd_class": list(cls_b),
+            "blockiness": [1.0, 1.05, 1.02],
+            "fd_pixels_later": [5.0, 5.1, 5.05],
+        },
+        ("pyramid", "iid", 10): {"fd_pixels": [6.0, 6.1, 6.2]},
+        ("pyramid", "none", 10): {"fd_pixels": list(fd_none), "blockiness": list(bl_none)},
+    }
     if full_history:
         values[("pyramid_full_history", "block", 10)] = {"fd_pixels_later": list(full_history)}
     return compute, eval_rows(values, compute)
@@ -78,20 +144,30 @@ def test_the_headline_is_fd_non_inferiority_on_log_ratios() -> None:
 
 def test_every_claim_holds_on_good_models_with_clear_effects() -> None:
     assert verdicts(*scenario()) == {
-        "pyramid_matches_full_res_fd": "holds", "pyramid_matches_full_res_accuracy": "holds",
+        "pyramid_matches_full_res_fd": "holds",
+        "pyramid_matches_full_res_accuracy": "holds",
         "pyramid_matches_full_res_class_fd": "holds",
-        "pyramid_better_at_matched_flops": "holds", "jump_renoising_lowers_fd": "holds"}
+        "pyramid_better_at_matched_flops": "holds",
+        "jump_renoising_lowers_fd": "holds",
+    }
 
 
 def test_claims_do_not_hold_when_the_effects_go_the_other_way() -> None:
-    got = verdicts(*scenario(fd_b=(7.0, 7.2, 7.1), acc_a=(95.0, 96.0, 97.0), acc_b=(80.0, 81.5, 82.0),
-                             fd_matched=(6.0, 6.1, 6.2), cls_b=(14.0, 15.2, 16.1)))
-    assert got["pyramid_matches_full_res_fd"] == "does not hold"        # ~40 % worse, margin 10 %
+    got = verdicts(
+        *scenario(
+            fd_b=(7.0, 7.2, 7.1),
+            acc_a=(95.0, 96.0, 97.0),
+            acc_b=(80.0, 81.5, 82.0),
+            fd_matched=(6.0, 6.1, 6.2),
+            cls_b=(14.0, 15.2, 16.1),
+        )
+    )
+    assert got["pyramid_matches_full_res_fd"] == "does not hold"  # ~40 % worse, margin 10 %
     assert got["pyramid_matches_full_res_class_fd"] == "does not hold"  # ~36 % worse
     assert got["pyramid_matches_full_res_accuracy"] == "does not hold"  # 15 points worse, margin 5
-    assert got["pyramid_better_at_matched_flops"] == "does not hold"    # A at matched FLOPs is better
+    assert got["pyramid_better_at_matched_flops"] == "does not hold"  # A at matched FLOPs is better
     got = verdicts(*scenario(fd_none=(4.0, 4.2, 4.1)))
-    assert got["jump_renoising_lowers_fd"] == "does not hold"           # without renoising ~20 % better
+    assert got["jump_renoising_lowers_fd"] == "does not hold"  # without renoising ~20 % better
 
 
 def test_a_small_gain_below_the_smallest_effect_does_not_hold() -> None:
@@ -129,8 +205,10 @@ def test_the_accuracy_gate_is_relative_to_real_frames() -> None:
 def test_the_fd_margin_is_fixed_not_the_estimators_floor() -> None:
     compute, evals = scenario(fd_b=(5.75, 5.98, 5.87))  # ~15 % worse: outside the 10 % margin
     for floor in (0.1, 0.5, 5.0):
-        assert verdicts(compute, evals, {**FLOOR, "real_fd_pixels_floor": floor})["pyramid_matches_full_res_fd"] \
+        assert (
+            verdicts(compute, evals, {**FLOOR, "real_fd_pixels_floor": floor})["pyramid_matches_full_res_fd"]
             == "does not hold"
+        )
 
 
 def test_a_mismatch_of_seeds_is_an_error() -> None:
@@ -187,7 +265,8 @@ def test_matched_step_and_matched_quality() -> None:
     compute, evals = scenario()
     assert report.matched_step(compute) == 3
     tie = [r for r in compute if not (r["method"] == "pyramid")] + [
-        {"method": "pyramid", "seed": 0, "step": 10, "tokens": 1, "newest_tokens": 1, "flops": 6500}]
+        {"method": "pyramid", "seed": 0, "step": 10, "tokens": 1, "newest_tokens": 1, "flops": 6500}
+    ]
     assert report.matched_step(tie) == 3  # 3000 and 10000 are 3500 away: the smaller step
     assert report.matched_step([r for r in compute if r["method"] == "pyramid"]) is None
     # full resolution's mean FD: 8.233 at 3000 FLOPs, 5.1 at 10000: the level 6.667 is reached half-way
@@ -200,10 +279,13 @@ def test_table_rows_in_the_papers_order_with_ratios_from_the_compute_table() -> 
     compute, evals = scenario()
     built = report.build_report(compute, evals, FLOOR)
     names = [r["method"] for r in built.rows]
-    assert names == ["(A) full-resolution flow matching, 10 steps", "(A) at the pyramid's training FLOPs, 3 steps",
-                     "(B) pyramidal flow (spatial + temporal)",
-                     "(B) pyramidal flow (spatial + temporal), jump with i.i.d. noise",
-                     "(C) pyramid without jump renoising"]
+    assert names == [
+        "(A) full-resolution flow matching, 10 steps",
+        "(A) at the pyramid's training FLOPs, 3 steps",
+        "(B) pyramidal flow (spatial + temporal)",
+        "(B) pyramidal flow (spatial + temporal), jump with i.i.d. noise",
+        "(C) pyramid without jump renoising",
+    ]
     matched = built.rows[1]
     assert matched["FLOPs ratio"] == pytest.approx(0.3) and matched["tokens ratio"] == pytest.approx(0.3)
     assert built.rows[2]["sample FLOPs ratio"] == pytest.approx(0.28) and built.rows[2]["NFE/frame"] == 12
@@ -211,6 +293,6 @@ def test_table_rows_in_the_papers_order_with_ratios_from_the_compute_table() -> 
     assert "64 class-conditional clips of 4 frames" in built.notes[0]
     assert "guidance 7 and 20 Euler steps per stage for the first frame, 5 and 10" in built.notes[0]
     assert built.rows[0]["FD class"].startswith("11.00 ± ")
-    summary = report.summary_metrics(evals)
+    summary = summary_metrics(evals)
     assert summary["full_res/default/step10/fd_pixels"] == pytest.approx(5.1)
     assert summary["pyramid/none/step10/blockiness"] == pytest.approx(3.1)

@@ -13,27 +13,33 @@ import numpy as np
 import pytest
 
 from components.io import load_json, load_table
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.star.params import StarParams
 from pipelines.star.pipeline import PIPELINE
 from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
-    "seeds": [0, 1], "data": {"datasets": ["seq-mnist"], "train_per_task": 60, "test_per_task": 40},
-    "train": {"methods": ["sgd", "er", "er_star"], "buffer_sizes": [30], "batch_size": 16, "minibatch_size": 16}}
+    "seeds": [0, 1],
+    "data": {"datasets": ["seq-mnist"], "train_per_task": 60, "test_per_task": 40},
+    "train": {"methods": ["sgd", "er", "er_star"], "buffer_sizes": [30], "batch_size": 16, "minibatch_size": 16},
+}
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"train": {"methods": ["er", "er"]}}, "methods repeat"),
-    ({"train": {"methods": ["er", "gdumb"]}}, "star.train.methods"),
-    ({"train": {"buffer_sizes": [200, 200]}}, "buffer_sizes repeat"),
-    ({"train": {"buffer_sizes": [0]}}, "star.train.buffer_sizes"),
-    ({"data": {"datasets": ["seq-cifar10"]}}, "star.data.datasets"),
-    ({"data": {"path": "stream.csv"}}, "expected a file ending in .npz"),
-    ({"star": {"init": "zeros"}}, "star.star.init"),
-    ({"star": {"p_gamma": 0.0}}, "star.star.p_gamma"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"train": {"methods": ["er", "er"]}}, "methods repeat"),
+        ({"train": {"methods": ["er", "gdumb"]}}, "star.train.methods"),
+        ({"train": {"buffer_sizes": [200, 200]}}, "buffer_sizes repeat"),
+        ({"train": {"buffer_sizes": [0]}}, "star.train.buffer_sizes"),
+        ({"data": {"datasets": ["seq-cifar10"]}}, "star.data.datasets"),
+        ({"data": {"path": "stream.csv"}}, "expected a file ending in .npz"),
+        ({"star": {"init": "zeros"}}, "star.star.init"),
+        ({"star": {"p_gamma": 0.0}}, "star.star.p_gamma"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(StarParams, section, "star")
@@ -46,17 +52,28 @@ def test_paper_preset_and_best_arguments() -> None:
     er = paper.run_settings("er", 200)
     assert (er.lr, er.batch_size, er.minibatch_size) == (0.01, 10, 10)
     derpp = paper.run_settings("derpp_star", 500)
-    assert (derpp.lr, derpp.minibatch_size, derpp.alpha, derpp.beta, derpp.p_gamma, derpp.p_lam) == \
-        (0.03, 10, 1.0, 0.5, 0.1, 0.005)
+    assert (derpp.lr, derpp.minibatch_size, derpp.alpha, derpp.beta, derpp.p_gamma, derpp.p_lam) == (
+        0.03,
+        10,
+        1.0,
+        0.5,
+        0.1,
+        0.005,
+    )
     default = StarParams().run_settings("derpp_star", 500)
     assert (default.lr, default.batch_size, default.p_gamma, default.p_lam) == (0.1, 64, 0.01, 0.1)
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home")}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _stream_arrays(n_classes: int = 4, **change: np.ndarray) -> dict[str, np.ndarray]:
@@ -67,17 +84,21 @@ def _stream_arrays(n_classes: int = 4, **change: np.ndarray) -> dict[str, np.nda
     x_test = rng.integers(0, 40, (40, 8, 8), dtype=np.uint8)
     for x, y in ((x_train, y_train), (x_test, y_test)):
         for i, label in enumerate(y):
-            x[i, 2 * label:2 * label + 2] = 250
+            x[i, 2 * label : 2 * label + 2] = 250
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test, **change}
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"x_train": np.zeros((80, 8, 8), np.float32)}, r"x_train: expected uint8 images"),
-    ({"y_test": np.arange(40) % 3}, r"y_test: class 3 has no image"),
-    ({"y_train": np.r_[np.arange(79) % 4, -1]}, r"y_train: row 79: label -1 outside"),
-])
-def test_malformed_stream_file_exits_2_before_any_work(tmp_path: Path, change: dict[str, np.ndarray],
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"x_train": np.zeros((80, 8, 8), np.float32)}, r"x_train: expected uint8 images"),
+        ({"y_test": np.arange(40) % 3}, r"y_test: class 3 has no image"),
+        ({"y_train": np.r_[np.arange(79) % 4, -1]}, r"y_train: row 79: label -1 outside"),
+    ],
+)
+def test_malformed_stream_file_exits_2_before_any_work(
+    tmp_path: Path, change: dict[str, np.ndarray], message: str
+) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     np.savez(tmp_path / "mine.npz", **_stream_arrays(**change))
     result = _cli(tmp_path, "run", "star", "--set", "data.path=mine.npz")
@@ -96,13 +117,20 @@ def test_missing_stream_file_exits_2(tmp_path: Path) -> None:
 
 def test_users_archive_is_learned_as_the_stream(project: Path) -> None:
     np.savez(project / "mine.npz", **_stream_arrays())
-    params = StarParams.model_validate({
-        "seeds": [0], "data": {"path": "mine.npz", "train_per_task": None},
-        "train": {"methods": ["er", "er_star"], "buffer_sizes": [10], "batch_size": 8, "minibatch_size": 8}})
+    params = StarParams.model_validate(
+        {
+            "seeds": [0],
+            "data": {"path": "mine.npz", "train_per_task": None},
+            "train": {"methods": ["er", "er_star"], "buffer_sizes": [10], "batch_size": 8, "minibatch_size": 8},
+        }
+    )
     root = project / "out"
     for name in ("prepare", "train", "evaluate"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     data = load_json(root / "metrics" / "data.json")["streams"]
     assert list(data) == ["custom"] and data["custom"]["tasks"] == 2 and data["custom"]["image_shape"] == [8, 8]
     assert data["custom"]["train_per_task"] == [40, 40]
@@ -112,8 +140,17 @@ def test_users_archive_is_learned_as_the_stream(project: Path) -> None:
     # an edited file after prepare is caught, not silently mixed with the old indices
     np.savez(project / "mine.npz", **_stream_arrays(x_train=np.full((80, 8, 8), 7, np.uint8)))
     with pytest.raises(Exception, match="changed since 'prepare'"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage("train"), params=params, root=root,
-                               progress=False, project=project, item="er"))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE,
+                stage=PIPELINE.stage("train"),
+                params=params,
+                root=root,
+                progress=False,
+                project=project,
+                item="er",
+            )
+        )
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:

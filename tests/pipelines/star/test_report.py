@@ -10,17 +10,44 @@ from pipelines.star.params import StarParams
 from pipelines.star.report import HEADLINE, build_report, claims, headline_claim, invariant_checks, table
 
 
-def _rows(star: list[float], base: list[float], sgd: list[float] | None = None, stream: str = "seq-mnist",
-          buffer: int = 200, method: str = "er_star", base_method: str = "er") -> list[dict[str, Any]]:
+def _rows(
+    star: list[float],
+    base: list[float],
+    sgd: list[float] | None = None,
+    stream: str = "seq-mnist",
+    buffer: int = 200,
+    method: str = "er_star",
+    base_method: str = "er",
+) -> list[dict[str, Any]]:
     """Runs of ``method`` / ``base_method`` at one buffer; ``star[i]`` / ``base[i]`` / ``sgd[i]`` belong to seed i."""
     rows = []
     for seed, (a, b) in enumerate(zip(star, base)):
         for m, acc in ((method, a), (base_method, b)):
-            rows.append({"stream": stream, "method": m, "buffer": buffer, "seed": seed, "class_il": acc,
-                         "task_il": acc + 10, "forgetting_class_il": 100 - acc, "seconds": 1.0})
+            rows.append(
+                {
+                    "stream": stream,
+                    "method": m,
+                    "buffer": buffer,
+                    "seed": seed,
+                    "class_il": acc,
+                    "task_il": acc + 10,
+                    "forgetting_class_il": 100 - acc,
+                    "seconds": 1.0,
+                }
+            )
     for seed, acc in enumerate(sgd or []):
-        rows.append({"stream": stream, "method": "sgd", "buffer": 0, "seed": seed, "class_il": acc, "task_il": 90.0,
-                     "forgetting_class_il": 95.0, "seconds": 1.0})
+        rows.append(
+            {
+                "stream": stream,
+                "method": "sgd",
+                "buffer": 0,
+                "seed": seed,
+                "class_il": acc,
+                "task_il": 90.0,
+                "forgetting_class_il": 95.0,
+                "seconds": 1.0,
+            }
+        )
     return rows
 
 
@@ -78,20 +105,42 @@ def test_secondary_claims_follow_the_grid() -> None:
     rows += _rows([83, 84, 85], [80, 81, 82], SGD[:3], stream="seq-fmnist")
     chance = {"seq-mnist": 10.0, "seq-fmnist": 10.0}
     out = claims(rows, ["seq-mnist", "seq-fmnist"], ["sgd", "er", "er_star", "derpp_star"], [200, 500], chance)
-    assert [c.id for c in out] == ["er_star_ge_er_seq_mnist_b200", "er_star_ge_er_seq_mnist_b500",
-                                   "er_star_ge_er_seq_fmnist_b200", "er_star_ge_er_seq_fmnist_b500"]
-    assert [c.headline for c in out] == [True, False, False, False]   # derpp_star has no base here
+    assert [c.id for c in out] == [
+        "er_star_ge_er_seq_mnist_b200",
+        "er_star_ge_er_seq_mnist_b500",
+        "er_star_ge_er_seq_fmnist_b200",
+        "er_star_ge_er_seq_fmnist_b500",
+    ]
+    assert [c.headline for c in out] == [True, False, False, False]  # derpp_star has no base here
     assert out[-1].verdict == "not resolved" and out[-1].n == 0
 
 
 def measured(**change: Any) -> dict[str, Any]:
-    base = {"run": "seq-mnist_b200_s0", "mask": 60, "batch": 64, "gamma": 0.01, "steps": 1, "init": "official",
-            "applied": True, "kl": 1e-4, "norm_ratio": {"features.0.weight": 1.0000001, "classifier.weight": 0.9999999},
-            "max_norm_error": 1e-7, "perturbed": ["classifier.weight", "features.0.weight"],
-            "unperturbed": ["classifier.bias", "features.0.bias"], "biases_untouched": True, "bit_exact": True,
-            "grad_norms": {"features.0.weight": 0.02, "classifier.weight": 0.01, "features.0.bias": 0.0,
-                           "classifier.bias": 0.001},
-            "grad_nonzero": True, "skips_below_two": True, "grad_rel_diff": 0.0}
+    base = {
+        "run": "seq-mnist_b200_s0",
+        "mask": 60,
+        "batch": 64,
+        "gamma": 0.01,
+        "steps": 1,
+        "init": "official",
+        "applied": True,
+        "kl": 1e-4,
+        "norm_ratio": {"features.0.weight": 1.0000001, "classifier.weight": 0.9999999},
+        "max_norm_error": 1e-7,
+        "perturbed": ["classifier.weight", "features.0.weight"],
+        "unperturbed": ["classifier.bias", "features.0.bias"],
+        "biases_untouched": True,
+        "bit_exact": True,
+        "grad_norms": {
+            "features.0.weight": 0.02,
+            "classifier.weight": 0.01,
+            "features.0.bias": 0.0,
+            "classifier.bias": 0.001,
+        },
+        "grad_nonzero": True,
+        "skips_below_two": True,
+        "grad_rel_diff": 0.0,
+    }
     return {**base, **change}
 
 
@@ -114,16 +163,36 @@ def test_checks_pass_on_good_measurements_and_fail_on_each_broken_invariant() ->
 def test_table_groups_rows_by_buffer_and_cites_the_published_cells() -> None:
     rows = _rows([82, 83], [80, 80], SGD[:2]) + _rows([84, 85], [81, 82], buffer=500)
     columns, body = table(rows, ["seq-mnist"], ["sgd", "er", "er_star"], [200, 500])
-    assert columns == ["buffer", "method", "seq-MNIST Class-IL", "seq-MNIST Task-IL", "seq-MNIST forgetting",
-                       "published seq-MNIST Class-IL"]
-    assert [(r["buffer"], r["method"]) for r in body] == [("–", "SGD (fine-tuning, no replay)"), (200, "ER"),
-                                                         (200, "ER + STAR"), (500, "ER"), (500, "ER + STAR")]
+    assert columns == [
+        "buffer",
+        "method",
+        "seq-MNIST Class-IL",
+        "seq-MNIST Task-IL",
+        "seq-MNIST forgetting",
+        "published seq-MNIST Class-IL",
+    ]
+    assert [(r["buffer"], r["method"]) for r in body] == [
+        ("–", "SGD (fine-tuning, no replay)"),
+        (200, "ER"),
+        (200, "ER + STAR"),
+        (500, "ER"),
+        (500, "ER + STAR"),
+    ]
     assert body[1]["published seq-MNIST Class-IL"] == 80.43 and body[3]["published seq-MNIST Class-IL"] is None
     assert body[1]["seq-MNIST Class-IL"].startswith("80.00 ± ")
-    data = {"streams": {"seq-mnist": {"tasks": 5, "train_per_task": [4000] * 5, "train_available": 60000,
-                                      "test_per_task": [2000] * 5}}}
-    params = StarParams.model_validate({"data": {"datasets": ["seq-mnist"]},
-                                        "train": {"methods": ["sgd", "er", "er_star"]}})
+    data = {
+        "streams": {
+            "seq-mnist": {
+                "tasks": 5,
+                "train_per_task": [4000] * 5,
+                "train_available": 60000,
+                "test_per_task": [2000] * 5,
+            }
+        }
+    }
+    params = StarParams.model_validate(
+        {"data": {"datasets": ["seq-mnist"]}, "train": {"methods": ["sgd", "er", "er_star"]}}
+    )
     report = build_report(rows, {"er_star": measured()}, data, params)
     assert [c.id for c in report.claims] == ["er_star_ge_er_seq_mnist_b200", "er_star_ge_er_seq_mnist_b500"]
     assert len(report.checks) == 5 and report.headline[0].holm_verdict == report.headline[0].verdict

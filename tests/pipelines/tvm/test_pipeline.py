@@ -15,44 +15,62 @@ import pytest
 from components.io import load_json, load_jsonl, load_table
 from components.reasoning.datasets import sample_synthetic
 from components.reasoning.policy import SlipPolicy
+from paperflows.contract import StageContext
+from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
-from paperflows.runtime import StageContext, run_stage
 from pipelines.tvm.params import TvmParams
 from pipelines.tvm.pipeline import PIPELINE
 from tests.conftest import REPO
 
-TINY: dict[str, Any] = {"seeds": [0], "data": {"train_questions": 12, "test_questions": 4, "samples": 4},
-                        "verifier": {"steps": 4, "batch_size": 8}, "search": {"beams": 2, "per_beam": 2}}
+TINY: dict[str, Any] = {
+    "seeds": [0],
+    "data": {"train_questions": 12, "test_questions": 4, "samples": 4},
+    "verifier": {"steps": 4, "batch_size": 8},
+    "search": {"beams": 2, "per_beam": 2},
+}
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"verifier": {"kinds": ["orm", "orm"]}}, "kinds repeat"),
-    ({"verifier": {"kinds": ["rm"]}}, "tvm.verifier.kinds"),
-    ({"data": {"operand_max": 50, "cap": 20}}, "cap"),
-    ({"data": {"solutions_path": "s.jsonl"}}, "'prm' needs step labels"),
-    ({"policy": {"slip_carry": 1.5}}, "tvm.policy.slip_carry"),
-    ({"data": {"source": "champ", "solutions_path": "s.jsonl"}, "verifier": {"kinds": ["orm", "tvm"]}},
-     "two sources of solutions"),
-    ({"data": {"source": "champ"}, "verifier": {"kinds": ["orm", "prm"]}}, "CHAMP annotates the first wrong step"),
-    ({"data": {"source": "champ", "champ_models": ["GPT-5"]}}, "tvm.data.champ_models.0"),
-    ({"data": {"source": "champ", "champ_settings": ["0-Shot", "0-Shot"]}}, "entries repeat"),
-    ({"data": {"source": "champ", "champ_problems": 1}}, "tvm.data.champ_problems"),
-    ({"data": {"source": "web"}}, "tvm.data.source"),
-    ({"policy": {"generator": "smollm2"}, "data": {"source": "champ"}}, "does not apply to data.source 'champ'"),
-    ({"policy": {"generator": "smollm2"}, "verifier": {"kinds": ["orm", "prm"]}}, "SmolLM2's solutions do not carry"),
-    ({"policy": {"generator": "gpt"}}, "tvm.policy.generator"),
-    ({"policy": {"temperature": 0}}, "tvm.policy.temperature"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"verifier": {"kinds": ["orm", "orm"]}}, "kinds repeat"),
+        ({"verifier": {"kinds": ["rm"]}}, "tvm.verifier.kinds"),
+        ({"data": {"operand_max": 50, "cap": 20}}, "cap"),
+        ({"data": {"solutions_path": "s.jsonl"}}, "'prm' needs step labels"),
+        ({"policy": {"slip_carry": 1.5}}, "tvm.policy.slip_carry"),
+        (
+            {"data": {"source": "champ", "solutions_path": "s.jsonl"}, "verifier": {"kinds": ["orm", "tvm"]}},
+            "two sources of solutions",
+        ),
+        ({"data": {"source": "champ"}, "verifier": {"kinds": ["orm", "prm"]}}, "CHAMP annotates the first wrong step"),
+        ({"data": {"source": "champ", "champ_models": ["GPT-5"]}}, "tvm.data.champ_models.0"),
+        ({"data": {"source": "champ", "champ_settings": ["0-Shot", "0-Shot"]}}, "entries repeat"),
+        ({"data": {"source": "champ", "champ_problems": 1}}, "tvm.data.champ_problems"),
+        ({"data": {"source": "web"}}, "tvm.data.source"),
+        ({"policy": {"generator": "smollm2"}, "data": {"source": "champ"}}, "does not apply to data.source 'champ'"),
+        (
+            {"policy": {"generator": "smollm2"}, "verifier": {"kinds": ["orm", "prm"]}},
+            "SmolLM2's solutions do not carry",
+        ),
+        ({"policy": {"generator": "gpt"}}, "tvm.policy.generator"),
+        ({"policy": {"temperature": 0}}, "tvm.policy.temperature"),
+    ],
+)
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         validate(TvmParams, section, "tvm")
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(root), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-           "PREFECT_HOME": str(root / "prefect-home")}
-    return subprocess.run([sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PAPERFLOWS_ROOT": str(root),
+        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+        "PREFECT_HOME": str(root / "prefect-home"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _solutions(questions: int = 6, samples: int = 4) -> list[dict[str, Any]]:
@@ -60,16 +78,20 @@ def _solutions(questions: int = 6, samples: int = 4) -> list[dict[str, Any]]:
     return [{k: r[k] for k in ("question", "solution", "answer", "correct")} for r in train]
 
 
-@pytest.mark.parametrize(("line", "message"), [
-    ('{"question": "q", "solution": "1+1=2", "answer": "2"}', r"line 3 has no field 'correct'"),
-    ('{"question": "q", "solution": "1+1=2", "answer": "2", "correct": "maybe"}', r"line 3 field 'correct'"),
-])
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"question": "q", "solution": "1+1=2", "answer": "2"}', r"line 3 has no field 'correct'"),
+        ('{"question": "q", "solution": "1+1=2", "answer": "2", "correct": "maybe"}', r"line 3 field 'correct'"),
+    ],
+)
 def test_malformed_solutions_file_exits_2_before_any_work(tmp_path: Path, line: str, message: str) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
     rows = [json.dumps(r) for r in _solutions()[:2]] + [line]
     (tmp_path / "mine.jsonl").write_text("\n".join(rows) + "\n")
-    result = _cli(tmp_path, "run", "tvm", "--set", "data.solutions_path=mine.jsonl", "--set",
-                  "verifier.kinds=[orm,tvm]")
+    result = _cli(
+        tmp_path, "run", "tvm", "--set", "data.solutions_path=mine.jsonl", "--set", "verifier.kinds=[orm,tvm]"
+    )
     assert result.returncode == 2, result.stderr
     assert "tvm.data.solutions_path" in result.stderr and "mine.jsonl" in result.stderr
     assert __import__("re").search(message, result.stderr), result.stderr
@@ -78,26 +100,39 @@ def test_malformed_solutions_file_exits_2_before_any_work(tmp_path: Path, line: 
 
 def test_missing_solutions_file_exits_2(tmp_path: Path) -> None:
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    result = _cli(tmp_path, "run", "tvm", "--set", "data.solutions_path=absent.jsonl", "--set",
-                  "verifier.kinds=[orm,tvm]")
+    result = _cli(
+        tmp_path, "run", "tvm", "--set", "data.solutions_path=absent.jsonl", "--set", "verifier.kinds=[orm,tvm]"
+    )
     assert result.returncode == 2 and "tvm.data.solutions_path: no file at" in result.stderr, result.stderr
 
 
 def test_users_solutions_train_and_rerank(project: Path) -> None:
     (project / "mine.jsonl").write_text("\n".join(json.dumps(r) for r in _solutions()) + "\n")
-    params = TvmParams.model_validate({"seeds": [0], "data": {"solutions_path": "mine.jsonl", "test_fraction": 0.34},
-                                       "verifier": {"kinds": ["orm", "tvm"], "steps": 2, "batch_size": 8}})
+    params = TvmParams.model_validate(
+        {
+            "seeds": [0],
+            "data": {"solutions_path": "mine.jsonl", "test_fraction": 0.34},
+            "verifier": {"kinds": ["orm", "tvm"], "steps": 2, "batch_size": 8},
+        }
+    )
     root = project / "out"
     for name in ("sample", "labels", "train", "search", "report"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "file" and (data["train_questions"], data["test_questions"]) == (4, 2)
     assert data["regrade_agreement"] == 1.0
     assert len(load_jsonl(root / "data" / "test.jsonl")) == 8
     rows = load_table(root / "tables" / "search.parquet")
-    assert {(r["method"], r["verifier"]) for r in rows} == {("single", "none"), ("majority", "none"),
-                                                             ("best_of_n", "orm"), ("best_of_n", "tvm")}
+    assert {(r["method"], r["verifier"]) for r in rows} == {
+        ("single", "none"),
+        ("majority", "none"),
+        ("best_of_n", "orm"),
+        ("best_of_n", "tvm"),
+    }
     report = load_json(root / "report.json")
     beam = next(c for c in report["claims"] if c["id"] == "beam_tvm_ge_orm")
     assert beam["verdict"] == "not resolved" and "synthetic policy" in beam["evidence"]
@@ -105,22 +140,37 @@ def test_users_solutions_train_and_rerank(project: Path) -> None:
 
 def test_champ_default_kinds_drop_prm() -> None:
     assert TvmParams.model_validate({"data": {"source": "champ"}}).verifier.kinds == ["orm", "tvm"]
-    assert TvmParams.model_validate({"data": {"source": "champ"}, "verifier": {"kinds": ["orm", "prm", "tvm"]}}
-                                    ).verifier.kinds == ["orm", "tvm"]
+    assert TvmParams.model_validate(
+        {"data": {"source": "champ"}, "verifier": {"kinds": ["orm", "prm", "tvm"]}}
+    ).verifier.kinds == ["orm", "tvm"]
     assert TvmParams.model_validate({}).verifier.kinds == ["orm", "prm", "tvm"]
     assert TvmParams.model_validate({"policy": {"generator": "smollm2"}}).verifier.kinds == ["orm", "tvm"]
 
 
-@pytest.mark.skipif(__import__("importlib.util").util.find_spec("champ_dataset") is None,
-                    reason="champ-dataset is not installed")
+@pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("champ_dataset") is None, reason="champ-dataset is not installed"
+)
 def test_champ_solutions_rerank_without_beam_search(project: Path) -> None:
-    params = TvmParams.model_validate({"seeds": [0], "data": {
-        "source": "champ", "champ_problems": 6, "champ_settings": ["0-Shot", "No C w/o H", "Direct C w/ H"],
-        "champ_max_chars": 80, "test_fraction": 0.34}, "verifier": {"steps": 2, "batch_size": 8}})
+    params = TvmParams.model_validate(
+        {
+            "seeds": [0],
+            "data": {
+                "source": "champ",
+                "champ_problems": 6,
+                "champ_settings": ["0-Shot", "No C w/o H", "Direct C w/ H"],
+                "champ_max_chars": 80,
+                "test_fraction": 0.34,
+            },
+            "verifier": {"steps": 2, "batch_size": 8},
+        }
+    )
     root = project / "out"
     for name in ("sample", "labels", "train", "search", "report"):
-        run_stage(StageContext(pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root,
-                               progress=False, project=project))
+        run_stage(
+            StageContext(
+                pipeline=PIPELINE, stage=PIPELINE.stage(name), params=params, root=root, progress=False, project=project
+            )
+        )
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "champ" and (data["train_questions"], data["test_questions"]) == (4, 2)
     assert data["problems_used"] == 6 and data["test_solutions"] == 6 and data["regrade_agreement"] == 1.0
@@ -129,9 +179,13 @@ def test_champ_solutions_rerank_without_beam_search(project: Path) -> None:
     assert all(r["solution"].count("\n") >= 1 and r["model"] == "GPT-3.5" for r in test)
     assert all(len(r["solution"].rsplit("\nanswer: ", 1)[0]) <= 80 for r in test)
     rows = load_table(root / "tables" / "search.parquet")
-    assert {(r["method"], r["verifier"]) for r in rows} == {("single", "none"), ("majority", "none"),
-                                                             ("best_of_n", "orm"), ("best_of_n", "tvm"),
-                                                             ("best_of_n", "oracle")}
+    assert {(r["method"], r["verifier"]) for r in rows} == {
+        ("single", "none"),
+        ("majority", "none"),
+        ("best_of_n", "orm"),
+        ("best_of_n", "tvm"),
+        ("best_of_n", "oracle"),
+    }
     by = {(r["method"], r["verifier"], r["seed"]): r["accuracy"] for r in rows}
     assert all(by[("best_of_n", k, s)] <= by[("best_of_n", "oracle", s)] for k in ("orm", "tvm") for s in (0,))
     report = load_json(root / "report.json")
