@@ -239,8 +239,9 @@ def _resolve_run_params(target: str, overrides: list[str]) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from paperflows.launcher import CHILD_ENV
+    from paperflows.launcher import CHILD_ENV, STARTED_ENV
 
+    os.environ.setdefault(STARTED_ENV, repr(time.time()))  # when the command began (the child inherits it)
     resolved = _resolve_run_params(args.target, args.overrides)
     if args.only is not None:
         resolved = {s: p for s, p in resolved.items() if s in args.only.split(",")}
@@ -321,12 +322,15 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
         os.environ["PAPERFLOWS_PROGRESS"] = "0"
     from paperflows import flows
     from paperflows.errors import RunLockedError
+    from paperflows.launcher import API_PENDING_ENV, wait_for_api
     from paperflows.tracking import reap_orphan_runs
 
     flows.make_task_runner(settings)  # a task runner the settings cannot have is refused before anything is written
     ended = reap_orphan_runs(settings)  # runs of processes killed outright (SIGKILL) never stay RUNNING
     if ended:
         print(f"paperflows: {len(ended)} MLflow run(s) of a killed process were still RUNNING; ended as KILLED")
+    if os.environ.pop(API_PENDING_ENV, None):  # the supervisor's server boots while this process imports
+        wait_for_api(os.environ["PREFECT_API_URL"])
     flows.prepare_prefect_database()  # several first runs at once: one creates the database, the others wait
     crashed = flows.reap_orphan_prefect_runs()
     if crashed:

@@ -458,6 +458,11 @@ def _execute(
         record = run_record(pipeline.slug, entry, params, parent, settings)
         save_json(record, root / "run.json")
         ran = False
+        startup = _since_command_start()
+        if startup is not None:  # what the user waited before the first stage: imports, validation, Prefect
+            record["startup_seconds"] = round(startup, 2)
+            if tracker is not None and parent is not None:
+                tracker.log_metrics(parent, {"startup_seconds": startup})
         for stage in pipeline.stages:
             ctx = StageContext(
                 pipeline=pipeline,
@@ -507,6 +512,15 @@ def _execute(
     return RunSummary(
         slug=pipeline.slug, root=root, run_id=parent, seconds=seconds, stages=stages, report=report, workspace=workspace
     )
+
+
+def _since_command_start() -> float | None:
+    """Seconds since the ``paperflows run`` command began (None outside one, or for its later pipelines)."""
+    raw = os.environ.pop("PAPERFLOWS_COMMAND_STARTED", None)
+    try:
+        return time.time() - float(raw) if raw else None
+    except ValueError:
+        return None
 
 
 def params_digest(params: PipelineParams) -> str:

@@ -22,6 +22,7 @@ from types import FrameType
 
 from paperflows.settings import Settings
 
+STARTED_ENV = "PAPERFLOWS_COMMAND_STARTED"  # time.time() when `paperflows run` began: start-up is measured from it
 CHILD_ENV = "PAPERFLOWS_RUN_CHILD"  # set in the child: do the work instead of supervising
 GRACE_SECONDS = 5.0  # how long a stopping child may take before its session is killed
 
@@ -136,9 +137,12 @@ def run_supervised(
     try:
         if parallel > 1:
             env["PAPERFLOWS_PROGRESS"] = "0"  # interleaved bars are noise: the stages' log lines say it all
-            server = LocalPrefectServer(settings)
-            env.update(server.start_once())
             _create_tracking_store(settings)  # before parallel writers: a first-use race corrupts it
+        if not os.environ.get("PREFECT_API_URL"):
+            # one local server for the command's children, started now so that it boots while they import (an
+            # embedded server per child would start only when its first flow is called)
+            server = LocalPrefectServer(settings)
+            env.update(server.start_once(label="the parallel runs" if parallel > 1 else "the run"))
         while (pending or running) and not ("signal" in stopping and not running):
             while pending and len(running) < parallel and "signal" not in stopping:
                 argv = pending.pop(0)
@@ -185,15 +189,20 @@ class LocalPrefectServer:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
 
-    def start(self, timeout: float = 180.0) -> dict[str, str]:
+    def home(self) -> Path:
+        return Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)
+
+    def launch(self, label: str = "the runs") -> dict[str, str]:
+        """Start ``prefect server start`` on a free loopback port without waiting for it: the environment that
+        points the children at it (they wait for it themselves, :func:`wait_for_api`, while they import)."""
         import socket
-        import urllib.request
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        home = Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)
+        home = self.home()
         home.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -202,41 +211,65 @@ class LocalPrefectServer:
             "PREFECT_UI_ENABLED": "false",
         }
         env.pop("PREFECT_API_URL", None)
-        log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in stop()
-        self._log = log
+        self._log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             env=env,
-            stdout=log,
+            stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        url = f"http://127.0.0.1:{port}/api"
-        print(f"paperflows: local Prefect server for the parallel runs on {url}", flush=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the Prefect server exited ({self.proc.returncode}); see {home / 'server.log'}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        return {"PREFECT_API_URL": url}
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError(f"the Prefect server did not answer within {timeout:.0f} s; see {home / 'server.log'}")
+        self.url = f"http://127.0.0.1:{port}/api"
+        print(f"paperflows: local Prefect server for {label} on {self.url}", flush=True)
+        return {"PREFECT_API_URL": self.url, API_PENDING_ENV: "1"}
 
-    def start_once(self, timeout: float = 180.0) -> dict[str, str]:
-        """:meth:`start`, holding the first-start lock while the database is new (one migration at a time)."""
-        from paperflows.settings import first_prefect_start
+    def start(self, timeout: float = 180.0, label: str = "the runs") -> dict[str, str]:
+        """:meth:`launch`, then wait until the server answers."""
+        env = self.launch(label)
+        assert self.proc is not None
+        wait_for_api(self.url, timeout, self.proc, self.home() / "server.log")
+        return {k: v for k, v in env.items() if k != API_PENDING_ENV}
 
-        with first_prefect_start(Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)):
-            return self.start(timeout)
+    def start_once(self, timeout: float = 180.0, label: str = "the runs") -> dict[str, str]:
+        """Start the server: at once, without waiting, when its database exists; the first time (a new
+        database), under the first-start lock and waiting for it, so that one migration runs at a time."""
+        from paperflows.settings import PREFECT_DATABASE_READY, first_prefect_start
+
+        if (self.home() / PREFECT_DATABASE_READY).is_file():
+            return self.launch(label)
+        with first_prefect_start(self.home()):
+            return self.start(timeout, label)
 
     def stop(self) -> None:
         if self.proc is not None:
             _kill_session(self.proc.pid, grace=5.0)
             self.proc.wait(timeout=5)
             self._log.close()
+
+
+API_PENDING_ENV = "PAPERFLOWS_PREFECT_BOOTING"  # the server at PREFECT_API_URL was started and may not answer yet
+
+
+def wait_for_api(
+    url: str, timeout: float = 180.0, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None
+) -> None:
+    """Wait until the Prefect API at ``url`` answers its health check (RuntimeError on timeout, or when the
+    server process ``proc`` exits first)."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the Prefect server exited ({proc.returncode}); see {log}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(
+        f"the Prefect server at {url} did not answer within {timeout:.0f} s" + (f"; see {log}" if log else "")
+    )
 
 
 def _end_orphan_runs(settings: Settings, pids: set[int]) -> None:

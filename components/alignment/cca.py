@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import solve_triangular
+from scipy.linalg.blas import dsyrk
 
 EPS = 1e-5
 
@@ -72,13 +73,20 @@ def _covariances(
     mean_a, mean_b = a.mean(0), b.mean(0)
     if not (np.isfinite(mean_a).all() and np.isfinite(mean_b).all()):
         raise ValueError("CCA inputs hold NaN or infinite values")
-    s11, s22, s12 = np.zeros((a.shape[1],) * 2), np.zeros((b.shape[1],) * 2), np.zeros((a.shape[1], b.shape[1]))
+    # the symmetric products by BLAS syrk (one triangle: half a general product's work), Fortran-ordered
+    s11, s22 = np.zeros((a.shape[1],) * 2, order="F"), np.zeros((b.shape[1],) * 2, order="F")
+    s12 = np.zeros((a.shape[1], b.shape[1]))
     for start in range(0, n, block):
         ca, cb = a[start : start + block] - mean_a, b[start : start + block] - mean_b
-        s11 += ca.T @ ca
-        s22 += cb.T @ cb
+        s11 = dsyrk(1.0, ca.T, beta=1.0, c=s11, overwrite_c=1)  # ca.T is Fortran-ordered: no copy
+        s22 = dsyrk(1.0, cb.T, beta=1.0, c=s22, overwrite_c=1)
         s12 += ca.T @ cb
-    return mean_a, mean_b, s11 / n, s22 / n, s12 / n
+    return mean_a, mean_b, _symmetric(s11) / n, _symmetric(s22) / n, s12 / n
+
+
+def _symmetric(upper: np.ndarray) -> np.ndarray:
+    """The full symmetric matrix from its upper triangle (what syrk fills)."""
+    return np.triu(upper) + np.triu(upper, 1).T
 
 
 def _cholesky(cov: np.ndarray, view: str) -> np.ndarray:

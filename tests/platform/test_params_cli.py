@@ -459,14 +459,5 @@ def test_complete_query_is_light() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [
-        "lora.r=",
-        "lora.alpha=",
-        "lora.dropout=",
-        "lora.steps=",
-        "lora.head_steps=",
-        "lora.head_lr=",
-        "lora.lr=",
-        "lora.batch_size=",
-        "[]",
-    ]
+    lora_keys = [f"{key}=" for key, _ in leaf_fields(registry.params_model("knots")) if key.startswith("lo")]
+    assert proc.stdout.splitlines() == [*lora_keys, "[]"]  # the keys, and no heavy module imported
