@@ -20,6 +20,9 @@
                                              regenerate / check prefect.yaml
     paperflows new <slug> --title ... --arxiv ... --claim ...
                                              scaffold a new paper package (see pipelines/README.md)
+    paperflows ui [--mlflow-port N] [--prefect-port N]
+                                             the MLflow and Prefect UIs of this project on loopback (their
+                                             URLs printed); Ctrl-C stops both
     paperflows completion bash|zsh           a completion script (commands, slugs, stages, --set keys):
                                              source <(paperflows completion bash)
 
@@ -72,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--force", action="store_true", help="run even when DVC says the outputs are up to date")
     run.add_argument(
+        "-j",
         "--jobs",
         type=int,
         default=2,
@@ -86,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "folder it would write to; run nothing",
     )
     run.add_argument("--only", default=None, help=argparse.SUPPRESS)  # the supervisor tells its child
+    run.add_argument("--sweep-point", default=None, help=argparse.SUPPRESS)  # a sweep's point, for its child
     par = sub.add_parser(
         "params", help="every parameter of a pipeline: type, range, params.yaml default, paper value, description"
     )
@@ -159,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--title", required=True, help="the paper's title")
     new.add_argument("--arxiv", required=True, help="its arXiv id, e.g. 2410.19735")
     new.add_argument("--claim", required=True, help="the claim the pipeline must show, in one line")
+    ui = sub.add_parser(
+        "ui",
+        help="start the MLflow UI and the Prefect UI of this project on loopback, print their URLs; Ctrl-C stops both",
+    )
+    ui.add_argument("--mlflow-port", type=int, default=None, metavar="N", help="MLflow UI port (default 5000)")
+    ui.add_argument("--prefect-port", type=int, default=None, metavar="N", help="Prefect UI port (default 4200)")
     comp = sub.add_parser("completion", help="print a shell completion script: source <(paperflows completion bash)")
     comp.add_argument("shell", choices=["bash", "zsh"])
     return parser
@@ -242,6 +253,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from paperflows.launcher import CHILD_ENV, STARTED_ENV
 
     os.environ.setdefault(STARTED_ENV, repr(time.time()))  # when the command began (the child inherits it)
+    if args.sweep_point is not None:  # this child runs one point of a sweep: its runs say so
+        from paperflows.sweep import SWEEP_ENV
+
+        os.environ[SWEEP_ENV] = args.sweep_point
+    elif os.environ.get(CHILD_ENV) != "1":
+        from paperflows.sweep import plan
+
+        sweep = plan(args.overrides)
+        if sweep is not None:
+            return _run_sweep(sweep, args)
     resolved = _resolve_run_params(args.target, args.overrides)
     if args.only is not None:
         resolved = {s: p for s, p in resolved.items() if s in args.only.split(",")}
@@ -311,6 +332,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     with hold_output_locks(settings, workspaces) as held:
         env = {**held, **({FRESH_ENV: json.dumps(partial)} if partial else {})}
         return run_supervised(jobs, settings, parallel=args.jobs, extra_env=env)
+
+
+def _run_sweep(sweep: Any, args: argparse.Namespace) -> int:
+    """Every point of a grid as a run of its own, ``-j N`` at a time, then one comparison table."""
+    from paperflows.engine import hold_output_locks
+    from paperflows.launcher import run_supervised
+    from paperflows.params import ParamsError, at_file_values
+    from paperflows.settings import load_settings
+    from paperflows.sweep import point_env, point_label, point_overrides, write_comparison
+
+    if args.target == "all" or "," in args.target:
+        raise UsageError("a sweep runs one pipeline: name one slug (e.g. paperflows run knots --set lora.r=4,8)")
+    if args.show or args.only is not None:
+        raise UsageError("--show and a sweep: show one point with --set key=value instead")
+    settings = load_settings()
+    workspaces = []
+    for index in range(len(sweep.points)):  # every point validated (params and data files) before anything starts
+        try:
+            resolved = _resolve_run_params(args.target, point_overrides(sweep, index))
+        except ParamsError as err:
+            raise ParamsError(f"sweep point {index + 1} ({point_label(sweep.points[index])}): {err}") from None
+        if at_file_values(resolved[args.target], args.target, settings.params_file):
+            workspaces.append(settings.workspace(args.target))
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    print(
+        f"== {args.target}: sweep {sweep.id}: {len(sweep.points)} points over {', '.join(sweep.keys)}, "
+        f"{min(args.jobs, len(sweep.points))} at a time",
+        flush=True,
+    )
+    jobs = [
+        [
+            "run",
+            args.target,
+            "--only",
+            args.target,
+            *(f"--set={o}" for o in point_overrides(sweep, i)),
+            "--no-progress",
+            "--sweep-point",
+            point_env(sweep, i),
+        ]
+        for i in range(len(sweep.points))
+    ]
+    with hold_output_locks(settings, sorted(set(workspaces))) as held:
+        code = run_supervised(jobs, settings, parallel=args.jobs, extra_env=held)
+    table, folder = write_comparison(sweep, settings.runs(args.target))
+    print(f"\n== {args.target}: sweep {sweep.id}\n\n{table}\n\n(table, CSV and plot in {folder})", flush=True)
+    return code
 
 
 def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
@@ -486,11 +555,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     rows = claims_table(found, settings.root)
     if args.json:
         print(json.dumps({"headline": heads, "claims": rows}, indent=2))
-    else:
-        print("Headline claims (one or two per paper: the paper's main empirical contribution)\n")
-        print(markdown_table(HEADLINE_COLUMNS, heads))
-        print("\nAll claims and checks (Holm: the verdict adjusted over each paper's secondary claims)\n")
-        print(markdown_table(CLAIM_COLUMNS, rows))
+        return EXIT_OK
+    table = markdown_table  # a file or a pipe gets Markdown; a terminal a table fitted to its width
+    if sys.stdout.isatty():
+        from paperflows.report import fmt
+        from paperflows.termtable import text_table
+
+        table = lambda columns, rows: text_table(columns, rows, show=fmt)  # noqa: E731
+    print("Headline claims (one or two per paper: the paper's main empirical contribution)\n")
+    print(table(HEADLINE_COLUMNS, heads))
+    print("\nAll claims and checks (Holm: the verdict adjusted over each paper's secondary claims)\n")
+    print(table(CLAIM_COLUMNS, rows))
     return EXIT_OK
 
 
@@ -591,6 +666,19 @@ def cmd_params(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from paperflows.settings import load_settings
+    from paperflows.uiserve import UiError, run
+
+    for option, port in (("--mlflow-port", args.mlflow_port), ("--prefect-port", args.prefect_port)):
+        if port is not None and not 1 <= port <= 65535:
+            raise UsageError(f"{option} {port}: not a port (1 to 65535)")
+    try:
+        return run(load_settings(), args.mlflow_port, args.prefect_port, out=lambda line: print(line, flush=True))
+    except UiError as err:
+        raise UsageError(str(err)) from None
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     from paperflows.completion import script
 
@@ -609,6 +697,7 @@ COMMANDS = {
     "deploy": cmd_deploy,
     "new": cmd_new,
     "params": cmd_params,
+    "ui": cmd_ui,
     "completion": cmd_completion,
 }
 

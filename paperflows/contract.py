@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ from paperflows.paper import Paper
 from paperflows.params import ParamsError, PipelineParams, check_key_exists, flatten, resolve_data_path
 
 REPORT_FILE = "report.json"  # written by every pipeline's last stage
+#: a metric-name segment that names a seed (``seed3``, ``s3``): such curves are logged per seed, without it
+SEED_SEGMENT = re.compile(r"(?:seed|s)(\d+)")
+#: the headline table's cells and each claim's effect, interval and verdict, as DVC metrics of the report stage
+CLAIM_METRICS = "metrics/claims.json"
 
 
 class Tracker(Protocol):
@@ -187,6 +192,10 @@ class Pipeline:
                 raise ValueError(f"{self.paper.slug}: report stage '{self._report}' not found ({err})") from None
             if not isinstance(report, Stage):
                 raise ValueError(f"{self.paper.slug}: '{self._report}' is not a stage (declare it with @stage)")
+            if CLAIM_METRICS not in report.metrics:
+                # every report stage also gives DVC the claims as metrics (Report.save writes them): set on the
+                # declared stage itself, which pickles by reference
+                object.__setattr__(report, "metrics", (*report.metrics, CLAIM_METRICS))
         stages = self._method + ((report,) if report is not None else ())
         self._validate(stages)
         self._stages = stages
@@ -335,6 +344,7 @@ class StageContext:
     project: Path | None = None  # the project root: relative data paths in params are taken from it
     cache_dir: Path | None = None  # derived model files shared across runs (PAPERFLOWS_CACHE)
     latest: dict[str, float] = dataclasses.field(default_factory=dict)  # last value of every logged curve
+    seed_runs: dict[str, str] = dataclasses.field(default_factory=dict)  # seed -> its run under the stage's run
 
     def data_path(self, value: str) -> Path:
         """A user-supplied data path from the params, resolved against the project root."""
@@ -365,11 +375,50 @@ class StageContext:
         return target
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """Log to the stage's run and the pipeline's parent run. A metric whose name holds a seed segment
+        (``train/er/seed0/loss``, ``pretrain/s1/loss``) goes instead to a run of that seed under the stage's run,
+        without the segment (``train/er/loss``): MLflow then overlays the seeds' curves of one name."""
         self.latest.update({k: float(v) for k, v in metrics.items() if v is not None})
         if self.tracker is None:
             return
-        for run_id in self.run_ids:
-            self.tracker.log_metrics(run_id, metrics, step=step)
+        plain: dict[str, float] = {}
+        by_seed: dict[str, dict[str, float]] = {}
+        for name, value in metrics.items():
+            parts = name.split("/")
+            seeds = [i for i, part in enumerate(parts) if SEED_SEGMENT.fullmatch(part)]
+            if seeds and self.run_ids:
+                seed = SEED_SEGMENT.fullmatch(parts[seeds[-1]]).group(1)  # type: ignore[union-attr]
+                by_seed.setdefault(seed, {})["/".join(parts[: seeds[-1]] + parts[seeds[-1] + 1 :])] = value
+            else:
+                plain[name] = value
+        if plain:
+            for run_id in self.run_ids:
+                self.tracker.log_metrics(run_id, plain, step=step)
+        for seed, values in by_seed.items():
+            self.tracker.log_metrics(self._seed_run(seed), values, step=step)
+
+    def _seed_run(self, seed: str) -> str:
+        if seed not in self.seed_runs:
+            assert self.tracker is not None
+            label = self.stage.name if self.item is None else f"{self.stage.name}[{self.item}]"
+            self.seed_runs[seed] = self.tracker.start(
+                f"{self.pipeline.slug}.{label} · seed {seed}",
+                {
+                    "paperflows.stage": self.stage.name,
+                    "paperflows.seed": seed,
+                    **({"paperflows.item": self.item} if self.item is not None else {}),
+                },
+                parent_id=self.run_ids[0],
+            )
+        return self.seed_runs[seed]
+
+    def end_seed_runs(self, ok: bool, killed: bool = False) -> None:
+        """End the per-seed runs this stage call opened (the engine calls it when the stage ends)."""
+        if self.tracker is not None:
+            for run_id in self.seed_runs.values():
+                self.tracker.flush(run_id)
+                self.tracker.end(run_id, ok, killed=killed)
+        self.seed_runs = {}
 
     def metric_callback(self, prefix: str) -> Callable[[int, dict[str, float]], None]:
         """A ``callback(step, metrics)`` for the training loop that logs ``<prefix>/<name>`` curves."""

@@ -176,7 +176,7 @@ def run_stage(
     # every stage starts from the same RNG state whatever ran before it in this process, so a stage run
     # by `dvc repro` (own process) and by the Prefect flow (after other stages) computes the same thing
     seed_everything(stage_seed(pipeline.slug, label))
-    ctx.latest = {}  # this call's own curves (items of a fan-out stage are copies of one context)
+    ctx.latest, ctx.seed_runs = {}, {}  # this call's own curves and seed runs (fan-out items are copies of one context)
     started = time.perf_counter()
     ok = killed = False
     metrics: dict[str, float] = {}
@@ -200,6 +200,7 @@ def run_stage(
             tracker.log_metrics(child, {"stage_seconds": seconds, **(metrics if ok else {})})
             if ok:
                 _log_stage_files(ctx, child)
+            ctx.end_seed_runs(ok, killed=killed)
             tracker.end(child, ok, killed=killed)
     if tracker is not None and parent_run_id:
         if metrics:
@@ -535,6 +536,7 @@ def run_record(
     """What ``run.json`` holds from the start of a run: the parameters (and their digest and scale), how it
     was started, the commit it ran, the torch thread count (a result-changing setting) and the MLflow run;
     the engine adds ``seconds`` and ``finished`` when the run completes."""
+    from paperflows.sweep import current_point
     from paperflows.tracking import git_commit
 
     return {
@@ -547,6 +549,7 @@ def run_record(
         "torch_threads": settings.torch_threads,
         "mlflow_run_id": mlflow_run_id,
         "started": datetime.now(UTC).isoformat(),
+        **({"sweep": point} if (point := current_point()) is not None else {}),
     }
 
 

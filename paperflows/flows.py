@@ -1,7 +1,9 @@
 """One Prefect flow per paper, built from the pipeline declarations.
 
 The flow's single parameter is the paper's pydantic params model, so a deployment renders it as a
-form (field descriptions, bounds, enums) and Prefect validates edited values before the run starts.
+form (field labels, descriptions, bounds, enums) and Prefect's server checks edited values against its schema
+before a run exists. The model itself (with its cross-field rules, which no schema states) is applied when the run
+starts: a refused value ends the run Failed with one line naming the key (:func:`checked_params`).
 Each stage becomes a task (no result caching: DVC is the cache). A run whose parameters equal the
 ``params.yaml`` section writes into the DVC workspace (``outputs/<slug>``) and then records the outputs of
 the stages it ran in ``dvc.lock`` (``dvc commit``), so a following ``dvc repro`` has nothing to redo; any
@@ -37,8 +39,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import logging
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +48,7 @@ from typing import Any
 
 import torch
 
-from paperflows import registry
+from paperflows import provenance, registry
 from paperflows.contract import REPORT_FILE, Pipeline, StageContext
 from paperflows.engine import (
     RunSummary,
@@ -58,8 +60,18 @@ from paperflows.engine import (
     run_stage,
     skip_stage,
 )
-from paperflows.params import PipelineParams, at_file_values, check_data_files, file_values, merge_given
+from paperflows.inline_figures import embed_figures
+from paperflows.params import (
+    ParamsError,
+    PipelineParams,
+    at_file_values,
+    check_data_files,
+    file_values,
+    merge_given,
+    validate,
+)
 from paperflows.settings import Settings, SettingsError, first_prefect_start, load_settings, pin_environment
+from paperflows.sweep import point_tags
 
 pin_environment()
 
@@ -73,13 +85,12 @@ from prefect.exceptions import ObjectNotFound  # noqa: E402
 from prefect.futures import wait  # noqa: E402
 from prefect.runtime import deployment, flow_run  # noqa: E402
 from prefect.settings import get_current_settings  # noqa: E402
-from prefect.states import Completed  # noqa: E402
+from prefect.states import Completed, Failed  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
 from paperflows.tracking import (  # noqa: E402
     MlflowTracker,
     claim_metrics,
-    mlflow_artifact_url,
     mlflow_run_url,
     run_tags,
 )
@@ -384,7 +395,9 @@ def _artifact_key(slug: str, suffix: str) -> str:
 
 def publish_report(pipeline: Pipeline, summary: RunSummary, settings: Settings, experiment_id: str | None) -> None:
     """Two artifacts of the flow run: the paper-shaped table with the claims in its description, and the
-    report as markdown with its figures (served by the MLflow UI from the parent run) and the run's links."""
+    report as markdown with its figures and the run's links. The figures are inside the artifact (``data:`` URIs,
+    scaled down past a size budget: :mod:`paperflows.inline_figures`), so the Prefect UI shows them with no MLflow
+    UI running."""
     report = summary.report
     rows = [{c: row.get(c) for c in report["columns"]} for row in report["rows"]]
     claims = "\n".join(f"- **{c['verdict']}** `{c['id']}`: {c['claim']} — {c['evidence']}" for c in report["claims"])
@@ -396,14 +409,12 @@ def publish_report(pipeline: Pipeline, summary: RunSummary, settings: Settings, 
         return
     text = md_path.read_text()
     links = [f"Run folder: `{summary.root}`"]
+    elsewhere = f"see `{summary.root}`"
     if summary.run_id and experiment_id:
         links.insert(0, f"MLflow run: {mlflow_run_url(settings, experiment_id, summary.run_id)}")
-        # report.md links its figures relative to the run folder; the parent run holds them at the same paths
-        text = re.sub(
-            r"\]\((?!https?:)([^)\s]+\.png)\)",
-            lambda m: f"]({mlflow_artifact_url(settings, summary.run_id, m.group(1))})",
-            text,
-        )
+        elsewhere += " or the MLflow run's plots"
+    # report.md links its figures relative to the run folder: they travel inside the artifact
+    text = embed_figures(text, summary.root, elsewhere=elsewhere).text
     create_markdown_artifact(
         markdown="\n\n".join(["  \n".join(links), text]),
         key=_artifact_key(pipeline.slug, "report"),
@@ -454,6 +465,7 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
             "prefect.flow_run_name": str(flow_run.get_name() or ""),
             "prefect.deployment_id": str(deployment.get_id() or ""),
             "prefect.flow_run_url": prefect_run_url(str(flow_run.get_id() or "")),
+            **point_tags(),  # a point of a sweep: grouped by the sweep's id
         },
     )
     stage_tasks = {
@@ -520,6 +532,13 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
         )
         ran = [s["stage"] for s in summary.stages if not s.get("skipped")]
         dvc_status = commit_to_dvc(pipeline, settings, ran) if workspace else "run folder (not DVC-tracked)"
+        # run.json names the report it produced and where the run opens (the results page pairs them by digest)
+        provenance.stamp(
+            summary.root,
+            mlflow_experiment_id=tracker.experiment_id if summary.run_id else None,
+            prefect_flow_run_id=str(flow_run.get_id() or ""),
+            prefect_flow_run_url=tags.get("prefect.flow_run_url"),
+        )
     logger.info("%s: %s", pipeline.slug, dvc_status)
     experiment = tracker.experiment_id if summary.run_id else None
     publish_report(pipeline, summary, settings, experiment)
@@ -541,13 +560,59 @@ def run_pipeline_in_flow(pipeline: Pipeline, params: PipelineParams) -> dict[str
     }
 
 
+def checked_params(pipeline: Pipeline, value: Any) -> PipelineParams:
+    """The flow's parameter as the paper's params model: a model as it is (``paperflows run`` validated it), a
+    mapping (a deployment run, the form) validated; :class:`ParamsError` names the keys."""
+    if isinstance(value, pipeline.params_model):
+        return value
+    if isinstance(value, PipelineParams):  # another model: its values
+        value = value.model_dump(mode="json")
+    if not isinstance(value, dict):
+        raise ParamsError(f"{pipeline.slug}: expected the parameters as a mapping, got {type(value).__name__}")
+    return validate(pipeline.params_model, value, pipeline.slug)
+
+
+class _RefusalTraceback(logging.Filter):
+    """Drops the traceback Prefect's engine logs for a flow run that ends Failed ("Engine execution exited with
+    unexpected exception": the run's result re-raised as ``FailedRun``) when the failure is a refusal of the
+    parameters, already logged in one line; any other failure keeps its traceback."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = record.exc_info[1] if record.exc_info else None
+        return not (type(failure).__name__ == "FailedRun" and self.message in str(failure))
+
+
+def quiet_refusal(message: str) -> None:
+    """Keep the run's log to the one line of a refusal (see :class:`_RefusalTraceback`)."""
+    for name in ("prefect.flow_runs", "prefect.engine"):
+        logging.getLogger(name).addFilter(_RefusalTraceback(message))
+
+
+def one_line(err: Exception) -> str:
+    """A refusal as one line: its problems joined by ``; `` and without pydantic's ``Value error, `` prefix."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return "; ".join(line.replace(": Value error, ", ": ") for line in lines) or type(err).__name__
+
+
 def build_flow(pipeline: Pipeline):
     """The Prefect flow of one paper; its parameter defaults are the ``params.yaml`` section."""
     Params = pipeline.params_model
     defaults = workspace_params(pipeline, load_settings()) or Params()
 
     def paper_flow(params: Params = defaults) -> dict[str, Any]:  # type: ignore[valid-type]
-        return run_pipeline_in_flow(pipeline, params)
+        # the parameters are validated here, not by Prefect: a refused value (a cross-field rule the form's schema
+        # cannot state, a data file) ends the run Failed with one line naming the key, not with a traceback
+        try:
+            return run_pipeline_in_flow(pipeline, checked_params(pipeline, params))
+        except ParamsError as err:
+            message = one_line(err)
+            get_run_logger().error("%s: parameters refused: %s", pipeline.slug, message)
+            quiet_refusal(message)
+            return Failed(message=message)  # type: ignore[return-value]
 
     # real classes, not the strings of postponed annotations: Prefect builds the form schema from them
     paper_flow.__annotations__ = {"params": Params, "return": dict[str, Any]}
@@ -559,7 +624,7 @@ def build_flow(pipeline: Pipeline):
         paper_flow,
         name=pipeline.slug,
         description=paper_flow.__doc__,
-        validate_parameters=True,
+        validate_parameters=False,  # checked_params: one line instead of Prefect's traceback
         log_prints=True,
         **({"task_runner": runner} if runner is not None else {}),
     )

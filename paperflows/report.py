@@ -29,6 +29,7 @@ from urllib.parse import quote
 from components.io import save_json, save_text
 from components.metrics.stats import Interval
 from paperflows.claims import Claim, holm
+from paperflows.contract import CLAIM_METRICS
 from paperflows.rows import by_unit, mean, pm, rows_where, values  # noqa: F401 - re-exported for reports
 
 
@@ -103,6 +104,34 @@ class Report:
             "extra_tables": self.extra_tables,
         }
 
+    def claim_metrics(self) -> dict[str, Any]:
+        """What ``dvc metrics show/diff`` and ``dvc exp show`` compare: per claim (timed ones left out: they are
+        not results) its effect, interval, n and verdict (1 holds, 0 not resolved, -1 does not hold), the Holm
+        verdict of the secondary claims, and the number of claims that hold."""
+        code = {"holds": 1, "not resolved": 0, "does not hold": -1}
+        claims: dict[str, Any] = {}
+        for c in self.claims:
+            if c.timed:
+                continue
+            low, high = c.ci
+            claims[c.id] = {
+                "headline": int(c.headline),
+                "effect": _json_float(c.effect),
+                "ci_low": _json_float(low),
+                "ci_high": _json_float(high),
+                "n": c.n,
+                "verdict": code[c.verdict],
+                "holm_verdict": code[c.holm_verdict or c.verdict],
+            }
+        held = sum(v["verdict"] == 1 for v in claims.values())
+        heads = [c for c in self.claims if c.headline]
+        return {
+            "claims": claims,
+            "held": held,
+            "total": len(claims),
+            "headline_verdict": code[heads[0].verdict] if heads else 0,
+        }
+
     def timed_part(self) -> dict[str, Any]:
         """Claims, checks and tables measured in wall-clock time on this machine (``timings/report.json``)."""
         return {
@@ -140,6 +169,7 @@ class Report:
         root = json_path.parent
         save_json(self.tracked(), json_path)
         save_json(self.timed_part(), root / TIMED_REPORT)
+        save_json(self.claim_metrics(), root / CLAIM_METRICS)
         shown = [p.relative_to(root).as_posix() for p in figures(root)]
         save_text(self.to_markdown(shown), json_path.with_suffix(".md"))
 

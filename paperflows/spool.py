@@ -39,6 +39,7 @@ class SpoolTracker:
     def start(self, run_name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         run_id = f"spool-{uuid.uuid4().hex}"
         self.runs[run_id] = {
+            "id": run_id,
             "run_name": run_name,
             "start_time": _now_ms(),
             "parent": parent_id,
@@ -105,14 +106,20 @@ def replay(settings: Settings, slug: str, pipeline: Any = None, params: Any = No
     client = tracker.client
     runs = [json.loads(path.read_text()) for path in records]
     parent, changed = _start_group(tracker, settings, runs, pipeline, params) if pipeline is not None else (None, None)
-    for path, run in zip(records, runs):
+    created_ids: dict[str, str] = {}  # spooled id -> MLflow run id (a run nested in a spooled run: per-seed curves)
+    # created in the order they started, so a run's parent exists before it
+    for path, run in sorted(zip(records, runs), key=lambda pair: pair[1]["start_time"]):
         tags = dict(run["tags"])
-        if parent is not None and not run.get("parent"):
+        if run.get("parent") in created_ids:
+            tags["mlflow.parentRunId"] = created_ids[run["parent"]]
+        elif parent is not None and not run.get("parent"):
             tags["mlflow.parentRunId"] = parent
         created = client.create_run(
             tracker.experiment_id, start_time=run["start_time"], tags=tags, run_name=run["run_name"]
         )
         run_id = created.info.run_id
+        if run.get("id"):
+            created_ids[run["id"]] = run_id
         params_ = [Param(k, v[:6000]) for k, v in sorted(run["params"].items())]
         metrics = [Metric(key=k, value=v, timestamp=ts, step=step) for k, v, ts, step in run["metrics"]]
         for start in range(0, max(len(params_), len(metrics)), 100):
@@ -220,5 +227,10 @@ def _end_group(
             changed,
             f"`dvc exp run` ({experiment})" if experiment else "`dvc repro`",
         )
+        from paperflows.provenance import write_dvc_record
+
+        # the workspace's run.json now names this DVC run (a record of an earlier run would pair its
+        # parameters with these results)
+        write_dvc_record(settings, pipeline, params, runs, parent, tracker.experiment_id)
     tracker.flush(parent)
     tracker.client.set_terminated(parent, status=status, end_time=max(r["end_time"] for r in runs))

@@ -225,7 +225,14 @@ def test_the_parent_run_tells_the_story(settings: Settings) -> None:
     assert config["files"]["seed0.safetensors"]["model.class"].endswith(":Linear") and config["stage"] == "train"
     assert config["params"] == {"scale": "cpu", "seeds": [0, 1], "model.width": 5}
     # a child's Parquet table also as CSV (MLflow previews CSV); list columns are left to the Parquet file
-    [child] = [r for r in client.search_runs([tracker.experiment_id]) if r.data.tags.get("paperflows.stage") == "train"]
+    runs = [r for r in client.search_runs([tracker.experiment_id]) if r.data.tags.get("paperflows.stage") == "train"]
+    [child] = [r for r in runs if "paperflows.seed" not in r.data.tags]
+    # the per-seed curves: one run per seed under the stage's run, the seed out of the metric's name
+    seeds = {r.data.tags["paperflows.seed"]: r for r in runs if "paperflows.seed" in r.data.tags}
+    assert sorted(seeds) == ["0", "1"] and all(
+        r.data.tags["mlflow.parentRunId"] == child.info.run_id for r in seeds.values()
+    )
+    assert seeds["1"].data.metrics == {"loss": 0.5} and not any("seed" in k for k in child.data.metrics)
     assert {a.path for a in client.list_artifacts(child.info.run_id, "tables")} == {
         "tables/curve.parquet",
         "tables/curve.csv",
@@ -259,7 +266,7 @@ def test_dvc_stage_runs_are_grouped_under_one_parent(settings: Settings, monkeyp
         tracker = spool.SpoolTracker(settings, "story")
         ctx = StageContext(pipeline=pipeline, stage=s, params=params, root=root, tracker=tracker, progress=False)
         run_stage(ctx, None, run_tags(settings, "dvc", source=f"dvc.yaml:{pipeline.dvc_name(s)}"))
-    assert spool.replay(settings, "story", pipeline, params) == 2
+    assert spool.replay(settings, "story", pipeline, params) == 4  # two stage runs, two per-seed runs of train
     client = MlflowClient(settings.tracking_uri)
     experiment = client.get_experiment_by_name("story").experiment_id
     [parent] = _parents(client, experiment)
@@ -267,6 +274,11 @@ def test_dvc_stage_runs_are_grouped_under_one_parent(settings: Settings, monkeyp
         r for r in client.search_runs([experiment]) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
     ]
     assert sorted(r.info.run_name for r in children) == ["story.report", "story.train"]
+    [train] = [r for r in children if r.info.run_name == "story.train"]
+    seed_runs = [
+        r for r in client.search_runs([experiment]) if r.data.tags.get("mlflow.parentRunId") == train.info.run_id
+    ]
+    assert sorted(r.data.tags["paperflows.seed"] for r in seed_runs) == ["0", "1"]
     assert parent.info.run_name.startswith("story · ") and parent.info.run_name.endswith("dvc exp steps-up")
     assert parent.info.status == "FINISHED" and parent.data.tags["dvc.exp_name"] == "steps-up"
     assert parent.data.tags["claims.held"] == "1/2" and parent.data.params["model.width"] == "3"
