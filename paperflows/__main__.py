@@ -508,20 +508,25 @@ def cmd_dvc_yaml(args: argparse.Namespace) -> int:
     from paperflows.settings import load_settings
 
     settings = load_settings()
-    text = dvcgen.render(registry.all_pipelines())
-    current = settings.dvc_file.read_text() if settings.dvc_file.is_file() else ""
+    pipelines = registry.all_pipelines()
+    wanted = {settings.dvc_file: dvcgen.render(pipelines)}
+    if settings.params_file.is_file():  # every declared key in params.yaml, so DVC finds each stage's params
+        wanted[settings.params_file] = dvcgen.completed_params_yaml(settings.params_file.read_text(), pipelines)
+    drifted = [path for path, text in wanted.items() if (path.read_text() if path.is_file() else "") != text]
     if args.check:
-        if current != text:
-            print(
-                f"{settings.dvc_file} differs from the stage declarations; run `paperflows dvc-yaml`", file=sys.stderr
-            )
+        for path in drifted:
+            print(f"{path} differs from the stage declarations; run `paperflows dvc-yaml`", file=sys.stderr)
+        if drifted:
             return EXIT_FAILED
-        print(f"{settings.dvc_file} matches the stage declarations")
+        print(f"{settings.dvc_file} and {settings.params_file.name} match the stage declarations")
         return EXIT_OK
     from components.io import save_text
 
-    save_text(text, settings.dvc_file)
-    print(f"wrote {settings.dvc_file}")
+    for path in drifted:
+        save_text(wanted[path], path)
+        print(f"wrote {path}")
+    if not drifted:
+        print(f"{settings.dvc_file} and {settings.params_file.name} already match the stage declarations")
     return EXIT_OK
 
 
@@ -557,14 +562,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(json.dumps({"headline": heads, "claims": rows}, indent=2))
         return EXIT_OK
     table = markdown_table  # a file or a pipe gets Markdown; a terminal a table fitted to its width
+    title = str
     if sys.stdout.isatty():
+        import shutil
+        import textwrap
+
         from paperflows.report import fmt
         from paperflows.termtable import text_table
 
         table = lambda columns, rows: text_table(columns, rows, show=fmt)  # noqa: E731
-    print("Headline claims (one or two per paper: the paper's main empirical contribution)\n")
+        title = lambda text: textwrap.fill(text, shutil.get_terminal_size().columns)  # noqa: E731
+    print(title("Headline claims (one or two per paper: the paper's main empirical contribution)") + "\n")
     print(table(HEADLINE_COLUMNS, heads))
-    print("\nAll claims and checks (Holm: the verdict adjusted over each paper's secondary claims)\n")
+    print("\n" + title("All claims and checks (Holm: the verdict adjusted over each paper's secondary claims)") + "\n")
     print(table(CLAIM_COLUMNS, rows))
     return EXIT_OK
 

@@ -180,6 +180,21 @@ def referenced_modules(func: Callable[..., Any], package: str) -> set[str]:
 
 
 @cache
+def _constants_built_from(module: str) -> frozenset[str]:
+    """Project modules whose names build ``module``'s top-level values (``SPEC = ClipSpec(...)``): a function that
+    reads such a value depends on them though no call of theirs is in its code."""
+    path = _module_file(module)
+    if path is None:
+        return frozenset()
+    imported = _imported_names(module)
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            found |= {imported[n.id] for n in ast.walk(node.value) if isinstance(n, ast.Name) and n.id in imported}
+    return frozenset(found)
+
+
+@cache
 def _imported_names(module: str) -> dict[str, str]:
     """``name -> module`` for every ``from <project module> import name`` at the top of ``module``."""
     path = _module_file(module)
@@ -194,19 +209,25 @@ def _imported_names(module: str) -> dict[str, str]:
     return names
 
 
+#: modules of a paper package taken with everything they import (their module-level values may be built from it)
+WHOLE_PAPER_MODULES = ("params", "plots")
+
+
 def stage_code_files(func: Callable[..., Any]) -> list[str]:
     """The project source files (relative to the source tree, sorted) that the stage function depends on.
 
-    The stage's own module and the paper's ``pipeline.py`` (which imports every stage's tools) count as files
-    only: what of them the stage uses was followed function by function. The paper's other modules it uses
-    (``params.py``, ``plots.py``: their constants may be built from what they import) and library modules count
-    with every project module they import.
+    The paper's code modules (its ``pipeline.py``, which imports every stage's tools, and helper modules beside
+    it such as ``training.py``) count as files only: what of them the stage uses was followed function by
+    function. The paper's ``params.py`` and ``plots.py`` (their constants may be built from what they import) and
+    library modules count with every project module they import.
     """
     package = ".".join(func.__module__.split(".")[:2])  # pipelines.<slug>
     used = referenced_modules(func, package) | set(ENGINE_MODULES)
     own = {m for m in used if m == package or m.startswith(package + ".")}
     own |= {p for m in own for p in _parents(m)}
-    as_files = {func.__module__, f"{package}.pipeline", *_parents(func.__module__)}
+    followed = {m for m in own if m.startswith(package + ".") and m.rsplit(".", 1)[-1] not in WHOLE_PAPER_MODULES}
+    as_files = {func.__module__, f"{package}.pipeline", *followed, *_parents(func.__module__)}
+    used |= {m for module in followed for m in _constants_built_from(module)}
     closure = own | module_closure(sorted((used - own) | (own - as_files)))
     files = {_module_file(m) for m in closure}
     root = SOURCE_ROOT

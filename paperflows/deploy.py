@@ -11,10 +11,12 @@ Two ways to run them against a Prefect server (``PREFECT_API_URL``):
   ``paperflows deploy --write`` rewrites it, ``--check`` fails if it drifted from the registry.
 
 Every deployment carries the paper (title, arXiv id, claim) as its description and tags, and the
-pipeline's pydantic params model as its parameter form: field descriptions, bounds and enums come from
-the model. ``enforce_parameter_schema`` is on and the schema is closed at every level
-(``additionalProperties: false``), so the server answers a run request carrying an out-of-range value
-or an unknown parameter name with HTTP 409 naming the field, before any process starts.
+pipeline's pydantic params model as its parameter form: field labels, descriptions, bounds and enums come from
+the model, and a path parameter is a plain text box (empty: no file; :func:`paperflows.params.form_schema`).
+``enforce_parameter_schema`` is on and the schema is closed at every level (``additionalProperties: false``), so
+the server answers a run request carrying an out-of-range value or an unknown parameter name with HTTP 409 naming
+the field, before any process starts. The model's cross-field rules, which no schema states, are applied when the
+run starts (:func:`paperflows.flows.checked_params`): such a run ends Failed with one line naming the key.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def runner_deployments(slugs: Sequence[str] = ()) -> list[Any]:
     from prefect.utilities.callables import ParameterSchema
 
     from paperflows import flows
+    from paperflows.params import form_schema, form_values
     from paperflows.settings import load_settings
 
     class ClosedParameterSchema(ParameterSchema):
@@ -152,10 +155,11 @@ def runner_deployments(slugs: Sequence[str] = ()) -> list[Any]:
             name=slug,
             description=deployment_description(pipeline),
             tags=deployment_tags(pipeline),
-            parameters={"params": defaults.model_dump(mode="json")},
+            parameters={"params": form_values(defaults.model_dump(mode="json"), pipeline.params_model)},
             enforce_parameter_schema=True,
         )
-        schema = deployment._parameter_openapi_schema.model_dump()  # no public setter in Prefect 3.9
+        # no public setter in Prefect 3.9; path fields drawn as plain text boxes (params.form_schema)
+        schema = form_schema(deployment._parameter_openapi_schema.model_dump(), pipeline.params_model)
         deployment._parameter_openapi_schema = ClosedParameterSchema(**schema, additionalProperties=False)
         deployments.append(deployment)
     return deployments
@@ -265,6 +269,8 @@ def close_deployment_schemas(slugs: Sequence[str]) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import DeploymentUpdate
 
+    from paperflows.params import form_schema
+
     ids = []
     with get_client(sync_client=True) as client:
         for slug in slugs:
@@ -272,7 +278,9 @@ def close_deployment_schemas(slugs: Sequence[str]) -> list[str]:
             client.update_deployment(
                 found.id,
                 DeploymentUpdate(
-                    parameter_openapi_schema=closed_schema(found.parameter_openapi_schema or {}),
+                    parameter_openapi_schema=closed_schema(
+                        form_schema(found.parameter_openapi_schema or {}, registry.params_model(slug))
+                    ),
                     enforce_parameter_schema=True,
                 ),
             )

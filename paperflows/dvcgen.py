@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,30 @@ def build(pipelines: list[Pipeline]) -> dict[str, Any]:
 
 def render(pipelines: list[Pipeline]) -> str:
     return HEADER + yaml.safe_dump(build(pipelines), sort_keys=False, width=110)
+
+
+def _with_defaults(values: Any, defaults: Any) -> Any:
+    """``values`` with every key of ``defaults`` it lacks added, in the defaults' order (its own values kept)."""
+    if not isinstance(values, dict) or not isinstance(defaults, dict):
+        return values
+    merged = {k: _with_defaults(values[k], v) if k in values else v for k, v in defaults.items()}
+    return merged | {k: v for k, v in values.items() if k not in merged}  # unknown keys stay, to be refused
+
+
+def completed_params_yaml(text: str, pipelines: list[Pipeline]) -> str:
+    """``params.yaml`` holding every key each pipeline declares: a key added to a params model appears with its
+    default (DVC reads a stage's params from this file, and a user reads the file to see what can be set). Values
+    already there, comments at the top and the order of sections stay; a missing section is added at the end."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(text, Loader=loader) or {}
+    if not isinstance(data, dict):
+        raise StageInputError("params.yaml: the top level must be a mapping of pipeline slug -> section")
+    for pipeline in pipelines:
+        data[pipeline.slug] = _with_defaults(
+            data.get(pipeline.slug, {}), pipeline.params_model().model_dump(mode="json")
+        )
+    header = "".join(itertools.takewhile(lambda line: line.startswith("#"), text.splitlines(keepends=True)))
+    return header + yaml.safe_dump(data, sort_keys=False, width=110)
 
 
 def read_stages(dvc_file: Path) -> dict[str, Any]:

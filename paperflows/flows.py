@@ -88,12 +88,7 @@ from prefect.settings import get_current_settings  # noqa: E402
 from prefect.states import Completed, Failed  # noqa: E402
 from prefect.utilities.annotations import quote  # noqa: E402
 
-from paperflows.tracking import (  # noqa: E402
-    MlflowTracker,
-    claim_metrics,
-    mlflow_run_url,
-    run_tags,
-)
+from paperflows.tracking import MlflowTracker, claim_metrics, mlflow_run_url, run_tags  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------------

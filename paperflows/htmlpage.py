@@ -6,10 +6,15 @@ effect and 95% interval, the checks, the notes, the run's PNG figures and the pi
 :mod:`paperflows.graph`). An index on top lists the papers with their claims held, the run folder and
 whether that run used the ``params.yaml`` values.
 
+Each paper's section names the run its results come from (:func:`paperflows.results.run_source`: the record in
+``run.json`` only when its digest matches the results, else the DVC run ``dvc.lock`` witnesses), with the commit
+and links to the run's MLflow parent run and Prefect flow run (on the UIs ``paperflows ui`` serves), and a short
+history: the newest few run folders of the paper with their scale, headline verdicts, time and commit.
+
 The file needs nothing else to be read: the style sheet is inline, figures are ``data:`` URIs, the graph
-is inline SVG, there is no script and no link leaves the page. It is built from ``report.json``,
-``run.json``, the PNG files and ``dvc.yaml`` alone (no paper code, no torch), and every text from them is
-HTML-escaped.
+is inline SVG and there is no script. The only links that leave the page are those to the run's MLflow and
+Prefect pages on the local UIs. It is built from ``report.json``, ``run.json``, ``dvc.lock``, the PNG files and
+``dvc.yaml`` alone (no paper code, no torch), and every text from them is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from typing import Any
 from components.io import save_text
 from paperflows import graph as pipeline_graph
 from paperflows import registry
+from paperflows.provenance import short_time
 from paperflows.report import claim_row, figure_caption, figures, fmt
-from paperflows.results import RunSource, latest_report, run_source
+from paperflows.results import HistoryEntry, RunSource, latest_report, run_history, run_source
 from paperflows.settings import WORKSPACE_DIR, Settings
 
 DEFAULT_FILE = "report.html"  # under the workspace folder: outputs/report.html
@@ -66,6 +72,8 @@ summary { cursor: pointer; }
 summary h3 { display: inline-block; }
 .graph { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; background: #fff; }
 .norun { font-size: 15px; color: var(--muted); }
+.warn { color: var(--fails); }
+code.commit { font-size: 12px; }
 ul { margin: 4px 0; padding-left: 22px; }
 a { color: #2a5db0; }
 """
@@ -89,6 +97,7 @@ class PaperResult:
     figures: list[tuple[str, bytes]] = field(default_factory=list)  # (path relative to the run folder, PNG)
     graph: pipeline_graph.Graph | None = None
     problem: str | None = None  # the card does not import, or report.json is unreadable
+    history: list[HistoryEntry] = field(default_factory=list)  # the newest run folders, newest first
 
 
 def collect(settings: Settings, slugs: list[str] | None = None) -> list[PaperResult]:
@@ -112,6 +121,7 @@ def collect(settings: Settings, slugs: list[str] | None = None) -> list[PaperRes
             paper.title = paper.report.get("title") or paper.title
             paper.source = run_source(settings, slug, path)
             paper.figures = [(p.relative_to(path.parent).as_posix(), p.read_bytes()) for p in figures(path.parent)]
+            paper.history = run_history(settings, slug)
         papers.append(paper)
     return papers
 
@@ -206,6 +216,72 @@ def figure_html(rel: str, png: bytes) -> str:
     )
 
 
+def short_commit(commit: str | None) -> str:
+    """``<sha>`` or ``<sha>-dirty`` shortened to 10 hex digits (``-dirty`` kept); empty when unknown."""
+    if not commit or commit == "unknown":
+        return ""
+    return commit[:10] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def run_links(source: RunSource) -> str:
+    """Links to the run's MLflow parent run and Prefect flow run (where the record names them)."""
+    links = []
+    if source.mlflow_url:
+        links.append(
+            f'<a href="{esc(source.mlflow_url)}" title="MLflow parent run {esc(source.mlflow_run_id)}">MLflow</a>'
+        )
+    if source.prefect_url:
+        links.append(f'<a href="{esc(source.prefect_url)}">Prefect</a>')
+    return " · ".join(links)
+
+
+def run_meta(source: RunSource) -> str:
+    """The line above a paper's results: which run wrote them, with what, when, at which commit, and its links."""
+    meta = [f"run folder <code>{esc(source.folder)}</code>", f"parameters: {esc(source.params)}"]
+    if source.how:
+        meta.append(f"by {esc(source.how)}")
+    when = source.finished or source.started
+    if when:
+        meta.append(f"{'finished' if source.finished else 'started'} {esc(short_time(when))}")
+    commit = short_commit(source.commit)
+    if commit:
+        meta.append(f'commit <code class="commit">{esc(commit)}</code>')
+    links = run_links(source)
+    if links:
+        meta.append(f'open: {links} <span class="muted">(<code>paperflows ui</code>)</span>')
+    line = '<p class="meta muted">' + "".join(f"<span>{m}</span>" for m in meta) + "</p>"
+    if source.unmatched:
+        line += (
+            '<p class="meta warn">These results were not written by the run <code>run.json</code> records '
+            f"({esc(source.unmatched)}).</p>"
+        )
+    return line
+
+
+def history_table(history: list[HistoryEntry]) -> str:
+    """The paper's newest run folders: when, scale, headline verdicts, claims held, parameters, commit, links."""
+    rows = []
+    for entry in history:
+        source = entry.source
+        verdicts = "<br>".join(f"{badge(v)} <code>{esc(i)}</code>" for i, v in entry.headline) or (
+            '<span class="muted">no headline claim</span>'
+        )
+        rows.append(
+            f'<tr><td class="num">{esc(entry.when)}</td><td><code>{esc(source.folder)}</code></td>'
+            f"<td>{esc(source.scale)}</td><td>{verdicts}</td>"
+            f'<td class="num">{entry.held[0]} / {entry.held[1]}</td><td class="text">{esc(source.params)}</td>'
+            f'<td><code class="commit">{esc(short_commit(source.commit))}</code></td><td>{run_links(source)}</td></tr>'
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("written", "run folder", "scale", "headline", "claims held", "parameters", "commit", "links")
+    )
+    return (
+        f'<div class="scroll"><table class="history"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
 def _index(papers: list[PaperResult]) -> str:
     rows = []
     for paper in papers:
@@ -273,14 +349,8 @@ def _paper(paper: PaperResult) -> str:
     if report is None:
         parts.append(f'<p class="norun">no run yet: <code>paperflows run {esc(paper.slug)}</code></p>')
     else:
-        source = paper.source
-        if source is not None:
-            meta = [f"run folder <code>{esc(source.folder)}</code>", f"parameters: {esc(source.params)}"]
-            if source.started:
-                meta.append(f"started {esc(source.started)}")
-            if source.entry:
-                meta.append(f"through {esc(source.entry)}")
-            parts.append('<p class="meta muted">' + "".join(f"<span>{m}</span>" for m in meta) + "</p>")
+        if paper.source is not None:
+            parts.append(run_meta(paper.source))
         parts += ["<h3>Results</h3>", table(list(report.get("columns", [])), list(report.get("rows", [])))]
         for name, rows in (report.get("extra_tables") or {}).items():
             if rows:
@@ -298,6 +368,11 @@ def _paper(paper: PaperResult) -> str:
             parts += [
                 "<h3>Figures</h3>",
                 '<div class="figures">' + "".join(figure_html(rel, png) for rel, png in paper.figures) + "</div>",
+            ]
+        if paper.history:
+            parts += [
+                f'<h3>Runs <span class="muted">(the newest {len(paper.history)} run folders)</span></h3>',
+                history_table(paper.history),
             ]
     if paper.graph is None:
         parts.append('<h3>Pipeline</h3><p class="muted">not in dvc.yaml: run <code>paperflows dvc-yaml</code></p>')

@@ -219,6 +219,10 @@ class LocalPrefectServer:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        from paperflows import lifeline
+
+        # killed outright (SIGKILL), this process runs no handler: the server then stops with its watchdog
+        self._watchdog = lifeline.guard(self.proc, "the `paperflows run` that started this Prefect server")
         self.url = f"http://127.0.0.1:{port}/api"
         print(f"paperflows: local Prefect server for {label} on {self.url}", flush=True)
         return {"PREFECT_API_URL": self.url, API_PENDING_ENV: "1"}
@@ -241,6 +245,8 @@ class LocalPrefectServer:
             return self.start(timeout, label)
 
     def stop(self) -> None:
+        if getattr(self, "_watchdog", None) is not None:
+            self._watchdog.terminate()
         if self.proc is not None:
             _kill_session(self.proc.pid, grace=5.0)
             self.proc.wait(timeout=5)

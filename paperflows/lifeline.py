@@ -82,6 +82,17 @@ def watch(levels: int, what: str) -> subprocess.Popen | None:
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
 
 
+def guard(worker: subprocess.Popen, what: str) -> subprocess.Popen | None:
+    """Start a watchdog that stops ``worker`` (a process this one started, e.g. a server in a session of its
+    own) when this process is gone."""
+    me, worker_started = os.getpid(), start_time(worker.pid)
+    mine = start_time(me)
+    if not Path("/proc/self/stat").exists() or worker_started is None or mine is None:
+        return None
+    argv = [sys.executable, "-m", "paperflows.lifeline", str(worker.pid), worker_started, what, f"{me}:{mine}"]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
+
+
 def _guard(worker: int, worker_started: str, what: str, watched: list[tuple[int, str]]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the worker itself; keep watching
     while start_time(worker) == worker_started:
@@ -91,6 +102,10 @@ def _guard(worker: int, worker_started: str, what: str, watched: list[tuple[int,
             continue
         print(f"paperflows: {what} (pid {gone[0]}) is gone: stopping pid {worker}", file=sys.stderr, flush=True)
         leads_session = os.getsid(0) == worker  # this watchdog is in the worker's session when it leads one
+        try:  # a worker that leads a session of its own, without this watchdog (a server the supervisor started)
+            own_session = not leads_session and os.getsid(worker) == worker
+        except ProcessLookupError:
+            own_session = False
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker, signal.SIGTERM)
         deadline = time.monotonic() + GRACE_SECONDS
@@ -98,6 +113,9 @@ def _guard(worker: int, worker_started: str, what: str, watched: list[tuple[int,
             time.sleep(0.1)
         if leads_session:
             os.killpg(worker, signal.SIGKILL)  # the session's process group, this watchdog included
+        elif own_session:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker, signal.SIGKILL)  # the worker and what it started
         elif start_time(worker) == worker_started:
             os.kill(worker, signal.SIGKILL)
         return 0

@@ -179,10 +179,82 @@ def _state_bounds_in_descriptions(schema: dict[str, Any], cls: type[BaseModel]) 
             prop["description"] = f"{description.rstrip()} {extra}".strip()
 
 
+# labels of the Prefect form: a field name read as words. Whole names first, then word by word
+_TITLE_NAMES = {
+    "lr": "learning rate",
+    "emsize": "embedding size",
+    "ff": "feed-forward width",
+    "d_model": "model width",
+    "d_ff": "feed-forward width",
+    "d_head": "head width",
+    "d_feat": "feature width",
+    "timeout_s": "timeout (s)",
+    "k_max": "maximum k",
+    "c": "C",
+}
+_TITLE_WORDS = {
+    "lr": "learning rate",
+    "num": "number of",
+    "max": "maximum",
+    "min": "minimum",
+    "len": "length",
+    "dim": "dimension",
+    "emb": "embedding",
+    "prob": "probability",
+    "tol": "tolerance",
+    "eval": "evaluation",
+    "ks": "k values",
+}
+_TITLE_ACRONYMS = {
+    word: word.upper()
+    for word in (
+        "ai aca asif cot csv dare dcscore ddim dpo ecg ema fid fps gbm gin grf hrf id kl lac llm lm lora mlp mnist "
+        "nfe ot pca pmi qa rag rf rmse sft svm tir tofu vit vqhbr wfdb"
+    ).split()
+} | {
+    "lora": "LoRA",
+    "knn": "kNN",
+    "so3": "SO(3)",
+    "nyuv2": "NYUv2",
+    "qm9": "QM9",
+    "pc15k": "PC15K",
+    "tora": "ToRA",
+    "w1": "W1",
+}
+
+
+def field_title(name: str, info: Any = None) -> str:
+    """A field's label in the form, in words and sentence case: ``batch_size`` -> ``Batch size``, ``n_heads`` ->
+    ``Number of heads``, ``lr`` -> ``Learning rate``, ``lora_r`` -> ``LoRA r``, ``d_model`` -> ``Model width``.
+    A field given an explicit ``title=`` keeps it."""
+    whole = _TITLE_NAMES.get(name) or _TITLE_NAMES.get(name.lower())
+    if whole is not None:
+        words = [whole]
+    else:
+        parts = [p for p in name.split("_") if p]
+        words = []
+        for index, part in enumerate(parts):
+            lower = part.lower()
+            if index == 0 and lower == "n" and len(parts) > 1:
+                words.append("number of")
+            elif lower in _TITLE_ACRONYMS:
+                words.append(_TITLE_ACRONYMS[lower])
+            elif part != lower:  # a name written with capitals (``C``) keeps them
+                words.append(part)
+            else:
+                words.append(_TITLE_WORDS.get(lower, lower))
+    text = " ".join(words) or name
+    first = words[0] if words else ""
+    keep = first in _TITLE_ACRONYMS.values() or first in _TITLE_NAMES.values() and first[:1].isupper()
+    return text if keep or text[:1].isupper() else text[:1].upper() + text[1:]
+
+
 class Section(BaseModel):
     """A group of parameters: no unknown keys, strict types, finite numbers, immutable once validated.
 
-    Its JSON schema (the Prefect form) states each field's bounds at the end of the field's description.
+    Its JSON schema (the Prefect form) labels each field in words (:func:`field_title`) and states each field's
+    bounds at the end of the field's description. A path parameter (``DataFile``) given as an empty string
+    means no file, as ``null`` does: the form's text box for it can be left empty.
     """
 
     model_config = ConfigDict(
@@ -192,6 +264,24 @@ class Section(BaseModel):
         strict=True,
         allow_inf_nan=False,
         json_schema_extra=_state_bounds_in_descriptions,
+        field_title_generator=field_title,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_path_means_none(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            empty = [name for name in _data_file_names(cls) if data.get(name) == ""]
+            if empty:
+                data = {**data, **dict.fromkeys(empty)}
+        return data
+
+
+@functools.cache
+def _data_file_names(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` itself that name a data file (``Annotated[str | None, DataFile(...)]``)."""
+    return frozenset(
+        name for name, info in model.model_fields.items() if any(isinstance(m, DataFile) for m in info.metadata)
     )
 
 
@@ -621,6 +711,74 @@ def _models_in(annotation: Any) -> Iterator[type[PydanticModel]]:
         return
     for arg in typing.get_args(annotation):
         yield from _models_in(arg)
+
+
+EMPTY_PATH_NOTE = "Leave empty for the pipeline's own offline data."
+
+
+def form_schema(schema: dict[str, Any], model: type[PydanticModel], parameter: str = "params") -> dict[str, Any]:
+    """A flow's parameter schema as the Prefect form should draw it: each path parameter (``DataFile``) a plain
+    text field instead of a "str / None" choice, its description saying that empty means no file.
+
+    The property loses its ``anyOf`` with ``null`` and its ``default: null``; Prefect's server, validating a run's
+    values, reads a property without a default as optional and still accepts ``null`` for it (as
+    ``params.yaml`` and ``--param`` give it), and the model reads an empty string as ``null``. The deployment's
+    stored values hold ``""`` there (:func:`form_values`), as does the parameter's default in the schema. The schema is
+    walked from ``parameter`` (the flow's argument holding ``model``) through the ``$ref`` of each section;
+    ``schema`` is not modified."""
+    out = copy.deepcopy(schema)
+    definitions = out.get("definitions") or out.get("$defs") or {}
+
+    def resolve(prop: dict[str, Any]) -> dict[str, Any] | None:
+        for node in (prop, *prop.get("allOf", []), *prop.get("anyOf", [])):
+            ref = node.get("$ref") if isinstance(node, dict) else None
+            if ref:
+                return definitions.get(ref.rsplit("/", 1)[-1])
+        return prop if "properties" in prop else None
+
+    def walk(node: dict[str, Any] | None, current: type[PydanticModel], seen: set[int]) -> None:
+        if node is None or id(node) in seen:
+            return
+        seen.add(id(node))
+        properties = node.get("properties", {})
+        for name, info in current.model_fields.items():
+            prop = properties.get(name)
+            if not isinstance(prop, dict):
+                continue
+            if any(isinstance(m, DataFile) for m in info.metadata):
+                described = prop.get("description", "").rstrip()
+                properties[name] = {
+                    **{k: v for k, v in prop.items() if k not in ("anyOf", "default", "type")},
+                    "type": "string",
+                    "description": f"{described} {EMPTY_PATH_NOTE}".strip(),
+                }
+                continue
+            for sub in _models_in(info.annotation):
+                walk(resolve(prop), sub, seen)
+
+    root = out.get("properties", {}).get(parameter)
+    if isinstance(root, dict):
+        walk(resolve(root), model, set())
+        if isinstance(root.get("default"), dict):
+            root["default"] = form_values(root["default"], model)
+    return out
+
+
+def form_values(values: dict[str, Any], model: type[PydanticModel]) -> dict[str, Any]:
+    """Parameter values as the form (and a deployment's stored parameters) hold them: a path parameter that names
+    no file is ``""`` rather than ``null``, the value :func:`form_schema`'s text box holds when left empty (Prefect
+    checks a deployment's parameters against the schema without reading a property as nullable)."""
+    out = dict(values)
+    for name, info in model.model_fields.items():
+        if name not in out:
+            continue
+        if any(isinstance(m, DataFile) for m in info.metadata):
+            out[name] = "" if out[name] is None else out[name]
+            continue
+        for sub in _models_in(info.annotation):
+            if isinstance(out[name], dict):
+                out[name] = form_values(out[name], sub)
+    return out
 
 
 def resolve_data_path(value: str, root: Path) -> Path:

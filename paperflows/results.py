@@ -96,7 +96,9 @@ RUN_FILE = "run.json"  # written by the engine beside a run's outputs: slug, ent
 
 @dataclass(frozen=True)
 class RunSource:
-    """Where a report came from: its run folder, and whether that run used the ``params.yaml`` values."""
+    """Where a report came from: its run folder, whether that run used the ``params.yaml`` values, and the run's
+    record (how it was started, its commit and the MLflow and Prefect runs) when ``run.json`` describes these
+    results (see :mod:`paperflows.provenance`)."""
 
     folder: str  # relative to the project root when inside it
     workspace: bool  # the DVC workspace ``outputs/<slug>/`` (runs at the params.yaml values)
@@ -104,6 +106,13 @@ class RunSource:
     started: str | None = None
     entry: str | None = None  # prefect, dvc, deployment, ...
     scale: str = "cpu"  # the run's params.scale (cpu, evidence, paper)
+    commit: str | None = None  # the checkout the run ran (``<sha>`` or ``<sha>-dirty``)
+    finished: str | None = None
+    mlflow_url: str | None = None  # the MLflow parent run in the model-training view
+    prefect_url: str | None = None  # the Prefect flow run
+    mlflow_run_id: str | None = None
+    how: str | None = None  # how it was started, in words: "paperflows run (Prefect)", "dvc exp run (sim8)"
+    unmatched: str | None = None  # why run.json does not describe these results (they came from elsewhere)
 
 
 def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
@@ -113,7 +122,14 @@ def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
     parameters; no params model is imported). A workspace run differing from them means params.yaml was
     edited after the run; a run folder under ``runs/`` is a run with edited values, and the differing keys
     are named when params.yaml sets them.
+
+    ``run.json`` names the run only when it describes these results (its digest of ``report.json``; see
+    :func:`paperflows.provenance.describes`). Otherwise, as after ``dvc exp run`` or ``dvc exp apply`` over an
+    older record, the results are attributed to a DVC run, with the parameter values ``dvc.lock`` holds for
+    them when it holds these results, and never to the run of the stale record.
     """
+    from paperflows import provenance
+
     folder = report_path.parent
     try:
         shown = str(folder.relative_to(settings.root))
@@ -121,13 +137,24 @@ def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
         shown = str(folder)
     workspace = folder.resolve() == settings.workspace(slug).resolve()
     run_file = folder / RUN_FILE
-    if not run_file.is_file():
-        return RunSource(shown, workspace, f"unknown (no {RUN_FILE} in {shown})")
-    try:
-        run = load_json(run_file)
-    except ValueError as err:
-        return RunSource(shown, workspace, f"unknown ({err})")
-    ran = run.get("params") if isinstance(run, dict) else None
+    run: Any = None
+    problem = f"no {RUN_FILE} in {shown}"
+    if run_file.is_file():
+        try:
+            run = load_json(run_file)
+            problem = "" if isinstance(run, dict) else f"{run_file.name} is not an object"
+        except ValueError as err:
+            problem = str(err)
+    lock = provenance.lock_record(settings, slug) if workspace else None
+    if isinstance(run, dict):
+        matched, why = provenance.describes(run, report_path, lock, workspace)
+        if not matched:
+            return _unrecorded_source(settings, slug, report_path, shown, workspace, lock, why)
+    elif workspace and lock is not None:
+        return _unrecorded_source(settings, slug, report_path, shown, workspace, lock, problem)
+    else:
+        return RunSource(shown, workspace, f"unknown ({problem})")
+    ran = run.get("params")
     if not isinstance(ran, dict):
         return RunSource(shown, workspace, f"unknown ({run_file.name} holds no params)")
     differing = params_differences(ran, _file_section(settings.params_file, slug))
@@ -137,9 +164,121 @@ def run_source(settings: Settings, slug: str, report_path: Path) -> RunSource:
         )
     else:
         params = f"edited: {'; '.join(differing)}" if differing else "edited (keys params.yaml does not set)"
+    facts = {}
+    if run.get("mlflow_run_id") and not (run.get("mlflow_experiment_id") and run.get("prefect_flow_run_id")):
+        facts = provenance.mlflow_run_facts(settings, run.get("mlflow_run_id"))  # a record older than its links
     return RunSource(
-        shown, workspace, params, started=run.get("started"), entry=run.get("entry"), scale=str(ran.get("scale", "cpu"))
+        shown,
+        workspace,
+        params,
+        started=run.get("started"),
+        entry=run.get("entry"),
+        scale=str(run.get("scale") or ran.get("scale", "cpu")),
+        commit=run.get("commit"),
+        finished=run.get("finished"),
+        mlflow_url=provenance.mlflow_link(settings, run, facts),
+        prefect_url=provenance.prefect_link(run, facts),
+        mlflow_run_id=run.get("mlflow_run_id"),
+        how=_how(run),
     )
+
+
+def _how(run: dict[str, Any]) -> str:
+    entry = str(run.get("entry") or "")
+    if entry == "dvc":
+        return str(run.get("dvc_command") or "dvc repro")
+    if entry == "prefect":
+        return "a Prefect flow run (paperflows run or a deployment)"
+    return entry or "unknown"
+
+
+def _unrecorded_source(
+    settings: Settings, slug: str, report_path: Path, shown: str, workspace: bool, lock: Any, why: str
+) -> RunSource:
+    """Results no ``run.json`` describes: in the workspace, written by DVC stages (``dvc repro``, ``dvc exp
+    run``, ``dvc exp apply`` / ``checkout``); ``dvc.lock`` gives their parameters when it holds them."""
+    from paperflows import provenance
+
+    note = f"no run record for these results ({why})" if why else "no run record for these results"
+    if not workspace:
+        return RunSource(shown, workspace, f"unknown: {note}", unmatched=why or "no record")
+    if lock is None or not lock.report_md5 or lock.report_md5 != provenance.report_md5(report_path):
+        return RunSource(
+            shown,
+            workspace,
+            f"unknown: {note}; dvc.lock does not hold them either (run `dvc repro {slug}` or `paperflows run {slug}`)",
+            entry="dvc",
+            how="a DVC stage run (dvc repro / dvc exp run / dvc checkout)",
+            unmatched=why or "no record",
+        )
+    from paperflows.params import flatten
+
+    locked = flatten(lock.params)
+    differing = [
+        f"{key}={locked[key]} (params.yaml: {filed})"
+        for key, filed in flatten(_file_section(settings.params_file, slug)).items()
+        if key in locked and locked[key] != filed
+    ]
+    params = (
+        "params.yaml values (from dvc.lock)"
+        if not differing
+        else f"from dvc.lock, differing from params.yaml: {'; '.join(differing)}"
+    )
+    return RunSource(
+        shown,
+        workspace,
+        params,
+        entry="dvc",
+        scale=str(lock.params.get("scale", "cpu")),
+        how=f"a DVC stage run (dvc repro / dvc exp run / dvc exp apply); {note}",
+        unmatched=why or "no record",
+    )
+
+
+HISTORY_LENGTH = 5  # run folders per paper in the results page's history
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One run folder of a paper, as the history lists it: newest first."""
+
+    source: RunSource
+    when: str  # when the results were written, in UTC
+    held: tuple[int, int]  # claims held, claims
+    headline: tuple[tuple[str, str | None], ...]  # (claim id, verdict) of each headline claim
+
+
+def run_history(settings: Settings, slug: str, limit: int = HISTORY_LENGTH) -> list[HistoryEntry]:
+    """The newest ``limit`` run folders of ``slug`` that hold a report (the workspace and ``runs/<slug>/*``), newest
+    first by when their report was written; each with its run (:func:`run_source`), scale, headline verdicts and
+    commit. A folder whose report is unreadable is left out."""
+    from datetime import UTC, datetime
+
+    candidates = [settings.workspace(slug) / REPORT_FILE]
+    if settings.runs(slug).is_dir():
+        candidates += list(settings.runs(slug).glob(f"*/{REPORT_FILE}"))
+    found = []
+    for path in candidates:
+        try:
+            found.append((path.stat().st_mtime, path))
+        except OSError:
+            continue
+    entries = []
+    for mtime, path in sorted(found, reverse=True)[:limit]:
+        try:
+            report = read_report(path)
+        except ValueError:
+            continue
+        claims = [c for c in report.get("claims", []) if isinstance(c, dict)]
+        entries.append(
+            HistoryEntry(
+                source=run_source(settings, slug, path),
+                when=datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                held=(sum(c.get("verdict") == "holds" for c in claims), len(claims)),
+                headline=tuple((str(c.get("id")), c.get("verdict")) for c in claims if c.get("headline")),
+            )
+        )
+    return entries
 
 
 def _file_section(params_file: Path, slug: str) -> dict[str, Any]:
@@ -279,7 +418,10 @@ def complete_runs(settings: Settings, slug: str) -> list[CompleteRun]:
         except ValueError:
             continue
         if isinstance(run, dict) and "seconds" in run and isinstance(report, dict) and report.get("claims"):
-            found.append(CompleteRun(slug, folder, report, run))
+            from paperflows.provenance import describes
+
+            if describes(run, report_file, None, workspace=False)[0]:  # not a record of other results
+                found.append(CompleteRun(slug, folder, report, run))
     return sorted(found, key=lambda r: r.finished)
 
 
@@ -355,6 +497,7 @@ __all__ = [
     "HEADLINE_COLUMNS",
     "RECORD_COLUMNS",
     "RESULTS_FILE",
+    "HistoryEntry",
     "RunSource",
     "claims_table",
     "complete_runs",
@@ -365,5 +508,6 @@ __all__ = [
     "read_record",
     "record_rows",
     "results_markdown",
+    "run_history",
     "run_source",
 ]

@@ -193,6 +193,9 @@ def pin_environment(settings: Settings | None = None, prefect: bool = True) -> S
         # offline machines: no telemetry, no hub downloads, patient ephemeral start-up (the first
         # start on a new database runs migrations, measured up to ~75 s on a slow container)
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # the client side of it: Prefect's SDK (and MLflow, Hugging Face) honour DO_NOT_TRACK, so the first
+        # interactive run prints no "Prefect collects anonymous usage data" notice and sends nothing
+        "DO_NOT_TRACK": "1",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
         "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "false",
         "HF_HUB_OFFLINE": "1",

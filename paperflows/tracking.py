@@ -110,8 +110,31 @@ def tracking_client(settings: Settings) -> Any:
     return MlflowClient(tracking_uri=settings.tracking_uri)
 
 
+def experiment_tags(slug: str) -> dict[str, str]:
+    """What an experiment says about its paper: the description MLflow shows above the runs
+    (``mlflow.note.content``: title, arXiv link, headline claim, where the code is) and searchable tags
+    (``paper.title``, ``paper.arxiv``, ``paperflows``). A slug that is not a registered paper (a test's
+    experiment) gets the ``paperflows`` tag only."""
+    from paperflows import registry
+
+    try:
+        paper = registry.paper(slug)
+    except (registry.UnknownPipelineError, registry.PipelineImportError):
+        return {"paperflows": "true"}
+    link = f"[arXiv {paper.arxiv}](https://arxiv.org/abs/{paper.arxiv})" if paper.arxiv else "no arXiv id"
+    note = (
+        f"**{paper.title}** ({link})\n\nHeadline claim: {paper.claim}\n\n"
+        f"Pipeline `pipelines/{slug}/`; parameters: the `{slug}` section of `params.yaml`. One parent run per "
+        f"pipeline run (its name says what differs from params.yaml and how it was started), a child run per stage."
+    )
+    tags = {"mlflow.note.content": note, "paper.title": paper.title, "paperflows": "true"}
+    if paper.arxiv:
+        tags["paper.arxiv"] = paper.arxiv
+    return tags
+
+
 class MlflowTracker:
-    """Thin wrapper over one MLflow experiment."""
+    """Thin wrapper over one MLflow experiment (named after the slug, described by its paper)."""
 
     def __init__(self, settings: Settings, slug: str):
         self.settings = settings
@@ -123,12 +146,15 @@ class MlflowTracker:
     def _ensure_experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
+            missing = {k: v for k, v in experiment_tags(name).items() if found.tags.get(k) != v}
+            for key, value in missing.items():  # an experiment made before it carried its paper, or a new title
+                self.client.set_experiment_tag(found.experiment_id, key, value)
             return found.experiment_id
         location = None
         if self.settings.local_tracking:
             location = (self.settings.artifact_root / name).resolve().as_uri()
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(name, artifact_location=location, tags=experiment_tags(name))
         except Exception:  # created concurrently by another process
             found = self.client.get_experiment_by_name(name)
             if found is None:

@@ -152,8 +152,11 @@ def api(
 
 
 def healthy(url: str) -> bool:
+    """Whether ``url`` answers 200 to a browser (Prefect's server serves a UI page such as ``/runs`` only to a
+    request that accepts HTML)."""
+    request = urllib.request.Request(url, headers={"Accept": "text/html,application/json;q=0.9,*/*;q=0.8"})
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -347,6 +350,7 @@ def deployments() -> dict[str, Any]:
 
 def test_one_deployment_per_pipeline_with_the_paper_and_its_form(deployments: dict[str, Any]) -> None:
     from paperflows import flows
+    from paperflows.params import form_values
     from paperflows.settings import load_settings
 
     assert list(deployments) == registry.slugs()
@@ -356,7 +360,9 @@ def test_one_deployment_per_pipeline_with_the_paper_and_its_form(deployments: di
         assert deployment.tags == ["paperflows", slug, f"arxiv:{pipeline.arxiv}"]
         assert pipeline.title in deployment.description and pipeline.claim in deployment.description
         defaults = flows.workspace_params(pipeline, load_settings())
-        assert deployment.parameters == {"params": defaults.model_dump(mode="json")}
+        # the stored values are the defaults, with a path parameter's "no file" drawn as an empty text box
+        assert deployment.parameters == {"params": form_values(defaults.model_dump(mode="json"), pipeline.params_model)}
+        assert pipeline.params_model.model_validate(deployment.parameters["params"]) == defaults
         # what the server receives (Prefect drops unset keys of its schema model)
         schema = deployment._parameter_openapi_schema.model_dump(exclude_unset=True)
         assert schema["additionalProperties"] is False and list(schema["properties"]) == ["params"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,17 @@ from pydantic import BaseModel
 from paperflows import dvcgen, registry
 from paperflows.contract import StageContext
 from paperflows.engine import run_stage
+from paperflows.errors import StageInputError
 from paperflows.params import load_section
 from tests.conftest import REPO
 
-WALL_CLOCK_WORDS = ("second", "_ms", "time", "wall", "elapsed", "duration", "clock")
+WALL_CLOCK_WORDS = frozenset({"sec", "secs", "second", "seconds", "ms", "time", "wall", "elapsed", "duration", "clock"})
+
+
+def _wall_clock(key: str) -> bool:
+    """A key naming a measurement of time: one of its words (split on anything but letters) is a time word, so
+    ``train_seconds`` and ``step_ms`` count and ``preferdiff_gt_mse`` or ``claims`` do not."""
+    return any(word in WALL_CLOCK_WORDS for word in re.split(r"[^a-z]+", key.lower()))
 
 
 def test_dvc_yaml_matches_the_stage_declarations() -> None:
@@ -40,7 +48,11 @@ def test_every_stage_is_in_dvc_yaml_with_existing_code_deps() -> None:
 
 
 def test_params_yaml_holds_the_validated_defaults_of_every_pipeline() -> None:
-    data = yaml.safe_load((REPO / "params.yaml").read_text())
+    text = (REPO / "params.yaml").read_text()
+    assert dvcgen.completed_params_yaml(text, registry.all_pipelines()) == text, (
+        "params.yaml lacks a declared key: run `paperflows dvc-yaml` and commit the result"
+    )
+    data = yaml.safe_load(text)
     assert set(data) == set(registry.slugs())
     for pipeline in registry.all_pipelines():
         loaded = load_section(pipeline.params_model, pipeline.slug, REPO / "params.yaml")
@@ -153,9 +165,19 @@ def test_every_stage_declares_every_param_it_reads(slug: str, tmp_path: Path) ->
         undeclared = sorted(k for k in read if not any(k == d or k.startswith(f"{d}.") for d in declared))
         assert not undeclared, f"{slug}.{stage.name} reads {undeclared} but declares only {declared}"
         for rel in stage.metrics:
-            timed = [
-                k
-                for k in _keys(json.loads((tmp_path / rel).read_text()))
-                if any(w in k.lower() for w in WALL_CLOCK_WORDS)
-            ]
+            timed = [k for k in _keys(json.loads((tmp_path / rel).read_text())) if _wall_clock(k)]
             assert not timed, f"{slug}.{stage.name}: {rel} holds machine measurements {timed}; use timings="
+
+
+def test_a_key_missing_from_params_yaml_is_added_with_its_default_and_the_rest_kept() -> None:
+    knots = registry.get("knots")
+    text = "# header line\n# second line\nknots:\n  lora:\n    r: 2\n  unknown: 1\n"
+    done = yaml.safe_load(dvcgen.completed_params_yaml(text, [knots]))
+    defaults = knots.params_model().model_dump(mode="json")
+    assert done["knots"]["lora"]["r"] == 2  # the user's value stays
+    assert done["knots"]["unknown"] == 1  # left for validation to refuse by name
+    assert done["knots"]["lora"]["alpha"] == defaults["lora"]["alpha"] and done["knots"]["seeds"] == defaults["seeds"]
+    assert list(done["knots"])[: len(defaults)] == list(defaults)  # the model's order
+    assert dvcgen.completed_params_yaml(text, [knots]).startswith("# header line\n# second line\nknots:")
+    with pytest.raises(StageInputError, match="top level"):
+        dvcgen.completed_params_yaml("- 1\n", [knots])

@@ -13,7 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy
 import pytest
+
+from tests.pipelines.heartlang.mitbih import write_mitbih_like
 
 EX_USAGE, EX_LOCKED = 2, 75
 KNOTS_TINY = ["--set", "seeds=[0]", "--set", "base.steps=20", "--set", "lora.steps=10"]
@@ -432,6 +435,12 @@ def write_data_files(root: Path) -> None:
     (tmp / "ego_bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(NARRATION).encode())
     (tmp / "ego_latin1.json").write_bytes(json.dumps(NARRATION).replace("cup 3", "caf\u00e9").encode("latin-1"))
     (tmp / "nb_dir.csv").mkdir()
+    write_mitbih_like(tmp / "mitbih", seconds=12)  # heartlang: a two-lead record (MLII, V1) as PhysioNet has it
+    ptb = tmp / "ptbxl_time_first"  # heartlang: PTB-XL arrays as the benchmark writes them, (N, 1000, 12)
+    ptb.mkdir()
+    for split in ("train", "val", "test"):
+        numpy.save(ptb / f"{split}_data.npy", numpy.random.default_rng(0).normal(size=(4, 1000, 12)))
+        numpy.save(ptb / f"{split}_labels.npy", numpy.array([[1, 0], [0, 1], [1, 0], [0, 1]]))
     for name, index, value in (
         ("ego_negts.json", 0, -1.0),
         ("ego_nants.json", 1, float("nan")),
@@ -592,6 +601,11 @@ REVIEW = [
         "mothernet.prior.max_classes: iris has 3 classes; a MotherNet of max_classes 2 handles at most 2",
     ),
     Case(
+        "-- heartlang sentence leads a WFDB record lacks",
+        run("heartlang", "data.wfdb_path=tmp/mitbih"),
+        "heartlang.tokenize.leads: record 100 lacks I, V2 (it holds II, V1;",
+    ),
+    Case(
         "hl02 no positive label",
         run("heartlang", "data.path=review/labels_all_zero"),
         "no label column holds both positive and negative rows in train_labels.npy and test_labels.npy",
@@ -707,6 +721,13 @@ GOOD = [
     ),
     Case("-- mtsam NYUv2 of 16x24 images", run("mtsam", "data.nyuv2_path=valid/nyuv2"), "", code=0),
     Case("-- heartlang PTB-XL with bool labels", run("heartlang", "data.path=valid/ptbxl"), "", code=0),
+    Case("-- heartlang PTB-XL arrays time first", run("heartlang", "data.path=tmp/ptbxl_time_first"), "", code=0),
+    Case(
+        "-- heartlang a two-lead MIT-BIH record, sentences of its leads",
+        run("heartlang", "data.wfdb_path=tmp/mitbih", "tokenize.leads=[II,V1]"),
+        "",
+        code=0,
+    ),
     Case(
         "-- mothernet CSV with a BOM, CRLF, a space and a ü in the name",
         run("mothernet", "data.csv_path=valid/table ü.csv"),

@@ -87,6 +87,19 @@ def mlflow_statuses(root: Path) -> dict[str, list[str]]:
     return found
 
 
+def prefect_states(root: Path) -> dict[str, list[str]]:
+    """state type -> flow and task runs (``flow`` / ``task``) in the project's Prefect database."""
+    import sqlite3
+
+    db = root / ".paperflows" / "prefect" / "prefect.db"
+    found: dict[str, list[str]] = {}
+    with sqlite3.connect(db) as con:
+        for kind in ("flow", "task"):
+            for (state,) in con.execute(f"SELECT state_type FROM {kind}_run"):
+                found.setdefault(str(state), []).append(kind)
+    return found
+
+
 def tree_hashes(folder: Path) -> dict[str, str]:
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -149,6 +162,7 @@ def test_a_killed_supervisor_takes_its_run_with_it_and_the_next_start_ends_what_
     statuses = mlflow_statuses(tmp_path)
     assert statuses.get("KILLED", []).count("knots") == 1, statuses  # the run whose supervisor alone was killed
     assert statuses.get("RUNNING", []).count("knots") == 1, statuses  # nobody was left to end this one
+    assert "flow" in prefect_states(tmp_path).get("RUNNING", []), prefect_states(tmp_path)  # nor the Prefect runs
 
     # the next start ends the runs of the processes that are gone as KILLED
     tiny = [
@@ -172,6 +186,10 @@ def test_a_killed_supervisor_takes_its_run_with_it_and_the_next_start_ends_what_
     assert "were still RUNNING; ended as KILLED" in done.stdout
     statuses = mlflow_statuses(tmp_path)
     assert "RUNNING" not in statuses and statuses["KILLED"].count("knots") == 2, statuses
+    # ... and the Prefect flow and task runs of the killed processes as Crashed
+    assert "Prefect flow run(s) of a killed process were still RUNNING; ended as Crashed" in done.stdout
+    states = prefect_states(tmp_path)
+    assert "RUNNING" not in states and "PENDING" not in states and "flow" in states.get("CRASHED", []), states
 
 
 @pytest.mark.slow
