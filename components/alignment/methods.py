@@ -8,7 +8,9 @@ Every method is fitted on the same N row-aligned pairs and returns an :class:`Em
 - ``csa``: CCA canonical variables, first s, unit-normalised, weighted by rho (canonical similarity analysis);
 - ``cca``: the same vectors with w = 1 (plain cosine);
 - ``asif``: relative representations against the N anchor pairs, w = 1;
-- ``contrastive``: two linear maps trained with InfoNCE on the pairs (CLIP-like), w = 1.
+- ``contrastive``: two linear maps trained with InfoNCE on the pairs (CLIP-like), w = 1; with a
+  ``contrastive_grid`` its learning rate, weight decay, embedding size and steps are first chosen by K-fold
+  held-out InfoNCE on the same N pairs (:func:`~components.alignment.contrastive.select_linear_pair`).
 
 ``fit_pca`` reduces each modality on its own (unpaired) data before alignment.
 """
@@ -16,7 +18,7 @@ Every method is fitted on the same N row-aligned pairs and returns an :class:`Em
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,7 +29,9 @@ from components.alignment.cca import csa_embed, csa_weights, fit_cca
 @dataclass(frozen=True)
 class AlignConfig:
     """Settings of all methods: CCA ridge (relative) and CSA dimension s; ASIF k and p; the contrastive
-    model's embedding size, steps, learning rate and batch."""
+    model's embedding size, steps, learning rate and batch, or (``contrastive_grid`` non-empty) the
+    (lr, weight decay, embedding size) candidates and step counts it is tuned over by
+    ``contrastive_folds``-fold held-out InfoNCE on the pairs."""
 
     ridge: float = 0.1
     sim_dim: int = 16
@@ -37,6 +41,9 @@ class AlignConfig:
     steps: int = 300
     lr: float = 1e-2
     batch_size: int = 256
+    contrastive_grid: tuple[tuple[float, float, int], ...] = ()
+    contrastive_checkpoints: tuple[int, ...] = (100, 300)
+    contrastive_folds: int = 3
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class Embedded:
     embed_a: Callable[[np.ndarray], np.ndarray]
     embed_b: Callable[[np.ndarray], np.ndarray]
     weights: np.ndarray | None = None
+    chosen: dict[str, float] = field(default_factory=dict)  # settings a method chose on its pairs (tuning)
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """[n_a, n_b] similarities of every a row with every b row."""
@@ -79,10 +87,28 @@ def _asif(a: np.ndarray, b: np.ndarray, cfg: AlignConfig, seed: int) -> Embedded
 def _contrastive(a: np.ndarray, b: np.ndarray, cfg: AlignConfig, seed: int) -> Embedded:
     import torch
 
-    from components.alignment.contrastive import train_linear_pair
+    from components.alignment.contrastive import PairSetting, select_linear_pair, train_linear_pair
 
+    setting = PairSetting(cfg.lr, 0.0, cfg.embed_dim, cfg.steps)
+    if cfg.contrastive_grid:
+        setting, _ = select_linear_pair(
+            a,
+            b,
+            cfg.contrastive_grid,
+            cfg.contrastive_checkpoints,
+            folds=cfg.contrastive_folds,
+            batch_size=cfg.batch_size,
+            seed=seed,
+        )
     model = train_linear_pair(
-        a, b, embed_dim=cfg.embed_dim, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size, seed=seed
+        a,
+        b,
+        embed_dim=setting.embed_dim,
+        steps=setting.steps,
+        lr=setting.lr,
+        batch_size=cfg.batch_size,
+        weight_decay=setting.weight_decay,
+        seed=seed,
     )
 
     def wrap(fn: Callable) -> Callable[[np.ndarray], np.ndarray]:
@@ -92,7 +118,8 @@ def _contrastive(a: np.ndarray, b: np.ndarray, cfg: AlignConfig, seed: int) -> E
 
         return embed
 
-    return Embedded(wrap(model.embed_a), wrap(model.embed_b))
+    chosen = {"lr": setting.lr, "weight_decay": setting.weight_decay, "embed_dim": setting.embed_dim}
+    return Embedded(wrap(model.embed_a), wrap(model.embed_b), chosen={**chosen, "steps": setting.steps})
 
 
 METHODS: dict[str, Callable[[np.ndarray, np.ndarray, AlignConfig, int], Embedded]] = {

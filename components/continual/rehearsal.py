@@ -36,13 +36,16 @@ __all__ = ["REHEARSAL", "Rehearsal", "ReplayWeights", "Step", "StepLoss", "derpp
 @dataclass(frozen=True)
 class Step:
     """One training step: the stream minibatch (inputs [B, ...], labels [B]) of task ``task``, whose classes
-    start at ``first_class``, and this method's buffer draws (empty while the buffer is empty)."""
+    start at ``first_class``, and this method's buffer draws (empty while the buffer is empty). ``side`` holds
+    the draws of a wrapper's own term (STAR's): they come from a generator of their own, so that adding the
+    wrapper leaves the base method's ``replays`` exactly those of the unwrapped run."""
 
     x: Tensor
     y: Tensor
     task: int
     first_class: int
     replays: tuple[BufferBatch, ...] = ()
+    side: tuple[BufferBatch, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,11 +70,13 @@ LossFn = Callable[[nn.Module, Step, ReplayWeights], StepLoss]
 
 @dataclass(frozen=True)
 class Rehearsal:
-    """A plug-in: its name, how many buffer draws a step reads, and its loss."""
+    """A plug-in: its name, how many buffer draws a step reads (``draws`` for the base method, from the
+    loop's generator; ``side_draws`` for a wrapper's term, from a generator of their own), and its loss."""
 
     name: str
     draws: int
     loss: LossFn
+    side_draws: int = 0
 
 
 def sgd(model: nn.Module, step: Step, weights: ReplayWeights) -> StepLoss:

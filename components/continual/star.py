@@ -133,19 +133,21 @@ def star_term(model: nn.Module, x: Tensor, y: Tensor, cfg: StarConfig, generator
 
 
 def with_star(base: Rehearsal, cfg: StarConfig, seed: int = 0) -> Rehearsal:
-    """``base`` plus STAR: one more buffer draw per step (the first one, read by STAR), the base method
-    unchanged on the others, and ``lambda * KL`` added to its loss. ``seed`` seeds the start offsets."""
+    """``base`` plus STAR: one more buffer draw per step, a side draw (``Step.side[0]``, read by STAR, drawn
+    from a generator of its own so that the base method's draws are those of the run without STAR), the base
+    method unchanged on its own draws, and ``lambda * KL`` added to its loss. ``seed`` seeds the start
+    offsets. (The official code draws STAR's batch from the same sampler, just before the base method's.)"""
     generator = torch.Generator().manual_seed(seed)
 
     def loss(model: nn.Module, step: Step, weights: ReplayWeights) -> StepLoss:
-        if not step.replays:
+        if not step.side:
             return base.loss(model, step, weights)
-        first, *rest = step.replays
+        first, *rest = step.side
         term = star_term(model, first.x, first.y, cfg, generator)
-        out = base.loss(model, Step(step.x, step.y, step.task, step.first_class, tuple(rest)), weights)
+        out = base.loss(model, Step(step.x, step.y, step.task, step.first_class, step.replays, tuple(rest)), weights)
         metrics = {**out.metrics, "star_mask": float(term.mask.sum()), "star_applied": float(term.loss is not None)}
         if term.loss is None:
             return StepLoss(out.loss, out.stream_logits, metrics)
         return StepLoss(out.loss + term.loss, out.stream_logits, {**metrics, "star_kl": term.kl})
 
-    return Rehearsal(f"{base.name}+star", base.draws + 1, loss)
+    return Rehearsal(f"{base.name}+star", base.draws, loss, base.side_draws + 1)

@@ -5,10 +5,12 @@ For task ``t`` the stream's training images are shuffled once per epoch and cut 
 minibatch ``s``. Before each step the batch function draws the method's buffer minibatches (``draws`` of them,
 ``minibatch_size`` each, without replacement, from the loop's generator), and the loss function, after the
 method's forward pass, offers the stream batch to the reservoir with its logits and task id, as mammoth's
-``observe`` does after its update (the logits are those computed before the step). The optimiser is plain
-SGD (mammoth's default: no momentum, no weight decay, no clipping), made afresh for each task. After each
-task every task seen so far is evaluated in the Class-IL and Task-IL settings: one row of each accuracy
-matrix.
+``observe`` does after its update (the logits are those computed before the step). A wrapper's own draws
+(STAR's, ``method.side_draws``) come from a second generator seeded per task, so a run with STAR and its base
+run replay the very same base batches (the seed pairs them draw for draw, not only through the reservoir). The
+optimiser is plain SGD (mammoth's default: no momentum, no weight decay, no clipping), made afresh for each
+task. After each task every task seen so far is evaluated in the Class-IL and Task-IL settings: one row of each
+accuracy matrix.
 """
 
 from __future__ import annotations
@@ -99,21 +101,25 @@ def train_stream(
             for epoch in range(cfg.epochs)
         ]
         first_class = task.classes[0]
+        side_generator = torch.Generator().manual_seed(seed_of("side", task.index))
 
         def batches(
-            step: int, generator: torch.Generator, task=task, orders=orders, per_epoch=per_epoch
+            step: int, generator: torch.Generator, task=task, orders=orders, per_epoch=per_epoch, side=side_generator
         ) -> dict[str, Any]:
             epoch, i = divmod(step - 1, per_epoch)
             index = orders[epoch][i * cfg.batch_size : (i + 1) * cfg.batch_size]
-            replays = (
-                tuple(buffer.sample(cfg.minibatch_size, generator) for _ in range(method.draws)) if len(buffer) else ()
-            )
-            return {"x": task.x_train[index], "y": task.y_train[index], "replays": replays}
+            replays, extra = (), ()
+            if len(buffer):
+                replays = tuple(buffer.sample(cfg.minibatch_size, generator) for _ in range(method.draws))
+                extra = tuple(buffer.sample(cfg.minibatch_size, side) for _ in range(method.side_draws))
+            return {"x": task.x_train[index], "y": task.y_train[index], "replays": replays, "side": extra}
 
         def loss_fn(
             model: nn.Module, batch: dict[str, Any], t: int = task.index, first: int = first_class
         ) -> tuple[torch.Tensor, dict[str, Any]]:
-            out = method.loss(model, Step(batch["x"], batch["y"], t, first, batch["replays"]), cfg.weights)
+            out = method.loss(
+                model, Step(batch["x"], batch["y"], t, first, batch["replays"], batch["side"]), cfg.weights
+            )
             buffer.add(batch["x"], batch["y"], out.stream_logits, task=t)
             return out.loss, out.metrics
 

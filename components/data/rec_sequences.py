@@ -15,7 +15,11 @@ is the padding and never an item). The three files split the *users* (not the in
   ratings of 9,066 movies by 671 users);
 * :func:`examples`: (history, target) pairs of a split: every prefix of a training user
   (``targets="all"``), or the last ``k`` targets of a held-out user (``targets=k``; k = 1 is the official
-  one-target-per-user evaluation).
+  one-target-per-user evaluation);
+* :func:`read_recbole_inter` / :func:`check_recbole_inter`: RecBole's atomic ``.inter`` file (the field's other
+  common format: tab-separated, a header of ``name:type`` fields, ``user_id`` and ``item_id`` tokens, an optional
+  ``timestamp``), and :func:`read_recbole_item_texts`, the text fields of its ``.item`` file (titles, categories),
+  from which item embeddings can be made.
 
 Plain numpy and pandas; no torch.
 """
@@ -33,8 +37,11 @@ __all__ = [
     "SPLITS",
     "check_sequence_folder",
     "examples",
+    "check_recbole_inter",
     "movielens_ratings",
     "ratings_to_sequences",
+    "read_recbole_inter",
+    "read_recbole_item_texts",
     "read_sequence_file",
     "read_sequence_folder",
     "split_users",
@@ -201,3 +208,105 @@ def examples(sequences: Sequence[Sequence[int]], max_len: int, targets: int | st
             hist.append(window + [0] * (max_len - len(window)))
             tgt.append(seq[pos])
     return np.asarray(hist, dtype=np.int64).reshape(-1, max_len), np.asarray(tgt, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------------
+# RecBole atomic files
+# --------------------------------------------------------------------------------------------------
+MAX_INTERACTIONS = 20_000_000  # rows of an .inter file read at most (RecBole's larger public sets hold ~10M)
+MAX_FIELD_CHARS = 4096
+
+
+def _atomic_lines(path: Path) -> tuple[list[tuple[str, str]], list[tuple[int, list[str]]]]:
+    """An atomic file's header as ``(name, type)`` pairs and its rows ``(line number, fields)``; blank lines at
+    the end are allowed, a row must hold as many tab-separated fields as the header."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    lines = text.removeprefix("\ufeff").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise ValueError(f"{path}: empty file (expected a header of name:type fields, tab-separated)")
+    header = []
+    for k, field in enumerate(lines[0].rstrip("\r").split("\t"), start=1):
+        name, sep, kind = field.strip().partition(":")
+        if not sep or not name or kind not in ("token", "token_seq", "float", "float_seq"):
+            raise ValueError(
+                f"{path}: line 1: field {k} is not a RecBole 'name:type' header field (types token, token_seq, "
+                "float, float_seq)"
+            )
+        header.append((name, kind))
+    if len({n for n, _ in header}) != len(header):
+        raise ValueError(f"{path}: line 1: field names repeat")
+    if len(lines) - 1 > MAX_INTERACTIONS:
+        raise ValueError(f"{path}: more than {MAX_INTERACTIONS:,} rows")
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) != len(header):
+            raise ValueError(f"{path}: line {number}: {len(fields)} tab-separated fields, the header has {len(header)}")
+        if any(len(f) > MAX_FIELD_CHARS for f in fields):
+            raise ValueError(f"{path}: line {number}: a field longer than {MAX_FIELD_CHARS} characters")
+        rows.append((number, fields))
+    return header, rows
+
+
+def read_recbole_inter(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """An ``.inter`` file as arrays: ``user`` and ``item`` (the tokens, str), ``timestamp`` (float64; the row
+    order when the file has no ``timestamp`` field). ``ValueError`` names the file, the line and the field."""
+    path = Path(path)
+    header, rows = _atomic_lines(path)
+    names = [n for n, _ in header]
+    for wanted in ("user_id", "item_id"):
+        if wanted not in names:
+            raise ValueError(
+                f"{path}: line 1: no '{wanted}' field (a RecBole .inter file has user_id:token and item_id:token)"
+            )
+    if not rows:
+        raise ValueError(f"{path}: no interactions after the header")
+    u, i = names.index("user_id"), names.index("item_id")
+    t = names.index("timestamp") if "timestamp" in names else None
+    users, items, times = [], [], []
+    for number, fields in rows:
+        for col, name in ((u, "user_id"), (i, "item_id")):
+            if not fields[col].strip():
+                raise ValueError(f"{path}: line {number}: field '{name}' is empty")
+        users.append(fields[u].strip()), items.append(fields[i].strip())
+        if t is not None:
+            try:
+                value = float(fields[t])
+            except ValueError:
+                raise ValueError(f"{path}: line {number}: field 'timestamp' is not a number") from None
+            if not np.isfinite(value):
+                raise ValueError(f"{path}: line {number}: field 'timestamp' is not a finite number")
+            times.append(value)
+    timestamp = np.asarray(times, dtype=np.float64) if t is not None else np.arange(len(rows), dtype=np.float64)
+    return {"user": np.asarray(users), "item": np.asarray(items), "timestamp": timestamp}
+
+
+def check_recbole_inter(path: str | os.PathLike[str]) -> int:
+    """The reader as a check: the number of interactions of a valid ``.inter`` file."""
+    return len(read_recbole_inter(path)["user"])
+
+
+def read_recbole_item_texts(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Item token -> text from a RecBole ``.item`` file: its ``token_seq`` fields (titles, categories) and text
+    ``token`` fields other than the id, joined with "; " in the header's order."""
+    path = Path(path)
+    header, rows = _atomic_lines(path)
+    names = [n for n, _ in header]
+    if "item_id" not in names:
+        raise ValueError(f"{path}: line 1: no 'item_id' field")
+    key = names.index("item_id")
+    text_fields = [k for k, (n, kind) in enumerate(header) if k != key and kind in ("token", "token_seq")]
+    if not text_fields:
+        raise ValueError(f"{path}: line 1: no text field (token or token_seq) besides item_id")
+    texts = {}
+    for number, fields in rows:
+        token = fields[key].strip()
+        if not token:
+            raise ValueError(f"{path}: line {number}: field 'item_id' is empty")
+        texts[token] = "; ".join(fields[k].strip() for k in text_fields if fields[k].strip())
+    return texts

@@ -29,3 +29,13 @@ def gaussian_mixture_1d(means: Sequence[float], variance: float, n: int, generat
     centres = torch.tensor(list(means), dtype=torch.float32)
     component = torch.randint(0, len(centres), (n,), generator=generator)
     return (centres[component] + math.sqrt(variance) * torch.randn(n, generator=generator))[:, None]
+
+
+def eight_gaussians(n: int, generator: torch.Generator, radius: float = 5.0, variance: float = 0.1) -> Tensor:
+    """``[n, 2]`` samples of 8 equal-weight Gaussians ``N(c_k, variance I)`` with centres ``c_k`` evenly spaced on
+    the circle of ``radius`` (at angles k pi / 4): the source of the official HRF ``moon`` experiment
+    (``riccizz/HRF`` ``lowdim/utils.py``: radius 5, variance 0.1)."""
+    angles = torch.arange(8, dtype=torch.float64) * (math.pi / 4)
+    centres = radius * torch.stack([angles.cos(), angles.sin()], dim=1).float()
+    component = torch.randint(0, 8, (n,), generator=generator)
+    return centres[component] + math.sqrt(variance) * torch.randn(n, 2, generator=generator)

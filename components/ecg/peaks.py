@@ -65,15 +65,30 @@ def _detect_chunk(args: tuple[np.ndarray, float, str, str | None]) -> list[np.nd
     return [detect_one(s, fs, detector, fallback) for s in sigs]
 
 
+def first_signal_lead(x: np.ndarray) -> np.ndarray:
+    """Per recording of ``x`` (N, leads, T), the first lead that is not flat (lead I in the standard order when the
+    recording has it; 0 when every lead is flat)."""
+    live = np.ptp(np.asarray(x), axis=-1) > 0
+    return np.where(live.any(axis=1), live.argmax(axis=1), 0)
+
+
 def detect_r_peaks(
-    x: np.ndarray, fs: float, detector: str = "xqrs", lead: int = 0, fallback: str | None = "neurokit", workers: int = 1
+    x: np.ndarray,
+    fs: float,
+    detector: str = "xqrs",
+    lead: int | None = 0,
+    fallback: str | None = "neurokit",
+    workers: int = 1,
 ) -> list[np.ndarray]:
-    """R peaks of every recording of ``x`` (N, leads, T) on lead ``lead`` (0 = lead I in the standard order).
+    """R peaks of every recording of ``x`` (N, leads, T) on lead ``lead`` (0 = lead I in the standard order);
+    ``lead=None``: on each recording's first lead with a signal (:func:`first_signal_lead`: lead I where present,
+    so the official choice, and a record without lead I, such as a two-lead Holter, still gives its beats).
 
     ``workers`` > 1 splits the recordings over a process pool (same result, recordings are independent)."""
     if detector not in DETECTORS:
         raise ValueError(f"unknown detector {detector!r}; one of {sorted(DETECTORS)}")
-    sigs = np.asarray(x)[:, lead]
+    x = np.asarray(x)
+    sigs = x[:, lead] if lead is not None else x[np.arange(len(x)), first_signal_lead(x)]
     if workers <= 1 or len(sigs) < 2 * workers:
         return _detect_chunk((sigs, fs, detector, fallback))
     chunks = np.array_split(sigs, workers * 4)

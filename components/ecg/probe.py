@@ -4,7 +4,11 @@ macro ROC-AUC over label columns (one-vs-rest for a single-label task, per colum
 The training subset of a label fraction is drawn at random, with at least one positive of every column that has
 positives in the training pool (so that the 1 % split of a small set still sees every class); a column whose
 subset holds a single class scores a constant (AUC 0.5). Columns without both classes in the test set are left
-out of the macro average (as undefined)."""
+out of the macro average (as undefined).
+
+:func:`count_features` is the probe's trivial reference for sentence-level labels: what a QRS sentence shows by its
+length alone (the number of real tokens and of beats), which tells heart rate and so most of a rate-defined rhythm
+class without any morphology."""
 
 from __future__ import annotations
 
@@ -65,3 +69,12 @@ def one_hot(classes: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros((len(classes), n), dtype=np.int8)
     out[np.arange(len(classes)), classes] = 1
     return out
+
+
+def count_features(in_chans: np.ndarray) -> np.ndarray:
+    """(N, 2) float features of sentences from their lead codes ``in_chans`` (N, L) (0 = padding): the number of
+    real tokens and the number of tokens of the sentence's first lead (its beat count, for QRS sentences)."""
+    chans = np.asarray(in_chans)
+    real = (chans > 0).sum(1)
+    first = (chans == chans[:, :1]).sum(1) * (chans[:, 0] > 0)
+    return np.stack([real, first], axis=1).astype(np.float64)

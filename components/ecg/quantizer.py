@@ -66,7 +66,7 @@ class NormEMAQuantizer(nn.Module):
         z = l2norm(z.float())
         flat = z.reshape(-1, self.dim)
         keep = torch.ones(len(flat), dtype=torch.bool, device=z.device) if mask is None else mask.reshape(-1)
-        if self.training and not bool(self.initted):
+        if self.training and not bool(self.initted) and keep.any():  # a batch of padding only waits
             with torch.no_grad():
                 self.embedding.copy_(spherical_kmeans(flat[keep].detach(), self.num_codes, self.kmeans_iters))
                 self.initted.fill_(True)

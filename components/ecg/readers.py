@@ -1,10 +1,15 @@
 """Readers of real ECG data, each checked in full before any work (messages name the file, the row and the field).
 
-* PTB-XL benchmark arrays (the official preprocessing's output): a folder with ``{split}_data.npy`` (N, 12, 1000)
-  at 100 Hz and ``{split}_labels.npy`` (N, C) multi-hot for the splits train, val and test.
-* WFDB records: a folder of ``.hea`` / ``.dat`` records (any sampling rate, leads named as in the standard 12);
-  where a ``.atr`` annotation file sits beside a record, its beat annotations are the reference of the R-peak
-  detector's sensitivity and positive predictive value.
+* PTB-XL benchmark arrays (the official preprocessing's output): a folder with ``{split}_data.npy`` at 100 Hz and
+  ``{split}_labels.npy`` (N, C) multi-hot for the splits train, val and test. The benchmark code
+  (``ecg_ptbxl_benchmarking``, ``wfdb.rdsamp``) writes the data as (N, 1000, 12); HeartLang's tokenizer transposes
+  an array whose second axis is longer than 12, and so does :func:`read_ptbxl`: both (N, 1000, 12) and
+  (N, 12, 1000) are read, as (N, 12, 1000).
+* WFDB records: a folder of ``.hea`` / ``.dat`` records (any sampling rate, leads named as in the standard 12, or
+  as PhysioNet's Holter and arrhythmia databases name them: ``MLII`` is a modified lead II, ``MLI`` / ``MLIII``
+  likewise, ``MV1``... a modified V1...; :data:`LEAD_ALIASES`); where a ``.atr`` annotation file sits beside a
+  record, its beat annotations are the reference of the R-peak detector's sensitivity and positive predictive
+  value.
 
 numpy only at import (parameter checks import this module); wfdb is imported where it is used.
 """
@@ -21,9 +26,26 @@ from components.data.npy_files import array_bytes_limit, describe_bytes, npy_hea
 SPLITS = ("train", "val", "test")
 PTBXL_LAYOUT = tuple(f"{s}_{k}.npy" for s in SPLITS for k in ("data", "labels"))
 PTBXL_SHAPE = (12, 1000)
+PTBXL_BENCHMARK_SHAPE = (1000, 12)  # what the official benchmark code writes (time first)
 WFDB_LAYOUT = ("100.hea", "100.dat", "100.atr")  # one record as PhysioNet names it (MIT-BIH record 100)
 BEAT_SYMBOLS = frozenset("NLRBAaJSVrFejnE/fQ?")
-LEAD_NAMES = frozenset(n.lower() for n in ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"))
+STANDARD_LEADS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
+LEAD_NAMES = frozenset(n.lower() for n in STANDARD_LEADS)
+# PhysioNet's modified leads (MIT-BIH Arrhythmia, Long-Term ST...): the standard lead they stand in for
+LEAD_ALIASES = {
+    **{f"ml{n.lower()}": n for n in ("I", "II", "III")},
+    **{f"m{n.lower()}": n for n in ("V1", "V2", "V3", "V4", "V5", "V6")},
+}
+
+
+def standard_lead(name: str) -> str | None:
+    """The standard 12-lead name of a record's signal name (case-insensitive, modified leads mapped), or None."""
+    key = name.strip().lower()
+    if key in LEAD_NAMES:
+        return next(n for n in STANDARD_LEADS if n.lower() == key)
+    return LEAD_ALIASES.get(key)
+
+
 MIN_SECONDS = 10.0
 MAX_HEADER_BYTES = 1 << 20
 
@@ -51,9 +73,10 @@ def check_ptbxl(folder: Path) -> dict[str, tuple[int, int]]:
             if not p.is_file():
                 raise ValueError(f"{p}: missing (expected {', '.join(PTBXL_LAYOUT)})")
         shape, dtype = npy_header(data_path)
-        if len(shape) != 3 or tuple(shape[1:]) != PTBXL_SHAPE:
+        if len(shape) != 3 or tuple(shape[1:]) not in (PTBXL_SHAPE, PTBXL_BENCHMARK_SHAPE):
             raise ValueError(
-                f"{data_path}: field 'shape' is {tuple(shape)}, expected (N, 12, 1000) (12 leads, 10 s at 100 Hz)"
+                f"{data_path}: field 'shape' is {tuple(shape)}, expected (N, 1000, 12) as the benchmark writes it, "
+                "or (N, 12, 1000) (12 leads, 10 s at 100 Hz)"
             )
         if dtype.kind not in "fiu" or shape[0] == 0:
             raise ValueError(f"{data_path}: field 'dtype' is {dtype} with {shape[0]} rows, expected numbers, >= 1 row")
@@ -84,13 +107,19 @@ def check_ptbxl(folder: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def leads_first(data: np.ndarray) -> np.ndarray:
+    """(N, 12, T) from a benchmark array: transposed when its second axis is longer than 12, as HeartLang's
+    tokenizer does (``if data.shape[1] > 12: data = data.transpose(0, 2, 1)``)."""
+    return data.transpose(0, 2, 1) if data.shape[1] > len(STANDARD_LEADS) else data
+
+
 def read_ptbxl(folder: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{split: (data float32 (N, 12, 1000), labels int8 (N, C))}`` after `check_ptbxl`."""
     check_ptbxl(folder)
     folder = Path(folder)
     return {
         s: (
-            np.load(folder / f"{s}_data.npy", allow_pickle=False).astype(np.float32),
+            np.ascontiguousarray(leads_first(np.load(folder / f"{s}_data.npy", allow_pickle=False))).astype(np.float32),
             np.load(folder / f"{s}_labels.npy", allow_pickle=False).astype(np.int8),
         )
         for s in SPLITS
@@ -147,9 +176,10 @@ def _read_one(hea: Path, with_signal: bool = True) -> WfdbRecord:
     signal = record.p_signal
     if signal is None or signal.ndim != 2 or signal.shape[0] == 0:
         raise ValueError(f"{hea}: field 'p_signal' is empty")
-    names = tuple(str(n) for n in (record.sig_name or []))
-    if not any(n.strip().lower() in LEAD_NAMES for n in names):
-        raise ValueError(f"{hea}: field 'sig_name': no standard 12-lead name among {len(names)} signals")
+    raw = tuple(str(n) for n in (record.sig_name or []))
+    if not any(standard_lead(n) for n in raw):
+        raise ValueError(f"{hea}: field 'sig_name': no standard 12-lead name among {len(raw)} signals")
+    names = tuple(standard_lead(n) or n for n in raw)
     if not record.fs or record.fs <= 0:
         raise ValueError(f"{hea}: field 'fs' is not a positive sampling rate")
     if signal.shape[0] / record.fs < MIN_SECONDS:
@@ -181,9 +211,33 @@ def read_wfdb(folder: Path) -> list[WfdbRecord]:
     return [_read_one(h) for h in headers]
 
 
-def check_wfdb(folder: Path) -> int:
-    """The ``DataFile`` check of ``data.wfdb_path``: reads every record; returns their number."""
-    return len(read_wfdb(folder))
+@dataclass(frozen=True)
+class WfdbSummary:
+    """What the check of a WFDB folder found: the number of records and each record's standard leads."""
+
+    records: int
+    leads: dict[str, tuple[str, ...]]
+
+    def __str__(self) -> str:
+        return f"{self.records} record(s)"
+
+
+def check_wfdb(folder: Path) -> WfdbSummary:
+    """The ``DataFile`` check of ``data.wfdb_path``: reads every record; returns their number and leads."""
+    records = read_wfdb(folder)
+    leads = {r.name: tuple(n for n in r.leads if n in STANDARD_LEADS) for r in records}
+    return WfdbSummary(len(records), leads)
+
+
+def missing_leads(summary: WfdbSummary, wanted: list[str] | tuple[str, ...]) -> dict[str, list[str]]:
+    """``{record: the leads of wanted it lacks}`` for every record that lacks one (a sentence lead the record
+    does not hold would be all zeros)."""
+    out = {}
+    for name, leads in summary.leads.items():
+        lacking = [lead for lead in wanted if lead not in leads]
+        if lacking:
+            out[name] = lacking
+    return out
 
 
 def detector_scores(

@@ -17,7 +17,8 @@ gives ``g_k = dL/du_k`` (``= h lambda_{k+1}`` in Euclidean space). Every method 
 
     unguided:  u = 0, x0 fixed (plain sampling)
     dflow:     D-Flow (Ben-Hamu et al. 2024): optimise the source only, x0 <- x0 - eta grad_{x0} L
-               (through the state's own step map, so an SO(3) source stays a rotation)
+               (through the state's own step map, so an SO(3) source stays a rotation), keeping each
+               sample's best source seen (the official ``dflow_opt``)
     flowgrad:  FlowGrad (Liu et al. 2023): controls, plain gradient steps through the solver by autograd,
                u_k <- u_k - eta g_k / h  (no running cost)
     ocflow:    OC-Flow, with one of two updates (``GuidanceConfig.update``):
@@ -299,10 +300,13 @@ def unguided(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> Guida
 
 
 def dflow(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> GuidanceResult:
-    """D-Flow: gradient steps on the source, ``x0 <- step(x0, -eta grad_delta L, 1)`` (``delta`` a tangent shift)."""
+    """D-Flow: gradient steps on the source, ``x0 <- step(x0, -eta grad_delta L, 1)`` (``delta`` a tangent shift).
+
+    As the official ``dflow_opt``, it keeps the best source seen: per sample, the iterate (the final one included)
+    whose rollout gave the highest reward."""
     started = time.perf_counter()
     dyn = DYNAMICS[cfg.dynamics]
-    history, nfe = [], 0
+    history, nfe, best_x0, best = [], 0, x0, None
     for _ in range(cfg.iterations):
         delta = dyn.tangent(x0).requires_grad_(True)
         with torch.enable_grad():
@@ -311,9 +315,24 @@ def dflow(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> Guidance
             grad = torch.autograd.grad(-rewards.sum(), delta)[0]
         history.append(float(rewards.detach().mean()))
         nfe += 2 * res.nfe  # forward rollout + one VJP per step
+        best_x0, best = _keep_best(best_x0, best, x0, rewards.detach())
         (grad,) = clip_per_sample([grad], cfg.clip, [0])
         x0 = dyn.step(x0, -cfg.lr * grad, 1.0).detach()
-    return _finish(f, x0, _zero_controls(x0, cfg), reward, cfg, nfe, started, history)
+    if cfg.iterations:
+        with torch.no_grad():
+            res = rollout(f, x0, None, cfg)
+        nfe += res.nfe
+        best_x0, _ = _keep_best(best_x0, best, x0, reward(res.x))
+    return _finish(f, best_x0, _zero_controls(best_x0, cfg), reward, cfg, nfe, started, history)
+
+
+def _keep_best(best_x0: Tensor, best: Tensor | None, x0: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
+    """Per sample, the source with the higher reward: ``(sources, their rewards)``."""
+    if best is None:
+        return x0.clone(), rewards.clone()
+    better = rewards > best
+    mask = better.view(-1, *[1] * (x0.ndim - 1))
+    return torch.where(mask, x0, best_x0), torch.where(better, rewards, best)
 
 
 def flowgrad(f: Field, x0: Tensor, reward: Reward, cfg: GuidanceConfig) -> GuidanceResult:

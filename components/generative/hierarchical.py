@@ -120,16 +120,24 @@ def hierarchical_loss(model: HierarchicalModel, x0: Tensor, x1: Tensor, noise: T
     return (pred - target).pow(2).mean()
 
 
-def hierarchical_batch(x1: Tensor, depth: int, generator: torch.Generator) -> tuple[Tensor, ...]:
+def hierarchical_batch(
+    x1: Tensor, depth: int, generator: torch.Generator, source: Callable[[int, torch.Generator], Tensor] | None = None
+) -> tuple[Tensor, ...]:
     """The random rest of one training batch for the data rows ``x1 [B, ...]``, drawn from ``generator``.
 
-    Depth 1 (RF): ``(x0, x1, t [B])``; depth D > 1: ``(x0, x1, noise [B, D-1, ...], times [B, D])``; x0 and the
-    noise are N(0, I), the times U(0, 1) (drawn in that order). :func:`hierarchical_batch_loss` takes either.
+    Depth 1 (RF): ``(x0, x1, t [B])``; depth D > 1: ``(x0, x1, noise [B, D-1, ...], times [B, D])``; x0 is N(0, I)
+    or ``source(B, generator)`` (the level-0 source, e.g. the 8 Gaussians of the official moons), the further
+    noise N(0, I), the times U(0, 1) (drawn in that order). :func:`hierarchical_batch_loss` takes either.
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth must be an int >= 1, got {depth!r}")
     batch = x1.shape[0]
-    x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype)
+    if source is None:
+        x0 = torch.randn(x1.shape, generator=generator, dtype=x1.dtype)
+    else:
+        x0 = source(batch, generator).to(x1.dtype)
+        if x0.shape != x1.shape:
+            raise ValueError(f"source gave shape {tuple(x0.shape)}, expected {tuple(x1.shape)}")
     if depth == 1:
         return x0, x1, sample_time(batch, generator)
     noise = torch.randn((batch, depth - 1, *x1.shape[1:]), generator=generator, dtype=x1.dtype)

@@ -28,9 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from components.metrics.dense import confusion_matrix, depth_errors, normal_angles, normal_errors, segmentation_scores
-from components.models.lora import LoraSpec, attach_lora
+from components.models.lora import LoraSpec, attach_lora, lora_factors
 from components.models.multitask_dense import TASKS, MultiTaskDense, base_model, predict, task_losses, weighted_loss
-from components.models.tora import ToraSpec, attach_tora, orthogonality_loss, tora_parameters
+from components.models.tora import ToraSpec, attach_tora, orthogonality_loss, tora_deltas, tora_parameters, tora_tensors
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,25 @@ def build_learners(method: str, base: MultiTaskDense, cfg: MethodConfig, seed: i
     if method not in METHOD_BUILDERS:
         raise ValueError(f"unknown method {method!r}; expected one of {sorted(METHOD_BUILDERS)}")
     return METHOD_BUILDERS[method](base, cfg, seed)
+
+
+def update_norms(learners: Sequence[Learner]) -> dict[str, float]:
+    """{task: ||dW_t||_F}, the Frobenius norm of the adapter's weight update for task t over every adapted linear
+    (ToRA: s U2 G_t^T U1^T per fused q/k/v layer; LoRA: s B A of the learner that learned t). Learners without
+    an adapter (decoders only, fine-tuning) give no entry. It is what makes adapters' step sizes comparable."""
+    out: dict[str, float] = {}
+    for learner in learners:
+        if not learner.adapter:
+            continue
+        if tora_tensors(learner.model):
+            for index, task in enumerate(TASKS):
+                if task in learner.tasks:
+                    deltas = tora_deltas(learner.model, index).values()
+                    out[task] = float(torch.sqrt(sum(d.pow(2).sum() for d in deltas)))
+            continue
+        total = float(torch.sqrt(sum(f.delta().pow(2).sum() for f in lora_factors(learner.model).values())))
+        out.update({task: total for task in learner.tasks})
+    return out
 
 
 def predict_all(learners: Sequence[Learner], h: Tensor, batch: int = 64) -> dict[str, Tensor]:

@@ -7,7 +7,11 @@ For an adapted linear y = x W0^T + b (W0: [d_out, d_in]) and T tasks the update 
 
 with the core G: [R1, R2, R3] (initialised to 0, so the adapted model starts *exactly* at the frozen one),
 U1: [d_in, R1], U2: [d_out, R2] and U3: [T, R3] drawn from N(0, 1). U1, U2 and G are shared by the tasks;
-row t of U3 is task t's own. Task t's forward is
+row t of U3 is task t's own. ``ToraSpec.init="orthonormal"`` (not the official code's) replaces the N(0, 1)
+draws of U1 and U2 by the orthonormal factor Q of their QR decomposition (signs fixed by diag R > 0): the
+point the orthogonality regulariser drives them to, so that a short run's update ``dW_t`` is not inflated by
+column norms of about sqrt(d_in) and sqrt(d_out) (``||U1|| ||U2||`` is about 600 at d = 384 with N(0, 1)).
+Task t's forward is
 
     y = x W0^T + b + dropout(x) (s dW_t)^T,    dW_t = dW[:, :, t]^T: [d_out, d_in],  s = ``scaling``,
 
@@ -51,6 +55,7 @@ from components.io import load_tensors, save_tensors
 from components.models.lora import LoraFactors, apply_deltas
 
 MULTI_TASK = -1  # use_task(model, MULTI_TASK): the batch is every sample T times, task-major
+TORA_INITS = ("normal", "orthonormal")
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,11 @@ class ToraSpec:
     dropout: float = 0.1
     targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")
     fuse: bool = True
+    init: str = "normal"  # "normal": U1, U2 ~ N(0, 1) (official); "orthonormal": Q of their QR decomposition
 
     def __post_init__(self) -> None:
+        if self.init not in TORA_INITS:
+            raise ValueError(f"ToraSpec.init must be one of {TORA_INITS}, got {self.init!r}")
         if len(self.ranks) != 3 or any(not isinstance(r, int) or r < 1 for r in self.ranks):
             raise ValueError(f"ToraSpec.ranks must be three ints >= 1 (R1, R2, R3), got {self.ranks!r}")
         if self.n_tasks < 1:
@@ -82,6 +90,16 @@ def tora_parameter_count(d_in: int, d_out: int, ranks: Sequence[int], n_tasks: i
     return d_in * r1 + d_out * r2 + r1 * r2 * r3 + n_tasks * r3
 
 
+def orthonormal_columns(m: Tensor) -> Tensor:
+    """The Q factor of ``m`` [n, r] (n >= r) with the signs that make diag R positive: orthonormal columns
+    spanning the same space, a deterministic function of ``m``."""
+    if m.shape[0] < m.shape[1]:
+        raise ValueError(f"orthonormal columns need at least as many rows as columns, got shape {tuple(m.shape)}")
+    q, r = torch.linalg.qr(m)
+    signs = torch.sign(torch.diagonal(r))
+    return q * torch.where(signs == 0, torch.ones_like(signs), signs)
+
+
 class ToraTensor(nn.Module):
     """The Tucker factors of one adapted (possibly fused) linear: G [R1, R2, R3] = 0, U1 [d_in, R1],
     U2 [d_out, R2], U3 [T, R3] ~ N(0, 1) (drawn from ``generator``)."""
@@ -91,8 +109,11 @@ class ToraTensor(nn.Module):
         r1, r2, r3 = spec.ranks
         self.n_tasks, self.scaling = spec.n_tasks, spec.scaling
         self.G = nn.Parameter(torch.zeros(r1, r2, r3))
-        self.U1 = nn.Parameter(torch.randn(d_in, r1, generator=generator))
-        self.U2 = nn.Parameter(torch.randn(d_out, r2, generator=generator))
+        u1, u2 = torch.randn(d_in, r1, generator=generator), torch.randn(d_out, r2, generator=generator)
+        if spec.init == "orthonormal":
+            u1, u2 = orthonormal_columns(u1), orthonormal_columns(u2)
+        self.U1 = nn.Parameter(u1)
+        self.U2 = nn.Parameter(u2)
         self.U3 = nn.Parameter(torch.randn(spec.n_tasks, r3, generator=generator))
         self.dropout = nn.Dropout(spec.dropout)
         self.task: int | None = None
@@ -328,12 +349,14 @@ def load_tora(model: nn.Module, path: str | os.PathLike[str]) -> nn.Module:
 
 __all__ = [
     "MULTI_TASK",
+    "TORA_INITS",
     "ToraLinear",
     "ToraSpec",
     "ToraTensor",
     "attach_tora",
     "load_tora",
     "merged_model",
+    "orthonormal_columns",
     "orthogonality_loss",
     "save_tora",
     "tora_deltas",

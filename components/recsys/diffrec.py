@@ -85,13 +85,14 @@ def error_scores(errors: Tensor) -> SequenceScores:
 
 
 class DiffusionRecommender(nn.Module):
-    """SASRec condition + single-linear x0 denoiser over the (learned) item table."""
+    """SASRec condition + single-linear x0 denoiser over the item table: learned (``--ab=iids``), or given and
+    frozen (``item_table`` with ``cfg.encoder.freeze_items``: PreferDiff's text-embedding mode)."""
 
-    def __init__(self, cfg: DiffRecConfig, seed: int = 0) -> None:
+    def __init__(self, cfg: DiffRecConfig, seed: int = 0, item_table: Tensor | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         d = cfg.encoder.hidden
-        self.encoder = SASRecEncoder(cfg.encoder, seed)
+        self.encoder = SASRecEncoder(cfg.encoder, seed, item_table)
         generator = torch.Generator().manual_seed(seed + 1)
         self.none = nn.Parameter(torch.randn(d, generator=generator) * 0.02)
         self.time_mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))

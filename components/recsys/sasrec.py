@@ -27,7 +27,8 @@ __all__ = ["SASRecConfig", "SASRecEncoder", "SASRecNextItem"]
 @dataclass(frozen=True)
 class SASRecConfig:
     """n_items: largest item id (ids 1..n_items, 0 = padding); item_init_std: std of the N(0, std^2) item table
-    (PreferDiff's learnable ``iids``: 1.0)."""
+    (PreferDiff's learnable ``iids``: 1.0); freeze_items: the item table is given (``item_table``, e.g. whitened
+    text embeddings, :mod:`components.recsys.items`) and never trained."""
 
     n_items: int
     hidden: int = 64
@@ -36,6 +37,7 @@ class SASRecConfig:
     n_heads: int = 2
     dropout: float = 0.1
     item_init_std: float = 1.0
+    freeze_items: bool = False
 
     def __post_init__(self) -> None:
         if self.n_items < 1 or self.hidden < 2 or self.max_len < 1 or self.n_layers < 1:
@@ -61,9 +63,10 @@ class _CausalBlock(nn.Module):
 
 
 class SASRecEncoder(nn.Module):
-    """``history [B, L] -> h [B, hidden]`` (see the module docstring); weights from ``seed`` alone."""
+    """``history [B, L] -> h [B, hidden]`` (see the module docstring); weights from ``seed`` alone, the item table
+    from ``item_table [n_items + 1, hidden]`` when given (frozen when ``cfg.freeze_items``)."""
 
-    def __init__(self, cfg: SASRecConfig, seed: int = 0) -> None:
+    def __init__(self, cfg: SASRecConfig, seed: int = 0, item_table: Tensor | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.item_emb = nn.Embedding(cfg.n_items + 1, cfg.hidden)
@@ -76,6 +79,16 @@ class SASRecEncoder(nn.Module):
         with torch.no_grad():
             self.item_emb.weight.normal_(0.0, cfg.item_init_std, generator=generator)
             self.item_emb.weight[0].zero_()
+            if item_table is not None:
+                if tuple(item_table.shape) != tuple(self.item_emb.weight.shape):
+                    raise ValueError(
+                        f"item_table has shape {tuple(item_table.shape)}, expected {tuple(self.item_emb.weight.shape)}"
+                    )
+                self.item_emb.weight.copy_(item_table)
+        if cfg.freeze_items:
+            if item_table is None:
+                raise ValueError("freeze_items needs the item_table to freeze")
+            self.item_emb.weight.requires_grad_(False)
 
     @property
     def items(self) -> Tensor:
@@ -99,10 +112,10 @@ class SASRecEncoder(nn.Module):
 class SASRecNextItem(nn.Module):
     """SASRec trained with full softmax cross-entropy over the items (the baseline)."""
 
-    def __init__(self, cfg: SASRecConfig, seed: int = 0) -> None:
+    def __init__(self, cfg: SASRecConfig, seed: int = 0, item_table: Tensor | None = None) -> None:
         super().__init__()
         self.cfg = cfg
-        self.encoder = SASRecEncoder(cfg, seed)
+        self.encoder = SASRecEncoder(cfg, seed, item_table)
 
     def logits(self, history: Tensor) -> Tensor:
         """``[B, n_items]`` logits of items 1..n_items (column j is item j + 1)."""

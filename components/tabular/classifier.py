@@ -10,9 +10,21 @@ each one's largest entry is positive), which are standardised in turn; the resul
 ``projection`` buffers; the hypernetwork reads the preprocessed training rows and their labels
 once, and ``child_`` is the :class:`~components.tabular.mothernet.ChildMLP` it wrote. NaNs are refused (the
 paper's code accepts them); at most ``max_classes`` classes.
+
+Use it with the hypernetwork a run pretrained (``paperflows run mothernet`` saves one per seed as
+``outputs/mothernet/models/mothernet_s<seed>.safetensors``, also registered in MLflow as ``mothernet-hypernetwork``)::
+
+    clf = MotherNetClassifier("outputs/mothernet/models/mothernet_s0.safetensors").fit(X_train, y_train)
+    proba = clf.predict_proba(X_test)   # a forward pass of clf.child_, a plain 1-hidden-layer MLP
+
+There is no default network: an untrained hypernetwork writes a random child, so it must be asked for explicitly
+(``MotherNetClassifier(MotherNet(cfg, seed=0))``).
 """
 
 from __future__ import annotations
+
+import json
+import os
 
 import numpy as np
 import torch
@@ -45,28 +57,42 @@ def preprocessing(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     return center, projection
 
 
+def load_hypernetwork(path: str | os.PathLike[str]) -> MotherNet:
+    """A hypernetwork saved by ``components.io.save_model`` (its config is in the file's metadata)."""
+    from components.io import load_tensors, safetensors_metadata
+
+    meta = safetensors_metadata(path)
+    if "model.config" not in meta:
+        raise ValueError(f"{path}: no 'model.config' in the safetensors metadata (not saved by save_model?)")
+    model = MotherNet(MotherNetConfig(**json.loads(meta["model.config"])))
+    model.load_state_dict(load_tensors(path))
+    return model.eval()
+
+
 class MotherNetClassifier(ClassifierMixin, BaseEstimator):
-    """Scikit-learn classifier whose ``fit`` writes a child MLP with a (pretrained) :class:`MotherNet`.
+    """Scikit-learn classifier whose ``fit`` writes a child MLP with a pretrained :class:`MotherNet`.
 
     Args:
-        model: the hypernetwork; ``None`` builds an untrained one (default sizes) seeded by ``random_state``.
-        random_state: seed of that untrained hypernetwork (ignored when ``model`` is given).
+        model: the hypernetwork, or the path of one saved as safetensors by a run (module docstring). Required:
+            an untrained hypernetwork is no default.
     """
 
-    def __init__(self, model: MotherNet | None = None, random_state: int = 0) -> None:
+    def __init__(self, model: MotherNet | str | os.PathLike[str] | None = None) -> None:
         self.model = model
-        self.random_state = random_state
 
     def _hypernetwork(self) -> MotherNet:
-        if self.model is not None:
-            return self.model
-        return MotherNet(MotherNetConfig(), seed=int(self.random_state))
+        if self.model is None:
+            raise ValueError(
+                "MotherNetClassifier needs a pretrained hypernetwork: pass a MotherNet or the path of its "
+                "safetensors (paperflows run mothernet writes outputs/mothernet/models/mothernet_s0.safetensors)"
+            )
+        return self.model if isinstance(self.model, MotherNet) else load_hypernetwork(self.model)
 
     def fit(self, X, y) -> MotherNetClassifier:  # noqa: N803 (sklearn's names)
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
-        model = self._hypernetwork()
+        model = self.hypernetwork_ = self._hypernetwork()
         cfg = model.cfg
         check_class_count(len(self.classes_), cfg.max_classes)  # the rule a run's params are checked with
         center, projection = preprocessing(X, cfg.max_features)

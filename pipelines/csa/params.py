@@ -129,13 +129,40 @@ class AlignParams(Section):
     batch_size: int = Field(
         256, ge=2, le=100_000, description="CLIP-like baseline: distinct pairs per batch (capped by N)."
     )
+    tune: bool = Field(
+        True,
+        description="CLIP-like baseline: choose its learning rate, weight decay and steps per seed and N from the "
+        "grids below by K-fold held-out InfoNCE on the N training pairs (no test item seen), then train the "
+        "choice on all N; off: align.lr and align.steps as given, no weight decay.",
+    )
+    tune_lrs: list[Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=lambda: [1e-3, 1e-2], min_length=1, max_length=6, description="Tuning grid: learning rates."
+    )
+    tune_weight_decays: list[Annotated[float, Field(ge=0, le=10)]] = Field(
+        default_factory=lambda: [0.0, 0.1], min_length=1, max_length=6, description="Tuning grid: AdamW weight decays."
+    )
+    tune_steps: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        default_factory=lambda: [100, 300],
+        min_length=1,
+        max_length=6,
+        description="Tuning grid: step counts (one run per setting and fold, scored at each: early stopping).",
+    )
+    tune_folds: int = Field(3, ge=2, le=10, description="Tuning: folds of the N pairs (each held out once).")
 
-    @field_validator("methods", "n_pairs")
+    @field_validator("methods", "n_pairs", "tune_lrs", "tune_weight_decays", "tune_steps")
     @classmethod
     def _distinct(cls, value: list) -> list:
         if len(set(value)) != len(value):
             raise ValueError(f"values repeat: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _folds_fit_the_pairs(self) -> AlignParams:
+        if self.tune and "contrastive" in self.methods and self.tune_folds > min(self.n_pairs) // 2:
+            raise ValueError(
+                f"tune_folds ({self.tune_folds}) must be at most half the smallest n_pairs ({min(self.n_pairs)})"
+            )
+        return self
 
 
 class EvalParams(Section):

@@ -50,6 +50,7 @@ ALIGN_TIMES = "timings/align.json"
 SCALING_PNG, SCALING_CSV = "plots/scaling.png", "plots/scaling.csv"
 RHO_PNG, RHO_CSV = "plots/canonical_correlations.png", "plots/canonical_correlations.csv"
 REPORT = "report.json"
+CHOSEN = ("lr", "weight_decay", "embed_dim", "steps")  # the CLIP-like baseline's tuned settings, per row
 
 
 def _images(d: DataParams, split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,6 +166,11 @@ def _config(p: CsaParams) -> AlignConfig:
         steps=a.steps,
         lr=a.lr,
         batch_size=a.batch_size,
+        contrastive_grid=tuple((lr, wd, a.embed_dim) for lr in a.tune_lrs for wd in a.tune_weight_decays)
+        if a.tune
+        else (),
+        contrastive_checkpoints=tuple(a.tune_steps),
+        contrastive_folds=a.tune_folds,
     )
 
 
@@ -174,6 +180,7 @@ def _config(p: CsaParams) -> AlignConfig:
     outs=(SCORES, RHO),
     metrics=(ALIGN_METRICS,),
     timings=(ALIGN_TIMES,),
+    gpu=True,
 )
 def align(ctx: StageContext) -> None:
     """Fit every method on N pairs per seed; score zero-shot accuracy, mislabel AUC and recall@k."""
@@ -201,7 +208,8 @@ def align(ctx: StageContext) -> None:
                 fitted = fit_method(method, a_pool[pairs], b_pool[pairs], cfg, seed=derive_seed(seed, "init", n))
                 scores = evaluate(fitted, a_test, b_test, labels, class_text, source, swapped, p.eval.recall_ks)
                 seconds[method] += time.perf_counter() - started
-                rows.append({"seed": seed, "n_pairs": n, "method": method, **scores})
+                chosen = {f"chosen_{k}": float(fitted.chosen.get(k, "nan")) for k in CHOSEN}
+                rows.append({"seed": seed, "n_pairs": n, "method": method, **scores, **chosen})
     save_table(rows, ctx.path(SCORES))
     save_table(rho_rows, ctx.path(RHO))
     save_json(

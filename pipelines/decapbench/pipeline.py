@@ -26,44 +26,40 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from components.captions.baselines import BASELINES, baseline_scores
-from components.captions.chat_judge import ChatClient, ChatEndpoint, ChatJudge
-from components.captions.dcscore import CaptionItem, Judge, record_row, score_items, summary_line
+from components.captions.baselines import BASELINES
 from components.captions.dcscore import dcscore as dcscore_of
-from components.captions.decapbench_files import (
-    DecapbenchFormatError,
-    benchmark_summary,
-    missing_images,
-    read_benchmark,
-)
+from components.captions.dcscore import score_items, summary_line
+from components.captions.decapbench_files import benchmark_summary
 from components.captions.evaluation import evaluate_captions, summarize
-from components.captions.feedquill import (
-    CaptionerConfig,
-    SupervisionConfig,
-    build_captioner,
-    judge_samples,
-    load_captioner,
-    policy_and_reference,
-    preference_pairs,
-    sample_captions,
-    save_captioner,
-    split_scenes,
-    supervision,
-    train_dpo,
-    train_sft,
-)
+from components.captions.feedquill import judge_samples, policy_and_reference, preference_pairs, train_sft
 from components.captions.meta_evaluation import correlation_rows
-from components.captions.rule_judge import RuleJudge, RuleJudgeConfig
-from components.captions.simulator import SimulatorConfig, benchmark_rows, simulate_captions
-from components.captions.world import Scene, make_scenes
+from components.captions.world import Scene
 from components.io import load_json, load_jsonl, load_table, save_json, save_jsonl, save_table, save_text
-from components.training import TrainConfig
-from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from paperflows import Pipeline, Plot, StageContext, StageInputError, stage
 from pipelines.decapbench import ABOUT
-from pipelines.decapbench.params import CAPTIONERS, NGRAM_BASELINES, DecapbenchParams, judge_endpoint_settings
+from pipelines.decapbench.data import real_benchmark, synthetic_benchmark
+from pipelines.decapbench.feedquill import (
+    dpo_on_pairs,
+    eval_captions,
+    feedquill_scenes,
+    new_captioner,
+    preference_samples,
+    preference_summary,
+    save_seed_captioner,
+    seed_captioner,
+    sft_data,
+    train_config,
+)
+from pipelines.decapbench.params import CAPTIONERS, NGRAM_BASELINES, DecapbenchParams
 from pipelines.decapbench.plots import plot_feedquill, plot_metric_vs_human, plot_training
+from pipelines.decapbench.scoring import (
+    baseline_table,
+    caption_items,
+    dcscore_rows,
+    make_judge,
+    oracle_check,
+    per_seed_dcscore,
+)
 
 ORACLE, CANDIDATES, SCENES = "data/oracle.jsonl", "data/candidates.jsonl", "data/scenes.json"
 WORLD, DETAILS, SCORES, DCSCORE = "metrics/world.json", "dcscore/", "tables/dcscore.parquet", "metrics/dcscore.json"
@@ -77,54 +73,17 @@ CAPTIONER_ROWS, CAPTIONER_METRICS = "tables/captioners.parquet", "metrics/captio
 FQ_PNG, FQ_CSV, REPORT = "plots/feedquill.png", "plots/feedquill.csv", "report.json"
 
 
-def _judge(ctx: StageContext, scenes: dict[str, Scene], chat: bool, seed: int) -> Judge:
-    """The chat judge (endpoint from the PAPERFLOWS_JUDGE_* settings) or the rule judge of ``scenes``."""
-    p = ctx.params
-    if not chat:
-        return RuleJudge(scenes, RuleJudgeConfig(p.judge.flip_rate, p.judge.fuzzy_cutoff, derive_seed(seed, "judge")))
-    s = judge_endpoint_settings()
-    client = ChatClient(
-        ChatEndpoint(s["base_url"] or "", s["model"] or "", s["api_key"], p.judge.timeout_s),
-        seed=derive_seed(seed, "judge"),
-    )
-    images = ctx.data_path(p.data.images_dir) if p.data.images_dir else None
-    return ChatJudge(client, images_dir=images, max_tokens=p.judge.max_tokens)
-
-
 # --------------------------------------------------------------------------------------------------
 # §3.1 images, oracle facts, candidate captions (DeCapBench's formats)
 # --------------------------------------------------------------------------------------------------
 @stage(params=("seeds", "data", "captions"), outs=(ORACLE, CANDIDATES, SCENES), metrics=(WORLD,))
 def world(ctx: StageContext) -> None:
     """Write the oracle and candidate files: the synthetic world per seed, or the real files as read."""
-    p, d, c = ctx.params, ctx.params.data, ctx.params.captions
-    scenes: list[Scene] = []
+    p = ctx.params
     if p.uses_real_data():
-        try:
-            oracle, candidates = read_benchmark(ctx.data_path(d.oracle_path), ctx.data_path(d.candidates_path))
-        except DecapbenchFormatError as err:
-            raise StageInputError(f"decapbench.data: {err}") from None
-        if d.images_dir and (missing := missing_images(candidates, ctx.data_path(d.images_dir))):
-            raise StageInputError(
-                f"decapbench.data.images_dir: {len(missing)} image(s) named by the candidates are "
-                f"not in {ctx.data_path(d.images_dir)} (the first at candidate line {missing[0]})"
-            )
+        oracle, candidates, scenes = real_benchmark(p.data, ctx.data_path)
     else:
-        sim = SimulatorConfig(
-            coverage=tuple(c.coverage),
-            hallucination=tuple(c.hallucination),
-            max_fillers=c.max_fillers,
-            paraphrase=c.paraphrase,
-            typo_rate=c.typo_rate,
-            extra_rate=c.extra_rate,
-            human_noise=c.human_noise,
-        )
-        oracle, candidates = [], []
-        for seed in p.seeds:
-            drawn = make_scenes(d.n_images, derive_seed(seed, "scenes"), d.min_objects, d.max_objects, f"s{seed}")
-            captions, human = simulate_captions(drawn, sim, derive_seed(seed, "captions"))
-            rows = benchmark_rows(drawn, captions, human, seed)
-            oracle, candidates, scenes = oracle + rows[0], candidates + rows[1], scenes + drawn
+        oracle, candidates, scenes = synthetic_benchmark(p)
     save_jsonl(oracle, ctx.path(ORACLE))
     save_jsonl(candidates, ctx.path(CANDIDATES))
     save_json([s.to_dict() for s in scenes], ctx.path(SCENES))
@@ -141,39 +100,17 @@ def dcscore(ctx: StageContext) -> None:
     facts = {o["image_name"]: tuple(o["oracle_facts"]) for o in load_jsonl(ctx.path(ORACLE))}
     rows = load_jsonl(ctx.path(CANDIDATES))
     scenes = {s.name: s for s in map(Scene.from_dict, load_json(ctx.path(SCENES)))}
-    judge = _judge(ctx, scenes, p.uses_chat_judge(), p.seeds[0])
-    items = [
-        CaptionItem(i, r["image_path"], r["caption"], r["oracle_caption"], facts[r["image_path"]])
-        for i, r in enumerate(rows)
-    ]
+    judge = make_judge(p, ctx.data_path, scenes, p.uses_chat_judge(), p.seeds[0])
+    items = caption_items(rows, facts)
     cfg = p.judge.dcscore_config()
     records = score_items(judge, items, cfg, workers=5 if p.uses_chat_judge() else 1)  # the official 5 shards
-    table = []
-    for item, row, record in zip(items, rows, records):
+    for item, record in zip(items, records):
         save_json(record, ctx.path(DETAILS) / f"{item.index}.json")
-        table.append(
-            {
-                "idx": item.index,
-                "seed": row["seed"],
-                "image": item.image,
-                "words": row["words"],
-                "human_score": row["human_score"],
-                **record_row(record),
-            }
-        )
+    table = dcscore_rows(items, rows, records)
     overall, valid, invalid = dcscore_of(records)
-    checked: dict[str, float] = {}
-    if not p.uses_real_data():  # the exact rule judge on the first 50 oracle captions themselves: DCScore 100
-        oracle = [
-            CaptionItem(i, r["image_path"], r["oracle_caption"], r["oracle_caption"], facts[r["image_path"]])
-            for i, r in enumerate(rows[:50])
-        ]
-        checked = {
-            "oracle_dcscore_exact": dcscore_of(score_items(RuleJudge(scenes), oracle, cfg))[0],
-            "oracle_checked": len(oracle),
-        }
-    groups = sorted({r["seed"] for r in table if r["seed"] is not None})
-    per_seed = {f"seed{s}": dcscore_of([rec for rec, r in zip(records, table) if r["seed"] == s])[0] for s in groups}
+    # the exact rule judge on the first 50 oracle captions themselves: DCScore 100
+    checked = {} if p.uses_real_data() else oracle_check(rows, facts, scenes, cfg)
+    per_seed = per_seed_dcscore(records, table)
     lines = [summary_line(overall)] + [f"{k} {summary_line(v)}" for k, v in per_seed.items()]
     save_text("\n".join(lines) + "\n", ctx.path(DETAILS) / "results.txt")
     save_table(table, ctx.path(SCORES))
@@ -209,14 +146,8 @@ def meta_eval(ctx: StageContext) -> None:
     """BLEU-4, ROUGE-L, TF-IDF cosine (fitted per seed) and CAPTURE-style F1 of every candidate; then per seed
     and subset (all / long / short captions) each metric's Pearson, Spearman and Kendall with the human score."""
     rows = load_jsonl(ctx.path(CANDIDATES))
-    table: list[dict[str, Any]] = [{"idx": i, "seed": r["seed"]} for i, r in enumerate(rows)]
     names = NGRAM_BASELINES if ctx.params.uses_real_data() else BASELINES  # CAPTURE-style F1 parses our world only
-    for group in dict.fromkeys(r["seed"] for r in rows):
-        index = [i for i, r in enumerate(rows) if r["seed"] == group]
-        scores = baseline_scores([rows[i]["caption"] for i in index], [rows[i]["oracle_caption"] for i in index], names)
-        for name in names:
-            for position, i in enumerate(index):
-                table[i][name] = float(scores[name][position])
+    table = baseline_table(rows, names)
     save_table(table, ctx.path(BASELINE_SCORES))
     joined = joined_scores(ctx)
     correlations = correlation_rows(joined, ctx.params.meta.long_share)
@@ -240,24 +171,6 @@ def joined_scores(ctx: StageContext) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------
 # §5 FeedQuill-lite: SFT -> sampled captions judged into preference pairs -> DPO against the SFT model
 # --------------------------------------------------------------------------------------------------
-def _feedquill_scenes(p: DecapbenchParams, seed: int) -> tuple[list[Scene], list[Scene], list[Scene]]:
-    f = p.feedquill
-    return split_scenes(
-        (f.train_scenes, f.pref_scenes, f.eval_scenes),
-        derive_seed(seed, "feedquill"),
-        f.min_objects,
-        f.max_objects,
-        f"fq{seed}",
-    )
-
-
-def _captioner_config(p: DecapbenchParams) -> CaptionerConfig:
-    c = p.captioner
-    return CaptionerConfig(
-        layers=c.n_layers, hidden=c.d_model, heads=c.n_heads, max_positions=2 * p.feedquill.max_new_tokens + 128
-    )
-
-
 @stage(
     params=("seeds", "feedquill", "captioner", "sft"),
     outs=(SFT_MODELS, SFT_CURVES),
@@ -269,24 +182,12 @@ def sft(ctx: StageContext) -> None:
     p, t = ctx.params, ctx.params.sft
     curves = []
     for seed in p.seeds:
-        train, _, _ = _feedquill_scenes(p, seed)
-        prompts, targets = supervision(
-            train,
-            SupervisionConfig(per_scene=p.feedquill.per_scene, hallucination=(0.0, p.feedquill.sft_hallucination)),
-            derive_seed(seed, "supervision"),
-        )
-        lm = build_captioner(_captioner_config(p), derive_seed(seed, "captioner"))
-        cfg = TrainConfig(
-            steps=t.steps,
-            lr=t.lr,
-            warmup_steps=t.warmup_steps,
-            seed=derive_seed(seed, "sft"),
-            log_every=max(1, t.steps // 40),
-            progress=ctx.progress,
-            desc=f"decapbench sft seed {seed}",
-        )
+        train, _, _ = feedquill_scenes(p, seed)
+        prompts, targets = sft_data(p, train, seed)
+        lm = new_captioner(p, seed)
+        cfg = train_config(t, seed, "sft", ctx.progress)
         result = train_sft(lm, prompts, targets, cfg, t.batch_size, callback=ctx.metric_callback(f"sft/seed{seed}"))
-        save_captioner(lm, _captioner_config(p), ctx.path(SFT_MODELS) / f"seed{seed}.safetensors")
+        save_seed_captioner(lm, ctx.path(SFT_MODELS), p, seed)
         curves += result.curve(seed=seed)
     save_table(curves, ctx.path(SFT_CURVES))
 
@@ -297,29 +198,14 @@ def preferences(ctx: StageContext) -> None:
     p, f = ctx.params, ctx.params.feedquill
     rows, summary = [], {}
     for seed in p.seeds:
-        _, scenes, _ = _feedquill_scenes(p, seed)
-        lm = load_captioner(
-            ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", _captioner_config(p), derive_seed(seed, "captioner")
-        )
-        samples = sample_captions(
-            lm,
-            scenes,
-            f.samples,
-            temperature=f.temperature,
-            max_new_tokens=f.max_new_tokens,
-            seed=derive_seed(seed, "samples"),
-        )
-        judge = _judge(ctx, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
+        _, scenes, _ = feedquill_scenes(p, seed)
+        lm = seed_captioner(ctx.path(SFT_MODELS), p, seed)
+        samples = preference_samples(lm, scenes, f, seed)
+        judge = make_judge(p, ctx.data_path, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
         rewards = judge_samples(judge, scenes, samples, p.judge.dcscore_config(), f.recall_bonus)
         pairs = preference_pairs(samples, rewards, f.margin)
         rows += [q.to_row(scenes, seed=seed) for q in pairs]
-        summary |= {
-            f"seed{seed}/pairs": len(pairs),
-            f"seed{seed}/reward_mean": float(np.mean(rewards)),
-            f"seed{seed}/reward_gap": float(np.mean([q.reward_chosen - q.reward_rejected for q in pairs]))
-            if pairs
-            else 0.0,
-        }
+        summary |= preference_summary(seed, rewards, pairs)
     save_jsonl(rows, ctx.path(PREFS))
     save_json(summary, ctx.path(PREF_METRICS))
 
@@ -343,31 +229,11 @@ def dpo(ctx: StageContext) -> None:
                 f"decapbench.dpo: seed {seed} has no preference pair (every scene's samples "
                 "scored within feedquill.margin); raise feedquill.pref_scenes or lower the margin"
             )
-        sft_model = load_captioner(
-            ctx.path(SFT_MODELS) / f"seed{seed}.safetensors", _captioner_config(p), derive_seed(seed, "captioner")
-        )
+        sft_model = seed_captioner(ctx.path(SFT_MODELS), p, seed)
         policy, reference = policy_and_reference(sft_model)
-        cfg = TrainConfig(
-            steps=t.steps,
-            lr=t.lr,
-            warmup_steps=t.warmup_steps,
-            seed=derive_seed(seed, "dpo"),
-            log_every=max(1, t.steps // 40),
-            progress=ctx.progress,
-            desc=f"decapbench dpo seed {seed}",
-        )
-        result = train_dpo(
-            policy,
-            reference,
-            [q["prompt"] for q in mine],
-            [q["chosen"] for q in mine],
-            [q["rejected"] for q in mine],
-            cfg,
-            beta=t.beta,
-            batch_size=t.batch_size,
-            callback=ctx.metric_callback(f"dpo/seed{seed}"),
-        )
-        save_captioner(policy, _captioner_config(p), ctx.path(DPO_MODELS) / f"seed{seed}.safetensors")
+        cfg = train_config(t, seed, "dpo", ctx.progress)
+        result = dpo_on_pairs(policy, reference, mine, cfg, t, ctx.metric_callback(f"dpo/seed{seed}"))
+        save_seed_captioner(policy, ctx.path(DPO_MODELS), p, seed)
         curves += [{"seed": seed, **h} for h in result.history]
     save_table(curves, ctx.path(DPO_CURVES))
     plot_training(load_table(ctx.path(SFT_CURVES)), curves, ctx.path(TRAIN_PNG), ctx.path(TRAIN_CSV))
@@ -388,23 +254,11 @@ def captioners(ctx: StageContext) -> None:
     p, f = ctx.params, ctx.params.feedquill
     rows, summary = [], {}
     for seed in p.seeds:
-        _, _, scenes = _feedquill_scenes(p, seed)
-        judge = _judge(ctx, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
+        _, _, scenes = feedquill_scenes(p, seed)
+        judge = make_judge(p, ctx.data_path, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
         for name, folder in zip(CAPTIONERS, (SFT_MODELS, DPO_MODELS)):
-            lm = load_captioner(
-                ctx.path(folder) / f"seed{seed}.safetensors", _captioner_config(p), derive_seed(seed, "captioner")
-            )
-            texts = [
-                c[0]
-                for c in sample_captions(
-                    lm,
-                    scenes,
-                    1,
-                    temperature=f.eval_temperature,
-                    max_new_tokens=f.max_new_tokens,
-                    seed=derive_seed(seed, "eval"),
-                )
-            ]
+            lm = seed_captioner(ctx.path(folder), p, seed)
+            texts = eval_captions(lm, scenes, f, seed)
             evaluated = evaluate_captions(scenes, texts, judge, p.judge.dcscore_config())
             rows += [{"seed": seed, "captioner": name, **r} for r in evaluated]
             summary |= {f"{name}/seed{seed}/{k}": v for k, v in summarize(evaluated).items()}

@@ -27,29 +27,21 @@ The official repository's bugs are not reproduced: its ``forget_loss: GLS`` defa
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from components.io import load_json, load_tensors, save_json, save_table, save_tensors
 from components.training import TrainConfig, fit
-from components.unlearning import IDK_TEMPLATES, AuthorConfig, TofuFormatError, author_rows, read_tofu_file
-from components.unlearning.evaluate import (
-    EvalConfig,
-    TofuEvaluator,
-    add_forget_quality,
-    qa_continuation,
-    qa_prompt,
-    summary,
-)
+from components.unlearning import IDK_TEMPLATES
+from components.unlearning.evaluate import TofuEvaluator, add_forget_quality, summary
 from components.unlearning.general_text import general_passages, world_fact_rows
-from components.unlearning.tofu_file import overlap_problem
-from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.flat import ABOUT
+from pipelines.flat.data import forget_and_retain, mark_evaluated
 from pipelines.flat.params import FlatParams
 from pipelines.flat.plots import plot_finetune
+from pipelines.flat.training import CurveProbe, adapter_meta, open_session, qa_pairs, save_eval
 
 QA = "data/qa.json"  # forget + retain rows (TOFU fields), world facts, passages, templates
 BENCH_METRICS = "metrics/benchmark.json"
@@ -72,33 +64,8 @@ REPORT = "report.json"
 def benchmark(ctx: StageContext) -> None:
     """QAs split into forget / retain authors, the retain QAs evaluated, world facts and general text."""
     d = ctx.params.data
-    if d.tofu_path is not None:  # checked with the params before any work; read here in full
-        try:
-            forget = read_tofu_file(ctx.data_path(d.tofu_path), split="forget")
-            retain = read_tofu_file(ctx.data_path(d.tofu_retain_path), split="retain")
-        except (FileNotFoundError, TofuFormatError) as err:
-            raise StageInputError(f"flat.data: {err}") from None
-        shared = overlap_problem(d.tofu_path, d.tofu_retain_path, forget, retain)  # as the params were checked
-        if shared is not None:
-            raise StageInputError(f"flat.data.tofu_retain_path: {shared}")
-        source = {"source": "tofu", "forget_file": d.tofu_path, "retain_file": d.tofu_retain_path}
-    else:
-        rows = author_rows(
-            AuthorConfig(
-                n_authors=d.n_authors,
-                forget_authors=d.forget_authors,
-                n_perturbed=d.n_perturbed,
-                attributes=tuple(d.attributes),
-                seed=d.seed,
-            )
-        )
-        forget, retain = [r for r in rows if r["split"] == "forget"], [r for r in rows if r["split"] == "retain"]
-        source = {"source": "synthetic authors", "authors": d.n_authors, "forget_authors": d.forget_authors}
-    scorable = [i for i, r in enumerate(retain) if r["perturbed_answer"] is not None]
-    rng = np.random.default_rng(derive_seed(d.seed, "retain_eval"))
-    chosen = set(rng.choice(scorable, size=min(d.retain_eval, len(scorable)), replace=False).tolist())
-    for i, row in enumerate(retain):
-        row["evaluated"] = i in chosen
+    forget, retain, source = forget_and_retain(d, ctx.data_path)
+    chosen = mark_evaluated(retain, d)
     world = world_fact_rows(d.world_facts, min(d.n_perturbed, 9), seed=derive_seed(d.seed, "world"))
     if d.trained_facts:  # general QAs in the fine-tuning data (never evaluated, never unlearned)
         facts = world_fact_rows(d.trained_facts, 1, seed=0, skip=d.world_facts)
@@ -118,7 +85,7 @@ def benchmark(ctx: StageContext) -> None:
             **source,
             "forget_qas": len(forget),
             "retain_qas": len(retain),
-            "retain_evaluated": len(chosen),
+            "retain_evaluated": chosen,
             "world_facts": len(world),
             "trained_facts": d.trained_facts,
             "passages": d.passages,
@@ -130,59 +97,11 @@ def benchmark(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # the model: SmolLM2-135M + LoRA on the top layers over a frozen, memoised trunk (one per process)
 # --------------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _session(lm_name: str, precision: str, cache_dir: Path | None, lora: tuple[Any, ...]) -> Any:
-    from components.llm import load_lm
-    from components.unlearning.training import AdapterSession
-
-    layers, r, alpha, targets = lora
-    return AdapterSession(
-        load_lm(lm_name, cache_dir=cache_dir, seed=0, precision=precision),
-        lora_layers=layers,
-        r=r,
-        alpha=alpha,
-        target_modules=targets,
-    )
-
-
 def _setup(ctx: StageContext) -> tuple[Any, dict[str, Any], TofuEvaluator]:
-    m, qa = ctx.params.model, load_json(ctx.path(QA))
-    lora = (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules))
-    session = _session(m.lm, m.precision, ctx.cache_dir, lora)
-    evaluator = TofuEvaluator(
-        session.lm,
-        qa["forget"],
-        [r for r in qa["retain"] if r["evaluated"]],
-        qa["world_facts"],
-        qa["passages"],
-        EvalConfig(batch_size=ctx.params.eval.batch_size, max_new_tokens=ctx.params.eval.max_new_tokens),
-    )
-    evaluator.prime(session.model)
+    """The model session, the benchmark's QAs and the TOFU evaluator, primed on the base model."""
+    qa = load_json(ctx.path(QA))
+    session, evaluator = open_session(ctx.params, qa, ctx.cache_dir)
     return session, qa, evaluator
-
-
-def _pairs(session: Any, rows: list[dict[str, Any]], answers: list[str] | None = None) -> Any:
-    answers = answers if answers is not None else [r["answer"] for r in rows]
-    return session.lm.tokenize_pairs([qa_prompt(r["question"]) for r in rows], [qa_continuation(a) for a in answers])
-
-
-def _adapter_meta(ctx: StageContext, role: str) -> dict[str, str]:
-    m = ctx.params.model
-    return {
-        "base_model": m.lm,
-        "precision": m.precision,
-        "role": role,
-        "lora_layers": f"top {m.lora_layers}",
-        "lora_r": str(m.lora_r),
-        "lora_alpha": str(m.lora_alpha),
-        "target_modules": ",".join(m.target_modules),
-        "load": "LocalLM.with_lora(...) with these settings, then copy these tensors into its parameters",
-    }
-
-
-def _save_eval(tofu_eval: dict[str, Any], folder: Path) -> None:
-    save_json(tofu_eval, folder / "TOFU_EVAL.json")
-    save_json(summary(tofu_eval), folder / "TOFU_SUMMARY.json")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,19 +140,21 @@ def finetune(ctx: StageContext) -> None:
         result = fit(
             session.model,
             sft_loss,
-            pair_batches(_pairs(session, rows), size=f.batch_size),
+            pair_batches(qa_pairs(session, rows), size=f.batch_size),
             cfg,
             callback=ctx.metric_callback(f"finetune/{role}"),
             parameters=session.parameters_to_train(),
         )
         curves += result.curve(model=role)
-        save_tensors(session.state(), ctx.path(MODELS) / role / "adapter.safetensors", _adapter_meta(ctx, role))
+        save_tensors(
+            session.state(), ctx.path(MODELS) / role / "adapter.safetensors", adapter_meta(ctx.params.model, role)
+        )
         evals[role] = evaluator.evaluate(session.model)
         metrics[role] = {"final_loss": result.final_loss, "trained_qas": len(rows)}
     for role in evals:
         folder = ctx.path(REFERENCES) / role
         folder.mkdir(parents=True, exist_ok=True)
-        _save_eval(add_forget_quality(evals[role], evals["retain"]), folder)
+        save_eval(add_forget_quality(evals[role], evals["retain"]), folder)
         metrics[role].update(summary(add_forget_quality(evals[role], evals["retain"])))
     save_table(curves, ctx.path(FINETUNE_CURVES))
     plot_finetune(curves, ctx.path(FINETUNE_PNG))
@@ -256,7 +177,7 @@ def finetune(ctx: StageContext) -> None:
 )
 def unlearn(ctx: StageContext) -> None:
     """Unlearn with one method (``ctx.item``) for every seed; evaluate each run against the retain oracle."""
-    from components.llm import precompute_scores, scores_and_greedy_hits
+    from components.llm import precompute_scores
     from components.preference import ObjectiveConfig
     from components.unlearning.training import unlearn_batches, unlearn_loss
 
@@ -264,50 +185,30 @@ def unlearn(ctx: StageContext) -> None:
     session, qa, evaluator = _setup(ctx)
     original = load_tensors(ctx.path(MODELS) / "original" / "adapter.safetensors")
     retain_eval = load_json(ctx.path(REFERENCES) / "retain" / "TOFU_EVAL.json")
-    forget_tokens, retain_tokens = _pairs(session, qa["forget"]), _pairs(session, qa["retain"])
-    probe = _pairs(session, qa["forget"] + [r for r in qa["retain"] if r["evaluated"]])
+    forget_tokens, retain_tokens = qa_pairs(session, qa["forget"]), qa_pairs(session, qa["retain"])
     n_forget = len(qa["forget"])
+    probe = CurveProbe(
+        session,
+        qa_pairs(session, qa["forget"] + [r for r in qa["retain"] if r["evaluated"]]),
+        n_forget,
+        ctx.params.eval.batch_size,
+        method,
+        ctx.log_metrics,
+    )
     objective = ObjectiveConfig(beta=u.beta, retain_weight=u.retain_weight, normalisation=u.normalisation)
 
-    def point(
-        step: int, loss: float, forget_prob: float, forget_em: float, retain_em: float, seed: int
-    ) -> dict[str, Any]:
-        ctx.log_metrics(
-            {
-                f"unlearn/{method}/seed{seed}/forget_prob": forget_prob,
-                f"unlearn/{method}/seed{seed}/forget_em": forget_em,
-                f"unlearn/{method}/seed{seed}/retain_em": retain_em,
-            },
-            step=step,
-        )
-        return {
-            "method": method,
-            "seed": seed,
-            "step": step,
-            "loss": loss,
-            "forget_prob": forget_prob,
-            "forget_em": forget_em,
-            "retain_em": retain_em,
-        }
-
-    def probe_values() -> tuple[float, float, float]:
-        scores, hits = scores_and_greedy_hits(session.model, probe, ctx.params.eval.batch_size)
-        exact = (hits == scores.n_tokens).float().numpy()
-        prob = np.exp(scores.logp_mean.numpy())
-        return float(prob[:n_forget].mean()), float(exact[:n_forget].mean()), float(exact[n_forget:].mean())
-
     session.load(original)
-    start = probe_values()  # every seed starts from the original: its point at step 0 is computed once
+    start = probe.values()  # every seed starts from the original: its point at step 0 is computed once
     for seed in ctx.params.seeds:
         session.load(original)
         rng = np.random.default_rng(derive_seed(seed, "templates", method))
-        templates = _pairs(session, qa["forget"], [str(t) for t in rng.choice(qa["templates"], size=n_forget)])
+        templates = qa_pairs(session, qa["forget"], [str(t) for t in rng.choice(qa["templates"], size=n_forget)])
         reference = precompute_scores(session.model, forget_tokens) if method == "npo" else None
-        curve = [point(0, float("nan"), *start, seed=seed)]
+        curve = [probe.point(0, float("nan"), *start, seed=seed)]
 
         def probe_model(step: int, metrics: dict[str, float], seed: int = seed, curve: list = curve) -> None:
             if step < u.steps:  # the last point comes from the final evaluation
-                curve.append(point(step, metrics.get("loss", float("nan")), *probe_values(), seed=seed))
+                curve.append(probe.point(step, metrics.get("loss", float("nan")), *probe.values(), seed=seed))
 
         cfg = TrainConfig(
             steps=u.steps,
@@ -328,7 +229,7 @@ def unlearn(ctx: StageContext) -> None:
         )
         tofu_eval = add_forget_quality(evaluator.evaluate(session.model), retain_eval)
         curve.append(
-            point(
+            probe.point(
                 u.steps,
                 result.final_loss,
                 tofu_eval["forget_Q_A_Prob"]["agg_value"],
@@ -339,8 +240,10 @@ def unlearn(ctx: StageContext) -> None:
         )
         folder = ctx.item_dir(UNLEARNED) / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
-        _save_eval(tofu_eval, folder)
-        save_tensors(session.state(), folder / "adapter.safetensors", _adapter_meta(ctx, f"{method} seed {seed}"))
+        save_eval(tofu_eval, folder)
+        save_tensors(
+            session.state(), folder / "adapter.safetensors", adapter_meta(ctx.params.model, f"{method} seed {seed}")
+        )
         save_table(curve, folder / "curve.parquet")
 
 

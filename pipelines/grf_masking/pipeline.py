@@ -8,39 +8,37 @@ argument:
 2. **train** (§3, one fan-out item per attention variant): a tiny ViT whose attention is unmasked linear,
    linear with the exact mask ``M_alpha = sum_k alpha_k W^k`` (dense, O(N^2)), linear with the GRF estimate of
    that mask (O(N), walks resampled every step), or softmax; the modulation ``f`` (``alpha = f * f``) is
-   learned; every run goes through the one training loop; test accuracy per seed;
+   learned; every run goes through the one training loop; train and test accuracy per seed;
 3. **prepare_clouds** / **train_clouds** (§4, point clouds): procedural shapes of several families, randomly
    rotated, their points the tokens and each cloud's symmetrised kNN graph the graph the masks are built on
-   (one graph per sample); the same four variants classify the family;
+   (one graph per sample); the same variants classify the family;
 4. **evaluate**: the accuracy table (both tasks) and figure;
 5. **mask_error** (§3.1, Thm. 3.1): the relative Frobenius error of the GRF estimate against the exact mask
    vs the number of walks, with its log-log slope (1/sqrt(n) is a slope of -1/2);
 6. **scaling** (§3.2, Fig. 2): forward time and peak memory of one masked layer vs the number of tokens N on
-   random grid graphs, GRF against the dense mask, with log-log slopes;
+   random grid graphs, GRF against the dense mask, with log-log slopes (measurements of the machine: timings);
 7. **report**: the table, the claims and the checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from components.attention import exact_mask, knn_edge_index, knn_neighbours, random_grid_graph
+from components.attention import exact_mask, knn_neighbours
 from components.attention.graphs import Graph, grid_edge_index
-from components.attention.points import TopoPointConfig, TopoPointNet
+from components.attention.points import TopoPointNet
 from components.attention.scaling import masked_forward, measure, relative_mask_error
-from components.attention.vit import TopoViT, TopoViTConfig
+from components.attention.vit import TopoViT
 from components.data.images import load_mnist, load_mnist_idx
-from components.data.shapes import sample_shapes, shape_classes
-from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
-from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
+from components.data.shapes import shape_classes
+from components.io import load_json, load_tensors, save_json, save_table, save_tensors
+from components.training import select_device
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.grf_masking import ABOUT
 from pipelines.grf_masking.params import TASKS, GrfMaskingParams
 from pipelines.grf_masking.plots import plot_accuracy, plot_mask_error, plot_scaling
+from pipelines.grf_masking.training import cloud_config, model_config, modulation_start, scaling_graph, train_variant
 
 DATA, DATA_METRICS = "data/mnist.safetensors", "metrics/data.json"
 MODELS = "models/"
@@ -48,13 +46,10 @@ CLOUDS, CLOUD_METRICS, CLOUD_MODELS = "data/clouds.safetensors", "metrics/clouds
 ACCURACY, EVAL_METRICS = "tables/accuracy.parquet", "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy.png", "plots/accuracy.csv"
 MASK_ERROR, MASK_PNG, MASK_CSV = "tables/mask_error.parquet", "plots/mask_error.png", "plots/mask_error.csv"
-SCALING, SCALING_PNG, SCALING_CSV = "tables/scaling.parquet", "plots/scaling.png", "plots/scaling.csv"
+# the scaling study measures this machine: its times and memory are timings (DVC tracks only the graphs' sizes)
+SCALING_GRAPHS = "tables/scaling_graphs.parquet"
+SCALING, SCALING_PNG, SCALING_CSV = "timings/scaling.parquet", "timings/scaling.png", "timings/scaling.csv"
 REPORT = "report.json"
-
-
-def modulation_start(k_max: int) -> torch.Tensor:
-    """``f_k = 2^-k``: the modulation every model starts from and the mask error is measured at."""
-    return torch.tensor([2.0**-k for k in range(k_max + 1)])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -95,81 +90,6 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3 the ViT with each attention variant, trained through the one loop; test accuracy per seed
 # --------------------------------------------------------------------------------------------------
-def model_config(p: GrfMaskingParams, variant: str) -> TopoViTConfig:
-    m, g = p.model, p.grf
-    return TopoViTConfig(
-        image_size=28,
-        patch_size=m.patch_size,
-        d_model=m.d_model,
-        n_heads=m.n_heads,
-        n_layers=m.n_layers,
-        attention=variant,
-        feature_map=m.feature_map,
-        n_features=m.n_features,
-        k_max=g.k_max,
-        n_walks=g.n_walks,
-        p_halt=g.p_halt,
-    )
-
-
-@torch.no_grad()
-def accuracy(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor, batch: int = 500) -> float:
-    model.eval()
-    hits = sum(
-        int((model(*(x[i : i + batch] for x in inputs)).argmax(1) == y[i : i + batch]).sum())
-        for i in range(0, len(y), batch)
-    )
-    return 100.0 * hits / len(y)
-
-
-def train_variant(
-    ctx: StageContext,
-    task: str,
-    build: Callable[[int], torch.nn.Module],
-    steps: int,
-    batch_size: int,
-    train: tuple[torch.Tensor, ...],
-    test: tuple[torch.Tensor, ...],
-    out: Path,
-) -> None:
-    """This item's variant on every seed through the one loop: weights, learned modulation, test accuracy."""
-    p, variant, runs = ctx.params, ctx.item, []
-    for seed in p.seeds:
-        model = build(derive_seed(seed, "init"))
-        cfg = TrainConfig(
-            steps=steps,
-            lr=p.train.lr,
-            weight_decay=p.train.weight_decay,
-            warmup_steps=p.train.warmup_steps,
-            seed=derive_seed(seed, "batches"),
-            device="auto",
-            log_every=max(1, steps // 10),
-            progress=ctx.progress,
-            desc=f"grf_masking {task} {variant} seed {seed}",
-        )
-        result = fit(
-            model,
-            cross_entropy_loss,
-            random_batches(*train, size=batch_size),
-            cfg,
-            callback=ctx.metric_callback(f"{'train' if task == 'mnist' else task}/{variant}/seed{seed}"),
-        )
-        save_model(model, out / f"seed{seed}.safetensors", metadata={"variant": variant, "task": task})
-        runs.append(
-            {
-                "task": task,
-                "variant": variant,
-                "seed": seed,
-                "test_accuracy": accuracy(model, test[:-1], test[-1]),
-                "final_loss": result.final_loss,
-                "seconds": result.seconds,
-                "parameters": sum(q.numel() for q in model.parameters()),
-                "modulation": [f.tolist() for f in model.masks()],
-            }
-        )
-    save_json({"variant": variant, "task": task, "runs": runs}, out / "results.json")
-
-
 @stage(
     params=("seeds", "data", "model", "grf", "train"),
     deps=(DATA,),
@@ -218,22 +138,6 @@ def prepare_clouds(ctx: StageContext) -> None:
             "rotation": c.rotation,
         },
         ctx.path(CLOUD_METRICS),
-    )
-
-
-def cloud_config(p: GrfMaskingParams, variant: str) -> TopoPointConfig:
-    m, g = p.model, p.grf
-    return TopoPointConfig(
-        d_model=m.d_model,
-        n_heads=m.n_heads,
-        n_layers=m.n_layers,
-        n_classes=len(p.clouds.families),
-        attention=variant,
-        feature_map=m.feature_map,
-        n_features=m.n_features,
-        k_max=g.k_max,
-        n_walks=g.n_walks,
-        p_halt=g.p_halt,
     )
 
 
@@ -326,31 +230,24 @@ def mask_error(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §3.2 cost: forward time and peak memory of one masked layer vs N, GRF against the dense mask
 # --------------------------------------------------------------------------------------------------
-def scaling_graph(kind: str, n: int, k: int, seed: int, gen: torch.Generator) -> Graph:
-    """A random grid graph of about ``n`` nodes, or the kNN graph of ``n`` points on a procedural chair."""
-    if kind == "grid":
-        return random_grid_graph(n, 0.1, gen)
-    points = sample_shapes("chair", 1, n, seed)[0]
-    return Graph.from_edge_index(knn_edge_index(points, k), n)
-
-
 @stage(
-    params=("seeds", "grf", "scaling"),
-    outs=(SCALING,),
-    gpu=True,
-    plots=(Plot(SCALING_PNG), Plot(SCALING_CSV, x="n_tokens", y="seconds", title="forward time vs tokens")),
+    params=("seeds", "grf", "scaling"), outs=(SCALING_GRAPHS,), gpu=True, timings=(SCALING, SCALING_PNG, SCALING_CSV)
 )
 def scaling(ctx: StageContext) -> None:
-    """Per seed (its own random graphs and inputs), each size, each mask: median time and peak memory."""
+    """Per seed (its own random graphs and inputs), each size, each mask: median time and peak memory (timings);
+    the sizes and edge counts of the graphs (tracked)."""
     p, s = ctx.params, ctx.params.scaling
     device = select_device("auto")
     f = modulation_start(p.grf.k_max)
-    rows = []
+    rows, graphs = [], []
     with torch.no_grad():
         for seed in p.seeds:
             gen = torch.Generator().manual_seed(derive_seed(seed, "graphs"))
             for n in s.sizes:
                 graph = scaling_graph(s.graph, n, s.knn_k, derive_seed(seed, "cloud", n), gen)
+                graphs.append(
+                    {"seed": seed, "n_tokens": graph.n, "graph": s.graph, "edges": int(graph.indices.numel())}
+                )
                 q, k, v = torch.randn(3, 1, 1, graph.n, s.d_head, generator=gen).to(device).unbind(0)
                 for kind in ("grf_mask", "exact_mask"):
                     if kind == "exact_mask" and graph.n > s.dense_max_n:
@@ -361,17 +258,9 @@ def scaling(ctx: StageContext) -> None:
                         s.repeats,
                     )
                     rows.append(
-                        {
-                            "seed": seed,
-                            "n_tokens": graph.n,
-                            "mask": kind,
-                            "seconds": seconds,
-                            "peak_bytes": peak,
-                            "device": device.type,
-                            "graph": s.graph,
-                            "edges": int(graph.indices.numel()),
-                        }
+                        {**graphs[-1], "mask": kind, "seconds": seconds, "peak_bytes": peak, "device": device.type}
                     )
+    save_table(graphs, ctx.path(SCALING_GRAPHS))
     save_table(rows, ctx.path(SCALING))
     plot_scaling(rows, s.fit_min_n, ctx.path(SCALING_PNG), ctx.path(SCALING_CSV))
 

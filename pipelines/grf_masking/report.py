@@ -2,18 +2,21 @@
 
 Inputs: ``acc`` one row per (task, variant, seed) with ``test_accuracy`` (%) and the learned ``modulation``; ``err``
 one row per (seed, n_walks) with the mean ``relative_error`` of the GRF mask estimate; ``cost`` one row per
-(seed, n_tokens, mask) with the median forward ``seconds`` and ``peak_bytes``.
+(seed, n_tokens, mask) with the median forward ``seconds`` and ``peak_bytes`` (measurements of the machine: the
+checks on them are timed, kept out of the tracked report).
 
-Headline claims (the paper's one empirical claim, in its two settings): GRF-masked linear attention beats unmasked
-linear attention on test accuracy, on MNIST (``grf_ge_unmasked``, the ViT of Table 1 in miniature) and on point
-clouds over their kNN graphs (``grf_ge_unmasked_clouds``). Paired by seed (same initial weights and batches);
-smallest effect of interest: half the paper's +3.7 points. Gates: both compared arms beat chance (1/classes) with
-their interval over seeds, so no verdict comes from models that did not learn.
+Headline claim (the paper's one empirical claim): GRF-masked linear attention beats unmasked linear attention on
+test accuracy, decided on point clouds over their kNN graphs (``grf_ge_unmasked_clouds``, the paper's second
+setting, where a CPU budget trains both models); the same comparison on the MNIST ViT (``grf_ge_unmasked``, Table 1
+in miniature) is secondary: a ViT that reaches the learned gate costs more than the evidence budget. Paired by seed
+(same initial weights and batches); smallest effect of interest: half the paper's +3.7 points. Gates: the unmasked
+baseline learned the task (MNIST >= 90 %, point clouds >= 2x chance: the fidelity audit's bars, with the interval
+over seeds), and the GRF arm beats chance, so no verdict comes from models that did not learn.
 
 Checks (true by mathematics or by the algorithm's structure, verified on this run's numbers): the GRF mask's error
 falls as 1/sqrt(walks) (the Monte-Carlo rate of an unbiased estimator; judged by the platform's equivalence rule on
 the per-seed slopes), the GRF layer's time and memory grow linearly in N and the dense mask's quadratically
-(the mean per-seed exponent against 1.25 / 1.5), the modulation stays nonnegative, peak memory was measured.
+(the mean per-seed exponent against 1.25 / 1.5; timed), the modulation stays nonnegative.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ GRF_GE_UNMASKED = ClaimSpec(
     "GRF-masked linear attention beats unmasked linear attention on MNIST ViT test accuracy",
     "test accuracy, GRF-masked − unmasked linear (pp), paired by seed",
     superiority(PAPER_GAIN / 2, GAIN_SOURCE),
-    headline=True,
 )
 GRF_GE_UNMASKED_CLOUDS = ClaimSpec(
     "grf_ge_unmasked_clouds",
@@ -55,8 +57,11 @@ GRF_GE_UNMASKED_CLOUDS = ClaimSpec(
     superiority(PAPER_GAIN / 2, GAIN_SOURCE),
     headline=True,
 )
-HEADLINE = (GRF_GE_UNMASKED, GRF_GE_UNMASKED_CLOUDS)
+HEADLINE = (GRF_GE_UNMASKED_CLOUDS,)
 ACCURACY_SPECS = {"mnist": GRF_GE_UNMASKED, "point_clouds": GRF_GE_UNMASKED_CLOUDS}
+# what "the unmasked baseline learned" means per task (fidelity audit G2: 2x chance is not a learned MNIST model)
+LEARNED_BAR = {"mnist": 90.0, "point_clouds": None}  # test accuracy (%); None: twice chance
+LEARNED_SOURCE = "fidelity audit G2: MNIST >= 90 %, point clouds >= 2x chance after training"
 
 # the rule of the 1/sqrt(walks) check (a check, not a claim: it is the Monte-Carlo rate of an unbiased estimator)
 MASK_ERROR_RATE = ClaimSpec(
@@ -69,9 +74,11 @@ MASK_ERROR_RATE = ClaimSpec(
 
 def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:
     tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
+    fitted = [t for t in tasks if any(r["task"] == t and "train_accuracy" in r for r in rows)]
     columns = [
         "variant",
         *(f"{TASKS[t]} test accuracy (%)" for t in tasks),
+        *(f"{TASKS[t]} train accuracy (%)" for t in fitted),
         "parameters (MNIST ViT)",
         "paper ImageNet top-1 (%)",
     ]
@@ -84,8 +91,11 @@ def table(rows: Rows) -> tuple[list[str], list[dict[str, Any]]]:
                 {
                     "variant": LABELS[v],
                     **{
-                        f"{TASKS[t]} test accuracy (%)": pm([float(r["test_accuracy"]) for r in mine if r["task"] == t])
-                        for t in tasks
+                        f"{TASKS[t]} {split} accuracy (%)": pm(
+                            [float(r[f"{split}_accuracy"]) for r in mine if r["task"] == t]
+                        )
+                        for split, shown in (("test", tasks), ("train", fitted))
+                        for t in shown
                     },
                     "parameters (MNIST ViT)": int(vit[0]["parameters"]) if vit else "—",
                     "paper ImageNet top-1 (%)": PAPER_IMAGENET[v],
@@ -101,14 +111,21 @@ def _accuracy(rows: Rows, variant: str, task: str) -> dict[Any, float]:
     return by_unit(rows, "test_accuracy", variant=variant, task=task)
 
 
-def learned_gate(arm: str, accuracy: Mapping[Any, float], chance: float) -> Gate:
-    """``arm`` beats chance (100/classes %) with its interval over seeds: it learned the task at all."""
-    estimate = Estimate.of({k: v - chance for k, v in accuracy.items()}) if accuracy else None
-    return gate(arm, f"chance ({chance:.1f} %)", estimate, statistic="test accuracy − chance (pp)")
+def learned_gate(arm: str, accuracy: Mapping[Any, float], bar: float, reference: str) -> Gate:
+    """``arm``'s test accuracy lies above ``bar`` (%) with its interval over seeds."""
+    estimate = Estimate.of({k: v - bar for k, v in accuracy.items()}) if accuracy else None
+    return gate(arm, reference, estimate, statistic=f"test accuracy − {bar:.1f} (pp)")
+
+
+def learned_bar(task: str, classes: int) -> float:
+    """The test accuracy (%) the unmasked baseline must exceed on ``task`` to count as trained."""
+    bar = LEARNED_BAR.get(task)
+    return 2 * 100.0 / classes if bar is None else bar
 
 
 def grf_ge_unmasked(rows: Rows, task: str = "mnist", classes: int = 10) -> Claim:
-    """GRF-masked vs unmasked linear attention on ``task``, paired by seed, both arms gated on chance."""
+    """GRF-masked vs unmasked linear attention on ``task``, paired by seed; the unmasked arm must have learned
+    (:func:`learned_bar`), the GRF arm must beat chance."""
     spec = ACCURACY_SPECS[task]
     grf, lin, exact = (_accuracy(rows, v, task) for v in ("grf_mask", "linear", "exact_mask"))
     if not grf or not lin:
@@ -118,14 +135,23 @@ def grf_ge_unmasked(rows: Rows, task: str = "mnist", classes: int = 10) -> Claim
             None,
             missing=f"no {TASKS.get(task, task)} accuracy for {', '.join(absent)} (train.variants must include both)",
         )
-    chance = 100.0 / classes
-    gates = [learned_gate("unmasked linear", lin, chance), learned_gate("GRF-masked linear", grf, chance)]
+    chance, bar = 100.0 / classes, learned_bar(task, classes)
+    gates = [
+        learned_gate("unmasked linear", lin, bar, f"the learned bar {bar:.1f} % ({LEARNED_SOURCE})"),
+        learned_gate("GRF-masked linear", grf, chance, f"chance ({chance:.1f} %)"),
+    ]
     common = [s for s in grf if s in exact]
     gap = float(np.mean([grf[s] - exact[s] for s in common])) if common else math.nan
     ahead = sum(grf[s] > lin[s] for s in grf if s in lin)
+    fitted = [
+        float(np.mean(list(t.values())))
+        for t in (by_unit(rows, "train_accuracy", variant=v, task=task) for v in ("grf_mask", "linear"))
+        if t
+    ]
     evidence = (
         f"GRF {np.mean(list(grf.values())):.2f}% vs unmasked {np.mean(list(lin.values())):.2f}% "
         f"(chance {chance:.1f}%); GRF ahead on {ahead}/{len(grf)} seeds; GRF − exact mask {fmt(gap)} pp"
+        + (f"; training accuracy GRF {fitted[0]:.1f}%, unmasked {fitted[1]:.1f}%" if len(fitted) == 2 else "")
     )
     return decide(
         spec,
@@ -225,6 +251,7 @@ def scaling_checks(rows: Rows, fit_min_n: int) -> list[Check]:
                     passed,
                     evidence,
                     {"exponent": mean},
+                    timed=True,
                 )
             )
     return out
@@ -253,6 +280,7 @@ def ratios(rows: Rows) -> dict[str, float]:
 def checks(acc: Rows, cost: Rows) -> list[Check]:
     mods = [x for r in acc if r["variant"] in ("exact_mask", "grf_mask") for layer in r["modulation"] for x in layer]
     peaks = [float(r["peak_bytes"]) for r in cost]
+    r = ratios(cost)
     return [
         Check(
             "modulation_nonnegative",
@@ -264,20 +292,21 @@ def checks(acc: Rows, cost: Rows) -> list[Check]:
             "peak_memory_measured",
             "peak memory was measured for every timed forward",
             bool(peaks) and all(math.isfinite(p) for p in peaks),
-            f"{sum(math.isfinite(p) for p in peaks)}/{len(peaks)} measured",
+            f"{sum(math.isfinite(p) for p in peaks)}/{len(peaks)} measured"
+            + (
+                f"; at N = {int(r['n_tokens'])} the dense mask took {r['time_ratio']:.1f}x the GRF time and "
+                f"{r['memory_ratio']:.1f}x its memory"
+                if r
+                else ""
+            ),
+            timed=True,
         ),
     ]
 
 
 def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: GrfMaskingParams) -> Report:
     columns, body = table(acc)
-    r = ratios(cost)
     m, g, t = p.model, p.grf, p.train
-    seconds = {
-        v: float(np.mean([x["seconds"] for x in acc if x["variant"] == v and x["task"] == "mnist"]))
-        for v in VARIANTS
-        if any(x["variant"] == v and x["task"] == "mnist" for x in acc)
-    }
     c, cd = p.clouds, data.get("clouds", {})
     notes = [
         f"MNIST ({data['source']}): {data['n_train']} training and {data['n_test']} test images; "
@@ -287,9 +316,8 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         f"every variant; {t.steps} AdamW steps of {t.batch_size} at lr {t.lr:g}. Linear variants use the "
         f"{m.feature_map} feature map. Mask: f_0..f_{g.k_max} per layer (shared by heads, softplus, start 2^-k), "
         f"alpha = f * f; GRFs with {g.n_walks} walks, p_halt {g.p_halt}, resampled every step (fixed in eval).",
-        "MNIST training seconds per run (mean): " + ", ".join(f"{v} {s:.1f}" for v, s in seconds.items()) + ". At "
-        "a few dozen tokens the GRF features are applied through the estimated mask Phi_q Phi_k^T (the same output "
-        "as the sparse O(N) products, which the scaling study times); walk sampling is its extra cost.",
+        "At a few dozen tokens the GRF features are applied through the estimated mask Phi_q Phi_k^T (the same "
+        "output as the sparse O(N) products, which the scaling study times); walk sampling is its extra cost.",
         f"Point clouds (the paper's second setting is point-cloud dynamics on kNN graphs of > 30k particles, scored "
         f"by SSIM of rendered rollouts; here a shape classification stands in for it): {cd.get('n_train', '?')} "
         f"training and {cd.get('n_test', '?')} test clouds of {c.n_points} surface points from the procedural "
@@ -309,13 +337,8 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         + f", median of {p.scaling.repeats} forwards; dense mask up to N = "
         f"{p.scaling.dense_max_n}. Peak memory: allocator peak on CUDA; on CPU the resident-set high-water mark after "
         "a warm-up call and a heap trim (page-granular: noisy below about 1 MB). On CPU a dense exponent above 2 "
-        "means the N x N matrices left the caches within the fitted range."
-        + (
-            f" At N = {int(r['n_tokens'])} the dense mask took {r['time_ratio']:.1f}x the GRF time and "
-            f"{r['memory_ratio']:.1f}x its memory."
-            if r
-            else ""
-        ),
+        "means the N x N matrices left the caches within the fitted range. These are measurements of the machine: "
+        "their checks and table are kept beside the tracked report (timings/).",
         f"Mask error: grid {p.mask_error.grid}x{p.mask_error.grid}, f_k = 2^-k, mean of {p.mask_error.repeats} "
         "independent estimates (two independent walk sets, so the diagonal is unbiased too).",
         "Not run: the point-cloud dynamics task itself (Interlacer, SSIM of rendered rollouts).",
@@ -325,7 +348,7 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
         title="GRF masking: test accuracy (%) by attention variant, MNIST ViT and point clouds on kNN graphs",
         columns=columns,
         rows=body,
-        claims=[grf_ge_unmasked(acc), grf_ge_unmasked(acc, "point_clouds", len(c.families))],
+        claims=[grf_ge_unmasked(acc, "point_clouds", len(c.families)), grf_ge_unmasked(acc)],
         checks=[mask_error_check(err), *scaling_checks(cost, p.scaling.fit_min_n), *checks(acc, cost)],
         notes=notes,
     )
@@ -341,7 +364,7 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
     timings=REPORT_TIMINGS,
 )
 def report(ctx: StageContext) -> None:
-    """The Table-1-shaped accuracy table, the three claims and the checks."""
+    """The Table-1-shaped accuracy table, the two claims and the checks."""
     build_report(
         load_table(ctx.path(ACCURACY)),
         load_table(ctx.path(MASK_ERROR)),

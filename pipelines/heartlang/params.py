@@ -11,14 +11,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from components.ecg.readers import PTBXL_LAYOUT, WFDB_LAYOUT, check_ptbxl, check_wfdb
-from paperflows.params import DataFile, PipelineParams, Section, Seed, distinct
+from components.ecg.readers import PTBXL_LAYOUT, WFDB_LAYOUT, check_ptbxl, check_wfdb, missing_leads
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed, distinct
 
-METHODS = ("heartlang", "random_init", "fixed_window")
+METHODS = ("heartlang", "random_init", "fixed_window", "beat_count")
 LABELS = {
     "heartlang": "HeartLang (QRS tokens, masked pretraining)",
     "random_init": "same transformer, random init",
     "fixed_window": "fixed-window tokens, same SSL",
+    "beat_count": "beat count only (QRS sentence length)",
 }
 TOKENIZERS = ("qrs", "window")
 LEAD_CHOICES = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
@@ -59,17 +60,19 @@ class DataParams(Section):
         str | None, DataFile(check_ptbxl, folder=True, description="PTB-XL benchmark arrays", layout=PTBXL_LAYOUT)
     ] = Field(
         None,
-        description="A folder of PTB-XL benchmark arrays ({train,val,test}_data.npy (N, 12, 1000) at 100 Hz, "
-        "*_labels.npy (N, C) multi-hot), probed in place of the generated labelled set "
-        "(train -> probe training pool, test -> test; relative to the project root).",
+        description="A folder of PTB-XL benchmark arrays ({train,val,test}_data.npy at 100 Hz, (N, 1000, 12) as "
+        "the benchmark code writes them or (N, 12, 1000), *_labels.npy (N, C) multi-hot), probed in place of the "
+        "generated labelled set (train -> probe training pool, test -> test; relative to the project root). "
+        "They are tokenized as they are (the benchmark has already standardised them), as HeartLang does.",
     )
     wfdb_path: Annotated[
         str | None, DataFile(check_wfdb, folder=True, description="folder of WFDB records", layout=WFDB_LAYOUT)
     ] = Field(
         None,
-        description="A folder of WFDB records (.hea/.dat, >= 10 s, standard lead names), cut into 10 s "
-        "windows and used for pretraining in place of deepfake-ecg; a .atr file beside a record "
-        "scores the R-peak detector (sensitivity, PPV, 150 ms tolerance).",
+        description="A folder of WFDB records (.hea/.dat, >= 10 s, standard lead names or PhysioNet's modified "
+        "leads such as MLII), cut into 10 s windows and used for pretraining in place of deepfake-ecg; a .atr "
+        "file beside a record scores the R-peak detector (sensitivity, PPV, 150 ms tolerance). Every lead of "
+        "tokenize.leads must be in every record (a two-lead MIT-BIH record: tokenize.leads=[II, V1]).",
     )
 
 
@@ -102,6 +105,12 @@ class VqhbrParams(Section):
     heads: int = Field(2, ge=1, le=32, description="Attention heads (paper: 2); must divide dim.")
     decay: float = Field(0.99, ge=0.0, lt=1.0, description="EMA decay of the codebook (paper: 0.99).")
     beta: float = Field(1.0, gt=0.0, le=10.0, description="Commitment weight (paper: 1).")
+    content_only: bool = Field(
+        True,
+        description="Code each heartbeat from its content: the encoder adds no position, lead or time embedding "
+        "(the official pretraining computes its targets without lead or time inputs); off, the codes follow "
+        "mostly from the side inputs and the masked task is solved without reading a beat.",
+    )
     steps: int = Field(120, ge=1, le=10_000_000, description="Training steps (paper: 100 epochs).")
     batch: int = Field(32, ge=1, le=4096, description="Sentences per step (paper: 64 x 8 GPUs).")
     lr: float = Field(2e-3, gt=0, le=1, description="AdamW learning rate after warmup (paper: 5e-5).")
@@ -164,6 +173,22 @@ class HeartlangParams(PipelineParams):
     vqhbr: VqhbrParams = Field(default_factory=VqhbrParams, description="The VQ-HBR tokenizer model.")
     pretrain: PretrainParams = Field(default_factory=PretrainParams, description="Masked ECG-sentence pretraining.")
     probe: ProbeParams = Field(default_factory=ProbeParams, description="The linear probe.")
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """Every lead of ``tokenize.leads`` is held by every WFDB record (a lead a record lacks would give sentences
+        of all-zero beats; stage ``tokenize`` reads the leads this rule was checked with)."""
+        checked = files.get("data.wfdb_path")
+        if checked is None or checked.path is None:
+            return []
+        lacking = missing_leads(checked.summary, self.tokenize.leads)
+        if not lacking:
+            return []
+        name, leads = next(iter(lacking.items()))
+        held = ", ".join(checked.summary.leads[name]) or "none of the 12"
+        return [
+            f"tokenize.leads: record {name} lacks {', '.join(leads)} (it holds {held}; {len(lacking)} record(s) "
+            f"lack a lead of {self.tokenize.leads}): set tokenize.leads to leads every record holds"
+        ]
 
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
         "tokenize.leads": list(LEAD_CHOICES),

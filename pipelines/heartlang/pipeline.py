@@ -22,17 +22,16 @@ import time
 import numpy as np
 import torch
 
+from components.ecg.codes import code_content
 from components.ecg.models import MaskedConfig, TransformerConfig, VQHBRConfig, batched, load_masked, load_vqhbr
 from components.ecg.peaks import detect_r_peaks
-from components.ecg.preprocess import LEADS, preprocess
-from components.ecg.probe import label_subset, linear_probe, one_hot
-from components.ecg.readers import detector_scores, read_ptbxl, read_wfdb
-from components.ecg.synth import FORMS, RHYTHMS, deepfake_ecgs, simulate_labelled
+from components.ecg.preprocess import LEADS
+from components.ecg.probe import count_features, label_subset, linear_probe
 from components.ecg.tokenizer import load_sentences, qrs_tokenize, save_sentences, window_tokenize
 from components.ecg.train import Schedule, random_init, train_masked, train_vqhbr
 from components.io import load_table, save_json, save_model, save_table
-from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
-from pipelines.heartlang import ABOUT
+from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from pipelines.heartlang import ABOUT, sources
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.plots import plot_auc, plot_example, plot_training
 
@@ -48,7 +47,7 @@ PRE_MODELS, PRE_CURVES, CODES = "models/pretrain/", "tables/pretrain_curves.parq
 TRAIN_PNG, TRAIN_CSV = "plots/training.png", "plots/pretrain_curves.csv"
 SCORES, PROBE_METRICS, AUC_PNG, AUC_CSV = "tables/probe.parquet", "metrics/probe.json", "plots/auc.png", "plots/auc.csv"
 SETS = ("unlabelled", "probe_train", "probe_test")
-TOKENIZER_OF = {"heartlang": "qrs", "random_init": "qrs", "fixed_window": "window"}
+TOKENIZER_OF = {"heartlang": "qrs", "random_init": "qrs", "fixed_window": "window", "beat_count": "qrs"}
 
 
 def _save_labels(tasks: dict[str, np.ndarray], path) -> None:
@@ -58,57 +57,29 @@ def _save_labels(tasks: dict[str, np.ndarray], path) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 1: the recordings, preprocessed to (N, 12, 1000) at 100 Hz
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data",), outs=(DATA,), metrics=(DATA_METRICS,), timings=(DATA_TIMINGS,))
+@stage(params=("data", "tokenize.detector"), outs=(DATA,), metrics=(DATA_METRICS,), timings=(DATA_TIMINGS,))
 def data(ctx: StageContext) -> None:
     """Unlabelled recordings (deepfake-ecg, or the user's WFDB records) and the labelled probe set (Gaussian-wave
-    PQRST model, or PTB-XL arrays), all through the same preprocessing."""
-    d, out, times, metrics = ctx.params.data, ctx.path(DATA), {}, {}
+    PQRST model, or PTB-XL benchmark arrays), as (N, 12, 1000) at 100 Hz."""
+    d, out, times = ctx.params.data, ctx.path(DATA), {}
     started = time.perf_counter()
-    if d.wfdb_path:
-        windows, scores = [], []
-        for rec in read_wfdb(ctx.data_path(d.wfdb_path)):
-            x = preprocess(rec.signal[None], rec.fs, rec.leads)[0]
-            windows += [x[:, i : i + 1000] for i in range(0, x.shape[1] - 999, 1000)]
-            lead = next(k for k in range(len(LEADS)) if np.ptp(x[k]) > 0)  # lead I unless the record lacks it
-            if rec.beats is not None:
-                found = detect_r_peaks(x[None], 100, ctx.params.tokenize.detector, lead=lead)[0]
-                scores.append({"record": rec.name, **detector_scores(np.round(rec.beats * 100 / rec.fs), found, 100)})
-        unlabelled = np.stack(windows)
-        metrics["detector"] = scores
-    else:
-        unlabelled = preprocess(deepfake_ecgs(d.unlabelled, derive_seed(d.seed, "deepfake")), 500)
-    times["unlabelled_s"] = time.perf_counter() - started
-    started = time.perf_counter()
-    if d.path:
-        arrays = read_ptbxl(ctx.data_path(d.path))
-        (train_x, train_y), (test_x, test_y) = arrays["train"], arrays["test"]
-        train_x, test_x = preprocess(train_x, 100), preprocess(test_x, 100)
-        train_tasks, test_tasks = {"ptbxl": train_y}, {"ptbxl": test_y}
-    else:
-        x, rhythm, form = simulate_labelled(d.labelled, derive_seed(d.seed, "labelled"), noise=d.noise)
-        x = preprocess(x, 100)
-        order = np.random.default_rng(derive_seed(d.seed, "split")).permutation(len(x))
-        n_test = int(round(d.test_fraction * len(x)))
-        test, train = order[:n_test], order[n_test:]
-        tasks = {"rhythm": one_hot(rhythm, len(RHYTHMS)), "form": one_hot(form, len(FORMS))}
-        train_x, test_x = x[train], x[test]
-        train_tasks, test_tasks = {k: v[train] for k, v in tasks.items()}, {k: v[test] for k, v in tasks.items()}
+    unlabelled, scores = sources.unlabelled(ctx)
+    times["unlabelled_s"], started = time.perf_counter() - started, time.perf_counter()
+    train_x, test_x, train_tasks, test_tasks = sources.probe_set(ctx)
     times["labelled_s"] = time.perf_counter() - started
     for name, array in zip(SETS, (unlabelled, train_x, test_x)):
         np.save(out / f"{name}.npy", array.astype(np.float32))
     _save_labels(train_tasks, out / "probe_train_labels.npz")
     _save_labels(test_tasks, out / "probe_test_labels.npz")
-    metrics.update(
-        {
-            "unlabelled": len(unlabelled),
-            "probe_train": len(train_x),
-            "probe_test": len(test_x),
-            "source": "wfdb" if d.wfdb_path else "deepfake-ecg",
-            "probe_source": "ptbxl" if d.path else "gaussian-pqrst",
-            "tasks": {k: int(v.shape[1]) for k, v in train_tasks.items()},
-        }
-    )
-    save_json(metrics, ctx.path(DATA_METRICS))
+    metrics = {
+        "unlabelled": len(unlabelled),
+        "probe_train": len(train_x),
+        "probe_test": len(test_x),
+        "source": "wfdb" if d.wfdb_path else "deepfake-ecg",
+        "probe_source": "ptbxl" if d.path else "gaussian-pqrst",
+        "tasks": {k: int(v.shape[1]) for k, v in train_tasks.items()},
+    }
+    save_json({**metrics, "detector": scores} if d.wfdb_path else metrics, ctx.path(DATA_METRICS))
     save_json(times, ctx.path(DATA_TIMINGS))
 
 
@@ -131,7 +102,7 @@ def tokenize(ctx: StageContext) -> None:
     for name in SETS:
         x = np.load(ctx.path(DATA) / f"{name}.npy")
         started = time.perf_counter()
-        peaks = detect_r_peaks(x, 100, t.detector, lead=0)
+        peaks = detect_r_peaks(x, 100, t.detector, lead=None)  # lead I, else the first lead with a signal
         times["detect_s"] += time.perf_counter() - started
         started = time.perf_counter()
         qrs = qrs_tokenize(x, peaks, max_len=t.max_len, leads=leads)
@@ -170,6 +141,7 @@ def _vq_config(ctx: StageContext) -> VQHBRConfig:
         code_dim=v.code_dim,
         decay=v.decay,
         beta=v.beta,
+        content_only=v.content_only,
     )
 
 
@@ -189,6 +161,7 @@ def _masked_config(ctx: StageContext) -> MaskedConfig:
     params=("seeds", "vqhbr", "tokenize.max_len", "pretrain.tokenizers"),
     deps=(TOKENS,),
     outs=(VQ_MODELS, VQ_CURVES),
+    gpu=True,
     models={"vqhbr": VQ_MODELS},
 )
 def vqhbr(ctx: StageContext) -> None:
@@ -198,6 +171,11 @@ def vqhbr(ctx: StageContext) -> None:
     sch = Schedule(steps=v.steps, batch=v.batch, lr=v.lr, warmup_steps=v.warmup_steps)
     for tok in ctx.params.pretrain.tokenizers:
         sentences = load_sentences(ctx.path(TOKENS) / tok, "unlabelled")
+        if not (sentences.in_chans > 0).any():
+            raise StageInputError(
+                f"heartlang.vqhbr: the unlabelled {tok} sentences hold no heartbeat token (no R peak was found on "
+                "any recording's first lead with a signal): check data.wfdb_path's records and tokenize.leads"
+            )
         model, result = train_vqhbr(
             sentences,
             _vq_config(ctx),
@@ -215,27 +193,12 @@ def vqhbr(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 4: masked ECG-sentence pretraining on the frozen VQ-HBR codes
 # --------------------------------------------------------------------------------------------------
-def _bits(columns: np.ndarray) -> float:
-    """Entropy (bits) of the empirical distribution of the rows of ``columns`` (N, k)."""
-    _, counts = np.unique(columns, axis=0, return_counts=True)
-    share = counts / counts.sum()
-    return float(-(share * np.log2(share)).sum())
-
-
-def _code_content(codes: torch.Tensor, sentences) -> dict[str, float]:
-    """H(code) and H(code | lead, time) in bits over the real tokens: how much of the pretraining targets the side
-    inputs alone explain (the issue-31 gate: codes must carry content beyond lead and time)."""
-    real = (codes >= 0).numpy()
-    side = np.stack([sentences.in_chans[real], sentences.in_times[real]], axis=1).astype(np.int64)
-    code = codes.numpy()[real][:, None]
-    return {"h_code_bits": _bits(code), "h_code_given_lead_time_bits": _bits(np.hstack([side, code])) - _bits(side)}
-
-
 @stage(
     params=("seeds", "pretrain", "vqhbr.num_codes", "tokenize.max_len"),
     deps=(TOKENS, VQ_MODELS, VQ_CURVES),
     outs=(PRE_MODELS, PRE_CURVES, CODES),
     plots=(Plot(TRAIN_PNG), Plot(TRAIN_CSV, x="step", y="loss", title="Masked pretraining loss")),
+    gpu=True,
     models={"heartlang": PRE_MODELS},
 )
 def pretrain(ctx: StageContext) -> None:
@@ -247,7 +210,7 @@ def pretrain(ctx: StageContext) -> None:
         for seed in ctx.params.seeds:
             codes = batched(load_vqhbr(ctx.path(VQ_MODELS) / f"{tok}.safetensors").tokenize, sentences)
             counts = torch.bincount(codes[codes >= 0], minlength=ctx.params.vqhbr.num_codes)
-            content = _code_content(codes, sentences)
+            content = code_content(codes.numpy(), sentences.in_chans, sentences.in_times)
             usage += [
                 {"tokenizer": tok, "seed": seed, "code": k, "count": int(c), **content} for k, c in enumerate(counts)
             ]
@@ -271,10 +234,15 @@ def pretrain(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # step 5: the linear probe at 1 / 10 / 100 % of the labels
 # --------------------------------------------------------------------------------------------------
-def _model(ctx: StageContext, method: str, seed: int):
+def _features(ctx: StageContext, method: str, seed: int, sentences) -> np.ndarray:
+    """A method's probe features of ``sentences``: the beat-count reference, or a model's mean-pooled states."""
+    if method == "beat_count":
+        return count_features(sentences.in_chans)
     if method == "random_init":
-        return random_init(_masked_config(ctx), derive_seed(seed, "pretrain", "qrs"))
-    return load_masked(ctx.path(PRE_MODELS) / f"{TOKENIZER_OF[method]}_s{seed}.safetensors")
+        model = random_init(_masked_config(ctx), derive_seed(seed, "pretrain", "qrs"))
+    else:
+        model = load_masked(ctx.path(PRE_MODELS) / f"{TOKENIZER_OF[method]}_s{seed}.safetensors")
+    return batched(model.features, sentences).numpy()
 
 
 @stage(
@@ -291,9 +259,9 @@ def probe(ctx: StageContext) -> None:
     methods = [m for m in TOKENIZER_OF if TOKENIZER_OF[m] in ctx.params.pretrain.tokenizers]
     for seed in ctx.params.seeds:
         for method in methods:
-            model, tok = _model(ctx, method, seed), TOKENIZER_OF[method]
+            tok = TOKENIZER_OF[method]
             train_f, test_f = (
-                batched(model.features, load_sentences(ctx.path(TOKENS) / tok, s)).numpy()
+                _features(ctx, method, seed, load_sentences(ctx.path(TOKENS) / tok, s))
                 for s in ("probe_train", "probe_test")
             )
             for task, y in labels["probe_train"].items():
@@ -311,21 +279,10 @@ def probe(ctx: StageContext) -> None:
                         }
                     )
     save_table(rows, ctx.path(SCORES))
-    save_json(
-        {
-            f"{r['method']}/{r['task']}/{r['fraction']:g}": float(
-                np.mean(
-                    [
-                        x["auc"]
-                        for x in rows
-                        if (x["method"], x["task"], x["fraction"]) == (r["method"], r["task"], r["fraction"])
-                    ]
-                )
-            )
-            for r in rows
-        },
-        ctx.path(PROBE_METRICS),
-    )
+    cells: dict[str, list[float]] = {}
+    for r in rows:
+        cells.setdefault(f"{r['method']}/{r['task']}/{r['fraction']:g}", []).append(r["auc"])
+    save_json({cell: float(np.mean(aucs)) for cell, aucs in cells.items()}, ctx.path(PROBE_METRICS))
     plot_auc(rows, ctx.path(AUC_PNG), ctx.path(AUC_CSV))
 
 

@@ -48,7 +48,9 @@ class DataParams(Section):
     )
     mixture_variance: float = Field(0.02, gt=0, le=10, description="Variance of every mixture component.")
     moons_noise: float = Field(0.05, ge=0, le=1, description="Noise of sklearn's make_moons (2-D target).")
-    moons_scale: float = Field(2.0, gt=0, le=100, description="Scale applied to the centred two-moons data.")
+    moons_scale: float = Field(
+        3.0, gt=0, le=100, description="Scale applied to the centred two-moons data (official moon: x3)."
+    )
     n_train: int = Field(20_000, ge=64, le=1_000_000, description="Training samples per low-dim target.")
     n_eval: int = Field(
         20_000,

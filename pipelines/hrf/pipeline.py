@@ -20,37 +20,28 @@ from __future__ import annotations
 import torch
 
 from components.data.images import load_mnist, load_mnist_idx
-from components.data.toy import MOONS_CENTRE, gaussian_mixture_1d, two_moons
-from components.generative.hierarchical import (
-    HierarchicalModel,
-    draw_velocities,
-    hierarchical_batch,
-    hierarchical_batch_loss,
-    mixture_field_model,
-    mixture_velocity_law_samples,
-    sample_schedule,
-)
-from components.io import load_tensors, save_json, save_model, save_table, save_tensors
+from components.data.toy import gaussian_mixture_1d
+from components.generative.hierarchical import mixture_field_model
+from components.io import load_tensors, save_json, save_table, save_tensors
 from components.metrics.classification import accuracy
-from components.metrics.distributions import order_flip_fraction
-from components.metrics.generation import feature_scores, sample_distance, velocity_law_scores
-from components.models.digit_classifier import DigitClassifier, load_digit_classifier
+from components.models.digit_classifier import load_digit_classifier
 from components.models.fourier_velocity import FourierVelocityNet
-from components.training import TrainConfig, fit, random_batches
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.hrf import ABOUT
-from pipelines.hrf.params import (
-    DATA_DIM,
-    LOWDIM,
-    DataParams,
-    HrfParams,
-    dataset_depths,
-    dataset_schedules,
-    method_name,
-    model_config,
-    schedule_label,
+from pipelines.hrf.flows import (
+    digit_scores,
+    floor_row,
+    mnist_row,
+    model_file,
+    moons_target,
+    quality_rows,
+    rng,
+    seed_means,
+    train_flows,
+    velocity_rows,
 )
-from pipelines.hrf.plots import number, quality_csv, quality_plot, sample_grid, trajectory_plot, velocity_plot
+from pipelines.hrf.params import LOWDIM, HrfParams, dataset_depths, dataset_schedules, model_config
+from pipelines.hrf.plots import quality_csv, quality_plot, sample_grid, trajectory_plot, velocity_plot
 
 LOWDIM_DATA, MNIST_DATA = "data/lowdim.safetensors", "data/mnist.safetensors"
 LOWDIM_MODELS, LOWDIM_CURVES = "models/lowdim/", "tables/train_lowdim.parquet"
@@ -66,72 +57,10 @@ MNIST_PNG, MNIST_CSV = "plots/mnist_fid_vs_nfe.png", "plots/mnist_fid_vs_nfe.csv
 FLOW_MODEL = ("model.depths", "model.depths_2d", "model.depths_image", "model.n_layers", "model.emb_dim")
 
 
-def model_file(folder: str, dataset: str, depth: int, seed: int) -> str:  # one network's weights
-    return f"{folder}{dataset}_D{depth}_seed{seed}.safetensors"
-
-
-def rng(seed: int, *purpose: object) -> torch.Generator:
-    """A generator for one purpose of one seed's run (:func:`paperflows.derive_seed`)."""
-    return torch.Generator().manual_seed(derive_seed(seed, *purpose))
-
-
-def moons_target(data: DataParams, n: int, seed: int) -> torch.Tensor:
-    """``[n, 2]`` two-moons points (sklearn's ``make_moons``), centred and scaled by ``data.moons_scale``."""
-    return data.moons_scale * (two_moons(n, data.moons_noise, seed)[0] - torch.tensor(MOONS_CENTRE))
-
-
-def exact_target(data: DataParams, dataset: str, n: int, seed: int) -> torch.Tensor:
-    """``n`` fresh exact samples of a low-dim target (for its sampling floor)."""
-    return (
-        gaussian_mixture_1d(data.mixture_means, data.mixture_variance, n, rng(seed, "floor", dataset))
-        if dataset == "mixture"
-        else moons_target(data, n, derive_seed(seed, "floor", dataset))
-    )
-
-
 def load_flow(ctx: StageContext, folder: str, dataset: str, depth: int, seed: int) -> FourierVelocityNet:
     model = FourierVelocityNet(model_config(ctx.params, dataset, depth))
     model.load_state_dict(load_tensors(ctx.path(model_file(folder, dataset, depth, seed))))
     return model.eval()
-
-
-def train_flows(
-    ctx: StageContext, dataset: str, x1_train: torch.Tensor, folder: str, steps: int, batch_size: int, lr: float
-) -> tuple[list[dict], dict[str, float]]:
-    """Fit RF (flow-matching loss) and every HRF depth (hierarchical loss) per seed; save the weights."""
-    p, curves, sizes, rows = ctx.params, [], {}, random_batches(x1_train, size=batch_size)
-    for depth in dataset_depths(p, dataset):
-        sizes[f"{dataset}/{method_name(depth)}"] = float(model_config(p, dataset, depth).n_parameters)
-        for seed in p.seeds:
-            model = FourierVelocityNet(model_config(p, dataset, depth), seed=seed)
-            name = f"{dataset}/{method_name(depth)}/seed{seed}"
-            cfg = TrainConfig(
-                steps=steps,
-                lr=lr,
-                seed=seed,
-                log_every=max(1, steps // 50),
-                progress=ctx.progress,
-                desc=f"hrf {name}",
-                grad_clip=1.0,
-            )
-            result = fit(
-                model,
-                hierarchical_batch_loss,
-                lambda step, gen, depth=depth: hierarchical_batch(rows(step, gen)[0], depth, gen),
-                cfg,
-                callback=ctx.metric_callback(f"train/{name}"),
-            )
-            save_model(model, ctx.path(model_file(folder, dataset, depth, seed)))
-            curves += result.curve(dataset=dataset, depth=depth, seed=seed)
-    return curves, sizes
-
-
-def seed_means(rows: list[dict], key: str, name: str) -> dict[str, float]:
-    """Mean of ``key`` over the seeds of every group of rows named ``name.format(**row)`` (DVC metrics)."""
-    groups: dict[str, list[float]] = {}
-    for r in rows:
-        groups.setdefault(name.format(**r), []).append(number(r[key]))
-    return {k: sum(v) / len(v) for k, v in groups.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,83 +128,6 @@ def train_lowdim(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # 3. low-dim evaluation (Sec. 4.1): quality vs NFE (nested Euler), the velocity law at x = 0, order flips
 # --------------------------------------------------------------------------------------------------
-def quality_rows(
-    p: HrfParams, model: HierarchicalModel, dataset: str, depth: int, seed: int, data: dict, examples: dict | None
-) -> list[dict]:
-    """Every schedule of the depth, sampled twice from independent x0 and noise: scored on the validation
-    reference (``val_distance``, chooses the split) and the test reference (``distance``, reported)."""
-    ev, dim, keep = p.eval, DATA_DIM[dataset], examples is not None and seed == p.seeds[0]
-    x0_val = torch.randn(ev.val_samples, dim, generator=rng(seed, "x0_val", dataset))
-    x0, rows = torch.randn(ev.n_samples, dim, generator=rng(seed, "x0", dataset)), []
-    for steps in dataset_schedules(p, dataset, depth):
-        val = sample_schedule(model, x0_val, steps, rng(seed, "sampler_val", dataset)).x
-        result = sample_schedule(model, x0, steps, rng(seed, "sampler", dataset), return_trajectory=keep)
-        x, n = result.x, ev.n_crossing
-        rows.append(
-            {
-                "dataset": dataset,
-                "method": method_name(depth),
-                "depth": depth,
-                "steps": schedule_label(steps),
-                "nfe": result.nfe,
-                "seed": seed,
-                "val_distance": sample_distance(
-                    val, data[f"{dataset}/val"], ev.n_projections, rng(seed, "projections_val", dataset)
-                ),
-                "distance": sample_distance(
-                    x, data[f"{dataset}/eval"], ev.n_projections, rng(seed, "projections", dataset)
-                ),
-                "order_flips": order_flip_fraction(x0[:n], x[:n]) if dim == 1 else float("nan"),
-            }
-        )
-        if keep:
-            examples[(dataset, depth, schedule_label(steps))] = result.trajectory[:, : ev.n_plot]
-    return rows
-
-
-def velocity_rows(
-    p: HrfParams,
-    model: FourierVelocityNet,
-    dataset: str,
-    depth: int,
-    seed: int,
-    reference: torch.Tensor,
-    examples: dict,
-) -> list[dict]:
-    """Velocities drawn at x = 0 against the true law of x1 - x0 (closed form in 1-D; the moons' own at t = 0)."""
-    ev, dim, rows = p.eval, DATA_DIM[dataset], []
-    for t in ev.velocity_times:
-        truth, modes = (
-            (reference if t == 0.0 else None, [])
-            if dim > 1
-            else mixture_velocity_law_samples(
-                0.0,
-                t,
-                p.data.mixture_means,
-                p.data.mixture_variance,
-                ev.velocity_samples,
-                rng(seed, "true_law", dataset, t),
-            )
-        )
-        v = draw_velocities(
-            model,
-            torch.zeros(ev.velocity_samples, dim),
-            t,
-            depth,
-            ev.velocity_inner_steps,
-            rng(seed, "velocity", dataset, t),
-        )
-        scores = velocity_law_scores(
-            v, truth, modes, ev.mode_radius, ev.n_projections, rng(seed, "projections", dataset, t)
-        )
-        rows.append({"dataset": dataset, "method": method_name(depth), "depth": depth, "seed": seed, "t": t, **scores})
-        if seed == p.seeds[0]:
-            examples[(dataset, depth, f"v{t:g}")] = v
-            if truth is not None:
-                examples[(dataset, 0, f"v{t:g}")] = truth
-    return rows
-
-
 @stage(
     params=(
         "seeds",
@@ -310,26 +162,10 @@ def evaluate_lowdim(ctx: StageContext) -> None:
     p, data = ctx.params, load_tensors(ctx.path(LOWDIM_DATA))
     quality, velocity, floor, oracle, examples = [], [], [], [], {}
     for dataset in LOWDIM:
-        for seed in p.seeds:  # floor: two exact samples of the target; source: the untrained flow (x1 = the x0)
-            sets = {
-                "floor": exact_target(p.data, dataset, p.eval.n_samples, seed),
-                "source": torch.randn(p.eval.n_samples, DATA_DIM[dataset], generator=rng(seed, "x0", dataset)),
-            }  # the flows' own x0
-            floor.append(
-                {
-                    "dataset": dataset,
-                    "seed": seed,
-                    **{
-                        k: sample_distance(
-                            x, data[f"{dataset}/eval"], p.eval.n_projections, rng(seed, "projections", dataset)
-                        )
-                        for k, x in sets.items()
-                    },
-                }
-            )
-            if dataset == "mixture" and seed == p.seeds[0]:  # the exact fields' curves (one seed)
-                field = mixture_field_model(p.data.mixture_means, p.data.mixture_variance)
-                oracle += [row for depth in (1, 2) for row in quality_rows(p, field, dataset, depth, seed, data, None)]
+        floor += [floor_row(p, dataset, seed, data[f"{dataset}/eval"]) for seed in p.seeds]
+        if dataset == "mixture":  # the exact fields' curves (first seed)
+            field = mixture_field_model(p.data.mixture_means, p.data.mixture_variance)
+            oracle += [r for depth in (1, 2) for r in quality_rows(p, field, dataset, depth, p.seeds[0], data, None)]
         for depth in dataset_depths(p, dataset):
             for seed in p.seeds:
                 model = load_flow(ctx, LOWDIM_MODELS, dataset, depth, seed)
@@ -376,13 +212,6 @@ def train_mnist(ctx: StageContext) -> None:
 # 5. MNIST evaluation (Table 7): FID in the features of the packaged trained digit CNN (Inception's stand-in),
 #    its confidence, Inception-style score vs NFE; the split chosen on the validation reference
 # --------------------------------------------------------------------------------------------------
-def digit_scores(judge: DigitClassifier, images: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
-    """Scores of images in [-1, 1] against the judge's features of the reference images."""
-    with torch.no_grad():
-        feats = judge.features((images.view(-1, 28, 28) + 1) / 2)
-        return feature_scores(feats, judge.head(feats), reference)
-
-
 @stage(
     params=("seeds", *FLOW_MODEL, "model.image_hidden", "eval.image_samples", "eval.image_schedules"),
     deps=(MNIST_DATA, MNIST_MODELS),
@@ -407,25 +236,11 @@ def evaluate_mnist(ctx: StageContext) -> None:
     for depth in p.model.depths_image:
         for seed in p.seeds:
             model = load_flow(ctx, MNIST_MODELS, "mnist", depth, seed)
-            x0 = {k: torch.randn(n, DATA_DIM["mnist"], generator=rng(seed, f"x0{k}", "mnist")) for k in ("", "_val")}
             for steps in dataset_schedules(p, "mnist", depth):
-                result = sample_schedule(model, x0[""], steps, rng(seed, "sampler", "mnist"))
-                val = sample_schedule(model, x0["_val"], steps, rng(seed, "sampler_val", "mnist")).x.clamp(-1, 1)
-                images = result.x.clamp(-1, 1)
-                rows.append(
-                    {
-                        "dataset": "mnist",
-                        "method": method_name(depth),
-                        "depth": depth,
-                        "seed": seed,
-                        "steps": schedule_label(steps),
-                        "nfe": result.nfe,
-                        "val_fid": digit_scores(judge, val, ref["val"])["fid"],
-                        **digit_scores(judge, images, ref["test"]),
-                    }
-                )
+                row, images = mnist_row(p, model, judge, ref, depth, seed, steps)
+                rows.append(row)
                 if seed == p.seeds[0]:
-                    grids[(depth, schedule_label(steps))] = images[:32].view(-1, 28, 28)
+                    grids[(depth, row["steps"])] = images[:32].view(-1, 28, 28)
     save_table(rows, ctx.path(MNIST_QUALITY))
     save_json(
         {

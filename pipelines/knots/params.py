@@ -92,6 +92,12 @@ class LoraParams(Section):
         description="Steps fitting each task's linear head on frozen base features (the head is then frozen).",
     )
     head_lr: float = Field(1e-2, gt=0, le=1, description="Learning rate of the task-head probe.")
+    blocks: list[Annotated[int, Field(ge=-24, le=23)]] = Field(
+        default_factory=list,
+        max_length=24,
+        description="Encoder blocks whose q/k/v/out_proj get a LoRA (negative: counted from the last, -1 = the "
+        "last block); empty: every block.",
+    )
     lr: float = Field(5e-3, gt=0, le=1, description="LoRA learning rate.")
     batch_size: int = Field(64, ge=1, le=8192, description="Fine-tuning batch size.")
 

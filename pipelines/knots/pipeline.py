@@ -17,35 +17,23 @@ the numbers do not depend on the thread count.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from components.data.images import class_disjoint_split, load_pooled
 from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from components.merging import MergeConfig, alignment_diagnostics, knots_space, original_space
-from components.metrics.classification import accuracy, joint_accuracy, mean_normalized_accuracy
-from components.models.lora import (
-    LoraSpec,
-    apply_deltas,
-    attach_lora,
-    group_factors_by_layer,
-    load_factors,
-    lora_factors,
-    save_factors,
-)
-from components.models.pretrained_vit import ViTS14, ViTS14Config, load_vit_s14
-from components.models.vit import TinyViT, TinyViTConfig
-from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device, torch_threads
+from components.metrics.classification import mean_normalized_accuracy
+from components.models.lora import apply_deltas, group_factors_by_layer, load_factors, lora_factors, save_factors
+from components.models.pretrained_vit import ViTS14Config, load_vit_s14
+from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from paperflows.rows import mean, values
 from pipelines.knots import ABOUT, plots
-from pipelines.knots.params import KnotsParams, MergeParams
+from pipelines.knots.params import KnotsParams
+from pipelines.knots.tasks import IMAGE_SIZE, compute_threads, make_encoder, merge_grid, task_accuracies, train_task
 
 SPLITS = ("train", "val", "test")
-IMAGE_SIZE = 28
 # artifacts, each named once
 TASK_DATA = "data/tasks.safetensors"
 BASE_MODELS = "models/base/"
@@ -56,11 +44,6 @@ MERGE_METRICS = "metrics/merge.json"
 MERGE_GRID = "tables/merge_grid.parquet"
 MERGE_TEST = "tables/merge_test.parquet"
 SEARCH_PNG, SEARCH_CSV = "plots/lambda_search.png", "plots/lambda_search.csv"
-
-
-def _compute_threads(device: torch.device):
-    """One intra-op thread on CPU (a fixed reduction order: results independent of the thread setting)."""
-    return torch_threads(1) if device.type == "cpu" else contextlib.nullcontext()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -95,22 +78,6 @@ def prepare(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 2: the pretrained encoder (stands in for CLIP's image encoder)
 # --------------------------------------------------------------------------------------------------
-def _encoder(p: KnotsParams) -> nn.Module:
-    if p.base.encoder == "vit_s14":
-        return ViTS14(ViTS14Config(input_size=p.base.input_size))
-    return TinyViT(
-        TinyViTConfig(
-            image_size=IMAGE_SIZE,
-            patch_size=7,
-            d_model=p.base.d_model,
-            n_heads=p.base.n_heads,
-            n_layers=p.base.n_layers,
-            n_classes=len(p.data.tasks) * (10 - p.data.task_classes),
-        ),
-        seed=p.base.seed,
-    )
-
-
 BASE_FILE = f"{BASE_MODELS}encoder.safetensors"
 
 
@@ -129,7 +96,7 @@ def pretrain(ctx: StageContext) -> None:
         save_model(load_vit_s14(ViTS14Config(input_size=p.base.input_size)), ctx.path(BASE_FILE))
         return
     data = load_tensors(ctx.path(TASK_DATA))
-    model = _encoder(p)
+    model = make_encoder(p)
     cfg = TrainConfig(
         steps=p.base.steps,
         lr=p.base.lr,
@@ -138,7 +105,7 @@ def pretrain(ctx: StageContext) -> None:
         progress=ctx.progress,
         desc="knots pretrain",
     )
-    with _compute_threads(select_device(cfg.device)):
+    with compute_threads(select_device(cfg.device)):
         fit(
             model,
             cross_entropy_loss,
@@ -150,27 +117,9 @@ def pretrain(ctx: StageContext) -> None:
 
 
 def _load_base(ctx: StageContext) -> nn.Module:
-    model = _encoder(ctx.params)
+    model = make_encoder(ctx.params)
     model.load_state_dict(load_tensors(ctx.path(BASE_FILE)))
     return model.eval()
-
-
-def _features(encoder: nn.Module, x: Tensor, device: torch.device, batch: int = 1024) -> Tensor:
-    """encoder.features over x in batches on ``device``; [N, d] on the CPU."""
-    encoder = encoder.to(device)
-    with torch.no_grad():
-        return torch.cat([encoder.features(x[i : i + batch].to(device)).cpu() for i in range(0, len(x), batch)])
-
-
-class _WithHead(nn.Module):
-    """Encoder features followed by a task's frozen linear head."""
-
-    def __init__(self, encoder: nn.Module, head: nn.Linear):
-        super().__init__()
-        self.encoder, self.task_head = encoder, head
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.task_head(self.encoder.features(x))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -187,51 +136,15 @@ class _WithHead(nn.Module):
 def finetune(ctx: StageContext) -> None:
     """One task's LoRA for every seed: fit the task's frozen head, then its LoRA; single-task accuracies."""
     p, task = ctx.params, ctx.item
-    data = load_tensors(ctx.path(TASK_DATA))
-    spec = LoraSpec(r=p.lora.r, alpha=p.lora.alpha, dropout=p.lora.dropout)
-    out = ctx.item_dir(LORAS)
-    single: dict[str, float] = {}
-    x, y = data[f"{task}/train/x"], data[f"{task}/train/y"]
+    data, out, single = load_tensors(ctx.path(TASK_DATA)), ctx.item_dir(LORAS), {}
     device, base = select_device("auto"), _load_base(ctx)
-    with _compute_threads(device):
-        feats = _features(base, x, device)
     for seed in p.seeds:
         task_seed = derive_seed(seed, "task", task)  # from (seed, task) alone: a LoRA ignores the other tasks
-        with _compute_threads(device):
-            # the task head: a short linear probe on the frozen base features, then frozen (like CLIP heads)
-            torch.manual_seed(task_seed)
-            head = nn.Linear(feats.shape[1], p.data.task_classes)
-            fit(
-                nn.Sequential(head),
-                cross_entropy_loss,
-                random_batches(feats, y, size=256),
-                TrainConfig(steps=p.lora.head_steps, lr=p.lora.head_lr, seed=task_seed, progress=False, log_every=50),
+        with compute_threads(device):
+            model, head, scores = train_task(
+                p, base, data, task, task_seed, device, ctx.progress, ctx.metric_callback(f"lora/{task}/seed{seed}")
             )
-            head.requires_grad_(False)
-            model = attach_lora(_WithHead(base.cpu(), head), spec, seed=task_seed)
-            cfg = TrainConfig(
-                steps=p.lora.steps,
-                lr=p.lora.lr,
-                seed=task_seed,
-                progress=ctx.progress,
-                log_every=max(1, p.lora.steps // 30),
-                desc=f"knots lora {task} seed {seed}",
-            )
-            fit(
-                model,
-                cross_entropy_loss,
-                random_batches(x, y, size=p.lora.batch_size),
-                cfg,
-                callback=ctx.metric_callback(f"lora/{task}/seed{seed}"),
-            )
-            model.eval()
-            tuned = model.get_base_model().encoder
-            for split in ("val", "test"):
-                logits = head(_features(tuned, data[f"{task}/{split}/x"], device))
-                single[f"seed{seed}/{split}"] = accuracy(logits, data[f"{task}/{split}/y"])
-            single[f"seed{seed}/zero_shot_test"] = accuracy(
-                head(_features(base, data[f"{task}/test/x"], device)), data[f"{task}/test/y"]
-            )
+        single.update({f"seed{seed}/{split}": value for split, value in scores.items()})
         save_factors(
             {name.removeprefix("encoder."): f for name, f in lora_factors(model.cpu()).items()},
             out / f"seed{seed}.safetensors",
@@ -271,42 +184,9 @@ def _load_loras(ctx: StageContext, seed: int, tasks: list[str]) -> tuple[list, d
 # --------------------------------------------------------------------------------------------------
 # stage 4: merge and search lambda / top-K on validation (§3, §4)
 # --------------------------------------------------------------------------------------------------
-def _grid(method: str, merge: MergeParams) -> list[MergeConfig]:
-    if method.endswith("ta"):
-        return [MergeConfig(lam=lam, merge="sum") for lam in merge.lambdas]
-    p = merge.dare_p if "dare" in method else 0.0
-    return [
-        MergeConfig(lam=lam, top_k=k, dare_p=p, merge="mean")
-        for lam, k in itertools.product(merge.lambdas, merge.top_ks)
-    ]
-
-
 def method_mean(rows: list[dict], method: str, key: str = "avg_norm_acc") -> float:
     """The mean over seeds of ``key`` of ``method``'s rows."""
     return mean(values(rows, key, method=method))
-
-
-def _task_accuracies(
-    encoder: nn.Module,
-    heads: dict[str, nn.Linear],
-    data: dict[str, Tensor],
-    tasks: list[str],
-    split: str,
-    device: torch.device,
-) -> tuple[dict[str, float], float]:
-    """Per-task accuracy with each task's own head, and joint accuracy over the union of all classes."""
-    per_task, all_logits, ids, labels = {}, [], [], []
-    with torch.no_grad():
-        for t, task in enumerate(tasks):
-            feats = _features(encoder, data[f"{task}/{split}/x"], device)
-            per_task[task] = accuracy(heads[task](feats), data[f"{task}/{split}/y"])
-            all_logits.append([heads[name](feats) for name in tasks])
-            ids.append(torch.full((feats.shape[0],), t))
-            labels.append(data[f"{task}/{split}/y"])
-    joint = joint_accuracy(
-        [torch.cat([rows[h] for rows in all_logits]) for h in range(len(tasks))], torch.cat(ids), torch.cat(labels)
-    )
-    return per_task, joint
 
 
 @stage(
@@ -338,14 +218,14 @@ def merge(ctx: StageContext) -> None:
 
         def evaluate(space, merger: str, cfg: MergeConfig, split: str) -> tuple[dict[str, float], float]:
             deltas = space.merge(merger, cfg, torch.Generator().manual_seed(seed))
-            return _task_accuracies(apply_deltas(base, deltas).eval(), heads, data, tasks, split, device)
+            return task_accuracies(apply_deltas(base, deltas).eval(), heads, data, tasks, split, device)
 
         for method in p.merge.methods:
             space = spaces["knots" if method.startswith("knots_") else "original"]
             merger = method.removeprefix("knots_")
             best = None
-            for cfg in _grid(method, p.merge):
-                with _compute_threads(device):
+            for cfg in merge_grid(method, p.merge):
+                with compute_threads(device):
                     acc, joint = evaluate(space, merger, cfg, "val")
                 norm = mean_normalized_accuracy(acc, single_val)
                 grid_rows.append(
@@ -361,7 +241,7 @@ def merge(ctx: StageContext) -> None:
                 if best is None or norm > best[0]:
                     best = (norm, cfg)
             cfg = best[1]
-            with _compute_threads(device):
+            with compute_threads(device):
                 acc, joint = evaluate(space, merger, cfg, "test")
             row = {
                 "seed": seed,

@@ -21,39 +21,33 @@ mean de-biased accuracy MDA) for Memory Pointer Prompting against its frame-sele
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
 import torch
 
 from components.egovideo.benchmark import blind_llm_choices, split_videos
-from components.egovideo.mpp import EgoQAModel, MPPConfig, Vocab, batch_sampler, encode_rows, make_loss, predict_all
-from components.egovideo.narrations import (
-    MIN_CLIP_NARRATIONS,
-    NarrationFormatError,
-    NarrationSet,
-    read_narrations,
-    write_narrations,
-)
-from components.egovideo.qa import Clip, NoQuestionsError, SampleConfig, generate_questions, read_jsonl, write_jsonl
+from components.egovideo.mpp import Vocab, batch_sampler, encode_rows, make_loss, predict_all
+from components.egovideo.narrations import read_narrations
+from components.egovideo.qa import NoQuestionsError, SampleConfig, generate_questions, read_jsonl, write_jsonl
 from components.egovideo.stats import debiased_rows, summarize
-from components.egovideo.synthetic import (
-    BUCKETS,
-    ClipSpec,
-    FrameConfig,
-    WorldConfig,
-    events_of_clip,
-    generate_videos,
-    select_clips,
-    synthesize_frames,
-)
+from components.egovideo.synthetic import BUCKETS
 from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from components.training import TrainConfig, fit
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.mm_ego import ABOUT
+from pipelines.mm_ego.data import (
+    clip_features,
+    question_clips,
+    real_narrations,
+    split_summary,
+    stored_pass,
+    synthetic_narrations,
+    warn_sampling,
+)
 from pipelines.mm_ego.params import MmEgoParams
 from pipelines.mm_ego.plots import plot_accuracy, plot_pointer
+from pipelines.mm_ego.training import qa_model
 
 NARRATIONS = "data/narration.json"
 NARRATION_METRICS = "metrics/narrations.json"
@@ -70,12 +64,6 @@ EVAL_METRICS = "metrics/evaluate.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_by_bucket.png", "plots/accuracy_by_bucket.csv"
 POINTER_PNG, POINTER_CSV = "plots/pointer_scores.png", "plots/pointer_scores.csv"
 REPORT = "report.json"
-LOG = logging.getLogger("paperflows.mm_ego")  # collected by Prefect; a warning reaches stderr elsewhere
-
-
-def _stored_pass(p: MmEgoParams) -> int:
-    """The pass the written narration.json holds: the chosen one for a real file, pass 1 when synthetic."""
-    return p.data.narration_pass if p.data.narrations_path else 1
 
 
 def _llm(ctx: StageContext, name: str) -> Any:
@@ -95,78 +83,12 @@ def narrations(ctx: StageContext) -> None:
     """
     p, d = ctx.params, ctx.params.data
     if not d.narrations_path:
-        streams, videos = generate_videos(
-            d.bucket_frames, d.videos_per_bucket, WorldConfig(habit=d.habit, event_rate=d.event_rate, fps=d.fps), d.seed
-        )
-        specs = sorted(
-            (ClipSpec(uid, uid, bucket, 0.0, n) for uid, (bucket, n) in videos.items()), key=lambda c: c.clip_id
-        )
-        write_narrations(streams, ctx.path(NARRATIONS))
-        source: dict[str, Any] = {"source": "synthetic"}
-        counts = NarrationSet(videos=streams, narration_pass=1).counts()  # nothing skipped
+        specs, source, counts = synthetic_narrations(d, ctx.path(NARRATIONS))
     else:
-        path = ctx.data_path(d.narrations_path)
-        try:
-            real = read_narrations(path, d.narration_pass)
-        except NarrationFormatError as err:
-            raise StageInputError(f"mm_ego.data.narrations_path: {err}") from None
-        specs = select_clips(real.videos, d.bucket_frames, d.videos_per_bucket, d.fps)
-        if not specs:
-            raise StageInputError(
-                f"mm_ego.data.narrations_path: {path} has no video long enough for a "
-                f"{d.bucket_frames[0] / d.fps:.0f}-second clip with {MIN_CLIP_NARRATIONS} narrations"
-            )
-        write_narrations(
-            {c.video_uid: real.videos[c.video_uid] for c in specs},
-            ctx.path(NARRATIONS),
-            narration_pass=d.narration_pass,
-        )
-        source = {
-            "source": str(path),
-            "redacted_videos": len(real.skipped),
-            "videos_without_pass": len(real.without_pass),
-            "videos_with_empty_pass": len(real.empty_pass),
-            "empty_texts": real.empty_texts,
-        }
-        counts = real.counts()
-        if any(n for k, n in counts.items() if k.startswith("skipped/")):
-            LOG.warning(
-                "mm_ego.narrations: %s: read %d videos (%d narrations) of narration_pass_%d; skipped %d "
-                "redacted videos, %d videos without that pass, %d with no narration text in it and %d "
-                "empty narration texts",
-                path,
-                counts["videos"],
-                counts["narrations"],
-                d.narration_pass,
-                *(
-                    counts[f"skipped/{k}"]
-                    for k in ("redacted_videos", "videos_without_pass", "videos_with_empty_pass", "empty_texts")
-                ),
-            )
+        specs, source, counts = real_narrations(d, ctx.data_path(d.narrations_path), ctx.path(NARRATIONS))
     # the official format is the interface: everything downstream reads the file back
-    stored = read_narrations(ctx.path(NARRATIONS), _stored_pass(p)).videos
-    cfg = FrameConfig(
-        d_feat=p.frames.d_feat,
-        patches=p.frames.patches,
-        noise=p.frames.noise,
-        pooled_detail=p.frames.pooled_detail,
-        seed=d.seed,
-    )
-    frames, clips = {}, []
-    for c in specs:
-        events = events_of_clip(stored[c.video_uid], c.start_sec, c.n_frames, d.fps)
-        frames[c.clip_id] = synthesize_frames(events, c.n_frames, cfg, seed=derive_seed(d.seed, "frames", c.clip_id))
-        clips.append(
-            {
-                "clip_id": c.clip_id,
-                "video_uid": c.video_uid,
-                "bucket": c.bucket,
-                "start_sec": c.start_sec,
-                "n_frames": c.n_frames,
-                "fps": d.fps,
-                "events": len(events),
-            }
-        )
+    stored = read_narrations(ctx.path(NARRATIONS), stored_pass(p)).videos
+    frames, clips = clip_features(stored, specs, p)
     save_tensors(frames, ctx.path(FRAMES))
     save_json({**source, "clips": clips}, ctx.path(CLIPS))
     save_json(
@@ -187,19 +109,8 @@ def narrations(ctx: StageContext) -> None:
 def qa(ctx: StageContext) -> None:
     """Multiple-choice questions with evidence (templates, or the LLM), with a controlled biased share."""
     p = ctx.params
-    stored = read_narrations(ctx.path(NARRATIONS), _stored_pass(p)).videos
-    clips = [
-        Clip(
-            c["clip_id"],
-            c["video_uid"],
-            c["bucket"],
-            c["start_sec"],
-            c["n_frames"],
-            c["fps"],
-            tuple(events_of_clip(stored[c["video_uid"]], c["start_sec"], c["n_frames"], c["fps"])),
-        )
-        for c in load_json(ctx.path(CLIPS))["clips"]
-    ]
+    stored = read_narrations(ctx.path(NARRATIONS), stored_pass(p)).videos
+    clips = question_clips(stored, load_json(ctx.path(CLIPS))["clips"])
     lm = _llm(ctx, p.qa.llm) if p.qa.engine == "llm" else None
     try:
         records, stats = generate_questions(
@@ -214,18 +125,7 @@ def qa(ctx: StageContext) -> None:
         raise StageInputError(f"mm_ego.qa: {err}") from None
     if "llm" in stats:
         stats["llm"]["model"] = p.qa.llm
-    for bucket in BUCKETS:
-        if stats.get(f"sampling/{bucket}/share_held") is False or stats.get(f"sampling/{bucket}/no_options"):
-            LOG.warning(
-                "mm_ego.qa: %s clips: %d questions with biased share %.2f (qa.biased_share %.2f%s); %d "
-                "template questions left out for lack of distinct distractors",
-                bucket,
-                stats[f"sampling/{bucket}/questions"],
-                stats[f"sampling/{bucket}/biased_share"],
-                p.qa.biased_share,
-                "" if stats[f"sampling/{bucket}/share_held"] else " cannot be held",
-                stats[f"sampling/{bucket}/no_options"],
-            )
+    warn_sampling(stats, p.qa)
     write_jsonl(records, ctx.path(QA))
     save_json(stats, ctx.path(QA_METRICS))
 
@@ -249,26 +149,7 @@ def benchmark(ctx: StageContext) -> None:
     train_rows, test = [r for r in rows if r["video_uid"] in train_v], [r for r in rows if r["video_uid"] in test_v]
     write_jsonl(train_rows, ctx.path(TRAIN_SET))
     write_jsonl(test, ctx.path(TEST_SET))
-    summary: dict[str, Any] = {
-        "train/videos": len(train_v),
-        "test/videos": len(test_v),
-        "train/questions": len(train_rows),
-        "test/questions": len(test),
-    }
-    for bk in BUCKETS:
-        sel = [r["biased"] for r in test if r["length_bucket"] == bk]
-        summary[f"train/{bk}/questions"] = sum(r["length_bucket"] == bk for r in train_rows)
-        summary.update(
-            {f"test/{bk}/questions": len(sel), **({f"test/{bk}/biased_share": float(np.mean(sel))} if sel else {})}
-        )
-    summary["empty_buckets"] = [bk for bk in BUCKETS if not summary[f"test/{bk}/questions"]]  # a list: no metric
-    if summary["empty_buckets"]:
-        LOG.warning(
-            "mm_ego.benchmark: no held-out question in bucket(s) %s (training questions: %s); they are "
-            "reported as empty and MDA is the mean over the other buckets",
-            summary["empty_buckets"],
-            [summary[f"train/{bk}/questions"] for bk in summary["empty_buckets"]],
-        )
+    summary = split_summary(train_v, test_v, train_rows, test)
     save_json(summary, ctx.path(BENCH_METRICS))
 
 
@@ -279,23 +160,6 @@ def _frames(ctx: StageContext) -> tuple[list[torch.Tensor], dict[str, int]]:
     tensors = load_tensors(ctx.path(FRAMES))
     names = sorted(tensors)
     return [tensors[n] for n in names], {n: i for i, n in enumerate(names)}
-
-
-def _model(p: MmEgoParams, vocab: Vocab, seed: int) -> EgoQAModel:
-    m = p.model
-    return EgoQAModel(
-        MPPConfig(
-            vocab_size=len(vocab.tokens),
-            d_feat=p.frames.d_feat,
-            patches=p.frames.patches,
-            d_model=m.d_model,
-            n_layers=m.n_layers,
-            n_heads=m.n_heads,
-            d_ff=m.d_ff,
-            k=m.k,
-        ),
-        seed=seed,
-    )
 
 
 @stage(
@@ -316,7 +180,7 @@ def train(ctx: StageContext) -> None:
     out = ctx.item_dir(MODELS)
     history: dict[str, Any] = {}
     for seed in p.seeds:
-        model = _model(p, vocab, seed)
+        model = qa_model(p, vocab, seed)
         cfg = TrainConfig(
             steps=t.steps,
             lr=t.lr,
@@ -373,7 +237,7 @@ def evaluate(ctx: StageContext) -> None:
         vocab = Vocab(tuple(load_json(ctx.path(f"{MODELS}{method}/train.json"))["vocab"]))
         data = encode_rows(test, vocab, index)
         for seed in p.seeds:
-            model = _model(p, vocab, seed)
+            model = qa_model(p, vocab, seed)
             model.load_state_dict(load_tensors(ctx.path(f"{MODELS}{method}/seed{seed}.safetensors")))
             choice, records = predict_all(model, method, data, frames)
             correct[(method, seed)] = choice == answer

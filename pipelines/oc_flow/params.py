@@ -39,6 +39,8 @@ NAMES = {
     "ocflow": "OC-Flow",
     "naive_unguided": "unguided, naive Euclidean",
     "naive_ocflow": "OC-Flow, naive Euclidean",
+    "ocflow_official": "OC-Flow (official update)",
+    "ocflow_alg1": "OC-Flow (Algorithm 1)",
 }
 
 
@@ -143,6 +145,19 @@ class GuidanceParams(Section):
         le=1000,
         description="The gamma whose OC-Flow is compared with FlowGrad and D-Flow (official: 0.01; one of gammas).",
     )
+    step_sizes: list[Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=lambda: [0.3, 1.0, 3.0],
+        min_length=2,
+        max_length=12,
+        description="eta swept per guided method for the matched-reward (Pareto) claims: each method's (reward, "
+        "SW2) curve over these steps, OC-Flow at guidance.claim_gamma.",
+    )
+    pareto_updates: list[Literal[UPDATES]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["official"],
+        min_length=1,
+        description="OC-Flow updates put on the Pareto curve against D-Flow and FlowGrad: 'official' and/or "
+        "'alg1' (the paper's Alg. 1, whose claim_gamma must then be <= 1).",
+    )
     off_manifold: float = Field(
         0.1, gt=0, le=10, description="A sample is off the data when its nearest training point is farther than this."
     )
@@ -164,6 +179,17 @@ class GuidanceParams(Section):
         if self.update == "alg1" and max(self.gammas) > 1:
             raise ValueError(
                 f"update 'alg1' decays the controls by 1 - gamma, so every gamma must be <= 1; got gammas {self.gammas}"
+            )
+        if len(set(self.step_sizes)) != len(self.step_sizes) or len(set(self.pareto_updates)) != len(
+            self.pareto_updates
+        ):
+            raise ValueError(f"step_sizes and pareto_updates must not repeat: {self.step_sizes}, {self.pareto_updates}")
+        if "alg1" in self.pareto_updates and self.claim_gamma > 1:
+            raise ValueError("pareto_updates has 'alg1', which decays by 1 - gamma: claim_gamma must be <= 1")
+        if "official" in self.pareto_updates and max(self.step_sizes) * self.claim_gamma > self.n_steps:
+            raise ValueError(
+                f"the official update decays by 1 - eta gamma / n_steps: max(step_sizes) x claim_gamma must be <= "
+                f"n_steps = {self.n_steps}"
             )
         if self.update == "official" and self.lr * max(self.gammas) > self.n_steps:
             raise ValueError(
@@ -235,6 +261,13 @@ class OcFlowParams(PipelineParams):
         "u <- 0.7 u + 1.5 mu over 20 iterations (alpha = 1 - gamma, beta = eta). The pretrained EquiFM / PepFlow / "
         "Rectified-Flow checkpoints are not available offline, so the flows keep their CPU size."
     )
+
+
+def pareto_methods(g: GuidanceParams) -> list[tuple[str, str, str]]:
+    """``(label, method, update)``: D-Flow, FlowGrad, then OC-Flow at ``claim_gamma`` under each Pareto update."""
+    return [("dflow", "dflow", "alg1"), ("flowgrad", "flowgrad", "alg1")] + [
+        (f"ocflow_{update}", "ocflow", update) for update in g.pareto_updates
+    ]
 
 
 def euclidean_methods(g: GuidanceParams) -> list[tuple[str, str, float]]:

@@ -1,21 +1,23 @@
 """OC-Flow report: the guidance tables, the paper's claims decided over seeds, and the checks.
 
-Headline (reward and fidelity together, the brief's Claim A): on the 'target' reward OC-Flow at
-``guidance.claim_gamma`` ends closer to the data distribution than FlowGrad (paired log-ratio of the
-sliced-W2 distances to held-out data) *at no less reward*: the claim is gated on OC-Flow's reward being above
-FlowGrad's (paired by seed), so a fidelity gain bought with reward decides nothing, and on both arms raising
-the reward over unguided sampling. A matched-reward (Pareto) comparison over a step-size sweep is the family
-issue's next step; until then an OC-Flow that takes less reward than FlowGrad leaves the headline not resolved.
+Headline (reward and fidelity together, the brief's Claim A "comparable reward while closer to the data"): on the
+'target' reward, OC-Flow (official update, ``guidance.claim_gamma``) lies closer to the data than FlowGrad *at
+matched reward*. Each guided method is run over a step-size sweep (``guidance.step_sizes``), which traces its
+(reward, SW2) curve per seed; at the reward of each OC-Flow sweep point that FlowGrad's curve spans, FlowGrad's
+SW2 is interpolated along its curve, and the claim is decided on the per-seed geometric mean of FlowGrad / OC-Flow
+SW2 (> 1: OC-Flow closer at equal reward). A fidelity gain bought with reward therefore counts for nothing. The
+learning gates: both arms raise the reward over unguided sampling, and the two curves share a reward range on
+every seed.
 
-Secondary claims (Holm-adjusted): the same fidelity claim for the other reward and against D-Flow; OC-Flow's
-reward gain above FlowGrad's (and D-Flow's under Alg. 1); γ trades reward against fidelity (Spearman of γ with
-the reward and with the distance, on seed-centred runs, bootstrap); QM9 property MAE below D-Flow's and
-FlowGrad's (paired log-ratio; every arm gated on beating unguided sampling).
+Secondary claims (Holm-adjusted): the same matched-reward claim for the other reward, against D-Flow, and for
+the paper's Alg. 1 update (``guidance.pareto_updates``); γ trades reward against fidelity (Spearman of γ with the
+reward and with the distance, on seed-centred runs, bootstrap); QM9 property MAE below D-Flow's and FlowGrad's
+(paired log-ratio; every arm gated on beating unguided sampling).
 
-Checks (true by construction): with the official update OC-Flow's reward gain is at least D-Flow's (its update is
-D-Flow's x0 step plus controls); with the Alg. 1 update, OC-Flow at γ = 0 is FlowGrad; exp-map states stay on
-SO(3); the naive Euclidean update of matrix entries leaves it; on SO(3) OC-Flow approaches R* (compared with
-unguided sampling only, which any guidance does).
+Checks (true by construction): with the official update OC-Flow's reward gain at the same step is at least
+D-Flow's (its update is D-Flow's x0 step plus controls); with the Alg. 1 update, OC-Flow at γ = 0 is FlowGrad;
+exp-map states stay on SO(3); the naive Euclidean update of matrix entries leaves it; on SO(3) OC-Flow approaches
+R* (compared with unguided sampling only, which any guidance does).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 
 from components.io import load_json, load_table
 from components.metrics.stats import Estimate, spearman
-from paperflows.claims import ClaimSpec, Gate, decide, gate, superiority
+from paperflows.claims import ClaimSpec, Gate, decide, fixed_gate, gate, superiority
 from paperflows.contract import StageContext, stage
 from paperflows.report import REPORT_TIMINGS, Check, Claim, Report
 from paperflows.rows import by_unit, mean, pm, values
@@ -41,8 +43,9 @@ from pipelines.oc_flow.params import (
     euclidean_methods,
     ocflow_label,
 )
-from pipelines.oc_flow.pipeline import GUIDED_2D, GUIDED_SO3, PREPARED, REPORT, TIMES_2D, TIMES_SO3
+from pipelines.oc_flow.pipeline import GUIDED_2D, PARETO_2D, PARETO_TIMES, PREPARED, REPORT, TIMES_2D
 from pipelines.oc_flow.qm9 import GUIDED_QM9, QM9_PREPARED, TIMES_QM9
+from pipelines.oc_flow.so3 import GUIDED_SO3, TIMES_SO3
 
 Rows = list[dict[str, Any]]
 BASELINES = ("flowgrad", "dflow")
@@ -54,35 +57,25 @@ RELATIVE_EFFECT = 0.1  # fidelity, reward and MAE claims: the smallest effect of
 RHO_EFFECT = 0.3  # gamma claims: |rho| = 0.3, Cohen's (1988) 'medium' correlation
 
 
-def _closer_spec(reward: str, baseline: str, headline: bool = False) -> ClaimSpec:
+UPDATE_NAMES = {"official": "official update", "alg1": "Alg. 1"}
+
+
+def _pareto_spec(reward: str, baseline: str, update: str) -> ClaimSpec:
+    suffix = "" if update == "official" else f"_{update}"
     return ClaimSpec(
-        f"{reward}_closer_than_{baseline}",
-        f"[{reward}] OC-Flow (γ = guidance.claim_gamma) ends closer to the data distribution than {display(baseline)} "
-        "at no less reward",
-        f"{baseline} / OC-Flow sliced-W2 distance to held-out data, paired by seed (> 1: OC-Flow closer)",
+        f"{reward}_closer_than_{baseline}_at_matched_reward{suffix}",
+        f"[{reward}] OC-Flow ({UPDATE_NAMES[update]}, γ = guidance.claim_gamma) lies closer to the data "
+        f"distribution than {display(baseline)} at matched reward (both swept over the step size)",
+        f"{baseline} / OC-Flow sliced-W2 at OC-Flow's rewards ({baseline}'s interpolated along its step-size "
+        "curve), geometric mean per seed (> 1: OC-Flow closer at equal reward)",
         superiority(RELATIVE_EFFECT, CONVENTION, boundary=1.0),
-        headline=headline,
+        headline=(reward, baseline, update) == ("target", "flowgrad", "official"),
     )
 
 
-def _reward_spec(reward: str, baseline: str) -> ClaimSpec:
-    return ClaimSpec(
-        f"{reward}_reward_above_{baseline}",
-        f"[{reward}] OC-Flow (γ = guidance.claim_gamma) raises the reward over unguided sampling more than "
-        f"{display(baseline)}",
-        f"(OC-Flow gain − {baseline} gain) / {baseline}'s mean gain, per seed",
-        superiority(
-            RELATIVE_EFFECT, CONVENTION + "; the 0.8 reward fraction of earlier runs had no source and is gone"
-        ),
-    )
-
-
-CLOSER = {
-    (r, b): _closer_spec(r, b, headline=(r, b) == ("target", "flowgrad")) for r in REWARD_NAMES for b in BASELINES
-}
-TARGET_CLOSER_THAN_FLOWGRAD = CLOSER[("target", "flowgrad")]
-HEADLINE = (TARGET_CLOSER_THAN_FLOWGRAD,)
-REWARD_ABOVE = {(r, b): _reward_spec(r, b) for r in REWARD_NAMES for b in BASELINES}
+PARETO = {(r, b, u): _pareto_spec(r, b, u) for r in REWARD_NAMES for b in BASELINES for u in ("official", "alg1")}
+TARGET_PARETO_FLOWGRAD = PARETO[("target", "flowgrad", "official")]
+HEADLINE = (TARGET_PARETO_FLOWGRAD,)
 GAMMA_TRADES = {
     (r, key): ClaimSpec(
         f"{r}_gamma_{cid}",
@@ -129,7 +122,6 @@ def euclidean_table(rows: Rows, p: OcFlowParams) -> Rows:
                     "off-data %": f"{100 * mean(col('off_manifold')):.1f}",
                     "control energy": pm(col("control_energy"), 2),
                     "‖x0 shift‖": f"{mean(col('x0_shift')):.2f}",
-                    "time (s)": f"{mean(col('seconds')):.2f}",
                     "NFE": int(col("nfe")[0]),
                 }
             )
@@ -150,7 +142,6 @@ def so3_table(so3_rows: Rows) -> Rows:
                 "max ‖RᵀR − I‖": f"{max(values(sel, 'orth_err_max')):.1e}",
                 "max abs(det R − 1)": f"{max(values(sel, 'det_err_max')):.1e}",
                 "control energy": pm(values(sel, "control_energy"), 2),
-                "time (s)": f"{mean(values(sel, 'seconds')):.2f}",
                 "NFE": int(sel[0]["nfe"]),
             }
         )
@@ -173,7 +164,6 @@ def qm9_table(qm9_rows: Rows, p: OcFlowParams) -> Rows:
                 f"MAE {p.qm9.property} (independent regressor)": pm(col("judge_mae"), 3),
                 "SW₂ to held-out": pm(col("sw_to_heldout"), 3),
                 "NN dist": pm(col("nn_to_heldout"), 3),
-                "time (s)": f"{mean(col('seconds')):.2f}",
                 "NFE": int(col("nfe")[0]),
             }
         )
@@ -216,70 +206,90 @@ def gain_gate(rows: Rows, r: str, label: str) -> Gate:
     )
 
 
-def closer_claim(rows: Rows, r: str, b: str, p: OcFlowParams) -> Claim:
-    """OC-Flow closer to the data than ``b`` (log-ratio of SW2), gated on both raising the reward and on
-    OC-Flow's reward being above ``b``'s (fidelity compared at no less reward)."""
-    oc = ocflow_label(p.guidance.claim_gamma)
-    dist_oc, dist_b = (by_unit(rows, "sw_to_data", reward_fn=r, method=m) for m in (oc, b))
-    reward_oc, reward_b = _reward(rows, r, oc), _reward(rows, r, b)
-    spec = CLOSER[(r, b)]
-    if not dist_oc or not dist_b:
-        return decide(spec, None, missing=f"OC-Flow and {b} were not both run on the {r} reward")
-    matched = gate(
-        f"OC-Flow (γ={p.guidance.claim_gamma:g})",
-        f"{display(b)}'s reward",
-        Estimate.paired(reward_oc, reward_b),
-        statistic=f"OC-Flow − {b} {r} reward (fidelity is compared at no less reward)",
-    )
-    return decide(
-        spec,
-        Estimate.paired(dist_b, dist_oc, log=True),
-        gates=[gain_gate(rows, r, oc), gain_gate(rows, r, b), matched],
-        evidence=f"γ = {p.guidance.claim_gamma:g}; SW2 to held-out data: OC-Flow "
-        f"{pm(list(dist_oc.values()), 4)}, {b} {pm(list(dist_b.values()), 4)}; reward: OC-Flow "
-        f"{pm(list(reward_oc.values()), 3)}, {b} {pm(list(reward_b.values()), 3)}",
-        numbers={
-            "ocflow_dist": mean(list(dist_oc.values())),
-            f"{b}_dist": mean(list(dist_b.values())),
-            "ocflow_reward": mean(list(reward_oc.values())),
-            f"{b}_reward": mean(list(reward_b.values())),
-        },
-    )
+def interpolate(curve: list[tuple[float, float]], at: float) -> float | None:
+    """The fidelity of a (reward, SW2) curve at reward ``at``, linear between its points sorted by reward; None
+    outside the rewards it spans."""
+    points = sorted(curve)
+    if not points or not points[0][0] <= at <= points[-1][0]:
+        return None
+    for (r0, d0), (r1, d1) in itertools.pairwise(points):
+        if r0 <= at <= r1:
+            return d0 if r1 == r0 else d0 + (at - r0) / (r1 - r0) * (d1 - d0)
+    return points[-1][1]
 
 
-def reward_claim(rows: Rows, r: str, b: str, p: OcFlowParams) -> Claim:
-    """OC-Flow's reward gain over unguided above ``b``'s, relative to ``b``'s mean gain."""
-    oc = ocflow_label(p.guidance.claim_gamma)
-    un, reward_oc, reward_b = _reward(rows, r, "unguided"), _reward(rows, r, oc), _reward(rows, r, b)
-    spec, gates = REWARD_ABOVE[(r, b)], [gain_gate(rows, r, oc), gain_gate(rows, r, b)]
-    if not un or not reward_oc or not reward_b:
-        return decide(spec, None, gates=gates, missing=f"unguided, OC-Flow and {b} were not all run on {r}")
-    gain_oc = Estimate.paired(reward_oc, un).units
-    gain_b = Estimate.paired(reward_b, un)
-    scale = gain_b.estimate
-    if not scale > 0:
-        return decide(spec, None, gates=gates, missing=f"{b} does not raise the {r} reward on average ({scale:.3g})")
-    relative = {k: (a - c) / scale for k, a, c in zip(gain_b.keys, gain_oc, gain_b.units)}
+def _curve(pareto: Rows, r: str, label: str, seed: Any) -> list[tuple[float, float]]:
+    return [
+        (float(x["reward"]), float(x["sw_to_data"]))
+        for x in pareto
+        if x["reward_fn"] == r and x["method"] == label and x["seed"] == seed
+    ]
+
+
+def matched_ratios(pareto: Rows, r: str, b: str, update: str) -> tuple[dict[Any, float], dict[Any, int]]:
+    """Per seed, the geometric mean over OC-Flow's sweep points inside ``b``'s reward range of ``b``'s interpolated
+    SW2 over OC-Flow's, and how many points matched (seeds with none are left out)."""
+    seeds = sorted({x["seed"] for x in pareto if x["reward_fn"] == r})
+    ratios, matched = {}, {}
+    for seed in seeds:
+        base = _curve(pareto, r, b, seed)
+        logs = [
+            math.log(at_b / d)
+            for reward, d in _curve(pareto, r, f"ocflow_{update}", seed)
+            if (at_b := interpolate(base, reward)) is not None and d > 0 and at_b > 0
+        ]
+        matched[seed] = len(logs)
+        if logs:
+            ratios[seed] = math.exp(sum(logs) / len(logs))
+    return ratios, matched
+
+
+def pareto_claim(rows: Rows, pareto: Rows, r: str, b: str, update: str, p: OcFlowParams) -> Claim:
+    """OC-Flow (``update``) closer to the data than ``b`` at matched reward (module docstring), gated on both
+    raising the reward at the table's step and on the curves sharing a reward range on every seed."""
+    spec, label = PARETO[(r, b, update)], f"ocflow_{update}"
+    if not any(x["method"] == label and x["reward_fn"] == r for x in pareto):
+        return decide(spec, None, missing=f"OC-Flow ({update}) was not swept on the {r} reward")
+    ratios, matched = matched_ratios(pareto, r, b, update)
+    unmatched = [s for s, n in matched.items() if n == 0]
+    gates = [gain_gate(rows, r, b)]
+    if update == p.guidance.update:
+        gates.insert(0, gain_gate(rows, r, ocflow_label(p.guidance.claim_gamma)))
+    gates.append(
+        fixed_gate(
+            f"OC-Flow ({UPDATE_NAMES[update]}) and {display(b)}",
+            "a shared reward range on every seed",
+            len(unmatched),
+            passed=not unmatched,
+            statistic="seeds where no OC-Flow sweep point lies inside the baseline's rewards",
+        )
+    )
+    sweep = {
+        f"{m}_{key}": mean(values(pareto, key, reward_fn=r, method=m))
+        for m in (label, b)
+        for key in ("reward", "sw_to_data")
+    }
     return decide(
         spec,
-        Estimate.of(relative),
+        Estimate.of(ratios, log=True) if ratios else None,
         gates=gates,
-        evidence=f"γ = {p.guidance.claim_gamma:g}; gain over unguided: OC-Flow {pm(list(gain_oc), 3)}, "
-        f"{b} {pm(list(gain_b.units), 3)}",
-        numbers={"ocflow_gain": mean(list(gain_oc)), f"{b}_gain": scale},
+        missing=f"no OC-Flow sweep point lies inside {b}'s rewards on any seed",
+        evidence=f"step sizes {p.guidance.step_sizes}, γ = {p.guidance.claim_gamma:g}; matched points per seed "
+        f"{[matched[s] for s in sorted(matched)]}; sweep means: OC-Flow reward {sweep[label + '_reward']:.3f}, "
+        f"SW2 {sweep[label + '_sw_to_data']:.4f}; {b} reward {sweep[b + '_reward']:.3f}, SW2 "
+        f"{sweep[b + '_sw_to_data']:.4f}",
+        numbers=sweep,
     )
 
 
-def reward_claims(rows: Rows, p: OcFlowParams) -> list[Claim]:
-    """Per reward: closer than FlowGrad and D-Flow at no less reward; reward above FlowGrad's, and above D-Flow's
-    under Alg. 1 (under the official update it is built in: a check)."""
-    claims = []
-    for r in p.guidance.rewards:
-        for b in BASELINES:
-            claims.append(closer_claim(rows, r, b, p))
-            if not (b == "dflow" and p.guidance.update == "official"):
-                claims.append(reward_claim(rows, r, b, p))
-    return claims
+def reward_claims(rows: Rows, pareto: Rows, p: OcFlowParams) -> list[Claim]:
+    """Per reward, baseline and Pareto update: closer to the data at matched reward."""
+    return [
+        pareto_claim(rows, pareto, r, b, u, p)
+        for r in p.guidance.rewards
+        for u in p.guidance.pareto_updates
+        for b in BASELINES
+    ]
 
 
 def dflow_reward_checks(rows: Rows, p: OcFlowParams) -> list[Check]:
@@ -538,44 +548,65 @@ def notes(p: OcFlowParams, prep: dict[str, Any]) -> list[str]:
     ]
 
 
-def with_seconds(rows: Rows, times: Rows) -> Rows:
-    """The guidance rows with their wall time joined back in (times are kept apart from the results, as
-    DVC should not see a rerun with equal results as a change)."""
+def time_table(times: dict[str, Rows]) -> Rows:
+    """Mean wall time of one guided run per experiment and method (this machine's clock: a timed table)."""
+    out = []
+    for experiment, runs in times.items():
+        for label in dict.fromkeys(t["method"] for t in runs):
+            sel = [float(t["seconds"]) for t in runs if t["method"] == label]
+            out.append({"experiment": experiment, "method": display(label), "runs": len(sel), "wall s": mean(sel)})
+    return out
 
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        return r.get("reward_fn"), r["method"], r["seed"]
 
-    seconds = {key(t): t["seconds"] for t in times}
-    return [{**r, "seconds": seconds.get(key(r), math.nan)} for r in rows]
-
-
-def build_report(rows: Rows, so3_rows: Rows, qm9_rows: Rows, prep: dict[str, Any], p: OcFlowParams) -> Report:
-    columns = [
-        "reward fn",
-        "method",
-        "reward",
-        "SW₂ to data",
-        "NN dist",
-        "off-data %",
-        "control energy",
-        "‖x0 shift‖",
-        "time (s)",
-        "NFE",
-    ]
+def build_report(
+    rows: Rows,
+    so3_rows: Rows,
+    qm9_rows: Rows,
+    prep: dict[str, Any],
+    p: OcFlowParams,
+    pareto: Rows = (),
+    times: dict[str, Rows] | None = None,
+) -> Report:
+    """The tables, claims and checks; ``pareto`` the step-size sweep, ``times`` each experiment's wall times."""
+    columns = ["reward fn", "method", "reward", "SW₂ to data", "NN dist", "off-data %", "control energy", "‖x0 shift‖"]
     return Report(
         slug="oc_flow",
         title="OC-Flow: guidance of a pretrained flow (2-D two moons, mean ± 95% CI half-width over seeds)",
-        columns=columns,
+        columns=[*columns, "NFE"],
         rows=euclidean_table(rows, p),
-        claims=reward_claims(rows, p) + gamma_claims(rows, p) + qm9_claims(qm9_rows, p),
+        claims=reward_claims(rows, list(pareto), p) + gamma_claims(rows, p) + qm9_claims(qm9_rows, p),
         checks=checks(rows, so3_rows, p),
         notes=notes(p, prep),
         extra_tables={
+            "Matched reward: each method's (reward, SW₂) over the step-size sweep (mean over seeds)": pareto_table(
+                list(pareto), p
+            ),
             f"QM9: descriptor flow guided toward a target {p.qm9.property}": qm9_table(qm9_rows, p),
             "SO(3): rotation flow guided toward R*": so3_table(so3_rows),
             "Iterations that raised the mean reward (%, all seeds)": convergence_table(rows, p),
         },
+        timed_tables={"wall time of one guided run (s)": time_table(times or {})},
     )
+
+
+def pareto_table(pareto: Rows, p: OcFlowParams) -> Rows:
+    """Per reward, method and step size: mean reward and SW2 over seeds (the curves of the matched-reward claims)."""
+    table = []
+    for r in p.guidance.rewards:
+        for label in dict.fromkeys(x["method"] for x in pareto if x["reward_fn"] == r):
+            for lr in p.guidance.step_sizes:
+                sel = [x for x in pareto if x["reward_fn"] == r and x["method"] == label and x["lr"] == lr]
+                if sel:
+                    table.append(
+                        {
+                            "reward fn": r,
+                            "method": label,
+                            "step size": lr,
+                            "reward": pm([x["reward"] for x in sel], 3),
+                            "SW₂ to data": pm([x["sw_to_data"] for x in sel], 4),
+                        }
+                    )
+    return table
 
 
 # ==================================================================================================
@@ -584,14 +615,34 @@ def build_report(rows: Rows, so3_rows: Rows, qm9_rows: Rows, prep: dict[str, Any
 @stage(
     "report",
     params=("seeds", "data", "guidance", "so3", "qm9"),
-    deps=(GUIDED_2D, GUIDED_SO3, GUIDED_QM9, PREPARED, QM9_PREPARED, TIMES_2D, TIMES_SO3, TIMES_QM9),
+    deps=(
+        GUIDED_2D,
+        PARETO_2D,
+        GUIDED_SO3,
+        GUIDED_QM9,
+        PREPARED,
+        QM9_PREPARED,
+        TIMES_2D,
+        PARETO_TIMES,
+        TIMES_SO3,
+        TIMES_QM9,
+    ),
     outs=(REPORT,),
     timings=REPORT_TIMINGS,
 )
 def report(ctx: StageContext) -> None:
     """Build the guidance tables (2-D per reward, SO(3), QM9) and decide the claims from the measured numbers."""
-    rows = with_seconds(load_table(ctx.path(GUIDED_2D)), load_json(ctx.path(TIMES_2D))["runs"])
-    so3_rows = with_seconds(load_table(ctx.path(GUIDED_SO3)), load_json(ctx.path(TIMES_SO3))["runs"])
-    qm9_rows = with_seconds(load_table(ctx.path(GUIDED_QM9)), load_json(ctx.path(TIMES_QM9))["runs"])
+    tables = {k: load_table(ctx.path(rel)) for k, rel in (("2d", GUIDED_2D), ("so3", GUIDED_SO3), ("qm9", GUIDED_QM9))}
+    times = {
+        name: load_json(ctx.path(rel))["runs"]
+        for name, rel in (
+            ("2-D", TIMES_2D),
+            ("2-D step-size sweep", PARETO_TIMES),
+            ("SO(3)", TIMES_SO3),
+            ("QM9", TIMES_QM9),
+        )
+    }
     prep = {**load_json(ctx.path(PREPARED)), **load_json(ctx.path(QM9_PREPARED))}
-    build_report(rows, so3_rows, qm9_rows, prep, ctx.params).save(ctx.path(REPORT))
+    build_report(
+        tables["2d"], tables["so3"], tables["qm9"], prep, ctx.params, load_table(ctx.path(PARETO_2D)), times
+    ).save(ctx.path(REPORT))

@@ -7,8 +7,13 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from components.data.rec_sequences import SPLIT_FILES, check_sequence_folder
-from paperflows.params import DataFile, PipelineParams, Section
+from components.data.rec_sequences import (
+    SPLIT_FILES,
+    check_recbole_inter,
+    check_sequence_folder,
+    read_recbole_item_texts,
+)
+from paperflows.params import CheckedData, DataFile, PipelineParams, Section
 
 METHODS = ("mse", "cosine", "preferdiff", "sasrec")
 DIFFUSION = ("mse", "cosine", "preferdiff")
@@ -47,7 +52,15 @@ class DataParams(Section):
         None,
         description="A folder with the official train_data.txt, valid_data.txt and test_data.txt (one user per "
         "line: space-separated item ids >= 1 in time order, the last one the target), used in place "
-        "of the MovieLens sequences (relative to the project root).",
+        "of the MovieLens sequences (relative to the project root). The format has no item text: use "
+        "model.item_embeddings=learned with it.",
+    )
+    inter_path: Annotated[str | None, DataFile(check_recbole_inter, description="RecBole atomic .inter file")] = Field(
+        None,
+        description="A RecBole atomic .inter file (tab-separated, header user_id:token, item_id:token and "
+        "optionally timestamp:float), turned into one time-ordered sequence per user with the filters below and "
+        "split 80/10/10 by user; item text for the text embeddings comes from the .item file of the same name "
+        "beside it (its token_seq fields, e.g. the title).",
     )
     min_item_count: int = Field(20, ge=1, le=100_000, description="MovieLens: drop movies rated fewer times.")
     min_user_length: int = Field(5, ge=2, le=10_000, description="MovieLens: drop users left with fewer items.")
@@ -62,6 +75,12 @@ class DataParams(Section):
     )
 
     @model_validator(mode="after")
+    def _one_source(self) -> DataParams:
+        if self.path and self.inter_path:
+            raise ValueError("data.path and data.inter_path are two sources: give one")
+        return self
+
+    @model_validator(mode="after")
     def _lengths(self) -> DataParams:
         if self.min_user_length > self.max_items:
             raise ValueError(
@@ -71,7 +90,23 @@ class DataParams(Section):
         return self
 
 
+TEXT_WIDTH = {"minilm": 384, "tiny": 256}  # the text encoders' output widths (components.llm)
+
+
 class ModelParams(Section):
+    item_embeddings: Literal["auto", "text", "learned"] = Field(
+        "auto",
+        description="Item representation of the diffusion models: 'text' (the official default) = frozen text "
+        "embeddings of the item texts (titles), whitened (diagonalize_and_scale), their first `hidden` principal "
+        "directions; 'learned' = a learnable N(0,1) table (--ab=iids); 'auto' = 'text' where the data names its "
+        "items (MovieLens, a RecBole .inter file with its .item file) and 'learned' where it does not (the "
+        "official txt format). The SASRec reference always learns its own.",
+    )
+    text_encoder: Literal["minilm", "tiny"] = Field(
+        "minilm",
+        description="Text encoder of the item titles: 'minilm' (all-MiniLM-L6-v2, offline, 384-d) or 'tiny' (a "
+        "hashed n-gram encoder for tests, 256-d).",
+    )
     hidden: int = Field(64, ge=4, le=4096, description="Embedding / hidden size (official best: 3072).")
     max_len: int = Field(10, ge=1, le=200, description="History length read by SASRec (max_seq_length).")
     n_layers: int = Field(1, ge=1, le=8, description="SASRec transformer layers.")
@@ -92,6 +127,11 @@ class ModelParams(Section):
     def _heads(self) -> ModelParams:
         if self.hidden % self.n_heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of n_heads ({self.n_heads})")
+        if self.item_embeddings != "learned" and self.hidden > TEXT_WIDTH[self.text_encoder]:
+            raise ValueError(
+                f"hidden ({self.hidden}) exceeds the {TEXT_WIDTH[self.text_encoder]}-d {self.text_encoder} text "
+                "embeddings a frozen text table is cut from: lower it, or use item_embeddings=learned"
+            )
         return self
 
 
@@ -134,7 +174,34 @@ class PreferdiffParams(PipelineParams):
     train: TrainParams = Field(default_factory=TrainParams, description="Objectives and optimisation.")
     preferdiff: PreferDiffSection = Field(default_factory=PreferDiffSection, description="PreferDiff's loss.")
 
+    @model_validator(mode="after")
+    def _text_needs_titles(self) -> PreferdiffParams:
+        if self.model.item_embeddings == "text" and self.data.path:
+            raise ValueError(
+                "model.item_embeddings 'text' needs item titles, which the official txt format (data.path) lacks: "
+                "set model.item_embeddings=learned, or give a RecBole .inter file with its .item file "
+                "(data.inter_path)"
+            )
+        return self
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """With text embeddings asked for, a RecBole .inter file needs its .item file (the item text) beside it."""
+        checked = files.get("data.inter_path")
+        if self.model.item_embeddings == "text" and checked is not None and checked.path is not None:
+            item = checked.path.with_suffix(".item")
+            if not item.is_file():
+                return [
+                    f"data.inter_path: {checked.path}: text item embeddings need the item text in {item.name} beside "
+                    "it (or set model.item_embeddings=learned)"
+                ]
+            try:
+                read_recbole_item_texts(item)
+            except ValueError as err:
+                return [f"data.inter_path: {err}"]
+        return []
+
     PAPER_SCALE: ClassVar[dict[str, Any]] = {
+        "model.item_embeddings": "learned",
         "model.hidden": 3072,
         "model.timesteps": 2000,
         "model.ddim_stride": 100,
@@ -145,7 +212,7 @@ class PreferdiffParams(PipelineParams):
     }
     PAPER_SOURCE: ClassVar[str] = (
         "official lswhim/PreferDiff default.yaml and models/PreferDiff/config.yaml (T 2000, ddim_step 100, AdamW "
-        "lr 1e-4, batch 256, up to 150 epochs, gamma 5) and the README's best settings (hidden 3072, --ab=iids, "
-        "lambda 0.4, w 2 on Sports); one target per test user. Early stopping is replaced by the best "
-        "validation epoch."
+        "lr 1e-4, batch 256, up to 150 epochs, gamma 5) and the README's best settings (hidden 3072, --ab=iids: the "
+        "learned item table, lambda 0.4, w 2 on Sports); one target per test user. Early stopping is replaced by "
+        "the best validation epoch."
     )

@@ -18,63 +18,40 @@ objectives (its main table and convergence figure), with a SASRec cross-entropy 
 
 from __future__ import annotations
 
-import copy
-import math
-from typing import Any
-
 import numpy as np
 import torch
 
-from components.data.rec_sequences import (
-    SPLITS,
-    examples,
-    movielens_ratings,
-    ratings_to_sequences,
-    read_sequence_folder,
-    split_users,
-    write_sequence_folder,
-)
-from components.io import load_json, save_json, save_model, save_table
+from components.data.rec_sequences import SPLITS, examples, read_sequence_folder, write_sequence_folder
+from components.io import load_json, load_table, load_tensors, save_json, save_model, save_table, save_tensors
+from components.llm import load_encoder
 from components.metrics.ranking import ranking_metrics
-from components.preference import ObjectiveConfig, PreferenceBatch, objective_loss
-from components.recsys import DiffRecConfig, DiffusionRecommender, SASRecConfig, SASRecNextItem, error_scores
-from components.training import TrainConfig, fit
-from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from components.recsys import text_item_table
+from paperflows import Pipeline, Plot, StageContext, StageInputError, stage
 from pipelines.preferdiff import ABOUT
+from pipelines.preferdiff.data import user_sequences
 from pipelines.preferdiff.params import METRICS, PreferdiffParams
 from pipelines.preferdiff.plots import plot_convergence
+from pipelines.preferdiff.training import announce_length, fit_one
 
 SEQUENCES = "data/sequences/"
+ITEMS, ITEM_TABLE = "data/items.parquet", "data/item_table.safetensors"  # item texts; the frozen table
 DATA_METRICS = "metrics/data.json"
 MODELS = "models/"
 RESULTS, CURVES = "tables/results.parquet", "tables/curves.parquet"
 EVAL_METRICS = "metrics/evaluate.json"
 CURVE_PNG, CURVE_CSV = "plots/convergence.png", "plots/convergence.csv"
 REPORT = "report.json"
-EVAL_BATCH = 1024
 
 
 # --------------------------------------------------------------------------------------------------
 # §5 data: next-item sequences in the official txt format, split by user
 # --------------------------------------------------------------------------------------------------
-@stage(params=("data",), outs=(SEQUENCES,), metrics=(DATA_METRICS,))
+@stage(params=("data",), outs=(SEQUENCES, ITEMS), metrics=(DATA_METRICS,))
 def prepare(ctx: StageContext) -> None:
-    """MovieLens ratings -> one sequence per user -> {train,valid,test}_data.txt (or the user's folder)."""
+    """MovieLens ratings (or a RecBole .inter file) -> one sequence per user -> {train,valid,test}_data.txt (or the
+    user's folder in that format); the item texts."""
     d = ctx.params.data
-    if d.path:
-        splits, source = read_sequence_folder(ctx.data_path(d.path)), "data.path"
-    else:
-        r = movielens_ratings()
-        seqs, _ = ratings_to_sequences(
-            r["userId"],
-            r["movieId"],
-            r["timestamp"],
-            min_item_count=d.min_item_count,
-            min_user_length=d.min_user_length,
-            max_items=d.max_items,
-        )
-        users = split_users(len(seqs), d.split_seed)
-        splits, source = {s: [seqs[i] for i in users[s]] for s in SPLITS}, "dslabs::movielens"
+    splits, texts, source = user_sequences(d, ctx.data_path)
     empty = [s for s in SPLITS if not splits[s]]
     if empty:
         raise StageInputError(
@@ -82,6 +59,7 @@ def prepare(ctx: StageContext) -> None:
             f"{d.min_item_count}, min_user_length {d.min_user_length}); loosen them"
         )
     write_sequence_folder(splits, ctx.path(SEQUENCES))
+    save_table([{"item": k, "text": texts[k]} for k in sorted(texts)], ctx.path(ITEMS))
     n_items = max(max(seq) for seqs in splits.values() for seq in seqs)
     save_json(
         {
@@ -90,6 +68,7 @@ def prepare(ctx: StageContext) -> None:
             **{f"{s}_users": len(splits[s]) for s in SPLITS},
             "interactions": sum(len(seq) for seqs in splits.values() for seq in seqs),
             "mean_length": float(np.mean([len(seq) for seqs in splits.values() for seq in seqs])),
+            "item_texts": len(texts),
         },
         ctx.path(DATA_METRICS),
     )
@@ -107,124 +86,26 @@ def _examples(ctx: StageContext) -> tuple[int, dict[str, tuple[torch.Tensor, tor
 
 
 # --------------------------------------------------------------------------------------------------
+# §4 the item representation: frozen, whitened text embeddings of the item titles (the official default)
+# --------------------------------------------------------------------------------------------------
+@stage(params=("model.item_embeddings", "model.text_encoder", "model.hidden"), deps=(ITEMS,), outs=(ITEM_TABLE,))
+def embed(ctx: StageContext) -> None:
+    """Encode every item's text, whiten the vectors and keep their first ``hidden`` principal directions: the
+    frozen item table of the diffusion models (an empty file when the items are learned, ``--ab=iids``)."""
+    m = ctx.params.model
+    table = torch.zeros(0, m.hidden)
+    texts = [r["text"] for r in sorted(load_table(ctx.path(ITEMS)), key=lambda r: r["item"])]
+    if m.item_embeddings == "text" or (m.item_embeddings == "auto" and texts):  # 'auto': text where items have it
+        table = text_item_table(texts, m.hidden, load_encoder(m.text_encoder))
+    save_tensors({"items": table}, ctx.path(ITEM_TABLE))
+
+
+# --------------------------------------------------------------------------------------------------
 # §3-4 the models and their objectives (MSE-x0, cosine-x0, PreferDiff; SASRec-CE), one item per objective
 # --------------------------------------------------------------------------------------------------
-def _model(p: PreferdiffParams, method: str, n_items: int, seed: int) -> torch.nn.Module:
-    m = p.model
-    enc = SASRecConfig(
-        n_items,
-        m.hidden,
-        m.max_len,
-        m.n_layers,
-        m.n_heads,
-        m.dropout,
-        item_init_std=0.02 if method == "sasrec" else 1.0,
-    )
-    if method == "sasrec":
-        return SASRecNextItem(enc, seed=derive_seed(seed, "init"))
-    return DiffusionRecommender(DiffRecConfig(enc, m.timesteps, p_uncond=m.p_uncond), seed=derive_seed(seed, "init"))
-
-
-def _loss(p: PreferdiffParams, method: str):
-    """``loss_fn(model, (history, target))`` of the objective ``method``."""
-    pd = p.preferdiff
-    objective = ObjectiveConfig(beta=pd.gamma, sft_weight=pd.lam, pairing=pd.pairing)
-
-    def loss_fn(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> Any:
-        history, target = batch
-        if method == "sasrec":
-            return model.loss(history, target)
-        if method == "preferdiff":
-            pos, neg = model.errors(history, target, "cosine", negatives=True, negative_noise=pd.negative_noise)
-            scores = PreferenceBatch(chosen=error_scores(pos), rejected=error_scores(neg))
-            return objective_loss("preferdiff", scores, objective)
-        pos, _ = model.errors(history, target, "mse" if method == "mse" else "cosine")
-        return objective_loss("denoise", PreferenceBatch(chosen=error_scores(pos)), objective)
-
-    return loss_fn
-
-
-def _evaluate(
-    p: PreferdiffParams, model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor], seed: int
-) -> dict[str, float]:
-    """Full-ranking Recall / NDCG @5, @10 (guided DDIM for the diffusion models, fixed sampling noise)."""
-    was_training, device = model.training, next(model.parameters()).device
-    model.eval()
-    generator = torch.Generator().manual_seed(derive_seed(seed, "sampling"))
-    history, target = data
-    parts = []
-    for start in range(0, len(target), EVAL_BATCH):
-        h = history[start : start + EVAL_BATCH].to(device)
-        s = (
-            model.scores(h)
-            if isinstance(model, SASRecNextItem)
-            else model.scores(h, p.model.w, p.model.ddim_stride, generator)
-        )
-        parts.append(s.float().cpu())
-    model.train(was_training)
-    return ranking_metrics(torch.cat(parts), target, ks=(5, 10))
-
-
-def _fit(ctx: StageContext, method: str, seed: int, n_items: int, data: dict[str, Any]) -> dict[str, Any]:
-    """Train one (objective, seed); validation after every epoch; test at the best validation epoch."""
-    p = ctx.params
-    model = _model(p, method, n_items, seed)
-    x, y = data["train"]
-    batch = min(p.train.batch_size, len(y))
-    per_epoch = max(1, len(y) // batch)
-    order: dict[str, torch.Tensor] = {}
-
-    def batches(step: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        k = (step - 1) % per_epoch
-        if k == 0:  # a fresh permutation every epoch; the last partial batch is dropped
-            order["perm"] = torch.randperm(len(y), generator=generator)
-        idx = order["perm"][k * batch : (k + 1) * batch]
-        return x[idx], y[idx]
-
-    curve, best = [], {"score": -math.inf, "epoch": 0, "state": None}
-    log = ctx.metric_callback(f"train/{method}/s{seed}")
-
-    def callback(step: int, metrics: dict[str, float]) -> None:
-        epoch = step // per_epoch
-        val = _evaluate(p, model, data["valid"], seed)
-        curve.append({"method": method, "seed": seed, "epoch": epoch, "loss": metrics["loss"], **val})
-        log(step, {**metrics, **{f"valid_{k.replace('@', '_at_')}": v for k, v in val.items()}})
-        if val["recall@5"] > best["score"]:
-            best.update(score=val["recall@5"], epoch=epoch, state=copy.deepcopy(model.state_dict()))
-
-    cfg = TrainConfig(
-        steps=per_epoch * p.train.epochs,
-        lr=p.train.lr,
-        weight_decay=p.train.weight_decay,
-        grad_clip=None,
-        seed=derive_seed(seed, "train", method),
-        device="auto",
-        log_every=per_epoch,
-        progress=ctx.progress,
-        desc=f"preferdiff {method} s{seed}",
-    )
-    result = fit(model, _loss(p, method), batches, cfg, callback=callback)
-    final = _evaluate(p, model, data["test"], seed)
-    model.load_state_dict(best["state"])
-    test = _evaluate(p, model, data["test"], seed)
-    return {
-        "model": model,
-        "curve": curve,
-        "row": {
-            "method": method,
-            "seed": seed,
-            "best_epoch": best["epoch"],
-            "steps": result.steps_done,
-            "seconds": result.seconds,
-            **test,
-            **{f"final_{k}": v for k, v in final.items()},
-        },
-    }
-
-
 @stage(
     params=("seeds", "model", "train", "preferdiff", "data.eval_targets"),
-    deps=(SEQUENCES, DATA_METRICS),
+    deps=(SEQUENCES, DATA_METRICS, ITEM_TABLE),
     outs=(MODELS,),
     fan_out="train.methods",
     gpu=True,
@@ -234,9 +115,12 @@ def train(ctx: StageContext) -> None:
     """Every seed of this item's objective: weights at the best validation epoch, the curves, test metrics."""
     method, out = ctx.item, ctx.item_dir(MODELS)
     n_items, data = _examples(ctx)
+    table = load_tensors(ctx.path(ITEM_TABLE))["items"]
+    table = table if len(table) else None  # empty: learned items
+    announce_length(ctx, method, n_items, data, table)
     rows, curves = [], []
     for seed in ctx.params.seeds:
-        run = _fit(ctx, method, seed, n_items, data)
+        run = fit_one(ctx, method, seed, n_items, data, table)
         save_model(run["model"], out / f"s{seed}.safetensors", metadata={"method": method})
         rows.append(run["row"])
         curves += run["curve"]
@@ -300,6 +184,6 @@ def evaluate(ctx: StageContext) -> None:
 PIPELINE = Pipeline(
     paper=ABOUT,
     params_model=PreferdiffParams,
-    stages=(prepare, train, evaluate),
+    stages=(prepare, embed, train, evaluate),
     report="pipelines.preferdiff.report:report",
 )

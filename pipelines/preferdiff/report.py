@@ -33,6 +33,12 @@ from pipelines.preferdiff.pipeline import CURVES, DATA_METRICS, EVAL_METRICS, RE
 
 Rows = Sequence[Mapping[str, Any]]
 NO_PAPER_GAP = "the brief retrieved none of the paper's table values (§c)"
+ITEM_NOTE = {
+    "text": "diffusion item table: frozen {m.text_encoder} embeddings of the item texts (title, year, genres), "
+    "whitened as the official diagonalize_and_scale and cut to their first {m.hidden} principal directions (the "
+    "official default mode); the SASRec reference learns its own table",
+    "learned": "learnable N(0,1) item embeddings (--ab=iids)",
+}
 RECALL_GAIN = 0.5  # pp
 RECALL_SOURCE = (
     f"{NO_PAPER_GAP}; 0.5 pp of Recall@5, a quarter of the popularity ranker's level on this data "
@@ -237,6 +243,13 @@ def _scale_note(rows: Rows, n_items: int, summary: Mapping[str, Any]) -> str:
     return f"Mean test Recall@5: {shown}; popularity {'–' if pop is None else f'{pop:.2f}%'}.{tail}"
 
 
+def item_mode(asked: str, data: Mapping[str, Any]) -> str:
+    """The item representation a run used: 'auto' is 'text' when the data gave item texts, else 'learned'."""
+    if asked != "auto":
+        return asked
+    return "text" if data.get("item_texts") else "learned"
+
+
 def build_report(
     rows: Rows, curves: Rows, data: Mapping[str, Any], summary: Mapping[str, Any], p: PreferdiffParams
 ) -> Report:
@@ -279,7 +292,8 @@ def build_report(
         f"metrics at the best validation Recall@5 epoch (the official early stopping).",
         f"Model: SASRec {m.n_layers} layer(s), {m.n_heads} heads, hidden {m.hidden}, history {m.max_len}; diffusion "
         f"T = {m.timesteps}, linear beta 1e-4..0.02, x0 by one linear layer, DDIM stride {m.ddim_stride}, guidance "
-        f"w = {m.w}, p_uncond {m.p_uncond}; learnable N(0,1) item embeddings (--ab=iids). AdamW lr {p.train.lr}, "
+        f"w = {m.w}, p_uncond {m.p_uncond}; {ITEM_NOTE[item_mode(m.item_embeddings, data)].format(m=m)}. "
+        f"AdamW lr {p.train.lr}, "
         f"batch {p.train.batch_size}, {p.train.epochs} epochs. PreferDiff lambda {pd.lam}, gamma {pd.gamma}, "
         f"pairing '{pd.pairing}' ('batch' is the official batch-mean comparison), negative noise "
         f"'{pd.negative_noise}' ('independent' is official).",

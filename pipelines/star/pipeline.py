@@ -19,7 +19,6 @@ average accuracy and forgetting (the DER paper's table shape, rows grouped by bu
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Any
@@ -34,25 +33,21 @@ from components.continual import (
     MLPClassifierConfig,
     ReplayWeights,
     StarConfig,
-    TaskStream,
     backward_transfer,
     final_average_accuracy,
     forgetting,
-    stream_from_indices,
     task_indices,
     train_stream,
     with_star,
 )
 from components.continual.invariants import measure_invariants
-from components.data.stream_arrays import OFFLINE, fingerprint, read_stream_npz
 from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from pipelines.star import ABOUT
-from pipelines.star.params import BASE_OF, CUSTOM, StarParams
+from pipelines.star.params import BASE_OF, StarParams
 from pipelines.star.plots import plot_accuracy_vs_tasks, plot_star_gain, plot_streams
+from pipelines.star.streams import DATA_METRICS, STREAMS, stream_arrays, task_stream
 
-STREAMS = "data/streams.safetensors"
-DATA_METRICS = "metrics/data.json"
 STREAMS_PNG = "plots/streams.png"
 MODELS = "models/"
 BUFFERS = "buffers/"  # the first seed's final reservoir per stream and buffer size (inputs as uint8)
@@ -63,51 +58,6 @@ GAIN_PNG, GAIN_CSV = "plots/star_gain.png", "plots/star_gain.csv"
 INVARIANTS = "metrics/invariants.json"
 REPORT = "report.json"
 HIDDEN = (100, 100)  # mammoth's MNISTMLP
-
-
-@functools.lru_cache(maxsize=4)
-def _source(name: str, path: str | None, stamp: tuple[int, int] | None) -> tuple[dict[str, np.ndarray], str]:
-    """A stream's uint8 arrays and their fingerprint, read once per process (the fan-out items of a flow or of a
-    DVC stage share it); ``stamp`` (mtime, size) keys a user's file, so an edited file is read again."""
-    arrays = OFFLINE[name]() if name != CUSTOM else read_stream_npz(path)
-    return arrays, fingerprint(arrays)
-
-
-def _arrays(ctx: StageContext, name: str) -> tuple[dict[str, np.ndarray], str]:
-    """The uint8 arrays of a stream and their fingerprint: an offline dataset, or the user's archive (checked
-    before any work)."""
-    if name != CUSTOM:
-        return _source(name, None, None)
-    path = ctx.data_path(ctx.params.data.path)
-    stat = path.stat()
-    return _source(name, str(path), (stat.st_mtime_ns, stat.st_size))
-
-
-def _stream(ctx: StageContext, name: str) -> TaskStream:
-    """Stream ``name`` with the task indices ``prepare`` wrote, images as float in [0, 1] (``x / 255``)."""
-    arrays, digest = _arrays(ctx, name)
-    if digest != load_json(ctx.path(DATA_METRICS))["streams"][name]["fingerprint"]:
-        raise StageInputError(
-            f"star.train: the images of stream {name!r} changed since 'prepare' indexed them; "
-            f"rerun prepare (dvc repro star-prepare)"
-        )
-    index = load_tensors(ctx.path(STREAMS))
-    n_tasks = sum(k.startswith(f"{name}/") and k.endswith("/train") for k in index)
-    per_task = ctx.params.data.classes_per_task
-    tasks = [
-        (tuple(range(t * per_task, (t + 1) * per_task)), index[f"{name}/task{t}/train"], index[f"{name}/task{t}/test"])
-        for t in range(n_tasks)
-    ]
-    raw = stream_from_indices(
-        name, *(torch.from_numpy(arrays[k]) for k in ("x_train", "y_train", "x_test", "y_test")), tasks
-    )
-    return dataclasses.replace(
-        raw,
-        tasks=tuple(
-            dataclasses.replace(t, x_train=t.x_train.float() / 255.0, x_test=t.x_test.float() / 255.0)
-            for t in raw.tasks
-        ),
-    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -121,7 +71,7 @@ def prepare(ctx: StageContext) -> None:
     summary: dict[str, Any] = {}
     samples = {}
     for name in d.streams():
-        arrays, digest = _arrays(ctx, name)
+        arrays, digest = stream_arrays(ctx, name)
         try:
             tasks = task_indices(
                 torch.from_numpy(arrays["y_train"]),
@@ -181,7 +131,7 @@ def train(ctx: StageContext) -> None:
     out, memories, runs = ctx.item_dir(MODELS), ctx.item_dir(BUFFERS), []
     buffers = [0] if method == "sgd" else p.train.buffer_sizes  # fine-tuning keeps no buffer
     for name in p.data.streams():
-        stream = _stream(ctx, name)
+        stream = task_stream(ctx, name)
         features = math.prod(stream.input_shape)
         for buffer in buffers:
             s = p.run_settings(method, buffer)
@@ -234,7 +184,6 @@ def train(ctx: StageContext) -> None:
                         "class_il": result.class_il,
                         "task_il": result.task_il,
                         "steps": result.steps,
-                        "seconds": result.seconds,
                     }
                 )
     save_json({"method": method, "runs": runs}, out / "results.json")
@@ -274,7 +223,6 @@ def evaluate(ctx: StageContext) -> None:
                 "base": BASE_OF.get(method, method),
                 "star": method in BASE_OF,
                 "steps": run["steps"],
-                "seconds": run["seconds"],
                 "lr": run["settings"]["lr"],
                 "batch_size": run["settings"]["batch_size"],
             }

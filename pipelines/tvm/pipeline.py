@@ -24,20 +24,19 @@ import numpy as np
 import torch
 
 from components.io import load_jsonl, load_tensors, save_json, save_jsonl, save_table, save_tensors
-from components.metrics.ranking import roc_auc
 from components.reasoning.champ import as_solution_rows, default_path, grade_champ, model_summary, read_champ
 from components.reasoning.datasets import answer_key, sample_synthetic, split_file
 from components.reasoning.grading import grade
 from components.reasoning.labels import outcome_labels, step_labels, token_value_labels
-from components.reasoning.lm_policy import lm_solutions
-from components.reasoning.policy import SlipPolicy, next_line, prefix_value, start_state
-from components.reasoning.problems import Problem, make_problems
-from components.reasoning.search import best_of_n, majority_vote, step_beam_search
+from components.reasoning.policy import prefix_value
+from components.reasoning.search import best_of_n, majority_vote
 from components.reasoning.solutions_file import read_solutions
 from components.reasoning.verifier import Encoded, Verifier
 from components.training import TrainConfig
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.tvm import ABOUT
+from pipelines.tvm.data import label_rows, lm_samples, problem_of, slip_policy
+from pipelines.tvm.evaluation import QUESTION_CORRECT, beam_accuracy, prefix_aucs
 from pipelines.tvm.params import TvmParams
 from pipelines.tvm.plots import plot_accuracy_vs_tokens, plot_labels
 
@@ -48,15 +47,6 @@ MODELS = "models/"
 SEARCH, PREFIX_AUC, SEARCH_METRICS = "tables/search.parquet", "tables/prefix_auc.parquet", "metrics/search.json"
 ACC_PNG, ACC_CSV = "plots/accuracy_vs_tokens.png", "plots/accuracy_vs_tokens.csv"
 REPORT = "report.json"
-QUESTION_CORRECT = "correct_by_question"  # search-table column: 0/1 (CHAMP single sample: a share) per question
-
-
-def _policy(p: TvmParams) -> SlipPolicy:
-    return SlipPolicy(p.policy.slip_carry, p.policy.slip_plain, p.policy.recover)
-
-
-def _problem(record: dict) -> Problem:
-    return Problem(record["question"], int(record["start"]), tuple((op, int(x)) for op, x in record["ops"]))
 
 
 def _make_verifier(ctx: StageContext, seed: int) -> Verifier:
@@ -66,26 +56,6 @@ def _make_verifier(ctx: StageContext, seed: int) -> Verifier:
 
 def _encode(verifier: Verifier, records: list[dict], with_question: bool):
     return verifier.encode([(r["question"], r["solution"]) for r in records], with_question=with_question)
-
-
-def _lm_samples(ctx: StageContext) -> tuple[list[dict], list[dict], dict]:
-    """SmolLM2's sampled solutions of the synthetic problems, split by question like a solutions file."""
-    from components.llm import load_lm
-
-    d, pol = ctx.params.data, ctx.params.policy
-    problems = make_problems(d.train_questions + d.test_questions, d.seed, d.numbers, 1, d.operand_max, d.cap)
-    lm = load_lm("smollm2-135m", cache_dir=ctx.cache_dir, seed=d.seed)
-    rows = lm_solutions(
-        lm,
-        problems,
-        d.samples,
-        temperature=pol.temperature,
-        max_new_tokens=pol.max_new_tokens,
-        seed=derive_seed(d.seed, "smollm2"),
-    )
-    share = d.test_questions / (d.train_questions + d.test_questions)
-    train, test, summary = split_file(rows, share, derive_seed(d.seed, "split"))
-    return train, test, {**summary, "source": "smollm2", "samples": d.samples}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,10 +77,11 @@ def sample(ctx: StageContext) -> None:
         rows = read_solutions(ctx.data_path(d.solutions_path))
         train, test, summary = split_file(rows, d.test_fraction, derive_seed(d.seed, "split"))
     elif ctx.params.policy.generator == "smollm2":
-        train, test, summary = _lm_samples(ctx)
+        train, test, summary = lm_samples(d, ctx.params.policy, ctx.cache_dir)
     else:
+        policy = slip_policy(ctx.params)
         train, test, summary = sample_synthetic(
-            d.train_questions, d.test_questions, d.samples, d.numbers, d.operand_max, d.cap, _policy(ctx.params), d.seed
+            d.train_questions, d.test_questions, d.samples, d.numbers, d.operand_max, d.cap, policy, d.seed
         )
     save_jsonl(train, ctx.path(TRAIN))
     save_jsonl(test, ctx.path(TEST))
@@ -163,16 +134,6 @@ def labels(ctx: StageContext) -> None:
     plot_labels(records[first]["solution"], {k: v[first] for k, v in per_kind.items()}, ctx.path(LABELS_PNG))
 
 
-def _label_rows(path) -> tuple[list[list[int]], list[int], dict[str, list[np.ndarray]]]:
-    t = load_tensors(path)
-    bounds = np.cumsum([0] + t["lengths"].tolist())
-    ids = [t["ids"][a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
-    prompts = t["prompts"].tolist()
-    sol = np.cumsum([0] + [len(r) - p for r, p in zip(ids, prompts)])
-    kinds = {k: [t[k][a:b].numpy() for a, b in zip(sol[:-1], sol[1:])] for k in t if k in ("orm", "prm", "tvm")}
-    return ids, prompts, kinds
-
-
 # --------------------------------------------------------------------------------------------------
 # §3.2 verifiers: value head on a tiny causal transformer, MSE on sigmoid values, one per label type
 # --------------------------------------------------------------------------------------------------
@@ -187,7 +148,7 @@ def _label_rows(path) -> tuple[list[list[int]], list[int], dict[str, list[np.nda
 def train(ctx: StageContext) -> None:
     """Train this item's verifier once per seed (same initial weights and batches across label types)."""
     v, kind = ctx.params.verifier, ctx.item
-    ids, prompts, kinds = _label_rows(ctx.path(LABELS))
+    ids, prompts, kinds = label_rows(ctx.path(LABELS))
     out, curves = ctx.item_dir(MODELS), {}
     for seed in ctx.params.seeds:
         verifier = _make_verifier(ctx, derive_seed(seed, "init"))
@@ -218,7 +179,7 @@ def train(ctx: StageContext) -> None:
                 "backbone": v.backbone,
             },
         )
-        curves[f"s{seed}"] = {"final_loss": result.final_loss, "seconds": result.seconds}
+        curves[f"s{seed}"] = {"final_loss": result.final_loss}  # wall time: MLflow only
     save_json({"kind": kind, "runs": curves}, out / "results.json")
 
 
@@ -229,26 +190,6 @@ def _verifier(ctx: StageContext, kind: str, seed: int) -> Verifier:
     verifier = _make_verifier(ctx, derive_seed(seed, "init"))
     verifier.load_state(load_tensors(ctx.path(f"{MODELS}{kind}/s{seed}.safetensors")))
     return verifier
-
-
-def _beam(ctx: StageContext, problems: list[Problem], scorer, seed: int) -> dict[str, Any]:
-    """Accuracy, generated tokens per question and per-question correctness of step beam search guided by
-    ``scorer``."""
-    p, policy = ctx.params, _policy(ctx.params)
-    result = step_beam_search(
-        [start_state(q) for q in problems],
-        lambda q, s, rng: next_line(problems[q], s, policy, rng),
-        lambda s: s.done,
-        lambda s: s.lines,
-        lambda child, parent: len(child.lines[-1]) + 1,
-        scorer,
-        beams=p.search.beams,
-        per_beam=p.search.per_beam,
-        rng=np.random.default_rng(derive_seed(seed, "beam")),
-        max_depth=4 * p.data.numbers + 4,
-    )
-    correct = [float(s.answer == q.answer) for s, q in zip(result.best, problems)]
-    return {"accuracy": float(np.mean(correct)), "tokens": float(np.mean(result.tokens)), QUESTION_CORRECT: correct}
 
 
 @stage(
@@ -267,7 +208,7 @@ def search(ctx: StageContext) -> None:
         groups.setdefault(int(r["question_id"]), []).append(i)
     qs = [groups[q] for q in sorted(groups)]
     synthetic = "ops" in records[0]
-    problems = [_problem(records[g[0]]) for g in qs] if synthetic else []
+    problems = [problem_of(records[g[0]]) for g in qs] if synthetic else []
     correct = np.array([bool(r["correct"]) for r in records])
     length = np.array([len(r["solution"]) + 1 for r in records], dtype=float)
     tokens_all = float(np.mean([length[g].sum() for g in qs]))
@@ -290,11 +231,11 @@ def search(ctx: StageContext) -> None:
             scored(majority, seed=seed, method="majority", verifier="none", tokens=tokens_all),
         ]
         if synthetic:
-            policy = _policy(p)
+            policy = slip_policy(p)
             oracle = lambda pairs: np.array([prefix_value(problems[q], s, policy) for q, s in pairs])  # noqa: E731
             rows += [
                 scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all),
-                {"seed": seed, "method": "beam", "verifier": "oracle", **_beam(ctx, problems, oracle, seed)},
+                {"seed": seed, "method": "beam", "verifier": "oracle", **beam_accuracy(p, problems, oracle, seed)},
             ]
         elif p.data.source == "champ":  # pass@N: the ceiling of any re-ranking
             rows.append(scored(pass_at_n, seed=seed, method="best_of_n", verifier="oracle", tokens=tokens_all))
@@ -315,40 +256,16 @@ def search(ctx: StageContext) -> None:
                     e = verifier.encode([(problems[q].question, s.text()) for q, s in pairs], p.verifier.with_question)
                     return verifier.last_values(e.ids)
 
-                rows.append({"seed": seed, "method": "beam", "verifier": kind, **_beam(ctx, problems, score, seed)})
-            aucs.append({"seed": seed, "verifier": kind, **_prefix_aucs(records, values)})
+                rows.append(
+                    {"seed": seed, "method": "beam", "verifier": kind, **beam_accuracy(p, problems, score, seed)}
+                )
+            aucs.append({"seed": seed, "verifier": kind, **prefix_aucs(records, values)})
     save_table(rows, ctx.path(SEARCH))
     save_table(aucs, ctx.path(PREFIX_AUC))
     save_json(
         {f"{r['method']}/{r['verifier']}/s{r['seed']}/accuracy": r["accuracy"] for r in rows}, ctx.path(SEARCH_METRICS)
     )
     plot_accuracy_vs_tokens(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
-
-
-def _prefix_aucs(records: list[dict], values: list[np.ndarray]) -> dict[str, float]:
-    """AUC of the verifier's value at every step end before the answer line: against the solution's eventual
-    outcome, and (synthetic) against recoverability, over all prefixes and over the wrong ones only."""
-    scores, outcome, recoverable, wrong = [], [], [], []
-    for r, v in zip(records, values):
-        ok = r.get("line_correct")
-        for j in range(len(v) - 1):
-            scores.append(float(v[j]))
-            outcome.append(bool(r["correct"]))
-            if ok is not None:
-                recoverable.append(bool(ok[j] or j == 0 or ok[j - 1]))
-                wrong.append(not ok[j])
-    out = {"prefixes": float(len(scores)), "auc_outcome": roc_auc(scores, outcome)}
-    if recoverable:
-        s, rec, w = np.array(scores), np.array(recoverable), np.array(wrong)
-        out.update(
-            {
-                "auc_recoverable": roc_auc(s, rec),
-                "auc_wrong_prefixes": roc_auc(s[w], rec[w]),
-                "wrong_prefixes": float(w.sum()),
-                "recoverable_wrong": float((rec & w).sum()),
-            }
-        )
-    return out
 
 
 PIPELINE = Pipeline(

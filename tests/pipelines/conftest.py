@@ -12,7 +12,9 @@ from mlflow import MlflowClient
 from components.io import load_json
 from paperflows.contract import Pipeline
 
-WALL_CLOCK = re.compile(r"seconds|_ms$|^ms$|time \(s\)|_secs?$", re.I)
+# a measurement of this machine's clock; a data field that is a time within a recording (Ego4D's
+# ``timestamp_sec``) is not one
+WALL_CLOCK = re.compile(r"^(?!.*timestamp).*(seconds|_ms$|^ms$|time \(s\)|_secs?$)", re.I)
 
 
 def wall_clock_keys(path: Path) -> list[str]:

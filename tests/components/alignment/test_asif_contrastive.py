@@ -70,3 +70,36 @@ def test_swap_captions_and_evaluate_on_a_perfect_aligner() -> None:
     ident = Embedded(lambda x: x, lambda x: x)
     scores = evaluate(ident, image, text, labels, np.hstack([np.eye(4), np.zeros((4, 40))]), source, swapped, [1, 5])
     assert scores == {"zero_shot": 1.0, "mislabel_auc": 1.0, "recall@1": 1.0, "recall@5": 1.0}
+
+
+def test_tuning_on_held_out_pairs_picks_a_setting_that_learns() -> None:
+    from components.alignment.contrastive import PairSetting, heldout_info_nce, select_linear_pair
+
+    rng = np.random.default_rng(1)
+    z = rng.standard_normal((60, 4))
+    a, b = z @ rng.standard_normal((4, 6)), z @ rng.standard_normal((4, 5))
+    grid = [(1e-6, 0.0, 4), (0.05, 0.0, 4)]  # a learning rate that cannot move the maps, and one that can
+    best, means = select_linear_pair(a, b, grid, checkpoints=(20, 60), folds=3, batch_size=64, seed=0)
+    assert best == PairSetting(0.05, 0.0, 4, 60) and len(means) == 4
+    assert means[PairSetting(0.05, 0.0, 4, 60)] < 0.8 * means[PairSetting(1e-6, 0.0, 4, 60)]
+    # a checkpoint of a longer run is the shorter run (constant learning rate, same batches): early stopping is exact
+    from components.alignment.contrastive import _train
+
+    ta, tb = torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)
+    held, train = torch.arange(0, 60, 3), torch.tensor([i for i in range(60) if i % 3])
+    seen: dict[int, float] = {}
+    _train(
+        ta[train],
+        tb[train],
+        4,
+        60,
+        0.05,
+        64,
+        0.0,
+        0,
+        "cpu",
+        lambda m, step: seen.update({step: heldout_info_nce(m, ta[held], tb[held])}),
+        20,
+    )
+    short = train_linear_pair(a[train.numpy()], b[train.numpy()], embed_dim=4, steps=20, lr=0.05, batch_size=64, seed=0)
+    assert sorted(seen) == [20, 40, 60] and seen[20] == heldout_info_nce(short, ta[held], tb[held])

@@ -158,8 +158,8 @@ def test_wrapper_adds_lambda_kl_to_the_unchanged_base_method() -> None:
     star_draw = BufferBatch(x, y, torch.zeros(16, 5), torch.zeros(16).long())
     base_draw = BufferBatch(x[8:], y[8:], torch.zeros(8, 5), torch.zeros(8).long())
     wrapped = with_star(REHEARSAL["er"], StarConfig(gamma=0.05, lam=0.3), seed=0)
-    assert wrapped.draws == 2 and wrapped.name == "er+star"
-    out = wrapped.loss(model, Step(stream.x, stream.y, 1, 2, (star_draw, base_draw)), ReplayWeights())
+    assert (wrapped.draws, wrapped.side_draws, wrapped.name) == (1, 1, "er+star")
+    out = wrapped.loss(model, Step(stream.x, stream.y, 1, 2, (base_draw,), (star_draw,)), ReplayWeights())
     base = REHEARSAL["er"].loss(model, Step(stream.x, stream.y, 1, 2, (base_draw,)), ReplayWeights())
     assert out.loss.item() == pytest.approx(base.loss.item() + 0.3 * out.metrics["star_kl"], rel=1e-6)
     assert out.metrics["star_applied"] == 1.0 and out.metrics["star_mask"] == 12.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from components.continual import (
     REHEARSAL,
@@ -75,3 +76,13 @@ def test_star_runs_inside_the_loop_and_is_applied(digits_stream) -> None:
     applied = [h["star_applied"] for task in result.history[1:] for h in task]
     assert applied and min(applied) > 0.5 and all(math.isfinite(v) for row in result.class_il for v in row)
     assert next(model.parameters()).device.type == "cpu"
+
+
+def test_star_leaves_the_base_methods_replay_batches_unchanged(digits_stream) -> None:
+    """STAR's extra buffer draw comes from a generator of its own: with lambda = 0 its term adds nothing, so the
+    run must be bit-for-bit the base run (it would not be if STAR's draw advanced the base method's sampler)."""
+    base, base_model = run(digits_stream, "er")
+    silent, silent_model = run(digits_stream, "er", StarConfig(gamma=0.01, lam=0.0))
+    assert silent.class_il == base.class_il and silent.task_il == base.task_il
+    assert all(torch.equal(a, b) for a, b in zip(base_model.parameters(), silent_model.parameters()))
+    assert torch.equal(silent.buffer.x, base.buffer.x)

@@ -226,6 +226,22 @@ def test_hierarchical_batch_draws_in_order_and_its_loss_dispatches():
         hierarchical_batch_loss(rf, (x0, x1))
 
 
+def test_a_batch_can_draw_x0_from_another_source():
+    from components.data.toy import eight_gaussians
+
+    x1 = torch.randn(4000, 2, generator=torch.Generator().manual_seed(0))
+    x0, _, noise, _ = hierarchical_batch(x1, 2, torch.Generator().manual_seed(1), source=eight_gaussians)
+    assert torch.equal(x0, eight_gaussians(4000, torch.Generator().manual_seed(1)))
+    radius = x0.norm(dim=1)
+    assert abs(float(radius.mean()) - 5.0) < 0.1 and abs(float(noise.std()) - 1.0) < 0.05  # noise stays N(0, I)
+    angles = torch.atan2(x0[:, 1], x0[:, 0]) / (torch.pi / 4)
+    assert float((angles - angles.round()).abs().max()) < 0.45  # every point near one of the 8 centres
+    counts = torch.bincount(angles.round().long() % 8, minlength=8)
+    assert int(counts.min()) > 400  # equal weights
+    with pytest.raises(ValueError, match="source gave shape"):
+        hierarchical_batch(torch.randn(5, 3), 1, torch.Generator(), source=eight_gaussians)
+
+
 def test_sample_schedule_is_euler_for_rf_and_nested_otherwise():
     x0 = torch.randn(6, 2, generator=torch.Generator().manual_seed(0))
     rf = MLPVelocity(MLPVelocityConfig(data_dim=2, levels=1, hidden=8), seed=1)

@@ -183,3 +183,21 @@ def test_task_selection_errors_are_named():
             pass
     with pytest.raises(ValueError, match="no nn.Linear named"):
         attach_tora(Net(), ToraSpec(targets=("qkv",)))
+
+
+def test_orthonormal_start_is_the_q_factor_of_the_official_draw() -> None:
+    import dataclasses
+
+    official = tora_tensors(attach_tora(Net(), SPEC, seed=3))
+    ortho = tora_tensors(attach_tora(Net(), dataclasses.replace(SPEC, init="orthonormal"), seed=3))
+    for a, b in zip(official, ortho):
+        for name in ("U1", "U2"):
+            u, q = getattr(a, name).detach(), getattr(b, name).detach()
+            assert torch.allclose(q.T @ q, torch.eye(q.shape[1]), atol=1e-5)  # orthonormal columns
+            assert torch.allclose(q @ (q.T @ u), u, atol=1e-4)  # spanning the official draw's columns
+            assert (torch.diagonal(q.T @ u) > 0).all()  # signs fixed: diag R > 0
+        assert torch.equal(a.U3, b.U3) and torch.equal(a.G, b.G)  # the same draws otherwise
+        terms = b.orthogonality_terms()
+        assert float(terms[0]) < 1e-5 and float(terms[1]) < 1e-5  # the regulariser's U terms start at 0
+    with pytest.raises(ValueError, match="ToraSpec.init"):
+        ToraSpec(init="uniform")

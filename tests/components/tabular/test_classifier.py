@@ -103,3 +103,15 @@ def test_scikit_learn_estimator_checks() -> None:
     failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
     assert not failed, failed
     assert sum(r["status"] == "passed" for r in results) >= 40
+
+
+def test_the_classifier_loads_a_saved_hypernetwork_and_has_no_untrained_default(tmp_path) -> None:
+    model = MotherNet(SMALL, seed=4)
+    path = save_model(model, tmp_path / "mothernet_s0.safetensors")
+    x, y = _table()
+    from_file = MotherNetClassifier(str(path)).fit(x, y)
+    in_memory = MotherNetClassifier(model).fit(x, y)
+    assert from_file.hypernetwork_.cfg == SMALL
+    np.testing.assert_allclose(from_file.predict_proba(x), in_memory.predict_proba(x), atol=1e-6)
+    with pytest.raises(ValueError, match="needs a pretrained hypernetwork"):
+        MotherNetClassifier().fit(x, y)

@@ -32,6 +32,17 @@ def test_users_csv_is_read(tmp_path: Path) -> None:
     assert list(table.y[:4]) == [0, 1, 0, 1]
 
 
+def test_the_label_column_can_have_any_name(tmp_path: Path) -> None:
+    path = tmp_path / "named.csv"
+    path.write_text("species,f1,f2\n" + "".join(f"{'ab'[i % 2]},{i},{i * 2}\n" for i in range(6)))
+    table = read_table_csv(path, "species")
+    assert table.shape == (6, 2, 2) and table.classes == ("a", "b")
+    with pytest.raises(ValueError, match="no 'target' column"):
+        read_table_csv(path)  # the default label column is 'target'; 'species' is then a text feature
+    with pytest.raises(ValueError, match="no 'label' column"):
+        read_table_csv(path, "label")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -85,14 +96,14 @@ def test_the_known_class_counts_are_those_of_the_tables() -> None:
 
 
 def test_class_count_rule_and_feature_magnitude(tmp_path: Path) -> None:
-    from components.tabular.tables import check_class_count, check_table_csv
+    from components.tabular.tables import check_class_count, check_table_csv, table_from_csv
 
     check_class_count(3, 3)
     with pytest.raises(ValueError, match=r"^iris has 3 classes; a MotherNet of max_classes 2 handles at most 2"):
         check_class_count(3, 2, "iris")
     path = tmp_path / "t.csv"
     path.write_text("a,target\n" + "".join(f"{i},{'xy'[i % 2]}\n" for i in range(6)))
-    assert check_table_csv(path) == 2
+    assert table_from_csv(check_table_csv(path)).shape[2] == 2  # the check reads the text; the params pick the label
     path.write_text("a,target\n1,x\n2,y\n1e308,x\n3,y\n")  # review mn03: NaN later, in the child
     with pytest.raises(ValueError, match=r"row 3 \(line 4\): column 'a' is above 1e\+30 in magnitude"):
         read_table_csv(path)

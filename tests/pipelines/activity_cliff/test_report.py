@@ -93,7 +93,7 @@ def _decide(cliff_lac: list[float], rmse_lac: list[float], mean_rmse: dict[str, 
         cliff={"mse": BASE, "lac": cliff_lac},
         overall={"mse": BASE, "lac": rmse_lac},
     )
-    first, second = lac_claims(rows, "ecfp_mlp", mean_rmse)
+    first, second = lac_claims(rows, "ecfp_mlp", mean_rmse, label_sd=SD)
     assert first.headline and not second.headline
     return first.verdict, second.verdict
 
@@ -116,10 +116,19 @@ def test_an_encoder_that_does_not_beat_the_training_mean_decides_nothing() -> No
     verdicts = _decide(lower, lower, {"A": 0.85, "B": 0.85})
     assert verdicts == ("not resolved", "not resolved")
     rows = scores(cliff={"mse": BASE, "lac": lower}, overall={"mse": BASE, "lac": lower})
-    claim = lac_claims(rows, "ecfp_mlp", {"A": 0.85, "B": 0.85})[0]
+    claim = lac_claims(rows, "ecfp_mlp", {"A": 0.85, "B": 0.85}, label_sd=SD)[0]
     assert "gate failed" in claim.reason and "training-mean predictor" in claim.reason
     # no reference measured (an older data.json): the gate is not passed either
-    assert lac_claims(rows, "ecfp_mlp", {})[0].verdict == "not resolved"
+    assert lac_claims(rows, "ecfp_mlp", {}, label_sd=SD)[0].verdict == "not resolved"
+
+
+def test_an_encoder_that_does_not_fit_its_training_data_decides_nothing() -> None:
+    lower = [b - d for b, d in zip(BASE, STEPS)]
+    # training RMSE 0.9 against label SD 1: training R^2 0.19, below the 0.5 bar, though both arms beat the mean
+    rows = scores(cliff={"mse": BASE, "lac": lower}, overall={"mse": BASE, "lac": lower}, train_rmse=0.9)
+    claim = lac_claims(rows, "ecfp_mlp", MEAN_RMSE, label_sd=SD)[0]
+    assert claim.verdict == "not resolved" and "training R^2 0.5" in claim.reason
+    assert lac_claims(rows, "ecfp_mlp", MEAN_RMSE, label_sd={})[0].verdict == "not resolved"  # SD unknown
 
 
 def test_lac_claims_are_per_encoder_and_pair_by_target_and_seed() -> None:
@@ -137,16 +146,19 @@ def test_lac_claims_are_per_encoder_and_pair_by_target_and_seed() -> None:
         )
         for r in rows
     ]
-    mlp, gin = lac_claims(rows, "ecfp_mlp", MEAN_RMSE)[0], lac_claims(rows, "gin", MEAN_RMSE)[0]
+    mlp, gin = (
+        lac_claims(rows, "ecfp_mlp", MEAN_RMSE, label_sd=SD)[0],
+        lac_claims(rows, "gin", MEAN_RMSE, label_sd=SD)[0],
+    )
     assert (mlp.id, gin.id) == ("lac_lowers_rmse_cliff_ecfp_mlp", "lac_lowers_rmse_cliff_gin")
     assert mlp.n == gin.n == 6 and mlp.effect == pytest.approx(-0.09) and gin.effect == pytest.approx(-0.09)
     assert mlp.numbers["wins"] == 6.0 and "LAC lower RMSE_cliff on 6/6" in mlp.evidence
     # a unit trained with one objective only is an error, not silently dropped
     missing = [r for r in rows if not (r["encoder"] == "gin" and r["objective"] == "lac" and r["seed"] == 2)]
     with pytest.raises(ValueError, match="different units"):
-        lac_claims(missing, "gin", MEAN_RMSE)
+        lac_claims(missing, "gin", MEAN_RMSE, label_sd=SD)
     # an encoder without LAC (or not run) is not resolved, not measured
-    only_mse = lac_claims(scores(ratio={"mse": [2.0] * 6}), "ecfp_mlp", MEAN_RMSE)
+    only_mse = lac_claims(scores(ratio={"mse": [2.0] * 6}), "ecfp_mlp", MEAN_RMSE, label_sd=SD)
     assert [c.verdict for c in only_mse] == ["not resolved", "not resolved"]
     assert all("not measured" in c.reason for c in only_mse)
 

@@ -10,6 +10,7 @@ from pipelines.csa.report import (
     build_report,
     csa_beats_asif,
     csa_beats_contrastive,
+    csa_beats_contrastive_at,
     rho_check,
     rho_weighting_beats_cosine,
 )
@@ -140,7 +141,12 @@ def test_the_report_names_one_headline_and_the_asif_claims() -> None:
     report = build_report(CsaParams(), rows, features, {"swapped": 15})
     assert [c.id for c in report.claims] == [
         "csa_beats_contrastive_zero_shot",
-        "csa_beats_contrastive_mislabel_auc",
+        "csa_beats_contrastive_zero_shot_n50",
+        "csa_beats_contrastive_zero_shot_n200",
+        "csa_beats_contrastive_zero_shot_n800",
+        "csa_beats_contrastive_mislabel_auc_n50",
+        "csa_beats_contrastive_mislabel_auc_n200",
+        "csa_beats_contrastive_mislabel_auc_n800",
         "rho_weighting_beats_cosine_zero_shot",
         "rho_weighting_beats_cosine_mislabel_auc",
         "csa_beats_asif_mislabel_auc_n50",
@@ -148,6 +154,22 @@ def test_the_report_names_one_headline_and_the_asif_claims() -> None:
         "csa_beats_asif_mislabel_auc_n800",
     ]
     assert [c.id for c in report.headline] == ["csa_beats_contrastive_zero_shot"]
+    assert any("tuned per seed and N on its N training pairs alone" in n for n in report.notes)
+
+
+def test_csa_against_the_contrastive_model_is_decided_per_n() -> None:
+    # the contrastive model catches up with many pairs: CSA ahead at N = 50, behind at N = 800
+    rows = _rows(
+        {"csa": [0.6, 0.62, 0.61], "contrastive": [0.3, 0.31, 0.29]},
+        at={("contrastive", 800): [0.75, 0.76, 0.74], ("csa", 200): [0.6, 0.3, 0.62]},
+    )
+    verdicts = {n: csa_beats_contrastive_at(rows, "zero_shot", n) for n in (50, 200, 800)}
+    assert {n: c.verdict for n, c in verdicts.items()} == {50: "holds", 200: "not resolved", 800: "does not hold"}
+    assert verdicts[800].id == "csa_beats_contrastive_zero_shot_n800" and not verdicts[800].headline
+    # a contrastive model that did not learn at this N decides nothing there
+    idle = _rows({"csa": [0.6, 0.62, 0.61], "contrastive": [0.11, 0.09, 0.1]})
+    claim = csa_beats_contrastive_at(idle, "zero_shot", 50)
+    assert claim.verdict == "not resolved" and "CLIP-like (InfoNCE) at N = 50" in claim.reason
 
 
 def test_rho_check() -> None:

@@ -21,6 +21,7 @@ from paperflows.params import ParamsError, validate
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.pipeline import PIPELINE
 from tests.conftest import REPO
+from tests.pipelines.heartlang.mitbih import write_mitbih_like
 
 TINY: dict[str, Any] = {
     "seeds": [0, 1],
@@ -174,6 +175,9 @@ def test_malformed_ptbxl_folder_exits_2_before_any_work(tmp_path: Path) -> None:
 
 def test_ptbxl_arrays_are_probed(project: Path) -> None:
     _ptbxl(project / "ptb", n=20)
+    for split in ("train", "val", "test"):  # as the benchmark code writes them: (N, 1000, 12), time first
+        path = project / "ptb" / f"{split}_data.npy"
+        np.save(path, np.load(path).transpose(0, 2, 1))
     params = HeartlangParams.model_validate({**TINY, "data": {**TINY["data"], "path": "ptb"}})
     root = project / "out"
     for name in ("data", "tokenize", "vqhbr", "pretrain", "probe"):
@@ -183,8 +187,34 @@ def test_ptbxl_arrays_are_probed(project: Path) -> None:
             )
         )
     rows = load_table(root / "tables" / "probe.parquet")
-    assert {r["task"] for r in rows} == {"ptbxl"} and len(rows) == 2 * 3 * 2
+    assert {r["task"] for r in rows} == {"ptbxl"} and len(rows) == 2 * 4 * 2
     assert np.load(root / "tokens" / "qrs" / "probe_train_data.npy").shape == (20, 32, 96)
+    x, _, _ = simulate_labelled(20, 0)  # read as (N, 12, 1000), the values as the benchmark stored them
+    np.testing.assert_allclose(np.load(root / "data" / "probe_train.npy"), x, rtol=1e-6)
+
+
+def test_a_two_lead_mitbih_record_runs_end_to_end(project: Path) -> None:
+    """A record as PhysioNet distributes MIT-BIH (MLII and V1 at 360 Hz, format 212, .atr beats): once crashed in
+    the VQ stage on an empty batch (no lead I, so no beat was found)."""
+    beats = write_mitbih_like(project / "mitbih", seconds=30)
+    given = {
+        **TINY,
+        "data": {**TINY["data"], "wfdb_path": "mitbih"},
+        "tokenize": {"max_len": 32, "leads": ["II", "V1"]},
+    }
+    params = HeartlangParams.model_validate(given)
+    root = project / "out"
+    for stage in PIPELINE.stages:
+        run_stage(StageContext(PIPELINE, stage, params, root, progress=False, project=project))
+    metrics = load_json(root / "metrics" / "data.json")
+    assert metrics["unlabelled"] == 3 and metrics["source"] == "wfdb"
+    (score,) = metrics["detector"]
+    assert score["reference"] == len(beats) and score["lead"] == 1  # lead II: the record has no lead I
+    assert score["sensitivity"] >= 0.9 and score["ppv"] >= 0.9
+    tokens = np.load(root / "tokens" / "qrs" / "unlabelled_data_in_chans.npy")
+    assert set(np.unique(tokens)) == {0, 2, 7}  # padding, II, V1
+    report = load_json(root / "report.json")
+    assert report["claims"][0]["id"] == "heartlang_beats_random_init"
 
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
@@ -193,5 +223,7 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert report["claims"][0]["headline"]
     content = [g for g in report["claims"][0]["gates"] if g["statistic"] == "H(code | lead, time) / H(code)"]
     assert len(content) == 1 and 0 <= content[0]["effect"] <= 1  # measured by the pretrain stage
-    assert len(report["rows"]) == 2 * 2 * 3  # tasks x fractions x methods
+    assert len(report["rows"]) == 2 * 2 * 4  # tasks x fractions x methods (the beat-count reference included)
+    qrs = next(c for c in report["claims"] if c["id"] == "qrs_ge_window_rhythm_10pct")
+    assert any(g["reference"] == "beat count only (QRS sentence length)" for g in qrs["gates"])
     assert {c["id"] for c in report["checks"]} == {"r_peaks_found", "codebook_used_qrs", "codebook_used_window"}

@@ -19,17 +19,16 @@ from pipelines.heartlang.report import (
 )
 
 
-def _rows(heartlang: list[float], random_init: list[float], window: list[float]) -> list[dict[str, Any]]:
+def _rows(
+    heartlang: list[float], random_init: list[float], window: list[float], counts: list[float] | None = None
+) -> list[dict[str, Any]]:
     rows = []
     for seed in range(len(heartlang)):
         for task in ("rhythm", "form"):
             for fraction in (0.01, 0.1, 1.0):
-                for method, auc in (
-                    ("heartlang", heartlang[seed]),
-                    ("random_init", random_init[seed]),
-                    ("fixed_window", window[seed]),
-                ):
-                    rows.append({"seed": seed, "method": method, "task": task, "fraction": fraction, "auc": auc})
+                arms = [("heartlang", heartlang), ("random_init", random_init), ("fixed_window", window)]
+                for method, aucs in arms + ([("beat_count", counts)] if counts else []):
+                    rows.append({"seed": seed, "method": method, "task": task, "fraction": fraction, "auc": aucs[seed]})
     return rows
 
 
@@ -122,6 +121,14 @@ def test_a_collapsed_control_decides_nothing() -> None:
         _rows([0.80, 0.81, 0.82], [0.7] * 3, [0.80, 0.81, 0.815]), _usage(window_left=0.01, total=4.85)
     )
     assert positional.verdict == "not resolved" and "fixed-window VQ-HBR codes" in positional.reason
+
+
+def test_qrs_tokens_must_beat_the_beat_count_alone() -> None:
+    # QRS ahead of fixed windows, but no better than a probe on two counts of the sentence: nothing decided
+    by_count = tokenizer_claim(_rows([0.80, 0.81, 0.82], [0.7] * 3, [0.6] * 3, counts=[0.81, 0.80, 0.83]), HEALTHY)
+    assert by_count.verdict == "not resolved" and "beat count only (QRS sentence length)" in by_count.reason
+    beyond = tokenizer_claim(_rows([0.90, 0.91, 0.92], [0.7] * 3, [0.6, 0.62, 0.61], counts=[0.8] * 3), HEALTHY)
+    assert beyond.verdict == "holds" and "beat count only 0.800" in beyond.evidence
 
 
 def test_table_shape_and_paper_columns() -> None:

@@ -220,6 +220,21 @@ def test_only_the_low_nfes_decide_the_headline():
     assert every.effect > 1.0
 
 
+def test_each_low_nfe_is_also_decided_alone():
+    # HRF2 twice as good at NFE 2, equal (within noise) at NFE 5: the per-NFE claims tell them apart
+    rows = _matched([0.20, 0.22, 0.18], [0.10, 0.11, 0.09])
+    rows = [
+        dict(r, distance=r["distance"] * (1.0 if r["method"] == "RF" else 2.0 * (1 + 0.05 * r["seed"])))
+        if r["nfe"] == 5
+        else r
+        for r in rows
+    ]
+    at2 = matched_nfe_claim(rows, "moons", "distance", only=2)
+    at5 = matched_nfe_claim(rows, "moons", "distance", only=5)
+    assert at2.id == "hrf2_beats_rf_moons_nfe2" and not at2.headline and at2.verdict == "holds"
+    assert at5.id == "hrf2_beats_rf_moons_nfe5" and at5.verdict == "does not hold" and "NFE [5]" in at5.evidence
+
+
 def test_arms_on_different_seeds_are_an_error():
     rows = _matched([0.20, 0.22, 0.18], [0.10, 0.11, 0.09])
     rows = [dict(r, seed=7) if r["method"] == "HRF2" and r["seed"] == 2 else r for r in rows]
@@ -319,6 +334,7 @@ def test_build_report_has_every_claim_and_check():
     assert verdicts == {
         "hrf2_beats_rf_mixture": "holds",
         "hrf2_beats_rf_moons": "holds",
+        **{f"hrf2_beats_rf_{d}_nfe{n}": "holds" for d in ("mixture", "moons") for n in (2, 5)},
         "hrf2_beats_rf_mnist": "holds",
         "velocity_law_bimodal": "holds",
         "hrf2_w1_nfe10": "holds",

@@ -46,7 +46,7 @@ CHILD = [0.80, 0.85, 0.90, 0.75, 0.82]
 
 def test_the_headline_is_the_child_against_a_gd_trained_mlp() -> None:
     assert [s.id for s in HEADLINE] == ["child_ge_gd_mlp"] and HEADLINE[0].rule.kind == "non_inferiority"
-    # the pipeline runs no MLP yet: declared, not resolved, and says what is missing
+    # rows without an MLP: not resolved, and says what is missing
     claim = child_ge_gd_mlp(_rows(CHILD, logreg=[0.85] * 5))
     assert claim.verdict == "not resolved" and claim.headline and "MLPClassifier(32)" in claim.reason
 
@@ -58,6 +58,11 @@ def test_the_headline_is_decided_once_an_mlp_runs() -> None:
     assert worse.verdict == "does not hold" and worse.effect == pytest.approx(-0.096)
     unsure = child_ge_gd_mlp(_rows(CHILD, mlp=[c + d for c, d in zip(CHILD, (0.15, -0.1, 0.05, -0.05, 0.1))]))
     assert unsure.verdict == "not resolved"
+    # an MLP at chance, or a child no better than the untrained one, decides nothing
+    blind = child_ge_gd_mlp(_rows(CHILD, mlp=[0.52, 0.47, 0.5, 0.53, 0.49]))
+    assert blind.verdict == "not resolved" and LABELS["mlp"] in blind.reason
+    flat = child_ge_gd_mlp(_rows([0.5, 0.52, 0.49, 0.51, 0.5], [0.5] * 5, mlp=[0.8] * 5))
+    assert flat.verdict == "not resolved" and LABELS["untrained"] in flat.reason
 
 
 def test_near_baseline_each_verdict_paired_by_table() -> None:
@@ -100,6 +105,7 @@ def test_by_construction_facts_are_checks() -> None:
     assert not far_above_untrained(_rows([0.55] * 5, [0.5] * 5)).passed
     fast = inference_faster(_timings([[100, 100], [50, 200], [100, 100]]))
     assert fast.passed and fast.numbers["speedup"] == pytest.approx(100)
+    assert fast.timed and not far_above_untrained(_rows(CHILD)).timed  # seconds stay out of the tracked report
     assert not inference_faster(_timings([[2, 2], [3, 3], [2.5, 2.5]])).passed
     assert not inference_faster([]).passed
 

@@ -9,17 +9,24 @@ import pytest
 from pipelines.oc_flow.params import QM9_METHODS, SO3_METHODS, OcFlowParams, euclidean_methods
 from pipelines.oc_flow.report import (
     HEADLINE,
-    TARGET_CLOSER_THAN_FLOWGRAD,
+    TARGET_PARETO_FLOWGRAD,
     build_report,
     checks,
     gamma_claims,
+    interpolate,
     qm9_claims,
     reward_claims,
     so3_check,
+    time_table,
 )
 
 SEEDS = [0, 1, 2]
-GUIDANCE = {"rewards": ["target"], "gammas": [0.0, 0.1, 1.0], "claim_gamma": 0.1}
+GUIDANCE = {
+    "rewards": ["target"],
+    "gammas": [0.0, 0.1, 1.0],
+    "claim_gamma": 0.1,
+    "pareto_updates": ["official", "alg1"],
+}
 PARAMS = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": GUIDANCE})  # the official update
 ALG1 = OcFlowParams.model_validate({"seeds": SEEDS, "guidance": {**GUIDANCE, "update": "alg1", "lr": 0.1}})
 UNGUIDED = [-3.0, -3.2, -2.9]
@@ -133,74 +140,125 @@ def _verdicts(claims: list[Any]) -> dict[str, str]:
     return {c.id: c.verdict for c in claims}
 
 
-def test_the_headline_is_fidelity_against_flowgrad_at_no_less_reward() -> None:
-    assert HEADLINE == (TARGET_CLOSER_THAN_FLOWGRAD,) and TARGET_CLOSER_THAN_FLOWGRAD.headline
-    assert TARGET_CLOSER_THAN_FLOWGRAD.id == "target_closer_than_flowgrad"
+STEPS = PARAMS.guidance.step_sizes  # three step sizes
+#: FlowGrad's and D-Flow's (reward gain over unguided, SW2) curves over the step sizes; OC-Flow's, nearer the data
+CURVES = {
+    "flowgrad": ([1.0, 2.0, 3.0], [0.10, 0.20, 0.40]),
+    "dflow": ([0.8, 1.8, 2.6], [0.10, 0.20, 0.30]),
+    "ocflow_official": ([1.2, 2.2, 2.8], [0.06, 0.12, 0.20]),
+    "ocflow_alg1": ([1.1, 2.0, 2.9], [0.07, 0.13, 0.21]),
+}
 
 
-# ---- reward and fidelity -------------------------------------------------------------------------
-def test_closer_and_reward_claims_hold_when_ocflow_gains_more_reward_nearer_the_data() -> None:
+def _pareto(curves: dict[str, tuple[list[float], list[float]]] = CURVES, scale: list[float] = (1.0, 1.05, 0.95)):
+    """Sweep rows: each seed's curve, the fidelity of OC-Flow scaled per seed (seed noise)."""
+    return [
+        {
+            "reward_fn": "target",
+            "method": label,
+            "seed": seed,
+            "lr": lr,
+            "reward": UNGUIDED[i] + gain,
+            "sw_to_data": sw * (scale[i] if label.startswith("ocflow") else 1.0),
+        }
+        for label, (gains, sws) in curves.items()
+        for i, seed in enumerate(SEEDS)
+        for lr, gain, sw in zip(STEPS, gains, sws)
+    ]
+
+
+def test_the_headline_is_fidelity_against_flowgrad_at_matched_reward() -> None:
+    assert HEADLINE == (TARGET_PARETO_FLOWGRAD,) and TARGET_PARETO_FLOWGRAD.headline
+    assert TARGET_PARETO_FLOWGRAD.id == "target_closer_than_flowgrad_at_matched_reward"
+
+
+def test_interpolation_along_a_curve_and_outside_it() -> None:
+    curve = [(2.0, 0.2), (1.0, 0.1), (3.0, 0.4)]
+    assert interpolate(curve, 1.5) == pytest.approx(0.15) and interpolate(curve, 2.5) == pytest.approx(0.3)
+    assert interpolate(curve, 3.0) == pytest.approx(0.4) and interpolate(curve, 0.5) is None
+    assert interpolate([], 1.0) is None
+
+
+# ---- reward and fidelity together (matched reward) -----------------------------------------------
+def test_matched_reward_claims_hold_when_ocflow_is_nearer_the_data_at_equal_reward() -> None:
     reward, dist = _good()
-    claims = reward_claims(_rows(reward, dist), PARAMS)
-    assert _verdicts(claims) == {
-        "target_closer_than_flowgrad": "holds",
-        "target_reward_above_flowgrad": "holds",
-        "target_closer_than_dflow": "holds",
-    }  # reaching D-Flow is a check (official)
-    headline = claims[0]
-    assert headline.headline and headline.log and headline.effect == pytest.approx(1.94, abs=0.05)
+    claims = _claims(reward_claims(_rows(reward, dist), _pareto(), PARAMS))
+    assert {k: c.verdict for k, c in claims.items()} == {
+        "target_closer_than_dflow_at_matched_reward": "holds",
+        "target_closer_than_flowgrad_at_matched_reward": "holds",
+        "target_closer_than_dflow_at_matched_reward_alg1": "holds",
+        "target_closer_than_flowgrad_at_matched_reward_alg1": "holds",
+    }
+    headline = claims["target_closer_than_flowgrad_at_matched_reward"]
+    # FlowGrad at OC-Flow's rewards 1.2, 2.2, 2.8: 0.12, 0.24, 0.36 against 0.06, 0.12, 0.20 on seed 0
+    assert headline.headline and headline.log and 1.8 < headline.effect < 2.0
     assert len(headline.gates) == 3 and all(g.passed for g in headline.gates)
-    # under Alg. 1 reaching D-Flow's reward is not built in: a claim
-    alg1 = _verdicts(reward_claims(_rows(reward, dist, ALG1), ALG1))
-    assert alg1["target_reward_above_dflow"] == "holds"
 
 
-def test_claims_fail_when_ocflow_strays_from_the_data_or_gains_less() -> None:
+def test_ocflow_farther_at_matched_reward_does_not_hold() -> None:
     reward, dist = _good()
-    dist["ocflow_g0.1"] = [0.30, 0.31, 0.30]  # farther than both baselines, at more reward
-    got = _verdicts(reward_claims(_rows(reward, dist), PARAMS))
-    assert got["target_closer_than_flowgrad"] == "does not hold" and got["target_closer_than_dflow"] == "does not hold"
-    reward["ocflow_g0.1"] = _shift(UNGUIDED, 1.0)  # gains half of FlowGrad's
-    assert _verdicts(reward_claims(_rows(reward, dist), PARAMS))["target_reward_above_flowgrad"] == "does not hold"
+    curves = {**CURVES, "ocflow_official": ([1.2, 2.2, 2.8], [0.2, 0.4, 0.6])}
+    got = _verdicts(reward_claims(_rows(reward, dist), _pareto(curves), PARAMS))
+    assert got["target_closer_than_flowgrad_at_matched_reward"] == "does not hold"
 
 
-def test_fidelity_bought_with_reward_decides_nothing() -> None:
+def test_fidelity_bought_with_reward_counts_for_nothing() -> None:
+    """OC-Flow on FlowGrad's own curve, only with less reward: nearer the data, the same trade-off."""
     reward, dist = _good()
-    reward["ocflow_g0.1"] = _shift(UNGUIDED, 1.9, -1)  # nearer the data, but below FlowGrad's reward
-    claim = _claims(reward_claims(_rows(reward, dist), PARAMS))["target_closer_than_flowgrad"]
-    assert claim.verdict == "not resolved" and claim.ci[0] > 1  # nearer, yet undecided
-    assert "gate failed" in claim.reason and "FlowGrad (controls, no decay)'s reward" in claim.reason
+    curves = {**CURVES, "ocflow_official": ([1.0, 1.5, 2.0], [0.10, 0.15, 0.20])}
+    claim = _claims(reward_claims(_rows(reward, dist), _pareto(curves, scale=[1.0, 0.99, 1.01]), PARAMS))[
+        "target_closer_than_flowgrad_at_matched_reward"
+    ]
+    assert claim.verdict == "does not hold" and abs(claim.effect - 1) < 0.02
 
 
 def test_a_small_fidelity_gain_below_the_smallest_effect_does_not_hold() -> None:
     reward, dist = _good()
-    dist["ocflow_g0.1"] = [0.20 / 1.03, 0.21 / 1.01, 0.19 / 1.05]  # FlowGrad / OC-Flow: 1.03, 1.01, 1.05
-    claim = _claims(reward_claims(_rows(reward, dist), PARAMS))["target_closer_than_flowgrad"]
+    curves = {**CURVES, "ocflow_official": ([1.2, 2.2, 2.8], [0.12 / 1.03, 0.24 / 1.03, 0.36 / 1.03])}
+    scale = [1.03 / 1.01, 1.03 / 1.05, 1.0]  # FlowGrad / OC-Flow: 1.01, 1.05, 1.03 on the three seeds
+    claim = _claims(reward_claims(_rows(reward, dist), _pareto(curves, scale=scale), PARAMS))[
+        "target_closer_than_flowgrad_at_matched_reward"
+    ]
     assert 1.0 < claim.effect < 1.1 and claim.verdict == "does not hold"
 
 
 def test_a_difference_within_seed_noise_is_not_resolved() -> None:
     reward, dist = _good()
-    dist["ocflow_g0.1"] = [0.25, 0.16, 0.20]  # FlowGrad / OC-Flow: 0.8, 1.3, 0.95
-    claim = _claims(reward_claims(_rows(reward, dist), PARAMS))["target_closer_than_flowgrad"]
+    curves = {**CURVES, "ocflow_official": ([1.2, 2.2, 2.8], [0.12, 0.24, 0.36])}
+    claim = _claims(reward_claims(_rows(reward, dist), _pareto(curves, scale=[0.7, 1.3, 1.0]), PARAMS))[
+        "target_closer_than_flowgrad_at_matched_reward"
+    ]
     assert claim.verdict == "not resolved" and claim.units_needed
+
+
+def test_curves_without_a_shared_reward_range_decide_nothing() -> None:
+    reward, dist = _good()
+    curves = {**CURVES, "ocflow_official": ([3.5, 4.0, 4.5], [0.06, 0.12, 0.20])}  # beyond FlowGrad's reach
+    claim = _claims(reward_claims(_rows(reward, dist), _pareto(curves), PARAMS))[
+        "target_closer_than_flowgrad_at_matched_reward"
+    ]
+    assert claim.verdict == "not resolved" and "lies inside flowgrad's rewards" in claim.reason
+    sweep = [r for r in _pareto() if not (r["method"] == "flowgrad" and r["seed"] == 2)]  # FlowGrad lacks a seed
+    claim = _claims(reward_claims(_rows(reward, dist), sweep, PARAMS))["target_closer_than_flowgrad_at_matched_reward"]
+    assert claim.verdict == "not resolved" and "gate failed" in claim.reason
 
 
 def test_a_baseline_that_gains_nothing_leaves_its_claims_unresolved() -> None:
     reward, dist = _good()
     reward["flowgrad"] = [u + d for u, d in zip(UNGUIDED, [0.1, -0.1, 0.05])]  # gain interval contains 0
-    claims = _claims(reward_claims(_rows(reward, dist), PARAMS))
-    for cid in ("target_closer_than_flowgrad", "target_reward_above_flowgrad"):
-        assert claims[cid].verdict == "not resolved" and "gate failed" in claims[cid].reason
-        assert "vs unguided sampling" in claims[cid].reason
-    assert claims["target_closer_than_dflow"].verdict == "holds"
+    claims = _claims(reward_claims(_rows(reward, dist), _pareto(), PARAMS))
+    claim = claims["target_closer_than_flowgrad_at_matched_reward"]
+    assert claim.verdict == "not resolved" and "vs unguided sampling" in claim.reason
+    assert claims["target_closer_than_dflow_at_matched_reward"].verdict == "holds"
 
 
-def test_arms_on_different_seeds_are_an_error() -> None:
+def test_a_method_left_out_of_the_sweep_is_not_measured() -> None:
     reward, dist = _good()
-    rows = [dict(r, seed=9) if r["method"] == "flowgrad" and r["seed"] == 2 else r for r in _rows(reward, dist)]
-    with pytest.raises(ValueError, match="different units"):
-        reward_claims(rows, PARAMS)
+    sweep = [r for r in _pareto() if r["method"] != "ocflow_alg1"]
+    claim = _claims(reward_claims(_rows(reward, dist), sweep, PARAMS))[
+        "target_closer_than_flowgrad_at_matched_reward_alg1"
+    ]
+    assert claim.verdict == "not resolved" and claim.reason.startswith("not measured")
 
 
 # ---- gamma ---------------------------------------------------------------------------------------
@@ -297,29 +355,33 @@ def test_build_report_has_the_tables_claims_and_checks() -> None:
             "gap_mad": 0.04,
         },
         PARAMS,
+        _pareto(),
+        {"2-D": [{"reward_fn": "target", "method": "flowgrad", "seed": 0, "seconds": 0.25}]},
     )
     assert [r["method"] for r in report.rows][:3] == ["unguided", "D-Flow (x0 only)", "FlowGrad (controls, no decay)"]
     assert len(report.rows) == len(euclidean_methods(PARAMS.guidance))
     assert len(report.extra_tables["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
     assert len(report.extra_tables["QM9: descriptor flow guided toward a target alpha"]) == len(QM9_METHODS)
-    assert len(report.claims) == 3 + 2 + 2 and len(report.checks) == 4
-    assert [c.id for c in report.headline] == ["target_closer_than_flowgrad"]
+    assert len(report.claims) == 4 + 2 + 2 and len(report.checks) == 4
+    assert [c.id for c in report.headline] == ["target_closer_than_flowgrad_at_matched_reward"]
     assert report.headline[0].verdict == "holds" and all(c.holm_verdict for c in report.claims)
     assert "## Checks" in report.to_markdown()
+    # wall-clock times stay out of what DVC tracks
+    tracked = report.tracked()
+    assert "wall time of one guided run (s)" not in tracked["extra_tables"]
+    assert not any("time" in key for row in tracked["rows"] for key in row)
+    assert report.timed_part()["extra_tables"]["wall time of one guided run (s)"][0]["wall s"] == 0.25
 
 
 def test_one_seed_decides_nothing() -> None:
     p = OcFlowParams.model_validate({"seeds": [0], "guidance": GUIDANCE})
     reward, dist = _good()
-    assert set(_verdicts(reward_claims(_rows(reward, dist, p), p)).values()) == {"not resolved"}
+    sweep = [r for r in _pareto() if r["seed"] == 0]
+    assert set(_verdicts(reward_claims(_rows(reward, dist, p), sweep, p)).values()) == {"not resolved"}
 
 
-def test_wall_times_are_joined_back_by_run() -> None:
-    from pipelines.oc_flow.report import with_seconds
-
-    rows = [
-        {"reward_fn": "target", "method": "OC-Flow", "seed": 0, "reward": 1.0},
-        {"reward_fn": "target", "method": "OC-Flow", "seed": 1, "reward": 2.0},
+def test_wall_times_are_averaged_per_experiment_and_method() -> None:
+    runs = [{"method": "flowgrad", "seed": s, "seconds": t} for s, t in ((0, 1.0), (1, 3.0))]
+    assert time_table({"2-D": runs}) == [
+        {"experiment": "2-D", "method": "FlowGrad (controls, no decay)", "runs": 2, "wall s": 2.0}
     ]
-    joined = with_seconds(rows, [{"reward_fn": "target", "method": "OC-Flow", "seed": 1, "seconds": 2.5}])
-    assert joined[1]["seconds"] == 2.5 and joined[0]["seconds"] != joined[0]["seconds"]  # NaN: no time recorded

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from components.data.rec_sequences import write_sequence_folder
-from components.io import load_json, load_table
+from components.io import load_json, load_table, load_tensors
 from paperflows.contract import StageContext
 from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
@@ -106,7 +106,7 @@ def test_users_folder_is_learned(project: Path) -> None:
         }
     )
     root = project / "out"
-    for name in ("prepare", "train", "evaluate"):
+    for name in ("prepare", "embed", "train", "evaluate"):
         run_stage(
             StageContext(
                 pipeline=PIPELINE,
@@ -121,6 +121,8 @@ def test_users_folder_is_learned(project: Path) -> None:
     data = load_json(root / "metrics" / "data.json")
     assert data["source"] == "data.path" and data["n_items"] == 9 and data["train_users"] == 30
     assert (root / "data" / "sequences" / "train_data.txt").read_text().splitlines()[0] == "1 2 3 4 5"
+    # item_embeddings 'auto' on the txt format (no item text): the items are learned, the frozen table is empty
+    assert load_tensors(root / "data" / "item_table.safetensors")["items"].numel() == 0
     rows = load_table(root / "tables" / "results.parquet")
     assert {r["method"] for r in rows} == {"preferdiff", "sasrec"}
     assert all(0 <= r["recall@5"] <= 1 and r["ndcg@5"] <= r["recall@5"] for r in rows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.pyramid_flow import report
-from pipelines.pyramid_flow.pipeline import summary_metrics
+from pipelines.pyramid_flow.evaluation import summary_metrics
 
 SEEDS = (0, 1, 2)
 FLOOR = {
