@@ -225,19 +225,32 @@ class MlflowTracker:
         self.client.set_tag(run_id, "mlflow.note.content", markdown[:5000])
 
     def register_model(
-        self, run_id: str, name: str, folder: Path, artifact_path: str, description: str, tags: dict[str, str]
+        self, run_id: str, name: str, folder: Path, role: str, description: str, tags: dict[str, str]
     ) -> str:
-        """Log ``folder`` (weights + config.json) under ``artifact_path`` and register it as a new version of
-        the registered model ``name``; returns the version."""
-        self.client.log_artifacts(run_id, str(folder), artifact_path=artifact_path)
+        """Log ``folder`` (weights + config.json) as an MLflow pyfunc model named ``role``, an output of the run
+        (:func:`paperflows.pyfunc.log_torch_pyfunc`: it rebuilds the torch module; signature and input example
+        when one can be made, else the tag ``paperflows.input_example`` says why), and register it as a new
+        version of the registered model ``name``; returns the version."""
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+        from paperflows.pyfunc import log_torch_pyfunc
+
+        logged = log_torch_pyfunc(self.client, self.experiment_id, run_id, role, folder, tags)
         try:
             self.client.create_registered_model(name, description=description)
         except Exception:  # noqa: BLE001 - it exists already (or was created concurrently)
             if self.client.get_registered_model(name) is None:
                 raise
-        version = self.client.create_model_version(
-            name, source=f"runs:/{run_id}/{artifact_path}", run_id=run_id, tags=tags, description=description
-        )
+        # the registry looks the LoggedModel up through the process-wide tracking URI: the tracker's, for the call
+        with _use_tracking_uri(self.settings.tracking_uri):
+            version = self.client.create_model_version(
+                name,
+                source=logged.model_uri,
+                run_id=run_id,
+                tags={**tags, **logged.tags},
+                description=description,
+                model_id=logged.model_id,
+            )
         self.prune_model_versions(name, self.settings.model_versions_kept)
         return str(version.version)
 
@@ -509,7 +522,9 @@ def log_outcome(
 ) -> list[str]:
     """Everything a reader of the parent run needs: the claims as metrics and tags, a description, the
     report and its tables (JSON, markdown and CSV, which MLflow previews), every figure of the run, and
-    each trained model registered as ``<slug>-<role>``. Returns the registered ``name/version``s."""
+    each trained model registered as ``<slug>-<role>``, an MLflow pyfunc model that rebuilds the torch module
+    (``mlflow.pyfunc.load_model("models:/<slug>-<role>/<version>")``, :mod:`paperflows.pyfunc`). Returns the
+    registered ``name/version``s."""
     import tempfile
 
     from components.io import safetensors_metadata, save_csv, save_json
@@ -571,7 +586,8 @@ def log_outcome(
                 continue
             name = f"{pipeline.slug}-{role}"
             with tempfile.TemporaryDirectory(prefix="paperflows-model-") as tmp:
-                folder = Path(tmp)
+                folder = Path(tmp) / role  # the model's artifacts/<role>/ folder
+                folder.mkdir()
                 described = {}
                 for f in files:
                     rel_name = f.relative_to(root / rel).as_posix() if (root / rel).is_dir() else f.name
@@ -593,7 +609,8 @@ def log_outcome(
                         "params": pipeline.stage_param_values(stage, params),
                         "rebuild": "each file's model.class built from its model.config, then "
                         "load_state_dict(safetensors.torch.load_file(file)); params are the stage's "
-                        f"parameters (pipelines/{pipeline.slug}/params.py)",
+                        f"parameters (pipelines/{pipeline.slug}/params.py); mlflow.pyfunc.load_model on the "
+                        "registered version does it (paperflows.pyfunc.TorchModule)",
                     },
                     folder / "config.json",
                 )
@@ -601,7 +618,7 @@ def log_outcome(
                     run_id,
                     name,
                     folder,
-                    f"models/{role}",
+                    role,
                     description=f"{pipeline.title}: {role} ({stage.name} stage of {pipeline.slug})",
                     tags={
                         "paperflows.slug": pipeline.slug,

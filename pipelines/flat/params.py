@@ -39,6 +39,9 @@ TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"
 PAPER_HP_GAP = {"ga": 2.73, "npo": 1.26, "flat_kl": 1.32}
 PAPER_MUSE_VERBMEM = {"graddiff": 4.9, "flat_kl": 0.0}
 PAPER_HP_GA_PPL, PAPER_HP_NPO_PPL = 1e71, 19.66
+# model.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id, printable, with a "/"
+# (a folder in the project root is written ./name); components.llm.resolve_lm_source decides which it is
+LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
 
 
 def _tofu_suffix(value: str | None) -> str | None:
@@ -124,6 +127,15 @@ class ModelParams(Section):
     lm: Literal["smollm2-135m", "tiny"] = Field(
         "smollm2-135m", description="The causal LM ('tiny': a random 2-layer Llama, for tests)."
     )
+    name_or_path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        pattern=LM_NAME_OR_PATH,
+        description="Your own causal LM instead of lm: a checkpoint folder (config.json, weights, tokenizer "
+        "files; absolute, ./relative to the project root or ~/...) or a Hugging Face model id (org/name) already "
+        "in the local cache; nothing is downloaded. Empty: lm.",
+    )
     precision: Literal["bf16", "fp32"] = Field(
         "bf16",
         description="Weights and activations of the frozen base model: bf16 as the official trainer "
@@ -144,6 +156,16 @@ class ModelParams(Section):
         min_length=1,
         description="Linear layers of each adapted decoder layer that get LoRA.",
     )
+
+    @field_validator("name_or_path", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def lm_used(self) -> str:
+        """The LM the stages load: ``name_or_path`` when given, else the packaged ``lm``."""
+        return self.name_or_path or self.lm
 
 
 class FinetuneParams(Section):
@@ -221,6 +243,18 @@ class FlatParams(PipelineParams):
         if len(set(self.unlearn.methods)) != len(self.unlearn.methods):
             raise ValueError(f"unlearn.methods repeat: {self.unlearn.methods}")
         return self
+
+    def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
+        """``model.name_or_path`` must name a causal-LM checkpoint folder or an id in the local Hugging Face cache
+        (`components.llm.lm_source_problem`, the rule `load_lm` applies), checked before any work."""
+        value = self.model.name_or_path
+        if value is None or (groups is not None and "model" not in groups):
+            return []
+        from components.llm import lm_source_problem
+        from paperflows.settings import find_root
+
+        problem = lm_source_problem(value, root=find_root())
+        return [f"model.name_or_path: {problem}"] if problem else []
 
     def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
         """The TOFU forget and retain files share no QA (the rule of stage ``benchmark``,

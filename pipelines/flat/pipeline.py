@@ -100,7 +100,7 @@ def benchmark(ctx: StageContext) -> None:
 def _setup(ctx: StageContext) -> tuple[Any, dict[str, Any], TofuEvaluator]:
     """The model session, the benchmark's QAs and the TOFU evaluator, primed on the base model."""
     qa = load_json(ctx.path(QA))
-    session, evaluator = open_session(ctx.params, qa, ctx.cache_dir)
+    session, evaluator = open_session(ctx.params, qa, ctx.cache_dir, ctx.project)
     return session, qa, evaluator
 
 

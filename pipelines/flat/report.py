@@ -44,6 +44,7 @@ from pipelines.flat.params import (
     PAPER_MUSE_VERBMEM,
     RETAIN_DATA_METHODS,
     FlatParams,
+    ModelParams,
 )
 from pipelines.flat.pipeline import (
     BENCH_METRICS,
@@ -117,6 +118,12 @@ GA_DESTROYS_UTILITY = ClaimSpec(
         boundary=DESTROYED_BELOW,
     ),
 )
+
+
+def lm_label(m: ModelParams) -> str:
+    """The base model in words, for the notes: the packaged one's name or the user's folder / Hugging Face id."""
+    packaged = {"smollm2-135m": "SmolLM2-135M-Instruct", "tiny": "the random test Llama ('tiny')"}
+    return packaged.get(m.lm_used, f"the user's model {m.lm_used} (model.name_or_path)")
 
 
 def collect_rows(
@@ -393,7 +400,8 @@ def build_report(params: FlatParams, rows: Rows, curves: Rows, bench: Mapping[st
         "every model, so model utility was 0 throughout). The evaluated world facts are other capitals.",
         f"CPU scale: {params.data.n_authors} authors x {len(params.data.attributes)} QAs, "
         f"LoRA r={params.model.lora_r} on "
-        f"the top {params.model.lora_layers} of SmolLM2's 30 layers (the frozen layers below run once per distinct "
+        f"the top {params.model.lora_layers} layers of {lm_label(params.model)} (the frozen layers below run once per "
+        "distinct "
         f"token row), base weights in {params.model.precision} with fp32 adapters (the official trainer runs bf16), "
         f"{params.finetune.steps} fine-tuning steps of {params.finetune.batch_size} QAs at lr "
         f"{params.finetune.lr:g}, {params.unlearn.steps} unlearning steps of {params.unlearn.batch_size} forget rows "

@@ -19,13 +19,13 @@ from pipelines.flat.params import FlatParams, ModelParams
 
 
 @functools.lru_cache(maxsize=1)
-def _session(lm_name: str, precision: str, cache_dir: Path | None, lora: tuple[Any, ...]) -> Any:
+def _session(lm_name: str, precision: str, cache_dir: Path | None, root: Path | None, lora: tuple[Any, ...]) -> Any:
     from components.llm import load_lm
     from components.unlearning.training import AdapterSession
 
     layers, r, alpha, targets = lora
     return AdapterSession(
-        load_lm(lm_name, cache_dir=cache_dir, seed=0, precision=precision),
+        load_lm(lm_name, cache_dir=cache_dir, seed=0, precision=precision, root=root),
         lora_layers=layers,
         r=r,
         alpha=alpha,
@@ -33,12 +33,14 @@ def _session(lm_name: str, precision: str, cache_dir: Path | None, lora: tuple[A
     )
 
 
-def open_session(p: FlatParams, qa: dict[str, Any], cache_dir: Path | None) -> tuple[Any, TofuEvaluator]:
+def open_session(
+    p: FlatParams, qa: dict[str, Any], cache_dir: Path | None, root: Path | None = None
+) -> tuple[Any, TofuEvaluator]:
     """The adapter session of ``p.model`` (one per process) and a TOFU evaluator of the benchmark ``qa`` on its
-    model, primed with the base model's answers."""
+    model, primed with the base model's answers. ``root``: where a relative ``model.name_or_path`` is taken from."""
     m = p.model
     lora = (m.lora_layers, m.lora_r, m.lora_alpha, tuple(m.target_modules))
-    session = _session(m.lm, m.precision, cache_dir, lora)
+    session = _session(m.lm_used, m.precision, cache_dir, root, lora)
     evaluator = TofuEvaluator(
         session.lm,
         qa["forget"],
@@ -60,7 +62,7 @@ def qa_pairs(session: Any, rows: list[dict[str, Any]], answers: list[str] | None
 def adapter_meta(m: ModelParams, role: str) -> dict[str, str]:
     """The metadata stored with an adapter's tensors: enough to rebuild the model they belong to."""
     return {
-        "base_model": m.lm,
+        "base_model": m.lm_used,
         "precision": m.precision,
         "role": role,
         "lora_layers": f"top {m.lora_layers}",

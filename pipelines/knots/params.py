@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from paperflows.params import AttentionSection, PipelineParams, Section, Seed
+from paperflows.params import AttentionSection, CheckedData, DataFile, PipelineParams, Section, Seed
 
 # the keys of components.data.images.IMAGE_DATASETS: each task is one dataset with its own label space
 TASKS = ("mnist", "fashion", "animal", "digits")
@@ -14,6 +15,25 @@ METHODS = ("ta", "ties", "dare_ties", "knots_ta", "knots_ties", "knots_dare_ties
 ENCODERS = ("tiny", "vit_s14")
 # per-task average normalised accuracy with CLIP ViT-B/32 r16 LoRAs, as quoted from the KnOTS table by Iso-C
 PAPER_VITB32 = {"ta": 63.7, "ties": 63.7, "dare_ties": 63.7, "knots_ties": 68.0, "knots_dare_ties": 63.9}
+
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+ADAPTERS_LAYOUT = tuple(f"{task}/{name}" for task in TASKS for name in ADAPTER_FILES)
+
+
+def check_adapters(path: Path) -> dict[str, tuple[float, tuple[str, ...]]]:
+    """Read every task subfolder of a folder of peft LoRA adapters (``<task>/adapter_config.json`` and
+    ``<task>/adapter_model.safetensors``, safetensors only); ``{task: (scale, adapted modules)}``."""
+    from components.models.peft_files import adapter_shapes  # the config and the header: no torch
+
+    found = sorted(task for task in TASKS if (path / task).is_dir())
+    if not found:
+        raise ValueError(f"no task subfolder (expected one of {', '.join(TASKS)}, each a peft LoRA adapter folder)")
+    summary = {}
+    for task in found:
+        _, scale, parts = adapter_shapes(path / task)
+        summary[task] = (scale, tuple(sorted(parts)))
+    return summary
 
 
 class DataParams(Section):
@@ -100,6 +120,24 @@ class LoraParams(Section):
     )
     lr: float = Field(5e-3, gt=0, le=1, description="LoRA learning rate.")
     batch_size: int = Field(64, ge=1, le=8192, description="Fine-tuning batch size.")
+    adapters_path: Annotated[
+        str | None,
+        DataFile(
+            check_adapters,
+            folder=True,
+            description="folder of peft LoRA adapters (one per task)",
+            layout=ADAPTERS_LAYOUT,
+        ),
+    ] = Field(
+        None,
+        description="Your own LoRAs instead of trained ones: a folder with one subfolder per task of data.tasks "
+        "(named as the task), each a peft LoRA adapter folder (adapter_config.json + adapter_model.safetensors) on "
+        "the pipeline's encoder (base.encoder; vit_s14 is the packaged ViT-S/14, tiny the encoder pretrained here; "
+        "a run's models/lora/<task>/peft/seed<s>/ folders qualify). The adapters replace LoRA training (r, alpha, "
+        "steps, blocks are then read from them or unused; one adapter serves every seed); each task's frozen head "
+        "is still the linear probe on base features, fit per seed, and tasks are evaluated on their own "
+        "val/test splits. All adapters must adapt the same modules with one alpha/r. Empty: train the LoRAs.",
+    )
 
 
 class MergeParams(Section):
@@ -133,6 +171,36 @@ class KnotsParams(PipelineParams):
     base: BaseParams = Field(default_factory=BaseParams, description="Pretrained encoder.")
     lora: LoraParams = Field(default_factory=LoraParams, description="Per-task LoRA fine-tuning.")
     merge: MergeParams = Field(default_factory=MergeParams, description="Merging and the validation search.")
+
+    def data_problems(self, files: dict[str, CheckedData]) -> list[str]:
+        """Every task of data.tasks has an adapter, they adapt the same modules with one scale, and each module
+        is a Linear of the encoder with the adapter's shapes."""
+        checked = files.get("lora.adapters_path")
+        if checked is None or checked.path is None:
+            return []
+        import torch
+
+        from components.models.peft_io import load_peft_adapter
+        from pipelines.knots.encoder import make_encoder
+
+        key, summary = "lora.adapters_path", checked.summary
+        missing = [task for task in self.data.tasks if task not in summary]
+        if missing:
+            return [f"{key}: {checked.path} has no adapter subfolder for task(s) {missing} of data.tasks"]
+        first = self.data.tasks[0]
+        for task in self.data.tasks[1:]:
+            if summary[task][1] != summary[first][1]:
+                return [f"{key}: {task}/ adapts {list(summary[task][1])}, {first}/ adapts {list(summary[first][1])}"]
+            if summary[task][0] != summary[first][0]:
+                return [f"{key}: {task}/ has scale alpha/r = {summary[task][0]}, {first}/ {summary[first][0]}"]
+        with torch.device("meta"):  # the encoder's module shapes without its weights
+            encoder = make_encoder(self)
+        for task in self.data.tasks:
+            try:
+                load_peft_adapter(checked.path / task, encoder)
+            except ValueError as err:
+                return [f"{key}: {err}"]
+        return []
 
     PAPER_SCALE = {
         "base.encoder": "vit_s14",

@@ -25,11 +25,12 @@ from components.io import load_json, load_tensors, save_json, save_model, save_t
 from components.merging import MergeConfig, alignment_diagnostics, knots_space, original_space
 from components.metrics.classification import mean_normalized_accuracy
 from components.models.lora import apply_deltas, group_factors_by_layer, load_factors, lora_factors, save_factors
+from components.models.peft_io import save_peft_adapter
 from components.models.pretrained_vit import ViTS14Config, load_vit_s14
 from components.training import TrainConfig, cross_entropy_loss, fit, random_batches, select_device
 from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
 from paperflows.rows import mean, values
-from pipelines.knots import ABOUT, plots
+from pipelines.knots import ABOUT, plots, tasks
 from pipelines.knots.params import KnotsParams
 from pipelines.knots.tasks import IMAGE_SIZE, compute_threads, make_encoder, merge_grid, task_accuracies, train_task
 
@@ -39,6 +40,7 @@ TASK_DATA = "data/tasks.safetensors"
 BASE_MODELS = "models/base/"
 LORAS = "models/lora/"
 SINGLE_FILE = "single_task.json"  # each finetune item's accuracies, beside its LoRA files
+PEFT_DIR = "peft"  # models/lora/<task>/peft/seed<s>/: each LoRA as a peft adapter folder
 SINGLE_TASK = "metrics/single_task.json"
 MERGE_METRICS = "metrics/merge.json"
 MERGE_GRID = "tables/merge_grid.parquet"
@@ -126,7 +128,7 @@ def _load_base(ctx: StageContext) -> nn.Module:
 # stage 3: one LoRA per task (§4.1), a fan-out stage: one item per task
 # --------------------------------------------------------------------------------------------------
 @stage(
-    params=("seeds", "data.tasks", "data.task_classes", "base", "lora"),
+    params=("seeds", "data.tasks", "data.task_classes", "base", "lora"),  # lora.adapters_path: read, not trained
     deps=(TASK_DATA, BASE_MODELS),
     outs=(LORAS,),
     fan_out="data.tasks",
@@ -138,17 +140,21 @@ def finetune(ctx: StageContext) -> None:
     p, task = ctx.params, ctx.item
     data, out, single = load_tensors(ctx.path(TASK_DATA)), ctx.item_dir(LORAS), {}
     device, base = select_device("auto"), _load_base(ctx)
+    adapter = tasks.user_adapter(ctx.data_path(p.lora.adapters_path) / task, base) if p.lora.adapters_path else None
     for seed in p.seeds:
         task_seed = derive_seed(seed, "task", task)  # from (seed, task) alone: a LoRA ignores the other tasks
         with compute_threads(device):
-            model, head, scores = train_task(
-                p, base, data, task, task_seed, device, ctx.progress, ctx.metric_callback(f"lora/{task}/seed{seed}")
-            )
+            if adapter is None:
+                model, head, scores = train_task(
+                    p, base, data, task, task_seed, device, ctx.progress, ctx.metric_callback(f"lora/{task}/seed{seed}")
+                )
+                factors = {name.removeprefix("encoder."): f for name, f in lora_factors(model.cpu()).items()}
+            else:  # the user's LoRA replaces training; the head is still this seed's probe
+                head, scores = tasks.adapted_task(p, base, data, task, task_seed, adapter, device)
+                factors = adapter
         single.update({f"seed{seed}/{split}": value for split, value in scores.items()})
-        save_factors(
-            {name.removeprefix("encoder."): f for name, f in lora_factors(model.cpu()).items()},
-            out / f"seed{seed}.safetensors",
-        )
+        save_factors(factors, out / f"seed{seed}.safetensors")
+        save_peft_adapter(factors, out / PEFT_DIR / f"seed{seed}", dropout=p.lora.dropout if adapter is None else 0.0)
         save_tensors({"weight": head.weight, "bias": head.bias}, out / f"seed{seed}_head.safetensors")
     save_json(single, out / SINGLE_FILE)
     ctx.log_metrics({f"lora/{task}/{key}_acc": value for key, value in single.items()})

@@ -12,6 +12,27 @@ from paperflows.params import AttentionSection, DataFile, PipelineParams, Sectio
 
 METHODS = ("mpp", "uniform", "compressed", "blind")
 LLM_NAMES = ("smollm2-135m", "tiny")
+# qa.name_or_path / debias.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id,
+# printable, with a "/" (a folder in the project root is written ./name); components.llm.resolve_lm_source decides
+LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
+
+
+def _name_or_path(what: str) -> Any:
+    return Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        pattern=LM_NAME_OR_PATH,
+        description=f"Your own causal LM {what}: a checkpoint folder (config.json, weights, tokenizer files; "
+        "absolute, ./relative to the project root or ~/...) or a Hugging Face model id (org/name) already in the "
+        "local cache; nothing is downloaded. Empty: llm.",
+    )
+
+
+def _blank_is_none(value: object) -> object:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 PAPER_MDA = 61.27  # MM-Ego on EgoMemoria (mean debiased accuracy, %)
 CHANCE = 25.0  # 4 options
 LABELS = {
@@ -101,6 +122,7 @@ class QAParams(Section):
         description="Share of questions whose answer equals the question's prior answer (language-biased).",
     )
     llm: Literal[LLM_NAMES] = Field("smollm2-135m", description="LLM of the llm engine.")  # type: ignore[valid-type]
+    name_or_path: str | None = _name_or_path("for the llm engine instead of llm (its tokenizer needs a chat template)")
     llm_clips: int = Field(16, ge=1, le=100_000, description="Clips prompted (evenly over the buckets).")
     llm_fallback: Literal["template", "drop"] = Field(
         "template",
@@ -114,6 +136,13 @@ class QAParams(Section):
         if len(set(value)) != len(value):
             raise ValueError(f"qtypes repeat: {value}")
         return value
+
+    _blank_path = field_validator("name_or_path", mode="before")(_blank_is_none)
+
+    @property
+    def llm_used(self) -> str:
+        """The LLM the llm engine loads: ``name_or_path`` when given, else ``llm``."""
+        return self.name_or_path or self.llm
 
 
 class BenchmarkParams(Section):
@@ -157,9 +186,17 @@ class DebiasParams(Section):
     llm: Literal["smollm2-135m", "tiny", "none"] = Field(
         "smollm2-135m", description="Blind LLM scoring the options by log-probability ('none': not used)."
     )
+    name_or_path: str | None = _name_or_path("as the blind LLM, instead of llm (also when llm is 'none')")
     use_blind_network: bool = Field(
         True, description="The blind network (train method 'blind') also defines the bias mask."
     )
+
+    _blank_path = field_validator("name_or_path", mode="before")(_blank_is_none)
+
+    @property
+    def llm_used(self) -> str | None:
+        """The blind LLM the evaluate stage loads: ``name_or_path`` when given, else ``llm`` (None: 'none')."""
+        return self.name_or_path or (None if self.llm == "none" else self.llm)
 
 
 class MmEgoParams(PipelineParams):
@@ -199,15 +236,32 @@ class MmEgoParams(PipelineParams):
 
     @model_validator(mode="after")
     def _blind_models(self) -> MmEgoParams:
-        if self.debias.llm == "none" and not (self.debias.use_blind_network and "blind" in self.train.methods):
+        if self.debias.llm_used is None and not (self.debias.use_blind_network and "blind" in self.train.methods):
             raise ValueError(
                 "debias: no blind model left; keep 'blind' in train.methods with "
-                "debias.use_blind_network, or set debias.llm"
+                "debias.use_blind_network, or set debias.llm or debias.name_or_path"
             )
         return self
 
     def mask_models(self) -> tuple[str, ...]:
         """The blind models whose correct answers define the bias mask."""
         return (("blind",) if self.debias.use_blind_network and "blind" in self.train.methods else ()) + (
-            ("llm",) if self.debias.llm != "none" else ()
+            ("llm",) if self.debias.llm_used is not None else ()
         )
+
+    def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
+        """``qa.name_or_path`` (with the llm engine) and ``debias.name_or_path`` must name a causal-LM checkpoint
+        folder or an id in the local Hugging Face cache (`components.llm.lm_source_problem`, the rule `load_lm`
+        applies), checked before any work."""
+        asked = [
+            ("qa", self.qa.name_or_path if self.qa.engine == "llm" else None, True),
+            ("debias", self.debias.name_or_path, False),
+        ]
+        asked = [(g, v, chat) for g, v, chat in asked if v is not None and (groups is None or g in groups)]
+        if not asked:
+            return []
+        from components.llm import lm_source_problem
+        from paperflows.settings import find_root
+
+        problems = [(g, lm_source_problem(v, root=find_root(), need_chat=chat)) for g, v, chat in asked]
+        return [f"{g}.name_or_path: {problem}" for g, problem in problems if problem]

@@ -69,7 +69,7 @@ REPORT = "report.json"
 def _llm(ctx: StageContext, name: str) -> Any:
     from components.llm import load_lm
 
-    return load_lm(name, cache_dir=ctx.cache_dir, seed=0)
+    return load_lm(name, cache_dir=ctx.cache_dir, seed=0, root=ctx.project)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def qa(ctx: StageContext) -> None:
     p = ctx.params
     stored = read_narrations(ctx.path(NARRATIONS), stored_pass(p)).videos
     clips = question_clips(stored, load_json(ctx.path(CLIPS))["clips"])
-    lm = _llm(ctx, p.qa.llm) if p.qa.engine == "llm" else None
+    lm = _llm(ctx, p.qa.llm_used) if p.qa.engine == "llm" else None
     try:
         records, stats = generate_questions(
             clips,
@@ -124,7 +124,7 @@ def qa(ctx: StageContext) -> None:
     except NoQuestionsError as err:
         raise StageInputError(f"mm_ego.qa: {err}") from None
     if "llm" in stats:
-        stats["llm"]["model"] = p.qa.llm
+        stats["llm"]["model"] = p.qa.llm_used
     warn_sampling(stats, p.qa)
     write_jsonl(records, ctx.path(QA))
     save_json(stats, ctx.path(QA_METRICS))
@@ -245,9 +245,9 @@ def evaluate(ctx: StageContext) -> None:
             if method == "mpp":  # the same answer pass fed the evidence frames: pointer vs answer errors
                 correct[("oracle", seed)] = predict_all(model, "oracle", data, frames)[0] == answer
     models: dict[str, np.ndarray] = {}
-    if p.debias.llm != "none":
+    if p.debias.llm_used is not None:
         choices, _ = blind_llm_choices(
-            _llm(ctx, p.debias.llm), [r["question"] for r in test], [r["options"] for r in test]
+            _llm(ctx, p.debias.llm_used), [r["question"] for r in test], [r["options"] for r in test]
         )
         models["llm"] = choices == answer
     rows, preds = [], []

@@ -421,7 +421,7 @@ def build_report(
     table = []
     for n in names:
         mda = values(rows, "mda", model=n)
-        row: dict[str, Any] = {"model": LABELS[n] if n != "llm" else f"{LABELS[n]}: {p.debias.llm}"}
+        row: dict[str, Any] = {"model": LABELS[n] if n != "llm" else f"{LABELS[n]}: {p.debias.llm_used}"}
         for b in BUCKETS:
             row[f"raw {b}"] = _avg(values(rows, f"raw_{b}", model=n))
             row[f"debiased {b}"] = _avg(values(rows, f"debiased_{b}", model=n))
@@ -460,6 +460,7 @@ def build_report(
         (
             f"De-biasing drops every question that a blind model ({', '.join(mask)}) answers correctly; the blind "
             "models that define the mask therefore score 0 debiased by construction (a check, not a claim)."
+            + (f" Blind LLM: {p.debias.llm_used}." if p.debias.llm_used is not None else "")
         ),
         (
             "Claim intervals: a percentile bootstrap over test questions x training seeds (both resampled; each "

@@ -29,10 +29,10 @@ Meal = dict[str, Any]
 
 
 @functools.lru_cache(maxsize=1)
-def _language_model(name: str, cache_dir: Path | None) -> Any:
+def _language_model(name: str, cache_dir: Path | None, root: Path | None) -> Any:
     from components.llm import load_lm
 
-    return load_lm(name, cache_dir=cache_dir, seed=0)
+    return load_lm(name, cache_dir=cache_dir, seed=0, root=root)
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,10 +65,16 @@ def baseline_answers(
 
 
 def llm_answers(
-    strategy: str, texts: list[str], foods: list[Food], e: EstimateParams, cache_dir: Path | None
+    strategy: str,
+    texts: list[str],
+    foods: list[Food],
+    e: EstimateParams,
+    cache_dir: Path | None,
+    root: Path | None = None,
 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Prompt the local LLM with ``strategy`` (base, CoT, or RAG with nutrition facts retrieved from the food
-    table) on the meal descriptions ``texts``; its parsed predictions and the answer records."""
+    table) on the meal descriptions ``texts``; its parsed predictions and the answer records. ``root``: where a
+    relative ``estimate.name_or_path`` is taken from."""
     facts = None
     if strategy == "rag":
         encoder = _sentence_encoder(e.encoder)
@@ -87,7 +93,7 @@ def llm_answers(
         stop_repeats=e.loop_tokens if reasoning else 0,
     )
     out = generate_answers(
-        _language_model(e.lm, cache_dir), build_chats(strategy, texts, facts, e.few_shot, e.prompt_set), cfg
+        _language_model(e.lm_used, cache_dir, root), build_chats(strategy, texts, facts, e.few_shot, e.prompt_set), cfg
     )
     return np.array([o["pred"] for o in out]), out
 

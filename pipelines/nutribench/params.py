@@ -14,6 +14,10 @@ from components.nutrition.nutribench_file import SUFFIXES, check_nutribench_file
 from components.nutrition.prompting import LLM_STRATEGIES, PROMPT_SETS
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
+# estimate.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id, printable, with a
+# "/" (a folder in the project root is written ./name); components.llm.resolve_lm_source decides which it is
+LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
+
 BASELINE_STRATEGIES = tuple(BASELINES)  # mean, ridge, lookup
 STRATEGIES = BASELINE_STRATEGIES + LLM_STRATEGIES  # + base, cot, rag
 SERVING_TYPES = ("natural", "metric")
@@ -73,6 +77,15 @@ class EstimateParams(Section):
     )
     lm: Literal["smollm2-135m", "tiny"] = Field(
         "smollm2-135m", description="Local LLM ('tiny': random weights, for tests)."
+    )
+    name_or_path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        pattern=LM_NAME_OR_PATH,
+        description="Your own chat LLM instead of lm: a checkpoint folder (config.json, weights, tokenizer files "
+        "with a chat template; absolute, ./relative to the project root or ~/...) or a Hugging Face model id "
+        "(org/name) already in the local cache; nothing is downloaded. Empty: lm.",
     )
     encoder: Literal["minilm", "tiny"] = Field("minilm", description="Sentence encoder of the RAG retrieval.")
     llm_meals: int | None = Field(
@@ -134,6 +147,16 @@ class EstimateParams(Section):
         if len(set(value)) != len(value):
             raise ValueError(f"strategies repeat: {value}")
         return value
+
+    @field_validator("name_or_path", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def lm_used(self) -> str:
+        """The LLM the stages load: ``name_or_path`` when given, else the packaged ``lm``."""
+        return self.name_or_path or self.lm
 
 
 class RiskParams(Section):
@@ -217,3 +240,15 @@ class NutribenchParams(PipelineParams):
         "NutriBench v2 (11,857 meals, 24 countries); official lm-eval task: greedy decoding, "
         "max_gen_toks 4096, every meal answered. The risk study simulates every answered meal."
     )
+
+    def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
+        """``estimate.name_or_path`` must name a chat causal-LM checkpoint folder or an id in the local Hugging Face
+        cache (`components.llm.lm_source_problem`, the rule `load_lm` applies), checked before any work."""
+        value = self.estimate.name_or_path
+        if value is None or (groups is not None and "estimate" not in groups):
+            return []
+        from components.llm import lm_source_problem
+        from paperflows.settings import find_root
+
+        problem = lm_source_problem(value, root=find_root(), need_chat=True)
+        return [f"estimate.name_or_path: {problem}"] if problem else []

@@ -115,7 +115,9 @@ def estimate(ctx: StageContext) -> None:
         preds, out = baseline_answers(strategy, foods, train, evaluated, e)
     else:
         evaluated = llm_subset(evaluated, e.llm_meals, p.seeds[0])
-        preds, out = llm_answers(strategy, [m["meal_description"] for m in evaluated], foods, e, ctx.cache_dir)
+        preds, out = llm_answers(
+            strategy, [m["meal_description"] for m in evaluated], foods, e, ctx.cache_dir, ctx.project
+        )
     ctx.log_metrics(
         {"estimate/seconds": time.perf_counter() - started, "estimate/cpu_seconds": time.process_time() - cpu_started}
     )

@@ -443,9 +443,10 @@ def notes(p: NutribenchParams, curation: dict[str, Any], estimation: dict[str, A
             f"{curation['carb_mean_g']:.1f} g, median {curation['carb_median_g']:.1f} g."
         ),
         (
-            f"LLM strategies ({p.estimate.lm}, greedy, chat template, {p.estimate.few_shot} worked examples) answer "
-            f"the same {', '.join(map(str, llm_n)) or '-'} eval meals; baselines answer all eval meals ('Acc@7.5 LLM "
-            f"meals': every strategy on the LLM meals). Worked examples: the '{p.estimate.prompt_set}' set. Budgets: "
+            f"LLM strategies ({p.estimate.lm_used}, greedy, chat template, {p.estimate.few_shot} worked examples) "
+            f"answer the same {', '.join(map(str, llm_n)) or '-'} eval meals; baselines answer all eval meals "
+            f"('Acc@7.5 LLM meals': every strategy on the LLM meals). Worked examples: the "
+            f"'{p.estimate.prompt_set}' set. Budgets: "
             f"base {p.estimate.max_new_tokens} tokens, CoT/RAG {p.estimate.cot_max_new_tokens} tokens ('truncated' = "
             f"share of answers the budget cut; 'looped' = share ended in a greedy loop, their last "
             f"{p.estimate.loop_tokens} tokens repeating an earlier run). An answer that states no number is "
@@ -500,7 +501,7 @@ def build_report(
     rows."""
     ran = set(p.estimate.strategies)
     if set(LLM_STRATEGIES) <= ran:
-        claims = prompting_claims(scores, p.estimate.lm)
+        claims = prompting_claims(scores, p.estimate.lm_used)
     else:
         missing = f"the LLM strategies {', '.join(LLM_STRATEGIES)} are not all in estimate.strategies"
         claims = [decide(RAG_COT_BASE_ACC, None, missing=missing), decide(RAG_COT_BASE_MAE, None, missing=missing)]

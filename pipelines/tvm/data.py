@@ -27,12 +27,15 @@ def problem_of(record: dict) -> Problem:
     return Problem(record["question"], int(record["start"]), tuple((op, int(x)) for op, x in record["ops"]))
 
 
-def lm_samples(d: DataParams, pol: PolicyParams, cache_dir: Path | None) -> tuple[list[dict], list[dict], dict]:
-    """SmolLM2's sampled solutions of the synthetic problems, split by question like a solutions file."""
+def lm_samples(
+    d: DataParams, pol: PolicyParams, cache_dir: Path | None, root: Path | None = None
+) -> tuple[list[dict], list[dict], dict]:
+    """The LM generator's (SmolLM2, or ``policy.name_or_path``, a relative folder taken from ``root``) sampled
+    solutions of the synthetic problems, split by question like a solutions file."""
     from components.llm import load_lm
 
     problems = make_problems(d.train_questions + d.test_questions, d.seed, d.numbers, 1, d.operand_max, d.cap)
-    lm = load_lm("smollm2-135m", cache_dir=cache_dir, seed=d.seed)
+    lm = load_lm(pol.lm_used, cache_dir=cache_dir, seed=d.seed, root=root)
     rows = lm_solutions(
         lm,
         problems,
@@ -43,7 +46,7 @@ def lm_samples(d: DataParams, pol: PolicyParams, cache_dir: Path | None) -> tupl
     )
     share = d.test_questions / (d.train_questions + d.test_questions)
     train, test, summary = split_file(rows, share, derive_seed(d.seed, "split"))
-    return train, test, {**summary, "source": "smollm2", "samples": d.samples}
+    return train, test, {**summary, "source": "smollm2", "samples": d.samples, "model": pol.lm_used}
 
 
 def label_rows(path: Path) -> tuple[list[list[int]], list[int], dict[str, list[np.ndarray]]]:

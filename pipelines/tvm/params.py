@@ -108,6 +108,11 @@ class DataParams(Section):
         return None if value is not None and not value.strip() else value
 
 
+# policy.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id, printable, with a
+# "/" (a folder in the project root is written ./name); components.llm.resolve_lm_source decides which it is
+LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
+
+
 class PolicyParams(Section):
     slip_carry: float = Field(
         0.25,
@@ -133,6 +138,32 @@ class PolicyParams(Section):
     max_new_tokens: int = Field(
         96, ge=8, le=1024, description="Longest solution the 'smollm2' generator writes, in tokens."
     )
+    name_or_path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        pattern=LM_NAME_OR_PATH,
+        description="Your own chat LLM for the 'smollm2' generator instead of SmolLM2: a checkpoint folder "
+        "(config.json, weights, tokenizer files with a chat template; absolute, ./relative to the project root or "
+        "~/...) or a Hugging Face model id (org/name) already in the local cache; nothing is downloaded. Needs "
+        "generator 'smollm2'. Empty: SmolLM2-135M-Instruct.",
+    )
+
+    @field_validator("name_or_path", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _model_needs_the_lm_generator(self) -> PolicyParams:
+        if self.name_or_path is not None and self.generator != "smollm2":
+            raise ValueError("name_or_path is the model of the LM generator: set generator 'smollm2' with it")
+        return self
+
+    @property
+    def lm_used(self) -> str:
+        """The LLM the 'smollm2' generator loads: ``name_or_path`` when given, else SmolLM2-135M-Instruct."""
+        return self.name_or_path or "smollm2-135m"
 
 
 class VerifierParams(Section):
@@ -244,3 +275,15 @@ class TvmParams(PipelineParams):
                 "drop it when data.solutions_path is set"
             )
         return self
+
+    def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
+        """``policy.name_or_path`` must name a chat causal-LM checkpoint folder or an id in the local Hugging Face
+        cache (`components.llm.lm_source_problem`, the rule `load_lm` applies), checked before any work."""
+        value = self.policy.name_or_path
+        if value is None or (groups is not None and "policy" not in groups):
+            return []
+        from components.llm import lm_source_problem
+        from paperflows.settings import find_root
+
+        problem = lm_source_problem(value, root=find_root(), need_chat=True)
+        return [f"policy.name_or_path: {problem}"] if problem else []

@@ -77,7 +77,7 @@ def sample(ctx: StageContext) -> None:
         rows = read_solutions(ctx.data_path(d.solutions_path))
         train, test, summary = split_file(rows, d.test_fraction, derive_seed(d.seed, "split"))
     elif ctx.params.policy.generator == "smollm2":
-        train, test, summary = lm_samples(d, ctx.params.policy, ctx.cache_dir)
+        train, test, summary = lm_samples(d, ctx.params.policy, ctx.cache_dir, ctx.project)
     else:
         policy = slip_policy(ctx.params)
         train, test, summary = sample_synthetic(

@@ -87,6 +87,11 @@ PREFIX_AUC_TVM_GT_ORM = ClaimSpec(
 )
 
 
+def _generator_label(lm: str) -> str:
+    """The LM generator in words: SmolLM2 by default, else the user's folder or Hugging Face id."""
+    return "SmolLM2-135M-Instruct" if lm == "smollm2-135m" else f"the user's model {lm} (policy.name_or_path)"
+
+
 def _question_cells(rows: Rows, **where: Any) -> dict[int, np.ndarray] | None:
     """``{seed: per-question correctness}`` of the matching rows; None when a row lacks the column."""
     cells = {}
@@ -310,7 +315,7 @@ def _source(data: Mapping[str, Any], p: TvmParams) -> tuple[str, dict[str, list[
     if data.get("source") == "smollm2":
         return (
             f"synthetic word problems with {p.data.numbers} amounts (operands 1-{p.data.operand_max}, amounts "
-            f"<= {p.data.cap}), solved by SmolLM2-135M-Instruct (one-shot prompt, temperature "
+            f"<= {p.data.cap}), solved by {_generator_label(p.policy.lm_used)} (one-shot prompt, temperature "
             f"{p.policy.temperature}, at most {p.policy.max_new_tokens} new tokens), N = {p.data.samples} samples "
             f"per question, split by question: {data['train_questions']} training and {data['test_questions']} "
             f"held-out questions; correct = the final answer equals the exact one; sampled accuracy "

@@ -10,6 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import mlflow
 import pytest
 import torch
 from mlflow import MlflowClient
@@ -218,7 +219,11 @@ def test_the_parent_run_tells_the_story(settings: Settings) -> None:
     # the trained model: a registered model <slug>-<role>, its version holds the weights and config.json
     [version] = client.search_model_versions("name = 'story-linear'")
     assert version.run_id == parent.info.run_id and data.tags["paperflows.models"] == "story-linear/1"
-    folder = Path(client.download_artifacts(parent.info.run_id, "models/linear", str(settings.root / "dl")))
+    # it is a pyfunc LoggedModel of the parent run (tests/platform/test_pyfunc_models.py loads and runs them)
+    logged = client.get_logged_model(version.source.removeprefix("models:/"))
+    assert logged.source_run_id == parent.info.run_id and logged.name == "linear"
+    location = f"{logged.artifact_location}/artifacts/linear"
+    folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=location, dst_path=str(settings.root / "dl")))
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "seed0.safetensors", "seed1.safetensors"]
     config = load_json(folder / "config.json")
     assert config["files"]["seed0.safetensors"]["model.config"] == {"width": 5}

@@ -49,6 +49,7 @@ SUFFIXES: dict[tuple[str, str], tuple[str, ...]] = {
     ("nutribench", "data.path"): (".csv", ".json", ".jsonl", ".parquet"),
     ("oc_flow", "data.qm9_path"): (".csv",),
     ("star", "data.path"): (".npz",),
+    ("preferdiff", "data.inter_path"): (".inter",),
     ("tvm", "data.solutions_path"): (".jsonl",),
 }
 
