@@ -12,6 +12,7 @@ Reading never unpickles: only ``adapter_model.safetensors`` is read, and a folde
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,7 +61,10 @@ def save_peft_adapter(
         inference_mode=True,
         base_model_name_or_path=base_model_name_or_path,
     )
-    config.save_pretrained(str(out))
+    # peft keeps target_modules as a set, so its own save_pretrained lists them in an order that changes from one
+    # process to the next: written here with sorted lists and keys, the folder is byte-identical across runs
+    fields = {k: sorted(v) if isinstance(v, set) else v for k, v in config.to_dict().items()}
+    (out / CONFIG_FILE).write_text(json.dumps(fields, indent=2, sort_keys=True, default=str) + "\n")
     tensors = {}
     for name in sorted(factors):
         tensors[peft_key(name, "A")] = factors[name].A.detach().cpu().contiguous()

@@ -235,8 +235,9 @@ class GrfMaskingParams(PipelineParams):
         "it takes about 1,500 steps x 5 seeds x 2 variants (about 8 more minutes on one core)."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
-        "cpu": "measured below (paperflows run grf_masking --force)",
-        "evidence": "measured below (paperflows run grf_masking --set scale=evidence)",
+        "cpu": "4.9 min in make main (two pipelines at a time on a busy 2-core machine, 2026-12-06)",
+        "evidence": "8.1 min with one torch thread on a busy 2-core machine (2026-12-06): the headline stays not "
+        "resolved at +2.2 pp [-1.5, 5.8] over 5 seeds; about 10 seeds would decide it at that spread (~16 min)",
         "paper": "GPU-sized (a 6-layer ViT on 50k MNIST images for 20k steps, 5 seeds); not run here",
     }
     PAPER_SOURCE: ClassVar[str] = (

@@ -240,7 +240,9 @@ class NsotParams(PipelineParams):
         "betas (secondary claims) are left to `--set`."
     )
     SCALE_COST = {
-        "cpu": "115 s on 2 cores (make main, two pipelines at a time)",
+        "cpu": "3.3 min in make main (two pipelines at a time on a busy 2-core machine, 2026-12-06)",
+        "evidence": "26 min with one torch thread on a 2-core machine busy with a test suite beside it (2026-12-06); "
+        "not yet timed alone against the 15-minute budget. Headline holds: 1-NNA-EMD +26.4 pp [19.3, 33.5], n = 6",
         "paper": "GPU-sized (about 4 days on 4 A100s per the reviewers); not run here",
     }
 

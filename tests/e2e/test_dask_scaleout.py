@@ -335,25 +335,21 @@ def test_a_gpu_slot_of_one_serialises_the_training_items(
 # --------------------------------------------------------------------------------------------------
 # settings and the pieces that make an item portable (no stack needed)
 # --------------------------------------------------------------------------------------------------
-def test_dask_without_a_prefect_server_is_refused_before_work(tmp_path: Path) -> None:
-    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
-    env = _clean_env(
-        PAPERFLOWS_ROOT=str(tmp_path),
-        PAPERFLOWS_TASK_RUNNER="dask",
-        PREFECT_HOME=str(tmp_path / "prefect-home"),
-        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/m.db",
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "paperflows", "run", "knots"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode != 0
-    assert "PAPERFLOWS_TASK_RUNNER=dask needs a Prefect server: set PREFECT_API_URL" in result.stderr
-    assert not any((tmp_path / name).exists() for name in ("runs", "outputs", "m.db", "mlruns"))
+def test_dask_without_a_prefect_server_is_refused_before_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dask workers are other processes that report to the Prefect API: a flow started with no server to report to
+    is refused before anything is written. (`paperflows run` starts a local server for each command and gives its
+    children its URL, so this guards a flow called some other way, e.g. from Python.)"""
+    import dataclasses
+
+    from paperflows import flows
+    from paperflows.settings import SettingsError, load_settings
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PAPERFLOWS_ROOT", str(tmp_path))
+    settings = dataclasses.replace(load_settings(), task_runner="dask")
+    with pytest.raises(SettingsError, match="PAPERFLOWS_TASK_RUNNER=dask needs a Prefect server: set PREFECT_API_URL"):
+        flows.make_task_runner(settings)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

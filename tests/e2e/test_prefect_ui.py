@@ -208,9 +208,12 @@ def test_custom_run_from_the_ui_is_tracked_in_mlflow(tmp_path: Path) -> None:
                     failed = wait_flow_run(api_url, refused["id"], timeout=300)
                     assert failed["state"]["type"] == "FAILED", failed["state"]
                     assert failed["state"]["message"] == "nsot.model: n_heads (3) must divide d_model (8)"
-                    logs = wait_for(
-                        lambda: [e["message"] for e in _run_logs(api_url, refused["id"])] or None, 30, "its logs"
-                    )
+
+                    def refusal_logged() -> list[str] | None:  # the worker's own lines come first
+                        logs = [e["message"] for e in _run_logs(api_url, refused["id"])]
+                        return logs if any("parameters refused" in m for m in logs) else None
+
+                    logs = wait_for(refusal_logged, 30, "the refusal in its logs")
                     assert any(m.startswith("nsot: parameters refused: nsot.model: n_heads (3)") for m in logs), logs
                     assert not any("Traceback" in m for m in logs), logs
                     page.goto(f"{ui}/runs/flow-run/{refused['id']}", wait_until="networkidle")

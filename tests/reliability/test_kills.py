@@ -100,11 +100,17 @@ def prefect_states(root: Path) -> dict[str, list[str]]:
     return found
 
 
+# what a run writes beside its results and DVC does not track: the run record (its times, its Prefect and MLflow
+# runs), measured seconds and the rendered report
+UNTRACKED = ("run.json", "report.md", "timings/")
+
+
 def tree_hashes(folder: Path) -> dict[str, str]:
+    """The hash of every file under ``folder`` that DVC tracks (the run record and timings left out)."""
     return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        rel: hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and not (rel := str(p.relative_to(folder))).startswith(UNTRACKED)
     }
 
 

@@ -134,14 +134,12 @@ def test_users_embeddings_are_aligned(project: Path) -> None:
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, CsaParams.model_validate(TINY), project, expect_weights=False)
-    assert [c["id"] for c in report["claims"]] == [
-        "csa_beats_contrastive_zero_shot",
-        "csa_beats_contrastive_mislabel_auc",
-        "rho_weighting_beats_cosine_zero_shot",
-        "rho_weighting_beats_cosine_mislabel_auc",
-        "csa_beats_asif_mislabel_auc_n40",
-        "csa_beats_asif_mislabel_auc_n100",
-    ]
+    ids = [c["id"] for c in report["claims"]]
+    # the headline first; then per probe size the same comparison, the mislabel AUC, rho weighting and ASIF
+    assert ids[0] == "csa_beats_contrastive_zero_shot" and [c["headline"] for c in report["claims"]].count(True) == 1
+    assert {"rho_weighting_beats_cosine_zero_shot", "rho_weighting_beats_cosine_mislabel_auc"} <= set(ids)
+    assert any(i.startswith("csa_beats_asif_mislabel_auc_n") for i in ids)
+    assert any(i.startswith("csa_beats_contrastive_mislabel_auc") for i in ids)
     assert all(c["n"] == 3 for c in report["claims"]) and report["claims"][0]["headline"]
     assert report["checks"][0]["passed"]
     assert len(report["rows"]) == 4 and "zero-shot N=40" in report["columns"]

@@ -29,11 +29,11 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
     assert len(report["extra_tables"]["SO(3): rotation flow guided toward R*"]) == len(SO3_METHODS)
     assert len(report["extra_tables"]["QM9: descriptor flow guided toward a target alpha"]) == len(QM9_METHODS)
     claims = {c["id"]: c for c in report["claims"]}
-    assert "target_reward_above_flowgrad" in claims and "classifier_gamma_brings_closer" in claims
+    assert "target_closer_than_dflow_at_matched_reward" in claims and "classifier_gamma_brings_closer" in claims
     assert "qm9_mae_below_dflow" in claims and "qm9_mae_below_flowgrad" in claims
-    assert [c["id"] for c in report["claims"] if c["headline"]] == ["target_closer_than_flowgrad"]
+    assert [c["id"] for c in report["claims"] if c["headline"]] == ["target_closer_than_flowgrad_at_matched_reward"]
     # one seed: no interval over seeds, so no paired claim can be decided
-    assert claims["target_closer_than_flowgrad"]["verdict"] == "not resolved"
+    assert claims["target_closer_than_flowgrad_at_matched_reward"]["verdict"] == "not resolved"
     checks = {c["id"]: c for c in report["checks"]}
     # the official update (the default) is not FlowGrad at gamma = 0; reaching D-Flow's reward is built in
     assert set(checks) == {
