@@ -116,7 +116,9 @@ def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
     assert "up to date" in _run(["dvc", "status", "--with-deps", "knots"], repo).stdout
     skipped_children = _run([sys.executable, "-c", SKIPPED_CHILDREN, str(repo)], repo).stdout.split()
     assert sorted(skipped_children) == ["finetune", "merge", "prepare", "pretrain"], skipped_children
-    report_code.write_text(original_report)
+    report_code.write_text(original_report)  # the edit undone: the report stage is stale again, and only it
+    again = _run([sys.executable, "-m", "paperflows", "run", "knots", "--no-progress"], repo)
+    assert "knots: 1 of 5 stages to run (knots)" in again.stdout, again.stdout
 
     # editing a component used by one stage only: that stage (and what follows) is out of date, not the others
     component = repo / "components" / "merging" / "knots.py"
