@@ -87,7 +87,11 @@ CLI = [
 
 SET = [
     Case("26 unknown top-level key", knots("foo=1"), "knots.foo: unknown parameter"),
-    Case("27 nested unknown key", knots("lora.rank=8"), "knots.lora.rank: unknown parameter; known keys here: alpha"),
+    Case(
+        "27 nested unknown key",
+        knots("lora.rank=8"),
+        "knots.lora.rank: unknown parameter; known keys here: adapters_path, alpha",
+    ),
     Case(
         "28 key below a leaf", knots("lora.r.x=1"), "knots.lora.r.x: unknown parameter; known keys here: (no sub-keys)"
     ),
