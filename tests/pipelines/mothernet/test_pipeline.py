@@ -96,7 +96,8 @@ def test_flow_smoke_with_a_users_csv(prefect_harness: None, project: Path, run_f
     assert headline["headline"] and "not measured" not in headline["reason"]  # the GD-trained MLP ran
     assert {LABELS["mlp"], LABELS["logreg"], LABELS["gbm"]} <= set(report["columns"])
     checks = {c["id"]: c["passed"] for c in report["checks"]}
-    assert "child_far_above_untrained" in checks and "child_inference_10x_faster" not in checks  # a timed check
+    # the timed check comes from timings/report.json (the fixture appends it), never from the tracked report
+    assert "child_far_above_untrained" in checks and "child_inference_10x_faster" in checks
     # the child's invariants hold at any training budget (the two by-construction facts need a trained network)
     assert all(
         checks[k] for k in ("child_saved_as_plain_mlp", "proba_rows_sum_to_one", "child_invariant_to_row_order")
