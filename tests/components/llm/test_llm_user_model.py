@@ -7,30 +7,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from components.llm import LM_NAMES, lm_source_problem, load_lm, resolve_lm_source
-from components.llm._tiny import build_tiny_tokenizer
+from components.llm._tiny import build_tiny_model, build_tiny_tokenizer
 
 
 def write_tiny_checkpoint(folder: Path, *, seed: int = 0) -> Path:
-    """A random 1-layer Llama with the packaged tiny model's byte tokenizer, saved as a transformers checkpoint."""
+    """The packaged tiny model (a random Llama with its byte tokenizer), saved as a transformers checkpoint."""
     tokenizer = build_tiny_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        initializer_range=0.2,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    build_tiny_model(len(tokenizer), seed).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -53,7 +38,7 @@ def fake_hub_cache(cache: Path, repo_id: str, checkpoint: Path) -> Path:
 def test_a_checkpoint_folder_loads_generates_and_scores(checkpoint: Path) -> None:
     lm = load_lm(str(checkpoint), seed=0, log=lambda _: None)
     assert lm.name == str(checkpoint.resolve()) and not lm.model.training
-    assert lm.model.config.num_hidden_layers == 1 and lm.model.dtype == torch.float32
+    assert lm.model.config.num_hidden_layers == 2 and lm.model.dtype == torch.float32
     prompt = lm.chat([{"role": "user", "content": "Hi"}])
     texts = lm.generate([prompt, "abc"], max_new_tokens=4)
     assert len(texts) == 2 and all(isinstance(t, str) for t in texts)
