@@ -457,6 +457,7 @@ def _execute(
             )
             tracker.log_params(parent, flatten(dumped))
         record = run_record(pipeline.slug, entry, params, parent, settings)
+        before = _last_full_run(root / "run.json", record.get("params_digest"))
         save_json(record, root / "run.json")
         ran = False
         startup = _since_command_start()
@@ -485,10 +486,16 @@ def _execute(
                 freshness.invalidate()
         report = read_report(root / REPORT_FILE)
         ok = True
-        save_json(
-            {**record, "seconds": round(time.perf_counter() - started, 1), "finished": datetime.now(UTC).isoformat()},
-            root / "run.json",
-        )
+        wall = round(time.perf_counter() - started, 1)
+        skipped = [r["stage"] for r in stages if r.get("skipped")]
+        finished = {"finished": datetime.now(UTC).isoformat(), "seconds_this_run": wall}
+        if not skipped:
+            finished["seconds"] = wall
+        else:  # a partial run: the cost of the results stays the last full run's, when it is known
+            finished["stages_skipped"] = skipped
+            if before is not None:
+                finished["seconds"] = before
+        save_json({**record, **finished}, root / "run.json")
     except BaseException as err:
         killed = not isinstance(err, Exception)  # a signal, not a failure of the work
         raise
@@ -528,6 +535,19 @@ def params_digest(params: PipelineParams) -> str:
     """A short digest of the resolved parameters: two runs with the same digest ran the same values."""
     text = json.dumps(params.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _last_full_run(path: Path, digest: object) -> float | None:
+    """The wall time of the last run that ran every stage, from the run record at ``path`` of the same parameters
+    (None when there is none, it is unreadable, or its parameters differ): the cost a partial rerun keeps."""
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    seconds = previous.get("seconds") if isinstance(previous, dict) else None
+    if previous.get("params_digest") != digest or not isinstance(seconds, (int, float)):
+        return None
+    return float(seconds)
 
 
 def run_record(

@@ -447,7 +447,7 @@ def record_rows(runs: list[CompleteRun]) -> list[dict[str, Any]]:
                     "verdict": claim["verdict"],
                     "effect [95% CI]": row["effect [95% CI]"],
                     "n": claim.get("n"),
-                    "wall time": _duration(float(run.run["seconds"])),
+                    "wall time": _duration(float(run.run["seconds"])) if "seconds" in run.run else "partial rerun",
                     "commit": short,
                     "params": str(run.run.get("params_digest", "")),
                 }

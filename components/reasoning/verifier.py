@@ -50,6 +50,9 @@ class Verifier:
         seed: seed of the tiny model's weights, of the LoRA initialisation and of the value head.
         cache_dir: where the SmolLM2 fp32 cache lives (see `components.llm.load_lm`); unused by "tiny".
         lora_r, lora_layers: LoRA rank and the number of top decoder layers adapted ("smollm2" only).
+        name_or_path: with backbone "smollm2", the user's own causal LM in its place (a checkpoint folder or a
+            cached Hugging Face id, loaded offline by `components.llm.load_lm`), adapted the same way.
+        root: where a relative ``name_or_path`` is taken from.
     """
 
     def __init__(
@@ -60,10 +63,14 @@ class Verifier:
         cache_dir: Path | None = None,
         lora_r: int = 8,
         lora_layers: int = 2,
+        name_or_path: str | None = None,
+        root: Path | None = None,
     ) -> None:
         if backbone not in BACKBONES:
             raise ValueError(f"unknown verifier backbone {backbone!r}; expected one of {sorted(BACKBONES)}")
-        lm = load_lm(BACKBONES[backbone], cache_dir=cache_dir, seed=seed, log=lambda _: None)
+        if name_or_path is not None and backbone == "tiny":
+            raise ValueError("name_or_path replaces the pretrained backbone: use it with backbone 'smollm2'")
+        lm = load_lm(name_or_path or BACKBONES[backbone], cache_dir=cache_dir, seed=seed, log=lambda _: None, root=root)
         self.lora = backbone != "tiny"
         if self.lora:
             total = int(lm.model.config.num_hidden_layers)

@@ -216,9 +216,15 @@ def build_report(
         ),
         f"Grids searched on validation: lambda {p.merge.lambdas}, top-K % {p.merge.top_ks}; "
         + boundary_note(rows, p.merge.lambdas),
-        f"Scale: this run uses r = {p.lora.r} LoRAs with {p.lora.steps} steps per task; the CPU default (small ViT) "
-        "is a reduction: `scale: paper` switches to the ViT-S/14 at 112 px with r = 16 LoRAs and 2000 steps per "
-        "task and a 15 x 10 lambda / top-K grid, a GPU-sized run (22 M parameters; hours per seed on 2 CPU cores).",
+        (
+            f"Adapters: the user's peft folders under {p.lora.adapters_path} (one per task, read as they are; the "
+            "lora.* training settings were not used), merged on the encoder above."
+            if p.lora.adapters_path
+            else f"Scale: this run uses r = {p.lora.r} LoRAs with {p.lora.steps} steps per task."
+        ),
+        "The CPU default (small ViT) is a reduction: `scale: paper` switches to the ViT-S/14 at 112 px with r = 16 "
+        "LoRAs and 2000 steps per task and a 15 x 10 lambda / top-K grid, a GPU-sized run (22 M parameters; hours "
+        "per seed on 2 CPU cores).",
         "Paper column: per-task average normalised accuracy with CLIP ViT-B/32 r16 LoRAs on 8 vision datasets "
         "(as quoted by Iso-C); not comparable in absolute value with this CPU-scale setting.",
     ]
@@ -238,7 +244,17 @@ def build_report(
 # stage 5: the paper-shaped table and the claims
 # --------------------------------------------------------------------------------------------------
 @stage(
-    params=("seeds", "data", "merge", "base.encoder", "base.d_model", "base.n_layers", "lora.r", "lora.steps"),
+    params=(
+        "seeds",
+        "data",
+        "merge",
+        "base.encoder",
+        "base.d_model",
+        "base.n_layers",
+        "lora.r",
+        "lora.steps",
+        "lora.adapters_path",
+    ),
     deps=(MERGE_TEST, MERGE_METRICS, SINGLE_TASK),
     outs=("report.json",),
     timings=REPORT_TIMINGS,

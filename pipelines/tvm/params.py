@@ -184,6 +184,16 @@ class VerifierParams(Section):
         "scratch) or 'smollm2' (SmolLM2-135M-Instruct with LoRA on its top layers and the value "
         "head; slower by about two orders of magnitude on a CPU).",
     )
+    name_or_path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        pattern=LM_NAME_OR_PATH,
+        description="Your own causal LM as the verifier's backbone instead of SmolLM2 (LoRA on its top layers and "
+        "the value head train, as for 'smollm2'): a checkpoint folder (absolute, ./relative to the project root or "
+        "~/...) or a Hugging Face model id (org/name) already in the local cache; nothing is downloaded. Needs "
+        "backbone 'smollm2'. Empty: SmolLM2-135M-Instruct.",
+    )
     lora_r: int = Field(8, ge=1, le=256, description="LoRA rank of the 'smollm2' backbone.")
     lora_layers: int = Field(2, ge=1, le=30, description="Top decoder layers of 'smollm2' that carry LoRA adapters.")
     steps: int = Field(150, ge=1, le=1_000_000, description="Training steps per verifier and seed.")
@@ -197,6 +207,17 @@ class VerifierParams(Section):
         if len(set(value)) != len(value):
             raise ValueError(f"kinds repeat: {value}")
         return value
+
+    @field_validator("name_or_path", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _model_needs_a_pretrained_backbone(self) -> VerifierParams:
+        if self.name_or_path is not None and self.backbone != "smollm2":
+            raise ValueError("name_or_path replaces the pretrained backbone: set backbone 'smollm2' with it")
+        return self
 
 
 class SearchParams(Section):
@@ -229,14 +250,18 @@ class TvmParams(PipelineParams):
     @model_validator(mode="before")
     @classmethod
     def _champ_kinds(cls, raw: Any) -> Any:
-        """With solutions that carry no step labels (data.source 'champ', policy.generator 'smollm2') and
-        verifier.kinds at its default (all three), the kinds without 'prm'."""
+        """With solutions that carry no step labels (data.source 'champ', policy.generator 'smollm2', a user's
+        data.solutions_path) and verifier.kinds at its default (all three), the kinds without 'prm': the run
+        goes on with ORM and TVM and the report says why PRM is missing."""
         if not isinstance(raw, dict):
             return raw
         data, verifier, policy = raw.get("data"), raw.get("verifier"), raw.get("policy")
         source = data.get("source") if isinstance(data, dict) else getattr(data, "source", None)
+        solutions = data.get("solutions_path") if isinstance(data, dict) else getattr(data, "solutions_path", None)
+        from_file = isinstance(solutions, str) and bool(solutions.strip())
         generator = policy.get("generator") if isinstance(policy, dict) else getattr(policy, "generator", None)
-        if (source != "champ" and generator != "smollm2") or not (verifier is None or isinstance(verifier, dict)):
+        unlabelled = source == "champ" or generator == "smollm2" or from_file
+        if not unlabelled or not (verifier is None or isinstance(verifier, dict)):
             return raw
         if list((verifier or {}).get("kinds", KINDS)) == list(KINDS):
             raw = {**raw, "verifier": {**(verifier or {}), "kinds": [k for k in KINDS if k != "prm"]}}
@@ -272,18 +297,24 @@ class TvmParams(PipelineParams):
         if self.data.solutions_path and "prm" in self.verifier.kinds:
             raise ValueError(
                 "verifier.kinds: 'prm' needs step labels, which a solutions file does not carry; "
-                "drop it when data.solutions_path is set"
+                "drop it when data.solutions_path is set (the default list drops it by itself)"
             )
         return self
 
     def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
         """``policy.name_or_path`` must name a chat causal-LM checkpoint folder or an id in the local Hugging Face
         cache (`components.llm.lm_source_problem`, the rule `load_lm` applies), checked before any work."""
-        value = self.policy.name_or_path
-        if value is None or (groups is not None and "policy" not in groups):
-            return []
         from components.llm import lm_source_problem
         from paperflows.settings import find_root
 
-        problem = lm_source_problem(value, root=find_root(), need_chat=True)
-        return [f"policy.name_or_path: {problem}"] if problem else []
+        problems = []
+        for group, value, chat in (
+            ("policy", self.policy.name_or_path, True),
+            ("verifier", self.verifier.name_or_path, False),
+        ):
+            if value is None or (groups is not None and group not in groups):
+                continue
+            problem = lm_source_problem(value, root=find_root(), need_chat=chat)
+            if problem:
+                problems.append(f"{group}.name_or_path: {problem}")
+        return problems

@@ -51,7 +51,15 @@ REPORT = "report.json"
 
 def _make_verifier(ctx: StageContext, seed: int) -> Verifier:
     v = ctx.params.verifier
-    return Verifier(v.backbone, seed, cache_dir=ctx.cache_dir, lora_r=v.lora_r, lora_layers=v.lora_layers)
+    return Verifier(
+        v.backbone,
+        seed,
+        cache_dir=ctx.cache_dir,
+        lora_r=v.lora_r,
+        lora_layers=v.lora_layers,
+        name_or_path=v.name_or_path,
+        root=ctx.project,
+    )
 
 
 def _encode(verifier: Verifier, records: list[dict], with_question: bool):
@@ -92,7 +100,7 @@ def sample(ctx: StageContext) -> None:
 # §3.2 token labels: ORM (outcome), PRM (step correctness), TVM (prefix-shared expected outcome, Eq. 3)
 # --------------------------------------------------------------------------------------------------
 @stage(
-    params=("verifier.kinds", "verifier.with_question", "verifier.backbone"),
+    params=("verifier.kinds", "verifier.with_question", "verifier.backbone", "verifier.name_or_path"),
     deps=(TRAIN,),
     outs=(LABELS,),
     metrics=(LABEL_METRICS,),
@@ -101,7 +109,8 @@ def sample(ctx: StageContext) -> None:
 def labels(ctx: StageContext) -> None:
     """Every training token's label under each label type; how far each is from the exact value V*."""
     records = load_jsonl(ctx.path(TRAIN))
-    tokenizer_only = Verifier(ctx.params.verifier.backbone, 0, cache_dir=ctx.cache_dir)  # the rows depend on it alone
+    v = ctx.params.verifier  # the rows depend on the backbone's tokenizer alone
+    tokenizer_only = Verifier(v.backbone, 0, cache_dir=ctx.cache_dir, name_or_path=v.name_or_path, root=ctx.project)
     enc = _encode(tokenizer_only, records, ctx.params.verifier.with_question)
     outcomes = [float(r["correct"]) for r in records]
     made = {
@@ -176,7 +185,7 @@ def train(ctx: StageContext) -> None:
                 "kind": kind,
                 "seed": str(seed),
                 "model.class": "components.llm.value_head:ValueHeadModel",
-                "backbone": v.backbone,
+                "backbone": v.name_or_path or v.backbone,
             },
         )
         curves[f"s{seed}"] = {"final_loss": result.final_loss}  # wall time: MLflow only

@@ -110,9 +110,13 @@ def test_dvc_repro_and_prefect_agree_and_stay_apart(tmp_path: Path) -> None:
     # the report stage; the fresh stages end Cached in Prefect and as skipped MLflow children
     report_code = repo / "pipelines" / "knots" / "report.py"
     original_report = report_code.read_text()
+    full = json.loads((repo / "outputs" / "knots" / "run.json").read_text())
     report_code.write_text(original_report + "\n# a note edit\n")
     partial = _run([sys.executable, "-m", "paperflows", "run", "knots", "--no-progress"], repo)
     assert "knots: 1 of 5 stages to run (knots)" in partial.stdout, partial.stdout
+    record = json.loads((repo / "outputs" / "knots" / "run.json").read_text())  # the cost stays the full run's
+    assert record["seconds"] == full["seconds"] and record["seconds_this_run"] < full["seconds"], (record, full)
+    assert record["stages_skipped"] == ["prepare", "pretrain", "finetune", "merge"], record
     assert "up to date" in _run(["dvc", "status", "--with-deps", "knots"], repo).stdout
     skipped_children = _run([sys.executable, "-c", SKIPPED_CHILDREN, str(repo)], repo).stdout.split()
     assert sorted(skipped_children) == ["finetune", "merge", "prepare", "pretrain"], skipped_children

@@ -104,3 +104,27 @@ def test_big_numbers_deep_lines_and_line_separators(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     read = read_solutions(path)
     assert read[0].question == "two\u2028lines" and read[1].answer == "100000000000000000000"
+
+
+def test_a_users_checkpoint_is_the_verifier_backbone_with_lora(tmp_path: Path) -> None:
+    from paperflows.params import ParamsError, validate
+    from pipelines.tvm.params import TvmParams
+    from tests.components.llm.test_llm_user_model import write_tiny_checkpoint
+
+    folder = write_tiny_checkpoint(tmp_path / "my-lm")
+    verifier = Verifier("smollm2", 0, name_or_path="./my-lm", root=tmp_path, lora_r=2, lora_layers=1)
+    trained = {k for k in verifier.state() if not k.startswith("head.")}
+    assert trained and all("lora_" in k for k in trained)  # the user's weights stay frozen, only adapters save
+    enc = verifier.encode([("1+1", "2\n")], with_question=True)
+    assert enc.ids[0][0] == verifier.bos and len(enc.line_ends[0]) == 1
+    with pytest.raises(ValueError, match="backbone 'smollm2'"):
+        Verifier("tiny", 0, name_or_path=str(folder))
+
+    chosen = validate(TvmParams, {"verifier": {"backbone": "smollm2", "name_or_path": "./my-lm"}}, "tvm")
+    assert chosen.verifier.name_or_path == "./my-lm"
+    with pytest.raises(ParamsError, match=r"tvm\.verifier.*set backbone 'smollm2'"):
+        validate(TvmParams, {"verifier": {"name_or_path": "./my-lm"}}, "tvm")  # the tiny default has no LoRA
+    missing = validate(TvmParams, {"verifier": {"backbone": "smollm2", "name_or_path": "org/not-cached"}}, "tvm")
+    (problem,) = missing.environment_problems()
+    assert problem.startswith("verifier.name_or_path: ") and "not in the local Hugging Face cache" in problem
+    assert missing.environment_problems(("data",)) == []

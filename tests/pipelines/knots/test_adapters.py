@@ -63,7 +63,10 @@ def test_user_adapters_replace_training_and_are_merged(project: Path) -> None:
     params = _params(adapters_path="mine")
     checked = check_data_files(params, project, "knots")["lora.adapters_path"]
     assert checked.path == project / "mine" and set(checked.summary) == set(TASKS)
-    _run(params, project, ("finetune", "merge"))
+    _run(params, project, ("finetune", "merge", "report"))
+    notes = load_json(root / "report.json")["notes"]
+    assert any("peft folders under mine" in n for n in notes), notes  # the report says whose adapters it merged
+    assert not any(n.startswith("Scale: this run uses") for n in notes), notes
     for task in TASKS:
         user = load_peft_adapter(project / "mine" / task)
         assert {f.scale for f in user.values()} == {2.0} and len(user) == 2 * 2  # q/v of 2 blocks

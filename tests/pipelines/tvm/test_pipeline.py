@@ -36,7 +36,7 @@ TINY: dict[str, Any] = {
         ({"verifier": {"kinds": ["orm", "orm"]}}, "kinds repeat"),
         ({"verifier": {"kinds": ["rm"]}}, "tvm.verifier.kinds"),
         ({"data": {"operand_max": 50, "cap": 20}}, "cap"),
-        ({"data": {"solutions_path": "s.jsonl"}}, "'prm' needs step labels"),
+        ({"data": {"solutions_path": "s.jsonl"}, "verifier": {"kinds": ["prm", "tvm"]}}, "'prm' needs step labels"),
         ({"policy": {"slip_carry": 1.5}}, "tvm.policy.slip_carry"),
         (
             {"data": {"source": "champ", "solutions_path": "s.jsonl"}, "verifier": {"kinds": ["orm", "tvm"]}},
@@ -112,9 +112,10 @@ def test_users_solutions_train_and_rerank(project: Path) -> None:
         {
             "seeds": [0],
             "data": {"solutions_path": "mine.jsonl", "test_fraction": 0.34},
-            "verifier": {"kinds": ["orm", "tvm"], "steps": 2, "batch_size": 8},
+            "verifier": {"steps": 2, "batch_size": 8},  # the default kinds: PRM dropped, no step labels in a file
         }
     )
+    assert params.verifier.kinds == ["orm", "tvm"]
     root = project / "out"
     for name in ("sample", "labels", "train", "search", "report"):
         run_stage(
