@@ -198,6 +198,8 @@ def pin_environment(settings: Settings | None = None, prefect: bool = True) -> S
         "DO_NOT_TRACK": "1",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
         "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "false",
+        # logging a pyfunc model reads its artifacts back: no tqdm bar per model in the run's log lines
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "GIT_PYTHON_REFRESH": "quiet",

@@ -376,3 +376,12 @@ def test_ui_starts_both_uis_prints_their_urls_and_stops_cleanly(project: Path) -
             proc.kill()
         for member in alive(tree(proc)):
             member.kill()
+
+
+def test_the_environment_turns_off_mlflows_artifact_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logging a pyfunc model reads its artifacts back; with MLflow's bar on, a run's log shows one bar per model."""
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
+    pin_environment()
+    from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
+
+    assert MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.get() is False
