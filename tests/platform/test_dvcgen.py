@@ -60,6 +60,11 @@ def test_params_yaml_holds_the_validated_defaults_of_every_pipeline() -> None:
         assert pipeline.params_model.PAPER_SCALE and pipeline.params_model.PAPER_SOURCE
         paper = pipeline.params_model.model_validate({"scale": "paper"})
         assert paper != loaded
+        model = pipeline.params_model
+        if model.EVIDENCE_SCALE:  # a preset states why it decides and what it cost when it was run
+            evidence = model.model_validate({"scale": "evidence"})
+            assert evidence != loaded and model.EVIDENCE_SOURCE, pipeline.slug
+            assert {"cpu", "evidence"} <= set(model.SCALE_COST), f"{pipeline.slug}: SCALE_COST lacks a measured cost"
 
 
 def test_every_param_field_has_a_description() -> None:

@@ -103,7 +103,7 @@ def test_paper_preset_reaches_32k_tokens() -> None:
 
 def test_evidence_preset_trains_the_two_compared_variants_to_1500_steps() -> None:
     evidence = GrfMaskingParams(scale="evidence")
-    assert evidence.train.variants == ["linear", "grf_mask"] and len(evidence.seeds) == 5
+    assert evidence.train.variants == ["linear", "grf_mask"] and len(evidence.seeds) == 12
     assert evidence.clouds.steps == 1500 and evidence.clouds.n_train == 200
 
 
