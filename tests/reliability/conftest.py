@@ -31,6 +31,9 @@ VARIABLES = (
     "PAPERFLOWS_GPU_LIMIT",
     "PAPERFLOWS_HELD_LOCKS",
     "PAPERFLOWS_RUN_CHILD",
+    "PAPERFLOWS_JUDGE_BASE_URL",  # decapbench's chat judge: a case that wants one sets it
+    "PAPERFLOWS_JUDGE_MODEL",
+    "PAPERFLOWS_JUDGE_API_KEY",
 )
 
 

@@ -3,12 +3,15 @@ refused with exit 2 (or the documented code), a message naming what was wrong, n
 written; every valid input in the table gets through to the work.
 
 Each row is one case of the reliability review's corpus (its number in ``case``), rerun here in-process
-against a throwaway copy of the project (see ``conftest.py``).
+against a throwaway copy of the project (see ``conftest.py``); the rows of ``PAPERS`` are the per-paper refusals
+(named after the paper and what is wrong), their files written into the project by the row's ``prepare``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +33,10 @@ class Case:
     code: int = EX_USAGE
     env: dict[str, str] = field(default_factory=dict)
     params_yaml: Callable[[str], str] | None = None  # an edit of the project's params.yaml
+    prepare: Callable[[Path], None] | None = None  # writes the case's files into the project (its root given)
+    also: tuple[str, ...] = ()  # further fragments the output must hold
+    hides: str = ""  # a piece of the file that no message may echo
+    absent: tuple[str, ...] = ()  # paths (relative to the project) that must not exist afterwards
 
     def __str__(self) -> str:
         return self.case
@@ -660,7 +667,591 @@ REVIEW = [
     ),
 ]
 
-BAD = CLI + SET + ENV + PARAMS_YAML + DATA + STAGE_ORDER + REVIEW
+# the per-paper refusals (formerly a subprocess each in tests/pipelines/<slug>/): a malformed or missing file of a
+# paper's own format, or a parameter rule, refused before any work. ``prepare`` writes the file into the project.
+AC_SECRET = "Oc1ccc(cc1)C(=O"  # an unreadable SMILES no message may echo
+DC_SECRET = "a sentence from a private caption file"
+FLAT_SECRET = "the unpublished memoir of Aunt Mildred"
+NB_SECRET = "Aunt Mildred's unpublished casserole"
+
+
+def _lines(rows: list) -> str:
+    """One JSON value per line (a str row is written as it is)."""
+    return "\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n"
+
+
+def write_text(name: str, text: str) -> Callable[[Path], None]:
+    def prepare(root: Path) -> None:
+        (root / name).write_text(text)
+
+    return prepare
+
+
+def activity_cliff_csv(edit: Callable[[list[str]], list[str]]) -> Callable[[Path], None]:
+    """bad.csv: 8 molecules of CHEMBL2047_EC50 in MoleculeACE's columns, edited."""
+
+    def prepare(root: Path) -> None:
+        from tests.pipelines.activity_cliff.test_pipeline import _subset
+
+        rows = _subset(root / "good.csv", 8).read_text().splitlines()
+        (root / "good.csv").unlink()
+        (root / "bad.csv").write_text("\n".join(edit(rows)) + "\n")
+
+    return prepare
+
+
+BC_DEMOS = [{"episode": e, "state": [10, 5], "action": 0, "style": e} for e in range(3)]
+
+
+def bc_pmi_npz(root: Path) -> None:
+    numpy.savez(root / "bad.npz", action=numpy.zeros(3, numpy.int64))
+
+
+def bc_pmi_parquet(change: Callable[[dict[str, list]], object]) -> Callable[[Path], None]:
+    """bad.parquet: two reacher trajectories of two steps, changed (every other malformation of such a file:
+    tests/components/imitation/test_trajectories.py)."""
+
+    def prepare(root: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns: dict[str, list] = {
+            "traj_id": [0, 0, 1, 1],
+            "t": [0, 1, 0, 1],
+            "style": [0, 0, 1, 1],
+            **{f"obs_{i}": [0.1] * 4 for i in range(10)},
+            "action_0": [0.0] * 4,
+            "action_1": [0.0] * 4,
+        }
+        change(columns)
+        pq.write_table(pa.table(columns), root / "bad.parquet")
+
+    return prepare
+
+
+def csa_embeddings(**change: numpy.ndarray) -> Callable[[Path], None]:
+    def prepare(root: Path) -> None:
+        from tests.pipelines.csa.test_pipeline import _embeddings
+
+        _embeddings(root / "mine", **change)
+
+    return prepare
+
+
+def decapbench_files(rows: Callable[[dict, dict], tuple[list, list]]) -> Callable[[Path], None]:
+    """oracle.jsonl and candidates.jsonl: ``rows(oracle row, candidate row)``."""
+
+    def prepare(root: Path) -> None:
+        from tests.pipelines.decapbench.test_pipeline import CANDIDATE, ORACLE
+
+        oracle, candidates = rows(ORACLE, CANDIDATE)
+        (root / "oracle.jsonl").write_text(_lines(oracle))
+        (root / "candidates.jsonl").write_text(_lines(candidates))
+
+    return prepare
+
+
+def flat_files(forget: Callable[[dict], list[dict]]) -> Callable[[Path], None]:
+    """forget10_perturbed.json: ``forget(a good TOFU row)``; retain_perturbed.json: the good row."""
+
+    def prepare(root: Path) -> None:
+        from tests.pipelines.flat.test_pipeline import GOOD_FORGET
+
+        (root / "forget10_perturbed.json").write_text(_lines(forget(GOOD_FORGET)))
+        (root / "retain_perturbed.json").write_text(json.dumps(GOOD_FORGET) + "\n")
+
+    return prepare
+
+
+def mnist_truncated_labels(root: Path) -> None:
+    """mnist/: the four IDX files, t10k-labels cut one byte short."""
+    from tests.components.data.test_mnist_idx import mnist_folder, write_idx
+
+    folder = mnist_folder(root / "mnist")
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", numpy.zeros(2, numpy.uint8), cut=1)
+
+
+def hrf_pickle(root: Path) -> None:
+    """mnist.pkl.gz: a gzipped pickle whose unpickling creates the folder ``unpickled``."""
+    from tests.components.data.test_mnist_idx import Payload
+
+    (root / "mnist.pkl.gz").write_bytes(gzip.compress(pickle.dumps(Payload(root / "unpickled"))))
+
+
+def heartlang_short_val_labels(root: Path) -> None:
+    from tests.pipelines.heartlang.test_pipeline import _ptbxl
+
+    _ptbxl(root / "ptb", val_labels=numpy.zeros((5, 3)))
+
+
+def knots_adapters(damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    """mine/: peft adapters of tasks animal and digits, damaged."""
+
+    def prepare(root: Path) -> None:
+        from pipelines.knots.params import KnotsParams
+        from pipelines.knots.tasks import make_encoder
+        from tests.pipelines.knots.test_adapters import write_adapters
+
+        write_adapters(root / "mine", make_encoder(KnotsParams()))
+        damage(root / "mine")
+
+    return prepare
+
+
+def _knots_without_config(folder: Path) -> None:
+    (folder / "digits" / "adapter_config.json").unlink()
+
+
+def _knots_wrong_shape(folder: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "animal" / "adapter_model.safetensors"
+    tensors = load_file(path)
+    tensors["base_model.model.blocks.1.attn.v_proj.lora_A.weight"] = torch.zeros(2, 31)
+    save_file(tensors, str(path))
+
+
+EGO_GOOD = {"timestamp_sec": 1.0, "narration_text": "#C C opens the box"}
+
+
+def mtsam_depth_of_two_channels(root: Path) -> None:
+    from tests.components.data.test_nyuv2 import write_nyuv2
+
+    folder = write_nyuv2(root / "nyu")
+    numpy.save(folder / "val" / "depth" / "1.npy", numpy.ones((6, 8, 2), numpy.float32))
+
+
+def nsot_pickled_cloud(root: Path) -> None:
+    """pc15k/: one synset of good clouds and one pickled object array among them."""
+    data, rng = root / "pc15k", numpy.random.default_rng(0)
+    for split in ("train", "test"):
+        (data / "02691156" / split).mkdir(parents=True)
+        for k in range(2):
+            numpy.save(data / "02691156" / split / f"shape_{k}.npy", rng.normal(size=(40, 3)).astype(numpy.float32))
+    bad = numpy.array([{"points": [1, 2, 3]}], dtype=object)
+    numpy.save(data / "02691156" / "train" / "shape_bad.npy", bad, allow_pickle=True)
+
+
+def preferdiff_test_file(text: str) -> Callable[[Path], None]:
+    """seqs/: the three sequence files, test_data.txt replaced by ``text``."""
+
+    def prepare(root: Path) -> None:
+        from components.data.rec_sequences import write_sequence_folder
+
+        write_sequence_folder({"train": [[1, 2, 3]], "valid": [[2, 3]], "test": [[3, 1]]}, root / "seqs")
+        (root / "seqs" / "test_data.txt").write_text(text)
+
+    return prepare
+
+
+def star_archive(**change: numpy.ndarray) -> Callable[[Path], None]:
+    def prepare(root: Path) -> None:
+        from tests.pipelines.star.test_pipeline import _stream_arrays
+
+        numpy.savez(root / "mine.npz", **_stream_arrays(**change))
+
+    return prepare
+
+
+def tvm_solutions(line: str) -> Callable[[Path], None]:
+    """mine.jsonl: two good solutions, then ``line``."""
+
+    def prepare(root: Path) -> None:
+        from tests.pipelines.tvm.test_pipeline import _solutions
+
+        (root / "mine.jsonl").write_text(_lines([*_solutions()[:2], line]))
+
+    return prepare
+
+
+AC_RUN = run("activity_cliff", "data.csv_path=bad.csv")
+AC_SAYS = ("activity_cliff.data.csv_path", "MoleculeACE-format CSV")
+DC_RUN = run("decapbench", "data.oracle_path=oracle.jsonl", "data.candidates_path=candidates.jsonl")
+FLAT_RUN = run("flat", "data.tofu_path=forget10_perturbed.json", "data.tofu_retain_path=retain_perturbed.json")
+FLAT_SAYS = ("flat.data.tofu_path", "TOFU forget file", "forget10_perturbed.json")
+NB_SAYS = ("nutribench.data.path", "NutriBench file")
+STAR_SAYS = ("star.data.path", "continual-stream .npz archive", "mine.npz")
+TVM_RUN = run("tvm", "data.solutions_path=mine.jsonl", "verifier.kinds=[orm,tvm]")
+
+
+def mothernet_csv(target: str) -> list[str]:
+    return run("mothernet", "data.csv_path=mine.csv", f"data.csv_target={target}")
+
+
+def knots_adapters_run(tasks: str) -> list[str]:
+    return run("knots", "lora.adapters_path=mine", f"data.tasks={tasks}")
+
+
+PAPERS = [
+    Case(
+        "activity_cliff unreadable SMILES",
+        AC_RUN,
+        "row 3 (line 4): column 'smiles': RDKit cannot read this SMILES",
+        prepare=activity_cliff_csv(lambda rows: rows[:3] + [f"{AC_SECRET},100.0,-2.0,0,train"] + rows[4:]),
+        also=AC_SAYS,
+        hides=AC_SECRET,
+    ),
+    Case(
+        "activity_cliff CSV without cliff_mol",
+        AC_RUN,
+        "missing column(s) ['cliff_mol']",
+        prepare=activity_cliff_csv(
+            lambda rows: (
+                [rows[0].replace("cliff_mol,", "")]
+                + [r.rsplit(",", 2)[0] + "," + r.rsplit(",", 1)[1] for r in rows[1:]]
+            )
+        ),
+        also=AC_SAYS,
+        hides=AC_SECRET,
+    ),
+    Case(
+        "activity_cliff y not -log10 of exp_mean",
+        AC_RUN,
+        "row 2 (line 3): column 'y' is 7 but -log10(exp_mean [nM]) is -2",
+        prepare=activity_cliff_csv(lambda rows: rows[:2] + [rows[2].split(",")[0] + ",100.0,7.0,0,train"] + rows[3:]),
+        also=AC_SAYS,
+        hides=AC_SECRET,
+    ),
+    Case(
+        "bc_pmi demos action out of range",
+        run("bc_pmi", "data.demos_path=bad.jsonl"),
+        "line 4: field 'action': expected an int in 0..4",
+        prepare=write_text("bad.jsonl", _lines([*BC_DEMOS, {"episode": 3, "state": [10, 5], "action": 9, "style": 0}])),
+        also=("bc_pmi.data.demos_path", "bad.jsonl"),
+    ),
+    Case(
+        "bc_pmi demos state off the grid",
+        run("bc_pmi", "data.demos_path=bad.jsonl"),
+        "line 4: field 'state'",
+        prepare=write_text("bad.jsonl", _lines([*BC_DEMOS, {"episode": 3, "state": [12, 5], "action": 0, "style": 0}])),
+        also=("bc_pmi.data.demos_path", "bad.jsonl"),
+    ),
+    Case(
+        "bc_pmi demos without an episode of style 2",
+        run("bc_pmi", "data.demos_path=bad.jsonl"),
+        "field 'style': no episode of style 2",
+        prepare=write_text("bad.jsonl", _lines(BC_DEMOS[:2])),
+        also=("bc_pmi.data.demos_path", "bad.jsonl"),
+    ),
+    Case(
+        "bc_pmi demos npz without state",
+        run("bc_pmi", "data.demos_path=bad.npz"),
+        "field 'state' is missing",
+        prepare=bc_pmi_npz,
+        also=("bc_pmi.data.demos_path", "bad.npz"),
+    ),
+    Case(
+        "bc_pmi trajectories without obs_9",
+        run("bc_pmi", "data.env=reacher", "data.path=bad.parquet"),
+        "column 'obs_9' is missing",
+        prepare=bc_pmi_parquet(lambda c: c.pop("obs_9")),
+        also=("bc_pmi.data.path", "bad.parquet"),
+    ),
+    Case(
+        "bc_pmi trajectories style outside the styles",
+        run("bc_pmi", "data.env=reacher", "data.path=bad.parquet"),
+        "column 'style' row 2: 2 outside [0, 1]",
+        prepare=bc_pmi_parquet(lambda c: c.update(style=[0, 0, 2, 2])),
+        also=("bc_pmi.data.path", "bad.parquet"),
+    ),
+    Case(
+        "csa text rows fewer than image rows",
+        run("csa", "data.embeddings_path=mine"),
+        "row counts differ (image.npy 120, text.npy 119",
+        prepare=csa_embeddings(text=numpy.zeros((119, 6), numpy.float32)),
+        also=("csa.data.embeddings_path",),
+    ),
+    Case(
+        "csa labels of two columns",
+        run("csa", "data.embeddings_path=mine"),
+        "labels.npy: shape must be [N]",
+        prepare=csa_embeddings(labels=numpy.zeros((120, 2), numpy.int64)),
+        also=("csa.data.embeddings_path",),
+    ),
+    Case(
+        "decapbench oracle line not JSON",
+        DC_RUN,
+        "line 2 is not a JSON object",
+        prepare=decapbench_files(lambda oracle, candidate: ([oracle, "{broken"], [candidate])),
+        also=("decapbench.data.oracle_path",),
+        hides=DC_SECRET,
+    ),
+    Case(
+        "decapbench oracle_facts a text",
+        DC_RUN,
+        "line 1 field 'oracle_facts' holds a text of 15 characters; expected a non-empty list",
+        prepare=decapbench_files(
+            lambda oracle, candidate: ([{**oracle, "oracle_facts": "There is a cat."}], [candidate])
+        ),
+        also=("decapbench.data.oracle_path",),
+        hides=DC_SECRET,
+    ),
+    Case(
+        "decapbench candidate without oracle_caption",
+        DC_RUN,
+        "line 2 has no field 'oracle_caption'",
+        prepare=decapbench_files(
+            lambda oracle, candidate: (
+                [oracle],
+                [candidate, {"image_path": "aar_test_04746.jpg", "caption": DC_SECRET}],
+            )
+        ),
+        also=("decapbench.data.candidates_path",),
+        hides=DC_SECRET,
+    ),
+    Case(
+        "decapbench real files without a judge endpoint",
+        DC_RUN,
+        "PAPERFLOWS_JUDGE_BASE_URL and PAPERFLOWS_JUDGE_MODEL",
+        prepare=decapbench_files(lambda oracle, candidate: ([oracle], [candidate])),
+    ),
+    Case(
+        "flat forget row without perturbed_answer",
+        FLAT_RUN,
+        "row 2 has no field 'perturbed_answer'",
+        prepare=flat_files(lambda good: [good, {"question": "Q?", "answer": FLAT_SECRET, "paraphrased_answer": "P."}]),
+        also=FLAT_SAYS,
+        hides=FLAT_SECRET,
+    ),
+    Case(
+        "flat forget question not a string",
+        FLAT_RUN,
+        "row 1 field 'question' is 7, not a non-empty string",
+        prepare=flat_files(lambda good: [{**good, "question": 7}]),
+        also=FLAT_SAYS,
+        hides=FLAT_SECRET,
+    ),
+    Case(
+        "flat forget perturbed_answer a text",
+        FLAT_RUN,
+        f"row 1 field 'perturbed_answer' is a text of {len(FLAT_SECRET)} characters",
+        prepare=flat_files(lambda good: [{**good, "perturbed_answer": FLAT_SECRET}]),
+        also=FLAT_SAYS,
+        hides=FLAT_SECRET,
+    ),
+    Case(
+        "flat name_or_path neither a folder nor a cached id (--show)",
+        ["run", "flat", "--show", "--set", "model.name_or_path=./checkpoints/nothing-here"],
+        "nothing is downloaded",
+        also=("model.name_or_path",),
+        absent=("runs", ".paperflows/flat"),
+    ),
+    Case(
+        "grf_masking truncated IDX labels",
+        run("grf_masking", "data.mnist_path=mnist"),
+        "t10k-labels-idx1-ubyte.gz: truncated IDX data",
+        prepare=mnist_truncated_labels,
+        also=("grf_masking.data.mnist_path",),
+    ),
+    Case(
+        "heartlang PTB-XL val labels fewer than recordings",
+        run("heartlang", "data.path=ptb"),
+        "val_labels.npy",
+        prepare=heartlang_short_val_labels,
+        also=("heartlang.data.path",),
+    ),
+    Case(
+        "hrf pickle as mnist_path",
+        run("hrf", "data.mnist_path=mnist.pkl.gz"),
+        "folder with the four MNIST IDX files",
+        prepare=hrf_pickle,
+        also=("hrf.data.mnist_path",),
+        absent=("unpickled",),  # never unpickled
+    ),
+    Case(
+        "hrf truncated IDX labels",
+        run("hrf", "data.mnist_path=mnist"),
+        "t10k-labels-idx1-ubyte.gz: truncated IDX data",
+        prepare=mnist_truncated_labels,
+        also=("hrf.data.mnist_path",),
+    ),
+    Case(
+        "knots adapter folder without adapter_config.json",
+        knots_adapters_run("[animal,digits]"),
+        "digits/adapter_config.json: missing",
+        prepare=knots_adapters(_knots_without_config),
+        also=("knots.lora.adapters_path",),
+    ),
+    Case(
+        "knots adapter of the wrong shape",
+        knots_adapters_run("[animal,digits]"),
+        "target 'blocks.1.attn.v_proj' has A (2, 31)",
+        prepare=knots_adapters(_knots_wrong_shape),
+        also=("knots.lora.adapters_path",),
+    ),
+    Case(
+        "knots adapters missing a task",
+        knots_adapters_run("[animal,digits,mnist]"),
+        "no adapter subfolder for task(s) ['mnist']",
+        prepare=knots_adapters(lambda folder: None),
+        also=("knots.lora.adapters_path",),
+    ),
+    Case(
+        "mm_ego narration file cut short",
+        run("mm_ego", "data.narrations_path=ego4d.json"),
+        "not valid JSON",
+        prepare=write_text("ego4d.json", '{"v1": {"narration_pass_1": {"narrations": ['),
+        also=("mm_ego.data.narrations_path",),
+        hides="#C C opens",
+    ),
+    Case(
+        "mm_ego narration without timestamp_sec",
+        run("mm_ego", "data.narrations_path=ego4d.json"),
+        "video v1.narration_pass_1.narrations[1]: missing 'timestamp_sec'",
+        prepare=write_text(
+            "ego4d.json",
+            json.dumps(
+                {"v1": {"narration_pass_1": {"narrations": [EGO_GOOD, {"narration_text": "#C C opens the box"}]}}}
+            ),
+        ),
+        also=("mm_ego.data.narrations_path",),
+        hides="#C C opens",
+    ),
+    Case(
+        "mothernet CSV without the target column",
+        mothernet_csv("target"),
+        "line 1: no 'target' column",
+        prepare=write_text("mine.csv", "a,b\n1,2\n"),
+        also=("mothernet.data.csv_path", "mine.csv"),
+    ),
+    Case(
+        "mothernet CSV with a word for a number",
+        mothernet_csv("target"),
+        "row 4 (line 5): column 'x1' is not a number",
+        prepare=write_text("mine.csv", "x1,target\n1,a\n2,b\n3,a\nseven,b\n"),
+        also=("mothernet.data.csv_path", "mine.csv"),
+    ),
+    Case(
+        "mothernet CSV without the csv_target column",
+        mothernet_csv("label"),
+        "line 1: no 'label' column",
+        prepare=write_text("mine.csv", "x1,kind\n1,a\n2,b\n"),
+        also=("mothernet.data.csv_path", "mine.csv"),
+    ),
+    Case(
+        "mothernet CSV of more classes than max_classes",
+        mothernet_csv("kind"),
+        "11 classes",
+        prepare=write_text("mine.csv", "kind,x1\n" + "".join(f"c{i % 11},{i}\n" for i in range(44))),
+        also=("mothernet.data.csv_path", "mine.csv"),
+    ),
+    Case(
+        "mtsam NYUv2 depth of two channels",
+        run("mtsam", "data.nyuv2_path=nyu"),
+        "val/depth/1.npy: depth must be [H, W, 1]",
+        prepare=mtsam_depth_of_two_channels,
+        also=("mtsam.data.nyuv2_path",),
+    ),
+    Case(
+        "nsot PC15k cloud pickled as an object array",
+        run("nsot", "data.pc15k_root=pc15k"),
+        "allow_pickle=False",
+        prepare=nsot_pickled_cloud,
+        also=("nsot.data.pc15k_root", "shape_bad.npy"),
+    ),
+    Case(
+        "nutribench ragged CSV",
+        nutribench("bad.csv"),
+        "not a readable CSV file",
+        prepare=write_text("bad.csv", f"meal_description,carb\n{NB_SECRET},12\nrice,4,5,6\n"),
+        also=NB_SAYS,
+        hides=NB_SECRET,
+    ),
+    Case(
+        "nutribench CSV without its columns",
+        nutribench("bad.csv"),
+        "missing required column(s) ['meal_description', 'carb']",
+        prepare=write_text("bad.csv", f"{NB_SECRET},12\nrice,4\n"),
+        also=NB_SAYS,
+        hides=NB_SECRET,
+    ),
+    Case(
+        "nutribench carb a word",
+        nutribench("bad.csv"),
+        "column 'carb' row 2 holds a text of 4 characters, not a number",
+        prepare=write_text("bad.csv", f"meal_description,carb\n{NB_SECRET},12\nrice,many\n"),
+        also=NB_SAYS,
+        hides=NB_SECRET,
+    ),
+    Case(
+        "oc_flow QM9 CSV without HOMO_LUMO_gap_au",
+        run("oc_flow", "data.qm9_path=qm9.csv"),
+        "HOMO_LUMO_gap_au",
+        prepare=write_text("qm9.csv", "Stoichiometry,XYZ_Ang,Polarizability_bohr3\n"),
+    ),
+    Case(
+        "preferdiff sequence with a word for an item",
+        run("preferdiff", "data.path=seqs"),
+        "line 2: field 2 is not a positive integer",
+        prepare=preferdiff_test_file("1 2 3\n4 five 6\n"),
+        also=("preferdiff.data.path", "test_data.txt"),
+    ),
+    Case(
+        "preferdiff sequence holding the padding id 0",
+        run("preferdiff", "data.path=seqs"),
+        "line 2: field 1: item id 0 is the padding",
+        prepare=preferdiff_test_file("1 2 3\n0 4\n"),
+        also=("preferdiff.data.path", "test_data.txt"),
+    ),
+    Case(
+        "preferdiff sequence of one item",
+        run("preferdiff", "data.path=seqs"),
+        "line 1: 1 item id",
+        prepare=preferdiff_test_file("7\n"),
+        also=("preferdiff.data.path", "test_data.txt"),
+    ),
+    Case("preferdiff folder missing", run("preferdiff", "data.path=absent"), "preferdiff.data.path: no folder at"),
+    Case(
+        "pyramid_flow n_heads not dividing d_model",
+        run("pyramid_flow", "model.n_heads=5"),
+        "pyramid_flow.model",
+        also=("d_model",),
+    ),
+    Case(
+        "star float images",
+        run("star", "data.path=mine.npz"),
+        "x_train: expected uint8 images",
+        prepare=star_archive(x_train=numpy.zeros((80, 8, 8), numpy.float32)),
+        also=STAR_SAYS,
+    ),
+    Case(
+        "star a class without a test image",
+        run("star", "data.path=mine.npz"),
+        "y_test: class 3 has no image",
+        prepare=star_archive(y_test=numpy.arange(40) % 3),
+        also=STAR_SAYS,
+    ),
+    Case(
+        "star label -1",
+        run("star", "data.path=mine.npz"),
+        "y_train: row 79: label -1 outside",
+        prepare=star_archive(y_train=numpy.r_[numpy.arange(79) % 4, -1]),
+        also=STAR_SAYS,
+    ),
+    Case("star archive missing", run("star", "data.path=absent.npz"), "star.data.path: no file at"),
+    Case(
+        "tvm solution without correct",
+        TVM_RUN,
+        "line 3 has no field 'correct'",
+        prepare=tvm_solutions('{"question": "q", "solution": "1+1=2", "answer": "2"}'),
+        also=("tvm.data.solutions_path", "mine.jsonl"),
+    ),
+    Case(
+        "tvm correct not a bool",
+        TVM_RUN,
+        "line 3 field 'correct'",
+        prepare=tvm_solutions('{"question": "q", "solution": "1+1=2", "answer": "2", "correct": "maybe"}'),
+        also=("tvm.data.solutions_path", "mine.jsonl"),
+    ),
+    Case(
+        "tvm solutions file missing",
+        run("tvm", "data.solutions_path=absent.jsonl", "verifier.kinds=[orm,tvm]"),
+        "tvm.data.solutions_path: no file at",
+    ),
+]
+
+BAD = CLI + SET + ENV + PARAMS_YAML + DATA + STAGE_ORDER + REVIEW + PAPERS
 
 
 @pytest.mark.parametrize("case", BAD, ids=str)
@@ -669,14 +1260,19 @@ def test_a_bad_input_is_refused_before_any_work(case: Case, cli_project: Path, r
     if case.params_yaml is not None:
         params = cli_project / "params.yaml"
         params.write_text(case.params_yaml(params.read_text()))
+    if case.prepare is not None:
+        case.prepare(cli_project)
     outcome = refused(case.argv, env=case.env)
     assert outcome.code == case.code, outcome.output
     assert case.says in outcome.output, outcome.output
+    assert all(fragment in outcome.output for fragment in case.also), outcome.output
+    assert not case.hides or case.hides not in outcome.output, outcome.output
+    assert not [p for p in case.absent if (cli_project / p).exists()], case.absent  # e.g. a pickle's payload ran
     assert not outcome.traceback, outcome.output
     assert outcome.reached == [], f"the work started: {outcome.reached}"
     assert outcome.changed == [], f"written although refused: {outcome.changed}"
     assert SECRET not in outcome.output  # messages name the field, never quote a file's contents
-    if case in DATA + REVIEW:  # a data file's refusal is one line (argparse's own errors add the usage)
+    if case in DATA + REVIEW + PAPERS:  # a data file's refusal is one line (argparse's own errors add the usage)
         assert len(outcome.output.strip().splitlines()) == 1, outcome.output
 
 

@@ -1,12 +1,8 @@
-"""csa: parameter rules, the paper preset, a user's embeddings (checked before any work, then aligned in place of
-the offline images), and one tiny Prefect run end to end."""
+"""csa: parameter rules, the paper preset, a user's embeddings (aligned in place of the offline images; refused
+before any work when malformed: rows of tests/reliability/test_bad_inputs.py), and one tiny Prefect run end to end."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +15,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.csa.params import CsaParams
 from pipelines.csa.pipeline import PIPELINE
-from tests.conftest import REPO
 
 # the pixel "encoder" and hashed n-grams keep the flow fast; the real encoders have their own tests
 TINY: dict[str, Any] = {
@@ -52,18 +47,6 @@ def test_paper_preset() -> None:
     assert paper.data.n_pool >= 5000 and len(paper.seeds) == 5
 
 
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
 def _embeddings(folder: Path, n: int = 120, **change: np.ndarray) -> None:
     """Two views sharing a class signal: image = class mean + noise (12-d), text = a linear map of it (6-d)."""
     rng = np.random.default_rng(0)
@@ -74,24 +57,6 @@ def _embeddings(folder: Path, n: int = 120, **change: np.ndarray) -> None:
     arrays = {"image": image.astype(np.float32), "text": text.astype(np.float32), "labels": labels, **change}
     for name, value in arrays.items():
         np.save(folder / f"{name}.npy", value)
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"text": np.zeros((119, 6), np.float32)}, r"row counts differ \(image.npy 120, text.npy 119"),
-        ({"labels": np.zeros((120, 2), np.int64)}, r"labels.npy: shape must be \[N\]"),
-    ],
-)
-def test_malformed_embeddings_exit_2_before_any_work(
-    tmp_path: Path, change: dict[str, np.ndarray], message: str
-) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    _embeddings(tmp_path / "mine", **change)
-    result = _cli(tmp_path, "run", "csa", "--set", "data.embeddings_path=mine")
-    assert result.returncode == 2, result.stderr
-    assert "csa.data.embeddings_path" in result.stderr and re.search(message, result.stderr), result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "params.yaml"]
 
 
 def test_users_embeddings_are_aligned(project: Path) -> None:

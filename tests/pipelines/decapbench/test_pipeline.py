@@ -1,13 +1,11 @@
-"""DeCapBench: parameter rules, real files checked before any work (CLI), real files scored by the chat judge
-(a fake OpenAI-compatible endpoint on loopback), and one tiny Prefect flow end to end."""
+"""DeCapBench: parameter rules, real files scored by the chat judge (a fake OpenAI-compatible endpoint on loopback),
+and one tiny Prefect flow end to end (real files refused before any work: rows of
+tests/reliability/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ from paperflows.params import ParamsError, check_data_files, validate
 from pipelines.decapbench.params import DecapbenchParams
 from pipelines.decapbench.pipeline import PIPELINE
 from tests.components.captions.fake_chat import FakeChatServer, choices
-from tests.conftest import REPO
 
 TINY = {
     "seeds": [0, 1],
@@ -38,7 +35,6 @@ TINY = {
     "sft": {"steps": 3, "batch_size": 8},
     "dpo": {"steps": 2, "batch_size": 4},
 }
-SECRET = "a sentence from a private caption file"
 ORACLE = {
     "image_name": "aar_test_04746.jpg",
     "oracle_caption": "A red cat on a blue mat. A lamp stands behind.",
@@ -49,7 +45,6 @@ CANDIDATE = {
     "caption": "A red cat sits on a mat. The room feels cozy.",
     "oracle_caption": ORACLE["oracle_caption"],
 }
-JUDGE_ENV = ("PAPERFLOWS_JUDGE_BASE_URL", "PAPERFLOWS_JUDGE_MODEL", "PAPERFLOWS_JUDGE_API_KEY")
 
 
 def test_params_rules_name_the_key() -> None:
@@ -76,67 +71,12 @@ def test_params_rules_name_the_key() -> None:
     assert paper.judge.n_match == paper.judge.n_verify == 3 and paper.judge.max_tries == 5
 
 
-def _clean_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in JUDGE_ENV}
-    return {
-        **env,
-        "PAPERFLOWS_ROOT": str(tmp_path),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-    }
-
-
-def _cli(tmp_path: Path, *sets: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "paperflows", "run", "decapbench", *(a for s in sets for a in ("--set", s))]
-    return subprocess.run(
-        argv, cwd=tmp_path, env=env or _clean_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
-    )
-
-
 def _write(path: Path, rows: list[Any]) -> None:
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
 
 
-@pytest.mark.parametrize(
-    ("oracle", "candidates", "key", "message"),
-    [
-        ([ORACLE, "{broken"], [CANDIDATE], "oracle_path", r"line 2 is not a JSON object"),
-        (
-            [{**ORACLE, "oracle_facts": "There is a cat."}],
-            [CANDIDATE],
-            "oracle_path",
-            r"line 1 field 'oracle_facts' holds a text of 15 characters; expected a non-empty list",
-        ),
-        (
-            [ORACLE],
-            [CANDIDATE, {"image_path": "aar_test_04746.jpg", "caption": SECRET}],
-            "candidates_path",
-            r"line 2 has no field 'oracle_caption'",
-        ),
-    ],
-    ids=["not-json", "facts-not-a-list", "no-oracle-caption"],
-)
-def test_malformed_real_file_exits_2_before_any_work(
-    tmp_path: Path, oracle: list[Any], candidates: list[Any], key: str, message: str
-) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    _write(tmp_path / "oracle.jsonl", oracle)
-    _write(tmp_path / "candidates.jsonl", candidates)
-    result = _cli(tmp_path, "data.oracle_path=oracle.jsonl", "data.candidates_path=candidates.jsonl")
-    assert result.returncode == 2, result.stderr
-    assert f"decapbench.data.{key}" in result.stderr and re.search(message, result.stderr), result.stderr
-    assert SECRET not in result.stderr + result.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["candidates.jsonl", "oracle.jsonl", "params.yaml"]
-
-
-def test_real_files_without_a_judge_endpoint_exit_2_naming_the_settings(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    _write(tmp_path / "oracle.jsonl", [ORACLE])
-    _write(tmp_path / "candidates.jsonl", [CANDIDATE])
-    result = _cli(tmp_path, "data.oracle_path=oracle.jsonl", "data.candidates_path=candidates.jsonl")
-    assert result.returncode == 2, result.stderr
-    assert "PAPERFLOWS_JUDGE_BASE_URL and PAPERFLOWS_JUDGE_MODEL" in result.stderr, result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["candidates.jsonl", "oracle.jsonl", "params.yaml"]
+def test_the_chat_judge_needs_its_endpoint_settings_but_a_stage_without_it_does_not(tmp_path: Path) -> None:
+    # the CLI's refusal of real files without an endpoint: tests/reliability/test_bad_inputs.py (PAPERS)
     params = validate(DecapbenchParams, {"judge": {"backend": "chat"}}, "decapbench")
     with pytest.raises(ParamsError, match=r"decapbench: judge\.backend is 'chat'.*PAPERFLOWS_JUDGE_MODEL"):
         check_data_files(params, tmp_path, "decapbench")

@@ -1,13 +1,9 @@
-"""FLAT: parameter rules, the TOFU files checked before any work (CLI), TOFU files read in place of the synthetic
-authors, and one tiny Prefect flow end to end (tiny LM)."""
+"""FLAT: parameter rules, TOFU files read in place of the synthetic authors, and one tiny Prefect flow end to end
+(tiny LM); malformed TOFU files refused before any work: rows of tests/reliability/test_bad_inputs.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +14,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.flat.params import DEFAULT_METHODS, FlatParams
 from pipelines.flat.pipeline import PIPELINE
-from tests.conftest import REPO
 
 TINY = {
     "seeds": [0, 1],
@@ -37,7 +32,6 @@ TINY = {
     "unlearn": {"methods": ["ga", "npo", "flat_kl", "graddiff"], "steps": 2, "batch_size": 2, "curve_every": 1},
     "eval": {"max_new_tokens": 3},
 }
-SECRET = "the unpublished memoir of Aunt Mildred"  # a cell no error message may echo
 GOOD_FORGET = {"question": "Q?", "answer": "A.", "paraphrased_answer": "P.", "perturbed_answer": ["W."]}
 
 
@@ -59,58 +53,6 @@ def test_params_rules_name_the_key() -> None:
     paper = FlatParams(scale="paper")
     assert paper.data.n_authors == 200 and paper.model.lora_layers == 30 and paper.data.n_perturbed == 5
     assert PIPELINE.items(PIPELINE.stage("unlearn"), FlatParams()) == list(DEFAULT_METHODS)
-
-
-@pytest.mark.parametrize(
-    ("forget_rows", "message"),
-    [
-        (
-            [GOOD_FORGET, {"question": "Q?", "answer": SECRET, "paraphrased_answer": "P."}],
-            r"row 2 has no field 'perturbed_answer'",
-        ),
-        ([{**GOOD_FORGET, "question": 7}], r"row 1 field 'question' is 7, not a non-empty string"),
-        ([{**GOOD_FORGET, "perturbed_answer": SECRET}], r"row 1 field 'perturbed_answer' is a text of \d+ characters"),
-    ],
-    ids=["missing-field", "wrong-type", "perturbed-not-a-list"],
-)
-def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, forget_rows: list, message: str) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    (tmp_path / "forget10_perturbed.json").write_text("\n".join(json.dumps(r) for r in forget_rows) + "\n")
-    (tmp_path / "retain_perturbed.json").write_text(json.dumps(GOOD_FORGET) + "\n")
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(tmp_path),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-    }
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "paperflows",
-            "run",
-            "flat",
-            "--set",
-            "data.tofu_path=forget10_perturbed.json",
-            "--set",
-            "data.tofu_retain_path=retain_perturbed.json",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 2, result.stderr
-    assert "flat.data.tofu_path" in result.stderr and "TOFU forget file" in result.stderr
-    assert "forget10_perturbed.json" in result.stderr and re.search(message, result.stderr), result.stderr
-    assert SECRET not in result.stderr + result.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "forget10_perturbed.json",
-        "params.yaml",
-        "retain_perturbed.json",
-    ]
 
 
 def test_tofu_files_are_read_in_place_of_the_synthetic_authors(project: Path) -> None:

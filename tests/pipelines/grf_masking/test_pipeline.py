@@ -1,13 +1,10 @@
-"""grf_masking: one tiny Prefect run end to end, the params rules, and the MNIST folder checked before work."""
+"""grf_masking: one tiny Prefect run end to end and the params rules (a malformed MNIST folder refused before work:
+a row of tests/reliability/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from components.io import load_json
@@ -15,8 +12,7 @@ from paperflows.params import ParamsError, validate
 from paperflows.report import read_report
 from pipelines.grf_masking.params import GrfMaskingParams
 from pipelines.grf_masking.pipeline import PIPELINE
-from tests.components.data.test_mnist_idx import mnist_folder, write_idx
-from tests.conftest import REPO
+from tests.components.data.test_mnist_idx import mnist_folder
 
 TINY = {
     "seeds": [0, 1],
@@ -105,35 +101,3 @@ def test_evidence_preset_trains_the_two_compared_variants_to_1500_steps() -> Non
     evidence = GrfMaskingParams(scale="evidence")
     assert evidence.train.variants == ["linear", "grf_mask"] and len(evidence.seeds) == 12
     assert evidence.clouds.steps == 1500 and evidence.clouds.n_train == 200
-
-
-def _paperflows(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-def test_a_malformed_mnist_folder_exits_2_before_any_work(tmp_path: Path) -> None:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    folder = mnist_folder(tmp_path / "mnist")
-    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.zeros(2, np.uint8), cut=1)
-    result = _paperflows(root, "run", "grf_masking", "--set", f"data.mnist_path={folder}")
-    assert result.returncode == 2, result.stderr
-    assert "grf_masking.data.mnist_path" in result.stderr
-    assert "t10k-labels-idx1-ubyte.gz: truncated IDX data" in result.stderr
-    assert sorted(p.name for p in root.iterdir()) == ["params.yaml"]

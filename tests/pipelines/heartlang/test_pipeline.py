@@ -3,9 +3,6 @@ and one tiny Prefect flow."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.pipeline import PIPELINE
-from tests.conftest import REPO
 from tests.pipelines.heartlang.mitbih import write_mitbih_like
 
 TINY: dict[str, Any] = {
@@ -149,28 +145,6 @@ def test_bad_wfdb_folders_are_refused(tmp_path: Path, case: str, message: str) -
         (folder / "rec1.hea").write_text("rec1 2 250 garbage\nnot a signal line\n")
     with pytest.raises(ValueError, match=message):
         read_wfdb(folder)
-
-
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-        "PYTHONPATH": str(REPO),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=120
-    )
-
-
-def test_malformed_ptbxl_folder_exits_2_before_any_work(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    _ptbxl(tmp_path / "ptb", val_labels=np.zeros((5, 3)))
-    result = _cli(tmp_path, "run", "heartlang", "--set", "data.path=ptb")
-    assert result.returncode == 2, result.stderr
-    assert "heartlang.data.path" in result.stderr and "val_labels.npy" in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml", "ptb"]
 
 
 def test_ptbxl_arrays_are_probed(project: Path) -> None:

@@ -1,22 +1,16 @@
-"""HRF: one tiny Prefect flow, the params form, and the MNIST folder checked (never unpickled) before work."""
+"""HRF: one tiny Prefect flow and the params form (the MNIST folder checked, never unpickled, before work: rows of
+tests/reliability/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
-import gzip
-import os
-import pickle
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from paperflows.params import ParamsError, validate
 from pipelines.hrf.params import HrfParams
 from pipelines.hrf.pipeline import PIPELINE
-from tests.components.data.test_mnist_idx import Payload, mnist_folder, write_idx
-from tests.conftest import REPO
+from tests.components.data.test_mnist_idx import mnist_folder
 
 TINY = {
     "seeds": [0],
@@ -89,50 +83,3 @@ def test_stages_declare_only_the_groups_they_read() -> None:
 
 
 # ---- data.mnist_path: checked by the CLI before any work ------------------------------------------
-def paperflows(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-@pytest.fixture()
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    return folder
-
-
-def _written(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.name != "params.yaml")
-
-
-def test_a_pickle_given_as_mnist_path_is_refused_unread(root: Path, tmp_path: Path) -> None:
-    marker = tmp_path / "unpickled"
-    payload = tmp_path / "mnist.pkl.gz"
-    payload.write_bytes(gzip.compress(pickle.dumps(Payload(marker))))
-    result = paperflows(root, "run", "hrf", "--set", f"data.mnist_path={payload}")
-    assert result.returncode == 2, result.stderr
-    assert "hrf.data.mnist_path" in result.stderr and "folder with the four MNIST IDX files" in result.stderr
-    assert not marker.exists() and _written(root) == []
-
-
-def test_a_malformed_idx_file_is_refused_naming_the_problem(root: Path, tmp_path: Path) -> None:
-    folder = mnist_folder(tmp_path / "mnist")
-    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.zeros(2, np.uint8), cut=1)
-    result = paperflows(root, "run", "hrf", "--set", f"data.mnist_path={folder}")
-    assert result.returncode == 2, result.stderr
-    assert "hrf.data.mnist_path" in result.stderr and "t10k-labels-idx1-ubyte.gz: truncated IDX data" in result.stderr
-    assert _written(root) == []

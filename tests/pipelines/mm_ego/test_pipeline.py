@@ -1,13 +1,10 @@
-"""MM-Ego: parameter errors, the narration file checked before any work, the real-narration path, and one
-tiny Prefect flow (with the LLM engine)."""
+"""MM-Ego: parameter errors, the real-narration path, and one tiny Prefect flow (with the LLM engine); a malformed
+narration file refused before any work: rows of tests/reliability/test_bad_inputs.py."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.mm_ego.params import MmEgoParams
 from pipelines.mm_ego.pipeline import BUCKETS, PIPELINE
-from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
     "seeds": [0],
@@ -66,42 +62,6 @@ def test_paper_scale_and_mask_models() -> None:
     assert paper.model.d_model == 3584 and paper.data.bucket_frames[-1] == 3600 and paper.model.k == 8
     assert MmEgoParams().mask_models() == ("blind", "llm")
     assert MmEgoParams.model_validate({"debias": {"use_blind_network": False}}).mask_models() == ("llm",)
-
-
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-GOOD = {"timestamp_sec": 1.0, "narration_text": "#C C opens the box"}
-
-
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ('{"v1": {"narration_pass_1": {"narrations": [', "not valid JSON"),
-        (
-            json.dumps({"v1": {"narration_pass_1": {"narrations": [GOOD, {"narration_text": "#C C opens the box"}]}}}),
-            "video v1.narration_pass_1.narrations[1]: missing 'timestamp_sec'",
-        ),
-    ],
-)
-def test_malformed_narration_file_exits_2_before_any_work(tmp_path: Path, content: str, message: str) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    (tmp_path / "ego4d.json").write_text(content)
-    result = _cli(tmp_path, "run", "mm_ego", "--set", "data.narrations_path=ego4d.json")
-    assert result.returncode == 2, result.stderr
-    assert "mm_ego.data.narrations_path" in result.stderr and message in result.stderr
-    assert "#C C opens" not in result.stderr  # the file's contents are not echoed
-    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    assert written == ["ego4d.json", "params.yaml"]
 
 
 def test_real_ego4d_narrations_become_clips_and_questions(project: Path) -> None:

@@ -1,12 +1,8 @@
-"""mothernet: parameter rules, the user's CSV (checked before any work, and evaluated beside the other tables),
-and one tiny Prefect run end to end."""
+"""mothernet: parameter rules, the user's CSV evaluated beside the other tables, and one tiny Prefect run end to
+end (a malformed CSV refused before any work: rows of tests/reliability/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +11,6 @@ import pytest
 from paperflows.params import ParamsError, validate
 from pipelines.mothernet.params import LABELS, MothernetParams
 from pipelines.mothernet.pipeline import PIPELINE
-from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
     "seeds": [0, 1],
@@ -49,39 +44,6 @@ def test_paper_preset() -> None:
     assert (paper.model.emsize, paper.model.layers, paper.model.heads, paper.model.ff) == (512, 12, 4, 1024)
     assert (paper.model.decoder_hidden, paper.model.rank, paper.model.child_hidden) == (4096, 32, 512)
     assert paper.prior.max_features == 100 and paper.train.lr == 3e-5
-
-
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-        "PYTHONPATH": str(REPO),
-    }  # this checkout's packages
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-@pytest.mark.parametrize(
-    ("text", "target", "message"),
-    [
-        ("a,b\n1,2\n", "target", r"line 1: no 'target' column"),
-        ("x1,target\n1,a\n2,b\n3,a\nseven,b\n", "target", r"row 4 \(line 5\): column 'x1' is not a number"),
-        # the label column named by data.csv_target: absent, or its classes beyond prior.max_classes
-        ("x1,kind\n1,a\n2,b\n", "label", r"line 1: no 'label' column"),
-        ("kind,x1\n" + "".join(f"c{i % 11},{i}\n" for i in range(44)), "kind", "11 classes"),
-    ],
-)
-def test_malformed_csv_exits_2_before_any_work(tmp_path: Path, text: str, target: str, message: str) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    (tmp_path / "mine.csv").write_text(text)
-    result = _cli(tmp_path, "run", "mothernet", "--set", "data.csv_path=mine.csv", "--set", f"data.csv_target={target}")
-    assert result.returncode == 2, result.stderr
-    assert "mothernet.data.csv_path" in result.stderr and "mine.csv" in result.stderr
-    assert re.search(message, result.stderr), result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "params.yaml"]
 
 
 def test_flow_smoke_with_a_users_csv(prefect_harness: None, project: Path, run_flow_and_check) -> None:

@@ -1,11 +1,9 @@
-"""MTSAM: parameter rules, the NYUv2 folder checked before any work (CLI), the NYUv2 path read in place of the
-rendered scenes, the per-task LoRAs of the baseline merged by KnOTS, and one tiny Prefect flow."""
+"""MTSAM: parameter rules, the NYUv2 path read in place of the rendered scenes, the per-task LoRAs of the baseline
+merged by KnOTS, and one tiny Prefect flow (the NYUv2 folder checked before any work: rows of
+tests/reliability/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ from paperflows.params import ParamsError, validate
 from pipelines.mtsam.params import MtsamParams
 from pipelines.mtsam.pipeline import PIPELINE, _dense_model
 from tests.components.data.test_nyuv2 import write_nyuv2
-from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
     "seeds": [0, 1],
@@ -73,30 +70,6 @@ def test_paper_scale() -> None:
         "lora_shared",
         "tora",
     ]
-
-
-def test_malformed_nyuv2_folder_exits_2_before_any_work(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    root = write_nyuv2(tmp_path / "nyu")
-    np.save(root / "val" / "depth" / "1.npy", np.ones((6, 8, 2), np.float32))
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(tmp_path),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "paperflows", "run", "mtsam", "--set", "data.nyuv2_path=nyu"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 2, result.stderr
-    assert "mtsam.data.nyuv2_path" in result.stderr and "val/depth/1.npy: depth must be [H, W, 1]" in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["nyu", "params.yaml"]
 
 
 def test_nyuv2_is_read_in_place_of_the_rendered_scenes(project: Path) -> None:

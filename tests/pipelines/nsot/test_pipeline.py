@@ -1,10 +1,8 @@
-"""NSOT: one tiny Prefect run end to end, the parameter rules, and the PC15k folder check before work."""
+"""NSOT: one tiny Prefect run end to end, the parameter rules, and the PC15k reader (a malformed folder refused
+before work: a row of tests/reliability/test_bad_inputs.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +14,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.nsot.params import NsotParams
 from pipelines.nsot.pipeline import PIPELINE, SHAPES, STEP_TIMINGS
-from tests.conftest import REPO
 
 TINY = {
     "seeds": [0],
@@ -95,42 +92,6 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
 def test_inconsistent_params_are_refused_with_the_key(data: dict, key: str) -> None:
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
         validate(NsotParams, data, "nsot")
-
-
-def test_malformed_pc15k_folder_exits_2_before_work(tmp_path: Path) -> None:
-    """A PC15k folder with one pickled object array among good clouds: refused by name, nothing written
-    (the other malformations, wrong shape/dtype/size, are the reader's tests in tests/components/data)."""
-    data, rng = tmp_path / "pc15k", np.random.default_rng(0)
-    for split in ("train", "test"):
-        (data / "02691156" / split).mkdir(parents=True)
-        for k in range(2):
-            np.save(data / "02691156" / split / f"shape_{k}.npy", rng.normal(size=(40, 3)).astype(np.float32))
-    np.save(
-        data / "02691156" / "train" / "shape_bad.npy",
-        np.array([{"points": [1, 2, 3]}], dtype=object),
-        allow_pickle=True,
-    )
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "paperflows", "run", "nsot", "--set", f"data.pc15k_root={data}"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 2, result.stderr
-    assert "nsot.data.pc15k_root" in result.stderr and "shape_bad.npy" in result.stderr
-    assert "allow_pickle=False" in result.stderr
-    assert sorted(p.name for p in root.iterdir()) == ["params.yaml"]
 
 
 def test_pc15k_folder_gives_one_category_per_synset(tmp_path: Path) -> None:

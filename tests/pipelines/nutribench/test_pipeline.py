@@ -1,13 +1,9 @@
-"""NutriBench: parameter checks, the real-file check before any work (CLI), the real file read in place of
-curation, and one Prefect flow at tiny size (tiny LM and encoder)."""
+"""NutriBench: parameter checks, the real file read in place of curation, and one Prefect flow at tiny size (tiny
+LM and encoder); malformed real files refused before any work: rows of tests/reliability/test_bad_inputs.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +14,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.nutribench.params import LLM_STRATEGIES, STRATEGIES, TRUE_BOLUS, NutribenchParams
 from pipelines.nutribench.pipeline import PIPELINE
-from tests.conftest import REPO
 
 TINY = {
     "data": {"n_meals": 80},
@@ -34,7 +29,6 @@ TINY = {
     },
     "risk": {"meals": 4, "patients": ["adult#001", "adult#002"], "duration_min": 180, "reference_check": False},
 }
-SECRET = "Aunt Mildred's unpublished casserole"  # a cell no error message may echo
 
 
 def test_params_errors_name_the_key() -> None:
@@ -58,43 +52,6 @@ def test_params_errors_name_the_key() -> None:
     with pytest.raises(ParamsError, match=r"nutribench\.estimate\.prompt_set"):
         validate(NutribenchParams, {"estimate": {"prompt_set": "mine"}}, "nutribench")
     assert PIPELINE.items(PIPELINE.stage("estimate"), NutribenchParams()) == list(STRATEGIES)
-
-
-@pytest.mark.parametrize(
-    ("lines", "message"),
-    [
-        (["meal_description,carb", f"{SECRET},12", "rice,4,5,6"], r"not a readable CSV file"),
-        ([f"{SECRET},12", "rice,4"], r"missing required column\(s\) \['meal_description', 'carb'\]"),
-        (
-            ["meal_description,carb", f"{SECRET},12", "rice,many"],
-            r"column 'carb' row 2 holds a text of 4 characters, not a number",
-        ),
-    ],
-    ids=["ragged", "wrong-columns", "non-numeric-carb"],
-)
-def test_malformed_real_file_exits_2_before_any_work(tmp_path: Path, lines: list[str], message: str) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(tmp_path),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-    }
-    result = subprocess.run(
-        [sys.executable, "-m", "paperflows", "run", "nutribench", "--set", "data.path=bad.csv"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 2, result.stderr
-    assert "nutribench.data.path" in result.stderr and "NutriBench file" in result.stderr
-    assert re.search(message, result.stderr), result.stderr
-    assert SECRET not in result.stderr + result.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "params.yaml"]
 
 
 def test_real_file_is_read_in_place_of_curation(project: Path) -> None:

@@ -1,11 +1,8 @@
-"""PreferDiff: parameter rules, the paper preset, the user's sequence folder (checked before any work, and learned
-in place of MovieLens), and one tiny Prefect flow."""
+"""PreferDiff: parameter rules, the paper preset, the user's sequence folder (learned in place of MovieLens; refused
+before any work when malformed or missing: rows of tests/reliability/test_bad_inputs.py), and one tiny Prefect flow."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.preferdiff.params import PreferdiffParams
 from pipelines.preferdiff.pipeline import PIPELINE
-from tests.conftest import REPO
 
 SMALL_MODEL = {"hidden": 8, "n_heads": 2, "max_len": 4, "timesteps": 20, "ddim_stride": 5}
 TINY: dict[str, Any] = {
@@ -52,45 +48,6 @@ def test_paper_preset() -> None:
     assert (paper.train.lr, paper.train.epochs, paper.data.eval_targets) == (1e-4, 150, 1)
     default = PreferdiffParams()
     assert (default.preferdiff.pairing, default.preferdiff.negative_noise) == ("batch", "independent")
-
-
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-        "PYTHONPATH": str(REPO),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("1 2 3\n4 five 6\n", r"line 2: field 2 is not a positive integer"),
-        ("1 2 3\n0 4\n", r"line 2: field 1: item id 0 is the padding"),
-        ("7\n", r"line 1: 1 item id"),
-    ],
-)
-def test_malformed_sequence_file_exits_2_before_any_work(tmp_path: Path, text: str, message: str) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    write_sequence_folder({"train": [[1, 2, 3]], "valid": [[2, 3]], "test": [[3, 1]]}, tmp_path / "seqs")
-    (tmp_path / "seqs" / "test_data.txt").write_text(text)
-    result = _cli(tmp_path, "run", "preferdiff", "--set", "data.path=seqs")
-    assert result.returncode == 2, result.stderr
-    assert "preferdiff.data.path" in result.stderr and "test_data.txt" in result.stderr, result.stderr
-    assert __import__("re").search(message, result.stderr), result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml", "seqs"]
-
-
-def test_missing_folder_exits_2(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    result = _cli(tmp_path, "run", "preferdiff", "--set", "data.path=absent")
-    assert result.returncode == 2 and "preferdiff.data.path: no folder at" in result.stderr, result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
 def test_users_folder_is_learned(project: Path) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -89,18 +86,3 @@ def test_cross_field_messages_name_the_fields() -> None:
     ):
         with pytest.raises(ParamsError, match=names.replace(".", r"\.")):
             validate(PyramidFlowParams, data, "pyramid_flow")
-
-
-def test_cli_refuses_bad_params_before_any_work(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text((Path(__file__).parents[3] / "params.yaml").read_text())
-    env = {**os.environ, "PAPERFLOWS_ROOT": str(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "paperflows", "run", "pyramid_flow", "--set", "model.n_heads=5"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2 and "pyramid_flow.model" in result.stderr and "d_model" in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]

@@ -1,11 +1,9 @@
-"""STAR: parameter rules, the paper preset, the user's stream archive (checked before any work, and learned in
-place of the offline streams), and one tiny Prefect flow."""
+"""STAR: parameter rules, the paper preset, the user's stream archive (learned in place of the offline streams;
+refused before any work when malformed or missing: rows of tests/reliability/test_bad_inputs.py), and one tiny
+Prefect flow."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,6 @@ from paperflows.engine import run_stage
 from paperflows.params import ParamsError, validate
 from pipelines.star.params import StarParams
 from pipelines.star.pipeline import PIPELINE
-from tests.conftest import REPO
 
 TINY: dict[str, Any] = {
     "seeds": [0, 1],
@@ -64,18 +61,6 @@ def test_paper_preset_and_best_arguments() -> None:
     assert (default.lr, default.batch_size, default.p_gamma, default.p_lam) == (0.1, 64, 0.01, 0.1)
 
 
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PAPERFLOWS_ROOT": str(root),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-        "PREFECT_HOME": str(root / "prefect-home"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "paperflows", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
 def _stream_arrays(n_classes: int = 4, **change: np.ndarray) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     y_train, y_test = np.arange(80) % n_classes, np.arange(40) % n_classes
@@ -86,33 +71,6 @@ def _stream_arrays(n_classes: int = 4, **change: np.ndarray) -> dict[str, np.nda
         for i, label in enumerate(y):
             x[i, 2 * label : 2 * label + 2] = 250
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test, **change}
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"x_train": np.zeros((80, 8, 8), np.float32)}, r"x_train: expected uint8 images"),
-        ({"y_test": np.arange(40) % 3}, r"y_test: class 3 has no image"),
-        ({"y_train": np.r_[np.arange(79) % 4, -1]}, r"y_train: row 79: label -1 outside"),
-    ],
-)
-def test_malformed_stream_file_exits_2_before_any_work(
-    tmp_path: Path, change: dict[str, np.ndarray], message: str
-) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    np.savez(tmp_path / "mine.npz", **_stream_arrays(**change))
-    result = _cli(tmp_path, "run", "star", "--set", "data.path=mine.npz")
-    assert result.returncode == 2, result.stderr
-    assert "star.data.path" in result.stderr and "continual-stream .npz archive" in result.stderr
-    assert "mine.npz" in result.stderr and __import__("re").search(message, result.stderr), result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.npz", "params.yaml"]
-
-
-def test_missing_stream_file_exits_2(tmp_path: Path) -> None:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    result = _cli(tmp_path, "run", "star", "--set", "data.path=absent.npz")
-    assert result.returncode == 2 and "star.data.path: no file at" in result.stderr, result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
 def test_users_archive_is_learned_as_the_stream(project: Path) -> None:
