@@ -255,8 +255,9 @@ class MtsamParams(PipelineParams):
         "The headline (ToRA's Δm above the per-task LoRAs', paired by seed) gated on every compared arm beating "
         "decoders only, with the budget spent on training: 600 steps of 4 images (about 9 epochs of the 256 "
         "rendered scenes, against 1.6 at the default, where Δm spreads over ±30 points between seeds) and 10 "
-        "seeds (the audit's size; a 6-seed run left ToRA's decoders-only gate at +1.70 [−0.04, 3.44]). U1 and U2 start orthonormal (the default, a documented deviation), so ToRA's update is on LoRA's "
-        "scale and the comparison is about the adapter's design, not its step size."
+        "seeds (the audit's size; a 6-seed run left ToRA's decoders-only gate at +1.70 [−0.04, 3.44]). U1 and "
+        "U2 start orthonormal (the default, a documented deviation), so ToRA's update is on LoRA's scale and the "
+        "comparison is about the adapter's design, not its step size."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
         "cpu": "59 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
