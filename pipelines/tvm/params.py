@@ -304,17 +304,18 @@ class TvmParams(PipelineParams):
     def environment_problems(self, groups: tuple[str, ...] | None = None) -> list[str]:
         """``policy.name_or_path`` must name a chat causal-LM checkpoint folder or an id in the local Hugging Face
         cache (`components.llm.lm_source_problem`, the rule `load_lm` applies), checked before any work."""
+        asked = [
+            (group, value, chat)
+            for group, value, chat in (
+                ("policy", self.policy.name_or_path, True),
+                ("verifier", self.verifier.name_or_path, False),
+            )
+            if value is not None and (groups is None or group in groups)
+        ]
+        if not asked:  # the packaged models: nothing to look up, and no transformers import on the way
+            return []
         from components.llm import lm_source_problem
         from paperflows.settings import find_root
 
-        problems = []
-        for group, value, chat in (
-            ("policy", self.policy.name_or_path, True),
-            ("verifier", self.verifier.name_or_path, False),
-        ):
-            if value is None or (groups is not None and group not in groups):
-                continue
-            problem = lm_source_problem(value, root=find_root(), need_chat=chat)
-            if problem:
-                problems.append(f"{group}.name_or_path: {problem}")
-        return problems
+        problems = [(group, lm_source_problem(value, root=find_root(), need_chat=chat)) for group, value, chat in asked]
+        return [f"{group}.name_or_path: {problem}" for group, problem in problems if problem]

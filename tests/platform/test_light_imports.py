@@ -1,7 +1,7 @@
 """Validating parameters needs no torch: a refused ``paperflows run`` answers before torch could load.
 
-One fresh interpreter imports every paper's ``params.py`` and runs every data-file check it declares
-(on an empty folder or JSON file, which each check refuses), watching imports with a meta-path finder
+One fresh interpreter imports every paper's ``params.py``, runs every data-file check it declares
+(on an empty folder or JSON file, which each check refuses) and every paper's environment check at its defaults, watching imports with a meta-path finder
 that records, for each heavy package, the project modules on the stack when it was first imported.
 """
 
@@ -59,8 +59,11 @@ with tempfile.TemporaryDirectory() as tmp:
             spec.check(path)
         except Exception:  # refused, as expected: only the imports matter here
             pass
+after_checks = dict(first)
+for slug in slugs:  # what every run asks before work: the environment at the default parameters
+    registry.params_model(slug)().environment_problems()
 print(json.dumps({"slugs": slugs, "checks": [f"{s}.{d}" for s, d, _ in checks], "at_import": at_import,
-                  "after_checks": first}))
+                  "after_checks": after_checks, "after_environment": first}))
 '''
 
 
@@ -82,5 +85,6 @@ def test_params_and_data_file_checks_import_no_torch_or_other_heavy_libraries() 
     assert len(found["slugs"]) >= 7 and "knots" in found["slugs"]
     assert found["checks"], "no DataFile check found: the probe would test nothing of the checks"
     assert "torch" not in found["after_checks"], describe(found["after_checks"], "torch")
+    assert "torch" not in found["after_environment"], describe(found["after_environment"], "torch")
     heavy = sorted(found["at_import"])
     assert not heavy, "; ".join(describe(found["at_import"], package) for package in heavy)
