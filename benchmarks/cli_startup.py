@@ -35,7 +35,7 @@ from paperflows import registry
 REPO = Path(__file__).resolve().parents[1]
 TINY_KNOTS = {
     "seeds": [0],
-    "data": {"tasks": ["rotate90", "invert"]},
+    "data": {"tasks": ["mnist", "fashion"]},
     "base": {"steps": 30},
     "lora": {"steps": 20, "head_steps": 20},
     "merge": {"lambdas": [0.5, 1.0], "top_ks": [20.0, 100.0]},
