@@ -544,7 +544,9 @@ def _last_full_run(path: Path, digest: object) -> float | None:
         previous = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    seconds = previous.get("seconds") if isinstance(previous, dict) else None
+    if not isinstance(previous, dict):
+        return None
+    seconds = previous.get("seconds")
     if previous.get("params_digest") != digest or not isinstance(seconds, (int, float)):
         return None
     return float(seconds)

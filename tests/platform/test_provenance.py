@@ -195,3 +195,15 @@ def test_the_record_of_a_prefect_run_gets_the_digest_and_links(tmp_path: Path) -
     assert stamped["report_md5"] == md5(tmp_path / "report.json") and stamped["mlflow_experiment_id"] == "3"
     assert "prefect_flow_run_id" not in stamped  # empty values are not recorded
     assert provenance.stamp(tmp_path / "missing") is None
+
+
+def test_a_partial_rerun_keeps_the_cost_of_the_last_full_run(tmp_path: Path) -> None:
+    from paperflows.engine import _last_full_run
+
+    record = tmp_path / "run.json"
+    assert _last_full_run(record, "abc") is None  # no record yet
+    for text in ("[1, 2]", "not json", '{"params_digest": "abc"}', '{"params_digest": "xyz", "seconds": 9.5}'):
+        record.write_text(text)
+        assert _last_full_run(record, "abc") is None, text
+    record.write_text('{"params_digest": "abc", "seconds": 61.6}')
+    assert _last_full_run(record, "abc") == 61.6
