@@ -1,8 +1,9 @@
 """Validating parameters needs no torch: a refused ``paperflows run`` answers before torch could load.
 
-One fresh interpreter imports every paper's ``params.py``, runs every data-file check it declares
-(on an empty folder or JSON file, which each check refuses) and every paper's environment check at its defaults, watching imports with a meta-path finder
-that records, for each heavy package, the project modules on the stack when it was first imported.
+One fresh interpreter imports every paper's ``params.py``, runs every data-file check it declares (on an empty
+folder or JSON file, which each check refuses) and every paper's environment check at its defaults, watching
+imports with a meta-path finder that records, for each heavy package, the project modules on the stack when it
+was first imported.
 """
 
 from __future__ import annotations
