@@ -281,11 +281,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         finally:
             if watchdog is not None:
                 watchdog.terminate()
-    from paperflows.dvcgen import stages_by_slug
-    from paperflows.launcher import FRESH_ENV, fresh_stages, run_supervised
     from paperflows.settings import load_settings
 
     settings = load_settings()
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    from paperflows.launcher import LocalPrefectServer
+
+    server = LocalPrefectServer.launch_early(settings)  # it boots while DVC looks for stale stages
+    try:
+        return _supervise(resolved, args, settings, server)
+    finally:
+        if server is not None:  # not needed (nothing stale, a refusal), or already stopped by the supervisor
+            server.stop()
+
+
+def _supervise(resolved: dict[str, Any], args: argparse.Namespace, settings: Any, server: Any) -> int:
+    """The stale pipelines of ``resolved``, each in a child process on one local Prefect server (``server``,
+    launched already, or one started here)."""
+    from paperflows.dvcgen import stages_by_slug
+    from paperflows.launcher import FRESH_ENV, fresh_stages, run_supervised
+
     slugs = list(resolved)
     fresh: dict[str, set[str]] = {}
     if not args.force and not args.overrides:
@@ -310,8 +326,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         slugs = [s for s in slugs if not (declared.get(s) and fresh.get(s) == set(declared[s]))]
     if not slugs:
         return EXIT_OK
-    if args.jobs < 1:
-        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
     extra = [*(f"--set={o}" for o in args.overrides), *(["--no-progress"] if args.no_progress else [])]
     if args.jobs == 1 or len(slugs) == 1:
         jobs = [["run", args.target, "--only", ",".join(slugs), *extra]]
@@ -322,7 +336,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             else ["run", args.target, "--only", s, *extra]
             for s in slugs
         ]
-    from paperflows.engine import hold_output_locks
+    from paperflows.locks import hold_output_locks
     from paperflows.params import at_file_values
 
     # runs at the params.yaml values write the shared DVC workspace: its lock is taken here, before anything
@@ -331,13 +345,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     partial = {s: sorted(fresh[s]) for s in slugs if fresh.get(s)}
     with hold_output_locks(settings, workspaces) as held:
         env = {**held, **({FRESH_ENV: json.dumps(partial)} if partial else {})}
-        return run_supervised(jobs, settings, parallel=args.jobs, extra_env=env)
+        return run_supervised(jobs, settings, parallel=args.jobs, extra_env=env, server=server)
 
 
 def _run_sweep(sweep: Any, args: argparse.Namespace) -> int:
     """Every point of a grid as a run of its own, ``-j N`` at a time, then one comparison table."""
-    from paperflows.engine import hold_output_locks
     from paperflows.launcher import run_supervised
+    from paperflows.locks import hold_output_locks
     from paperflows.params import ParamsError, at_file_values
     from paperflows.settings import load_settings
     from paperflows.sweep import point_env, point_label, point_overrides, write_comparison
@@ -399,6 +413,9 @@ def _run_flows(resolved: dict[str, Any], args: argparse.Namespace) -> int:
     if ended:
         print(f"paperflows: {len(ended)} MLflow run(s) of a killed process were still RUNNING; ended as KILLED")
     if os.environ.pop(API_PENDING_ENV, None):  # the supervisor's server boots while this process imports
+        from paperflows.launcher import open_tracking_store
+
+        open_tracking_store(settings)  # MLflow's import and store, meanwhile: the first stage starts that much sooner
         wait_for_api(os.environ["PREFECT_API_URL"])
     flows.prepare_prefect_database()  # several first runs at once: one creates the database, the others wait
     crashed = flows.reap_orphan_prefect_runs()

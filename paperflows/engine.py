@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import itertools
 import json
@@ -44,11 +43,11 @@ from paperflows.contract import (
     staging_dir,
 )
 from paperflows.errors import (
-    RunLockedError,
     RunTerminated,
     StageOutputError,  # noqa: F401 - re-exported
     missing_input_error,
 )
+from paperflows.locks import HELD_LOCKS_ENV, hold_output_locks, output_lock  # noqa: F401 - re-exported
 from paperflows.params import PipelineParams, flatten
 from paperflows.report import read_report
 from paperflows.seeds import seed_everything, stage_seed
@@ -273,48 +272,6 @@ def _log_stage_files(ctx: StageContext, run_id: str) -> None:
 # --------------------------------------------------------------------------------------------------
 # running a whole pipeline
 # --------------------------------------------------------------------------------------------------
-HELD_LOCKS_ENV = "PAPERFLOWS_HELD_LOCKS"  # output folders whose lock the supervising `paperflows run` holds
-
-
-def _lock_path(settings: Settings, root: Path) -> Path:
-    project, folder = settings.root.resolve(), root.resolve()
-    rel = str(folder.relative_to(project)) if folder.is_relative_to(project) else str(folder)
-    return settings.root / ".paperflows" / "locks" / (rel.strip("/").replace("/", "__") + ".lock")
-
-
-@contextlib.contextmanager
-def output_lock(settings: Settings, root: Path) -> Iterator[None]:
-    """Refuse to let two processes write the same output folder at once (:class:`RunLockedError`).
-
-    A process started by a supervisor that already holds the lock of ``root`` (listed in
-    ``$PAPERFLOWS_HELD_LOCKS``) does not take it again.
-    """
-    lock_path = _lock_path(settings, root)
-    if str(lock_path) in os.environ.get(HELD_LOCKS_ENV, "").split(os.pathsep):
-        yield
-        return
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunLockedError(f"another run is writing {root}; wait for it to finish") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def hold_output_locks(settings: Settings, roots: list[Path]) -> Iterator[dict[str, str]]:
-    """Take the lock of every folder in ``roots`` (all or none) and yield the environment that tells child
-    processes they hold them. A lock that is taken raises :class:`RunLockedError` before anything starts."""
-    with contextlib.ExitStack() as stack:
-        for root in roots:
-            stack.enter_context(output_lock(settings, root))
-        yield {HELD_LOCKS_ENV: os.pathsep.join(str(_lock_path(settings, r)) for r in roots)}
-
-
 def new_run_folder(settings: Settings, slug: str, run_name: str | None = None) -> Path:
     """A new, empty folder of its own under ``runs/<slug>/`` (created here, so two runs started in the same
     second never share one); a run folder needs no lock."""

@@ -133,10 +133,9 @@ def runs_items_in_parallel() -> bool:
     Only then are items submitted together: torch's thread count and RNG seeds are process-wide, so
     items sharing one process through threads would disturb each other's numbers.
     """
-    from prefect_dask import DaskTaskRunner
-
     context = FlowRunContext.get()
-    return context is not None and isinstance(context.task_runner, DaskTaskRunner)
+    dask = sys.modules.get("prefect_dask")  # a Dask task runner was built from it: not imported, none is in use
+    return context is not None and dask is not None and isinstance(context.task_runner, dask.DaskTaskRunner)
 
 
 def gpu_slot(settings: Settings) -> str | None:
@@ -373,7 +372,7 @@ def commit_to_dvc(pipeline: Pipeline, settings: Settings, ran: list[str] | None 
     with open(lock_dir / "dvc-commit.lock", "w") as handle:  # pipelines run in parallel commit one at a time
         fcntl.flock(handle, fcntl.LOCK_EX)
         proc = subprocess.run(
-            [sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *names],
+            [sys.executable, "-m", "paperflows.dvccommit", *names],  # `dvc commit --force`, one write of dvc.lock
             cwd=settings.root,
             capture_output=True,
             text=True,

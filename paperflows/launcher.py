@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from paperflows.settings import Settings
+from paperflows.settings import PREFECT_DATABASE_READY, Settings
 
 STARTED_ENV = "PAPERFLOWS_COMMAND_STARTED"  # time.time() when `paperflows run` began: start-up is measured from it
 CHILD_ENV = "PAPERFLOWS_RUN_CHILD"  # set in the child: do the work instead of supervising
@@ -47,8 +47,10 @@ def up_to_date(settings: Settings, stages_by_slug: dict[str, list[str]]) -> set[
     return {slug for slug, names in stages_by_slug.items() if names and fresh[slug] == set(names)}
 
 
-def _kill_session(pgid: int, grace: float = 2.0) -> None:
-    """SIGTERM every process of the session, then SIGKILL what is left after ``grace`` seconds."""
+def _kill_session(pgid: int, grace: float = 2.0, leader: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM every process of the session, then SIGKILL what is left after ``grace`` seconds. ``leader``: the
+    session's first process when it is this process's child, reaped as it exits (an unreaped child stays in the
+    session as a zombie, and the wait would always last ``grace``)."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
         try:
             os.killpg(pgid, sig)
@@ -56,6 +58,8 @@ def _kill_session(pgid: int, grace: float = 2.0) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
+            if leader is not None:
+                leader.poll()
             if not session_alive(pgid):
                 return
             time.sleep(0.05)
@@ -103,13 +107,17 @@ class _Child:
 
 
 def run_supervised(
-    jobs: list[list[str]], settings: Settings, parallel: int = 1, extra_env: dict[str, str] | None = None
+    jobs: list[list[str]],
+    settings: Settings,
+    parallel: int = 1,
+    extra_env: dict[str, str] | None = None,
+    server: LocalPrefectServer | None = None,
 ) -> int:
     """Run each ``paperflows <argv>`` of ``jobs`` in a child session (at most ``parallel`` at once, on one
-    local Prefect server when more than one) and stop all of it cleanly on SIGTERM / Ctrl-C."""
+    local Prefect server when more than one) and stop all of it cleanly on SIGTERM / Ctrl-C. ``server``: one
+    launched already (:meth:`LocalPrefectServer.launch_early`), used and stopped here."""
     env = {**os.environ, **(extra_env or {}), CHILD_ENV: "1"}
     parallel = max(1, min(parallel, len(jobs)))
-    server = None
     stopping: dict[str, float | int] = {}
     running: list[_Child] = []
     codes: list[int] = []
@@ -137,12 +145,15 @@ def run_supervised(
     try:
         if parallel > 1:
             env["PAPERFLOWS_PROGRESS"] = "0"  # interleaved bars are noise: the stages' log lines say it all
-            _create_tracking_store(settings)  # before parallel writers: a first-use race corrupts it
-        if not os.environ.get("PREFECT_API_URL"):
+            open_tracking_store(settings)  # before parallel writers: a first-use race corrupts it
+        label = "the parallel runs" if parallel > 1 else "the run"
+        if server is not None:
+            env.update(server.announce(label))
+        elif not os.environ.get("PREFECT_API_URL"):
             # one local server for the command's children, started now so that it boots while they import (an
             # embedded server per child would start only when its first flow is called)
             server = LocalPrefectServer(settings)
-            env.update(server.start_once(label="the parallel runs" if parallel > 1 else "the run"))
+            env.update(server.start_once(label=label))
         while (pending or running) and not ("signal" in stopping and not running):
             while pending and len(running) < parallel and "signal" not in stopping:
                 argv = pending.pop(0)
@@ -177,7 +188,8 @@ def run_supervised(
     return max(codes, default=0)
 
 
-def _create_tracking_store(settings: Settings) -> None:
+def open_tracking_store(settings: Settings) -> None:
+    """Open the MLflow tracking store (created whole if missing); the process keeps it for its runs."""
     from paperflows.tracking import tracking_client
 
     tracking_client(settings).search_experiments(max_results=1)
@@ -194,7 +206,24 @@ class LocalPrefectServer:
     def home(self) -> Path:
         return Path(os.environ.get("PREFECT_HOME") or self.settings.prefect_home)
 
-    def launch(self, label: str = "the runs") -> dict[str, str]:
+    @classmethod
+    def launch_early(cls, settings: Settings) -> LocalPrefectServer | None:
+        """A server launched now, before the command knows whether it will run anything (``dvc status`` takes
+        seconds: the server boots meanwhile), where one will be needed and its database exists (a first start
+        migrates it, under a lock, in :meth:`start_once`); None otherwise. Announce it when it is used, or
+        :meth:`stop` it."""
+        server = cls(settings)
+        if os.environ.get("PREFECT_API_URL") or not (server.home() / PREFECT_DATABASE_READY).is_file():
+            return None
+        server.launch(announce=False)
+        return server
+
+    def announce(self, label: str) -> dict[str, str]:
+        """Say where the runs go; the environment that points the children at the server."""
+        print(f"paperflows: local Prefect server for {label} on {self.url}", flush=True)
+        return {"PREFECT_API_URL": self.url, API_PENDING_ENV: "1"}
+
+    def launch(self, label: str = "the runs", announce: bool = True) -> dict[str, str]:
         """Start ``prefect server start`` on a free loopback port without waiting for it: the environment that
         points the children at it (they wait for it themselves, :func:`wait_for_api`, while they import)."""
         import socket
@@ -224,7 +253,8 @@ class LocalPrefectServer:
         # killed outright (SIGKILL), this process runs no handler: the server then stops with its watchdog
         self._watchdog = lifeline.guard(self.proc, "the `paperflows run` that started this Prefect server")
         self.url = f"http://127.0.0.1:{port}/api"
-        print(f"paperflows: local Prefect server for {label} on {self.url}", flush=True)
+        if announce:
+            return self.announce(label)
         return {"PREFECT_API_URL": self.url, API_PENDING_ENV: "1"}
 
     def start(self, timeout: float = 180.0, label: str = "the runs") -> dict[str, str]:
@@ -237,7 +267,7 @@ class LocalPrefectServer:
     def start_once(self, timeout: float = 180.0, label: str = "the runs") -> dict[str, str]:
         """Start the server: at once, without waiting, when its database exists; the first time (a new
         database), under the first-start lock and waiting for it, so that one migration runs at a time."""
-        from paperflows.settings import PREFECT_DATABASE_READY, first_prefect_start
+        from paperflows.settings import first_prefect_start
 
         if (self.home() / PREFECT_DATABASE_READY).is_file():
             return self.launch(label)
@@ -245,12 +275,15 @@ class LocalPrefectServer:
             return self.start(timeout, label)
 
     def stop(self) -> None:
+        """Stop the server (a second call does nothing)."""
         if getattr(self, "_watchdog", None) is not None:
             self._watchdog.terminate()
+            self._watchdog = None
         if self.proc is not None:
-            _kill_session(self.proc.pid, grace=5.0)
+            _kill_session(self.proc.pid, grace=5.0, leader=self.proc)
             self.proc.wait(timeout=5)
             self._log.close()
+            self.proc = None
 
 
 API_PENDING_ENV = "PAPERFLOWS_PREFECT_BOOTING"  # the server at PREFECT_API_URL was started and may not answer yet

@@ -89,3 +89,16 @@ def test_params_and_data_file_checks_import_no_torch_or_other_heavy_libraries() 
     assert "torch" not in found["after_environment"], describe(found["after_environment"], "torch")
     heavy = sorted(found["at_import"])
     assert not heavy, "; ".join(describe(found["at_import"], package) for package in heavy)
+
+
+def test_the_supervising_run_process_imports_no_torch() -> None:
+    """``paperflows run`` takes the output locks, asks DVC and starts the Prefect server before its child imports
+    the stages: torch there would delay the server's start by a second (it did, through the engine's locks)."""
+    probe = (
+        "import sys\n"
+        "import paperflows.__main__, paperflows.launcher, paperflows.locks, paperflows.dvcgen, paperflows.dvcstate\n"
+        "print(sorted(m for m in ('torch', 'mlflow', 'prefect', 'pandas') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]", f"the supervisor's modules import {proc.stdout.strip()}"
