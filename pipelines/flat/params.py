@@ -15,6 +15,7 @@ from components.unlearning.tofu_file import (
     overlap_problem,
     read_tofu_file,
 )
+from paperflows.ownmodel import OwnModel, own_model_field
 from paperflows.params import CheckedData, DataFile, PipelineParams, Section, Seed
 
 METHODS = ("ga", "graddiff", "npo", "idk", "flat_kl", "flat_tv", "flat_js", "flat_pearson")
@@ -39,9 +40,6 @@ TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"
 PAPER_HP_GAP = {"ga": 2.73, "npo": 1.26, "flat_kl": 1.32}
 PAPER_MUSE_VERBMEM = {"graddiff": 4.9, "flat_kl": 0.0}
 PAPER_HP_GA_PPL, PAPER_HP_NPO_PPL = 1e71, 19.66
-# model.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id, printable, with a "/"
-# (a folder in the project root is written ./name); components.llm.resolve_lm_source decides which it is
-LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
 
 
 def _tofu_suffix(value: str | None) -> str | None:
@@ -127,15 +125,7 @@ class ModelParams(Section):
     lm: Literal["smollm2-135m", "tiny"] = Field(
         "smollm2-135m", description="The causal LM ('tiny': a random 2-layer Llama, for tests)."
     )
-    name_or_path: str | None = Field(
-        None,
-        min_length=1,
-        max_length=1000,
-        pattern=LM_NAME_OR_PATH,
-        description="Your own causal LM instead of lm: a checkpoint folder (config.json, weights, tokenizer "
-        "files; absolute, ./relative to the project root or ~/...) or a Hugging Face model id (org/name) already "
-        "in the local cache; nothing is downloaded. Empty: lm.",
-    )
+    name_or_path: OwnModel = own_model_field("causal LM instead of lm")
     precision: Literal["bf16", "fp32"] = Field(
         "bf16",
         description="Weights and activations of the frozen base model: bf16 as the official trainer "
@@ -156,11 +146,6 @@ class ModelParams(Section):
         min_length=1,
         description="Linear layers of each adapted decoder layer that get LoRA.",
     )
-
-    @field_validator("name_or_path", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def lm_used(self) -> str:

@@ -8,30 +8,11 @@ from pydantic import Field, field_validator, model_validator
 
 from components.egovideo.narrations import check_narration_file
 from components.egovideo.qa import TEMPLATES
+from paperflows.ownmodel import OwnModel, own_model_field
 from paperflows.params import AttentionSection, DataFile, PipelineParams, Section, Seed
 
 METHODS = ("mpp", "uniform", "compressed", "blind")
 LLM_NAMES = ("smollm2-135m", "tiny")
-# qa.name_or_path / debias.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id,
-# printable, with a "/" (a folder in the project root is written ./name); components.llm.resolve_lm_source decides
-LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
-
-
-def _name_or_path(what: str) -> Any:
-    return Field(
-        None,
-        min_length=1,
-        max_length=1000,
-        pattern=LM_NAME_OR_PATH,
-        description=f"Your own causal LM {what}: a checkpoint folder (config.json, weights, tokenizer files; "
-        "absolute, ./relative to the project root or ~/...) or a Hugging Face model id (org/name) already in the "
-        "local cache; nothing is downloaded. Empty: llm.",
-    )
-
-
-def _blank_is_none(value: object) -> object:
-    return None if isinstance(value, str) and not value.strip() else value
-
 
 PAPER_MDA = 61.27  # MM-Ego on EgoMemoria (mean debiased accuracy, %)
 CHANCE = 25.0  # 4 options
@@ -122,7 +103,9 @@ class QAParams(Section):
         description="Share of questions whose answer equals the question's prior answer (language-biased).",
     )
     llm: Literal[LLM_NAMES] = Field("smollm2-135m", description="LLM of the llm engine.")  # type: ignore[valid-type]
-    name_or_path: str | None = _name_or_path("for the llm engine instead of llm (its tokenizer needs a chat template)")
+    name_or_path: OwnModel = own_model_field(
+        "causal LM for the llm engine instead of llm (its tokenizer needs a chat template)", default="llm"
+    )
     llm_clips: int = Field(16, ge=1, le=100_000, description="Clips prompted (evenly over the buckets).")
     llm_fallback: Literal["template", "drop"] = Field(
         "template",
@@ -136,8 +119,6 @@ class QAParams(Section):
         if len(set(value)) != len(value):
             raise ValueError(f"qtypes repeat: {value}")
         return value
-
-    _blank_path = field_validator("name_or_path", mode="before")(_blank_is_none)
 
     @property
     def llm_used(self) -> str:
@@ -186,12 +167,12 @@ class DebiasParams(Section):
     llm: Literal["smollm2-135m", "tiny", "none"] = Field(
         "smollm2-135m", description="Blind LLM scoring the options by log-probability ('none': not used)."
     )
-    name_or_path: str | None = _name_or_path("as the blind LLM, instead of llm (also when llm is 'none')")
+    name_or_path: OwnModel = own_model_field(
+        "causal LM as the blind LLM, instead of llm (also when llm is 'none')", default="llm"
+    )
     use_blind_network: bool = Field(
         True, description="The blind network (train method 'blind') also defines the bias mask."
     )
-
-    _blank_path = field_validator("name_or_path", mode="before")(_blank_is_none)
 
     @property
     def llm_used(self) -> str | None:

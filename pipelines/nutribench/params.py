@@ -12,11 +12,8 @@ from components.nutrition.baselines import BASELINES
 from components.nutrition.foods import FOOD_SOURCES
 from components.nutrition.nutribench_file import SUFFIXES, check_nutribench_file
 from components.nutrition.prompting import LLM_STRATEGIES, PROMPT_SETS
+from paperflows.ownmodel import CHECKPOINT_FILES, OwnModel, own_model_field
 from paperflows.params import DataFile, PipelineParams, Section, Seed
-
-# estimate.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id, printable, with a
-# "/" (a folder in the project root is written ./name); components.llm.resolve_lm_source decides which it is
-LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
 
 BASELINE_STRATEGIES = tuple(BASELINES)  # mean, ridge, lookup
 STRATEGIES = BASELINE_STRATEGIES + LLM_STRATEGIES  # + base, cot, rag
@@ -78,15 +75,7 @@ class EstimateParams(Section):
     lm: Literal["smollm2-135m", "tiny"] = Field(
         "smollm2-135m", description="Local LLM ('tiny': random weights, for tests)."
     )
-    name_or_path: str | None = Field(
-        None,
-        min_length=1,
-        max_length=1000,
-        pattern=LM_NAME_OR_PATH,
-        description="Your own chat LLM instead of lm: a checkpoint folder (config.json, weights, tokenizer files "
-        "with a chat template; absolute, ./relative to the project root or ~/...) or a Hugging Face model id "
-        "(org/name) already in the local cache; nothing is downloaded. Empty: lm.",
-    )
+    name_or_path: OwnModel = own_model_field("chat LLM instead of lm", files=f"{CHECKPOINT_FILES} with a chat template")
     encoder: Literal["minilm", "tiny"] = Field("minilm", description="Sentence encoder of the RAG retrieval.")
     llm_meals: int | None = Field(
         12,
@@ -147,11 +136,6 @@ class EstimateParams(Section):
         if len(set(value)) != len(value):
             raise ValueError(f"strategies repeat: {value}")
         return value
-
-    @field_validator("name_or_path", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def lm_used(self) -> str:

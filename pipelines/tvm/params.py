@@ -16,6 +16,7 @@ from components.reasoning.champ import MODELS as CHAMP_MODELS
 from components.reasoning.champ import SETTINGS as CHAMP_SETTINGS
 from components.reasoning.champ import default_path
 from components.reasoning.solutions_file import check_solutions_file
+from paperflows.ownmodel import CHECKPOINT_FILES, OwnModel, own_model_field
 from paperflows.params import DataFile, PipelineParams, Section, Seed
 
 KINDS = ("orm", "prm", "tvm")
@@ -108,11 +109,6 @@ class DataParams(Section):
         return None if value is not None and not value.strip() else value
 
 
-# policy.name_or_path: a folder (absolute, ./relative or ~/...) or an "org/name" Hugging Face id, printable, with a
-# "/" (a folder in the project root is written ./name); components.llm.resolve_lm_source decides which it is
-LM_NAME_OR_PATH = r"^[^\x00-\x1f\x7f]*/[^\x00-\x1f\x7f]*$"
-
-
 class PolicyParams(Section):
     slip_carry: float = Field(
         0.25,
@@ -138,21 +134,12 @@ class PolicyParams(Section):
     max_new_tokens: int = Field(
         96, ge=8, le=1024, description="Longest solution the 'smollm2' generator writes, in tokens."
     )
-    name_or_path: str | None = Field(
-        None,
-        min_length=1,
-        max_length=1000,
-        pattern=LM_NAME_OR_PATH,
-        description="Your own chat LLM for the 'smollm2' generator instead of SmolLM2: a checkpoint folder "
-        "(config.json, weights, tokenizer files with a chat template; absolute, ./relative to the project root or "
-        "~/...) or a Hugging Face model id (org/name) already in the local cache; nothing is downloaded. Needs "
-        "generator 'smollm2'. Empty: SmolLM2-135M-Instruct.",
+    name_or_path: OwnModel = own_model_field(
+        "chat LLM for the 'smollm2' generator instead of SmolLM2",
+        files=f"{CHECKPOINT_FILES} with a chat template",
+        needs="Needs generator 'smollm2'. ",
+        default="SmolLM2-135M-Instruct",
     )
-
-    @field_validator("name_or_path", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _model_needs_the_lm_generator(self) -> PolicyParams:
@@ -184,15 +171,12 @@ class VerifierParams(Section):
         "scratch) or 'smollm2' (SmolLM2-135M-Instruct with LoRA on its top layers and the value "
         "head; slower by about two orders of magnitude on a CPU).",
     )
-    name_or_path: str | None = Field(
-        None,
-        min_length=1,
-        max_length=1000,
-        pattern=LM_NAME_OR_PATH,
-        description="Your own causal LM as the verifier's backbone instead of SmolLM2 (LoRA on its top layers and "
-        "the value head train, as for 'smollm2'): a checkpoint folder (absolute, ./relative to the project root or "
-        "~/...) or a Hugging Face model id (org/name) already in the local cache; nothing is downloaded. Needs "
-        "backbone 'smollm2'. Empty: SmolLM2-135M-Instruct.",
+    name_or_path: OwnModel = own_model_field(
+        "causal LM as the verifier's backbone instead of SmolLM2 (LoRA on its top layers and the value head train, "
+        "as for 'smollm2')",
+        files=None,
+        needs="Needs backbone 'smollm2'. ",
+        default="SmolLM2-135M-Instruct",
     )
     lora_r: int = Field(8, ge=1, le=256, description="LoRA rank of the 'smollm2' backbone.")
     lora_layers: int = Field(2, ge=1, le=30, description="Top decoder layers of 'smollm2' that carry LoRA adapters.")
@@ -207,11 +191,6 @@ class VerifierParams(Section):
         if len(set(value)) != len(value):
             raise ValueError(f"kinds repeat: {value}")
         return value
-
-    @field_validator("name_or_path", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _model_needs_a_pretrained_backbone(self) -> VerifierParams:
