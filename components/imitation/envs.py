@@ -73,9 +73,12 @@ class StyleEnv:
         )
 
 
-def make_gridworld(noise: float, horizon: int | None = None) -> StyleEnv:
-    """The 11 x 11 corridor gridworld (:mod:`components.imitation.gridworld`); ``noise`` is epsilon."""
-    cfg = gridworld.GridConfig(epsilon=noise, horizon=horizon or gridworld.GridConfig.horizon)
+def make_gridworld(noise: float, horizon: int | None = None, random_starts: bool = False) -> StyleEnv:
+    """The 11 x 11 corridor gridworld (:mod:`components.imitation.gridworld`); ``noise`` is epsilon, and
+    ``random_starts`` draws each episode's start cell below the zone's middle row."""
+    cfg = gridworld.GridConfig(
+        epsilon=noise, horizon=horizon or gridworld.GridConfig.horizon, random_starts=random_starts
+    )
 
     def cells(obs: np.ndarray) -> np.ndarray:
         return np.asarray(obs).reshape(-1, 2).astype(np.int64)
@@ -85,7 +88,7 @@ def make_gridworld(noise: float, horizon: int | None = None) -> StyleEnv:
         return {"obs": demos.pop("state").astype(np.float64), **demos}
 
     def rollout(act: Act, styles: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        out = gridworld.rollout(cfg, lambda s, z: act(s.astype(np.float64), z), styles)
+        out = gridworld.rollout(cfg, lambda s, z: act(s.astype(np.float64), z), styles, rng)
         return {"success": out["success"], "style": out["crossed"], "return": np.full(len(styles), math.nan)}
 
     def expert(rng: np.random.Generator) -> Act:

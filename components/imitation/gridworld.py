@@ -5,12 +5,15 @@ centre ``(size-1, mid)`` and succeeds on reaching the goal at the top centre ``(
 
     0 up (row - 1)   1 down (row + 1)   2 left (col - 1)   3 right (col + 1)   4 noop
 
-moves are clipped at the border. Rows ``zone_top .. zone_bottom`` form the bifurcation zone. Outside it
-every expert walks the centre column (returning to it first when displaced), whatever its style. Inside it,
-style ``k`` first walks sideways to its corridor column ``corridors[k]`` (left, centre, right by default),
-climbs to the zone's top row, and walks back to the centre column there. So a state-action pair says
-nothing about the style outside the zone, and nearly everything inside it. With probability ``epsilon`` an
-expert takes a uniformly random action instead of its own.
+moves are clipped at the border. With ``random_starts`` every episode (demonstration or rollout) starts instead
+at a uniformly drawn cell below the zone's middle row, zone rows included: a start inside the zone puts the
+agent where the styles' paths cross, in states one style's demonstrations rarely visit.
+
+Rows ``zone_top .. zone_bottom`` form the bifurcation zone. Outside it every expert walks the centre column
+(returning to it first when displaced), whatever its style. Inside it, style ``k`` first walks sideways to its
+corridor column ``corridors[k]`` (left, centre, right by default), climbs to the zone's top row, and walks back to
+the centre column there. So a state-action pair says nothing about the style outside the zone, and nearly everything
+inside it. With probability ``epsilon`` an expert takes a uniformly random action instead of its own.
 
 A rollout's *style* is read where it first reaches the middle row of the zone, ``cross_row``: the corridor
 whose column range holds its column there (columns split halfway between neighbouring corridors); a rollout
@@ -40,6 +43,7 @@ class GridConfig:
     corridors: tuple[int, ...] = (2, 5, 8)
     epsilon: float = 0.1
     horizon: int = 40
+    random_starts: bool = False
 
     def __post_init__(self) -> None:
         if not (5 <= self.size <= 101 and self.size % 2 == 1):
@@ -81,6 +85,17 @@ class GridConfig:
     @property
     def cross_row(self) -> int:
         return (self.zone_top + self.zone_bottom) // 2
+
+
+def start_states(cfg: GridConfig, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    """``[n, 2]`` start cells: the bottom centre, or with ``cfg.random_starts`` uniform cells of the rows below the
+    zone's middle row (``rng`` required then)."""
+    if not cfg.random_starts:
+        return np.tile(np.asarray(cfg.start), (n, 1))
+    if rng is None:
+        raise ValueError("random starts need an rng")
+    rows = rng.integers(cfg.cross_row + 1, cfg.size, n)
+    return np.stack([rows, rng.integers(0, cfg.size, n)], axis=1).astype(np.int64)
 
 
 def in_zone(cfg: GridConfig, rows: np.ndarray) -> np.ndarray:
@@ -132,7 +147,7 @@ def expert_demonstrations(cfg: GridConfig, per_style: int, rng: np.random.Genera
     """
     n = per_style * cfg.n_styles
     styles = np.repeat(np.arange(cfg.n_styles), per_style)
-    states = np.tile(np.asarray(cfg.start), (n, 1))
+    states = start_states(cfg, n, rng)
     alive = np.ones(n, dtype=bool)
     act = noisy_expert(cfg, rng)
     out: dict[str, list[np.ndarray]] = {"state": [], "action": [], "style": [], "episode": [], "t": []}
@@ -167,8 +182,11 @@ def state_features(cfg: GridConfig, states: np.ndarray) -> np.ndarray:
     return (np.asarray(states, dtype=np.float32) / (cfg.size - 1) * 2.0 - 1.0).astype(np.float32)
 
 
-def rollout(cfg: GridConfig, policy, styles: np.ndarray) -> dict[str, np.ndarray]:
-    """Run one episode per entry of ``styles`` under ``policy(states [B, 2], styles [B]) -> actions [B]``.
+def rollout(
+    cfg: GridConfig, policy, styles: np.ndarray, rng: np.random.Generator | None = None
+) -> dict[str, np.ndarray]:
+    """Run one episode per entry of ``styles`` under ``policy(states [B, 2], styles [B]) -> actions [B]`` (from
+    :func:`start_states`; ``rng`` draws random starts).
 
     Returns ``success [B]`` (reached the goal within the horizon), ``crossed [B]`` (the style whose
     corridor holds the column where the episode first reached ``cfg.cross_row``; -1 if it never did) and
@@ -176,7 +194,7 @@ def rollout(cfg: GridConfig, policy, styles: np.ndarray) -> dict[str, np.ndarray
     """
     styles = np.asarray(styles, dtype=np.int64)
     n = len(styles)
-    states = np.tile(np.asarray(cfg.start), (n, 1))
+    states = start_states(cfg, n, rng)
     alive, success = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
     crossed, steps = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
 

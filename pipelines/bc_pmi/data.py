@@ -13,9 +13,10 @@ from pipelines.bc_pmi.params import BcPmiParams
 
 
 def make_env(p: BcPmiParams, horizon: int | None = None, *, experts: bool = True) -> StyleEnv:
-    """The chosen environment with its experts' noise (``experts=False``: for stages that run no expert) and the
-    rollouts' horizon (None: the environment's)."""
-    return ENVS[p.data.env](p.data.noise if experts else 0.0, horizon)
+    """The chosen environment with its experts' noise and, in the gridworld, its start cells (``experts=False``:
+    for stages that run no episode), and the rollouts' horizon (None: the environment's)."""
+    starts = {"random_starts": p.data.random_starts} if p.data.env == "gridworld" and experts else {}
+    return ENVS[p.data.env](p.data.noise if experts else 0.0, horizon, **starts)
 
 
 def arrays(rows: list[dict], env: StyleEnv) -> dict[str, np.ndarray]:
@@ -84,14 +85,45 @@ def pmi_table_rows(
     ]
 
 
-def demonstrations(rows: list[dict], env: StyleEnv) -> Demonstrations:
+def zone_log_weights(rows: list[dict]) -> np.ndarray:
+    """The zone control's log-weights: ``log r`` inside the style zone and 0 outside it, where ``r`` is the ratio of
+    MINE's mean weight inside the zone to outside it in these rows; so the control moves as much weight into the
+    zone as BC-PMI does on average, but evenly over the zone's tuples."""
+    zone = np.array([r["in_zone"] for r in rows], dtype=bool)
+    weight = np.array([r["weight"] for r in rows], dtype=np.float64)
+    if zone.all() or not zone.any():
+        return np.zeros(len(rows))
+    return np.log(weight[zone].mean() / weight[~zone].mean()) * zone
+
+
+# per method, the log-weight of each tuple that BC-PMI's weighting (exp, mean 1 per batch, clip) is applied to;
+# None: plain conditional BC (every tuple weighs 1)
+LOG_WEIGHTS = {
+    "bc": None,
+    "bc_pmi": lambda rows: np.array([r["pmi"] for r in rows]),
+    "bc_count_pmi": lambda rows: np.array([r["pmi_exact"] for r in rows]),
+    "bc_zone": zone_log_weights,
+}
+
+
+def trainer_of(method: str) -> str:
+    """The trainer of :data:`components.imitation.bc.TRAINERS` a method runs: plain BC, or the weighted one."""
+    return "bc" if LOG_WEIGHTS[method] is None else "bc_pmi"
+
+
+def demonstrations(rows: list[dict], env: StyleEnv, method: str = "bc_pmi") -> Demonstrations:
     """The PMI table's rows of one (seed, data size) as the tensors behavioural cloning reads: policy features,
-    actions (float torques or move indices), styles and MINE's PMI."""
+    actions (float torques or move indices), styles and the log-weights of ``method`` (:data:`LOG_WEIGHTS`;
+    zeros for plain BC)."""
     data = arrays(rows, env)
+    log_weight = LOG_WEIGHTS[method]
+    values = log_weight(rows) if log_weight else np.zeros(len(rows))
+    if not np.isfinite(values).all():
+        raise ValueError(f"{method}: non-finite log-weights in the PMI table (a tuple without an exact PMI?)")
     actions = torch.from_numpy(data["action"]).float() if env.action_dim else torch.from_numpy(data["action"])
     return Demonstrations(
         torch.from_numpy(env.features(data["obs"])),
         actions,
         torch.from_numpy(data["style"]),
-        torch.tensor([r["pmi"] for r in rows], dtype=torch.float32),
+        torch.tensor(values, dtype=torch.float32),
     )

@@ -17,11 +17,13 @@ evaluation by style):
    log sum_z' p(z') exp T(s, a, z') for every tuple, beside the exact PMI from counts where the state-action
    space is tabular (the gridworld; the Reacher's is continuous and has none);
 3. **train** (method step 4): conditional BC and BC-PMI (weights exp(PMI), mean 1 per batch, clipped at
-   10, never differentiated) through the one training loop, same policy network, same seeds; a categorical
+   10, never differentiated) through the one training loop, same policy network, same seeds, beside two
+   controls weighted the same way: exact count PMI, and a plain up-weighting of the style zone; a categorical
    policy for the gridworld's moves, a Gaussian one (NLL) for the Reacher's torques;
-4. **evaluate** (method step 5): rollouts of pi(. | s, z) for every style: success, return and style accuracy
-   (the rollout shows z: the gridworld's corridor, the Reacher's sweep direction), and of a uniform random
-   policy (the learning gates' reference); the weights' map and their mean inside / outside the style zone;
+4. **evaluate** (method step 5): rollouts of pi(. | s, z) for every style, greedy and sampled: success, return
+   and style accuracy (the rollout shows z: the gridworld's corridor, the Reacher's sweep direction), and of a
+   uniform random policy (the learning gates' reference); the weights' map and their mean inside / outside
+   the style zone;
 5. **report**: the table, the claims (paired over seeds) and the checks.
 """
 
@@ -40,7 +42,7 @@ from components.io import load_json, load_table, save_json, save_model, save_tab
 from components.metrics.stats import pearson
 from paperflows import Pipeline, Plot, StageContext, derive_seed, stage
 from pipelines.bc_pmi import ABOUT
-from pipelines.bc_pmi.data import arrays, demonstrations, file_ranks, make_env, pmi_table_rows, step_columns
+from pipelines.bc_pmi.data import arrays, demonstrations, file_ranks, make_env, pmi_table_rows, step_columns, trainer_of
 from pipelines.bc_pmi.evaluation import add_zone_weights, random_policy, scores_of, weight_map_rows
 from pipelines.bc_pmi.params import BcPmiParams
 from pipelines.bc_pmi.plots import plot_demos, plot_style_accuracy, plot_weight_map, plot_weights_along
@@ -170,11 +172,10 @@ def train(ctx: StageContext) -> None:
     for seed in ctx.params.seeds:
         for size in _sizes(ctx):
             mine = [r for r in pmi_rows if r["seed"] == seed and r["size"] == size]
-            data = demonstrations(mine, env)
             for method in t.methods:
                 tag = f"{method}_n{size}_s{seed}"
-                policy, _ = TRAINERS[method](
-                    data,
+                policy, _ = TRAINERS[trainer_of(method)](
+                    demonstrations(mine, env, method),
                     cfg,
                     seed=derive_seed(seed, "policy", size),
                     desc=tag,
@@ -189,7 +190,15 @@ def train(ctx: StageContext) -> None:
 # step 5: rollouts per style: success, return and style accuracy; where the weights concentrate
 # --------------------------------------------------------------------------------------------------
 @stage(
-    params=("seeds", "train.methods", "evaluate", "data.env", "data.epsilon", "data.action_noise"),
+    params=(
+        "seeds",
+        "train.methods",
+        "evaluate",
+        "data.env",
+        "data.epsilon",
+        "data.action_noise",
+        "data.random_starts",
+    ),
     deps=(POLICIES, PMI, DATA_METRICS),
     outs=(RESULTS, WEIGHT_MAP),
     metrics=(EVAL_METRICS,),
@@ -208,39 +217,23 @@ def evaluate(ctx: StageContext) -> None:
     env = make_env(ctx.params, e.horizon)
     styles = np.repeat(np.arange(env.n_styles), e.rollouts)
     sizes, rows = _sizes(ctx), []
+    modes = [e.action, *(m for m in ("greedy", "sample") if m != e.action)]  # the claims' way first
     for seed in ctx.params.seeds:
-        rng = np.random.default_rng(derive_seed(seed, "experts"))
-        rows.append(
-            {
-                "method": "expert",
-                "size": 0,
-                "seed": seed,
-                **scores_of(env.rollout(env.expert(rng), styles, rng), styles),
-            }
-        )
-        rng = np.random.default_rng(derive_seed(seed, "random policy"))
-        rows.append(
-            {
-                "method": "random",
-                "size": 0,
-                "seed": seed,
-                **scores_of(env.rollout(random_policy(env, rng), styles, rng), styles),
-            }
-        )
-        for size in sizes:
-            for method in methods:
-                tag = f"{method}_n{size}_s{seed}"
-                policy = StylePolicy.load(ctx.path(POLICIES) / f"{tag}.safetensors")
-                act = sampling_policy(
-                    policy,
-                    env.features,
-                    torch.Generator().manual_seed(derive_seed(seed, "rollout", size)),
-                    greedy=e.action == "greedy",
-                )
-                rng = np.random.default_rng(derive_seed(seed, "rollout", size))  # same starts for every method
-                rows.append(
-                    {"method": method, "size": size, "seed": seed, **scores_of(env.rollout(act, styles, rng), styles)}
-                )
+        for method, act in (("expert", env.expert), ("random", lambda rng: random_policy(env, rng))):
+            rng = np.random.default_rng(derive_seed(seed, "experts" if method == "expert" else "random policy"))
+            scores = scores_of(env.rollout(act(rng), styles, rng), styles)
+            rows.append({"method": method, "size": 0, "seed": seed, "action": "own", **scores})
+        for size, method, mode in ((s, m, a) for s in sizes for m in methods for a in modes):
+            policy = StylePolicy.load(ctx.path(POLICIES) / f"{method}_n{size}_s{seed}.safetensors")
+            act = sampling_policy(
+                policy,
+                env.features,
+                torch.Generator().manual_seed(derive_seed(seed, "rollout", size)),
+                greedy=mode == "greedy",
+            )
+            rng = np.random.default_rng(derive_seed(seed, "rollout", size))  # same starts for every method
+            scores = scores_of(env.rollout(act, styles, rng), styles)
+            rows.append({"method": method, "size": size, "seed": seed, "action": mode, **scores})
     pmi_rows = load_table(ctx.path(PMI))
     weight_map = weight_map_rows(pmi_rows, env)
     add_zone_weights(rows, pmi_rows)
@@ -248,15 +241,21 @@ def evaluate(ctx: StageContext) -> None:
     save_table(weight_map, ctx.path(WEIGHT_MAP))
     save_json(
         {
-            f"{r['method']}/n{r['size']}/{k}": float(
-                np.mean([q[k] for q in rows if q["method"] == r["method"] and q["size"] == r["size"]])
+            f"{r['method']}/n{r['size']}/{r['action']}/{k}": float(
+                np.mean(
+                    [
+                        q[k]
+                        for q in rows
+                        if (q["method"], q["size"], q["action"]) == (r["method"], r["size"], r["action"])
+                    ]
+                )
             )
             for r in rows
             for k in ("success", "return", "style_accuracy")
         },
         ctx.path(EVAL_METRICS),
     )
-    plot_style_accuracy(rows, ctx.path(ACC_PNG), ctx.path(ACC_CSV))
+    plot_style_accuracy([r for r in rows if r["action"] in ("own", e.action)], ctx.path(ACC_PNG), ctx.path(ACC_CSV))
     plot_weight_map(env, weight_map, min(sizes), ctx.path(MAP_PNG), ctx.path(MAP_CSV))
     first = [r for r in pmi_rows if r["seed"] == ctx.params.seeds[0] and r["size"] == min(sizes)]
     plot_weights_along(env, first, ctx.path(ALONG_PNG), ctx.path(ALONG_CSV))

@@ -13,7 +13,13 @@ same demonstrations, PMI estimate and initial weights):
 
 * headline ``bc_pmi_style_accuracy_low_data``: BC-PMI − conditional BC style accuracy > 0;
 * ``bc_pmi_equal_success_low_data``: equal success, an equivalence claim (the interval of BC-PMI − BC success
-  inside ± the margin).
+  inside ± the margin);
+* ``bc_pmi_gt_<control>_low_data``: BC-PMI − a control's style accuracy > 0, for each control trained (BC with
+  exact count-PMI weights, BC with the style zone up-weighted): whether MINE's PMI weighting does more than
+  any weighting toward the zone.
+
+Every claim reads the rollouts of ``evaluate.action`` (greedy by default); rows carry ``action`` ("greedy",
+"sample", or "own" for the experts and the random policy), and the table shows both ways.
 
 Gates: each arm beats the random policy (style accuracy, or success for the success claim) with its interval over
 seeds; for the style claim, conditional BC also leaves headroom: its style accuracy lies below the ceiling minus
@@ -67,6 +73,16 @@ STYLE_ACCURACY_LOW_DATA = ClaimSpec(
     headline=True,
 )
 HEADLINE = (STYLE_ACCURACY_LOW_DATA,)
+CONTROLS = ("bc_count_pmi", "bc_zone")
+CONTROL_CLAIMS = {
+    control: ClaimSpec(
+        f"bc_pmi_gt_{control.removeprefix('bc_')}_low_data",
+        f"BC-PMI > {LABELS[control]} on style accuracy at low data: MINE's PMI weighting does more than the control",
+        f"style accuracy, BC-PMI − {LABELS[control]}, paired by seed",
+        superiority(STYLE_GAIN, STYLE_SOURCE),
+    )
+    for control in CONTROLS
+}
 EQUAL_SUCCESS_LOW_DATA = ClaimSpec(
     "bc_pmi_equal_success_low_data",
     "BC-PMI and conditional BC succeed equally often at low data",
@@ -130,6 +146,22 @@ def style_accuracy_claim(rows: Rows, size: int) -> Claim:
             "bc": float(np.mean(list(b.values()))),
             "wins": float(sum(a[k] > b[k] for k in a if k in b)),
         },
+    )
+
+
+def control_claim(rows: Rows, size: int, control: str) -> Claim:
+    """BC-PMI > ``control`` on style accuracy at ``size`` episodes per style (paired by seed); both arms gated on
+    the random policy."""
+    spec = CONTROL_CLAIMS[control]
+    a, b = _series(rows, "bc_pmi", "style_accuracy", size), _series(rows, control, "style_accuracy", size)
+    if not a or not b:
+        return decide(spec, None, missing=f"BC-PMI and {control} both evaluated at {size} episodes per style")
+    gates = [beats_random(rows, control, "style_accuracy", size), beats_random(rows, "bc_pmi", "style_accuracy", size)]
+    return decide(
+        spec,
+        Estimate.paired(a, b),
+        gates=gates,
+        numbers={"bc_pmi": float(np.mean(list(a.values()))), control: float(np.mean(list(b.values())))},
     )
 
 
@@ -267,6 +299,7 @@ def table(
     columns = [
         "episodes per style",
         "method",
+        "actions",
         "success",
         *(["return"] if has_return else []),
         "style accuracy",
@@ -275,13 +308,16 @@ def table(
         "paper",
     ]
     out = []
-    for size, method in [(0, "expert"), (0, "random")] + [(s, m) for s in sizes for m in methods]:
-        mine = rows_where(rows, method=method, size=size)
+    modes = list(dict.fromkeys(r.get("action", "own") for r in rows if r["method"] not in ("expert", "random")))
+    cells = [(0, "expert", "own"), (0, "random", "own")] + [(s, m, a) for a in modes for s in sizes for m in methods]
+    for size, method, mode in cells:
+        mine = [r for r in rows_where(rows, method=method, size=size) if r.get("action", "own") in (mode, "own")]
         if not mine:
             continue
         row: dict[str, Any] = {
             "episodes per style": size or "–",
             "method": LABELS.get(method, RANDOM_LABEL),
+            "actions": mode,
             "success": pm(values(mine, "success")),
         }
         if has_return:
@@ -321,19 +357,38 @@ NOTES = {
 }
 
 
+def claim_rows(rows: Rows, mode: str) -> list[Mapping[str, Any]]:
+    """The rows the claims read: the policies' rollouts of ``mode`` ("greedy" / "sample"), the experts and the
+    random policy (rows without ``action`` count as ``mode``)."""
+    return [r for r in rows if r.get("action", mode) in (mode, "own")]
+
+
 def build_report(rows: Rows, mine: Mapping[str, Any], data: Mapping[str, Any], p: BcPmiParams) -> Report:
     """The table, the claims, the checks and the notes of one run."""
     env = data.get("env", "gridworld")
     style_note, policy_note, weight_note = NOTES[env]
     sizes, methods = list(data["sizes"]), list(p.train.methods)
-    low = min(sizes)
+    low, mode = min(sizes), p.evaluate.action
     columns, body = table(rows, sorted(set(sizes)), methods, STYLES[env])
-    claims = [style_accuracy_claim(rows, low), equal_success_claim(rows, low, p.report.success_margin)]
+    rows = claim_rows(rows, mode)
+    claims = [
+        style_accuracy_claim(rows, low),
+        equal_success_claim(rows, low, p.report.success_margin),
+        *(control_claim(rows, low, c) for c in CONTROLS if c in methods),
+    ]
     notes = [
-        f"Fractions of {p.evaluate.rollouts} rollouts per style ({p.evaluate.action} actions, horizon "
+        f"Fractions of {p.evaluate.rollouts} rollouts per style (the claims read {mode} actions; the table shows "
+        f"greedy and sampled rollouts from the same starts), horizon "
         f"{p.evaluate.horizon or 'the environment default'}), mean ± 95% half-width over seeds {list(p.seeds)}. "
         f"{style_note}",
-        f"Demonstrations: {data['source']}, expert noise {data.get('noise', data.get('epsilon'))}; sizes {sizes} "
+        (
+            "Starts: every episode (demonstration and rollout) at a uniformly drawn cell below the zone's middle "
+            "row, zone rows included, so that a policy meets crossing states its style's demonstrations rarely "
+            "visit. "
+            if env == "gridworld" and p.data.random_starts
+            else ""
+        )
+        + f"Demonstrations: {data['source']}, expert noise {data.get('noise', data.get('epsilon'))}; sizes {sizes} "
         f"episodes per style (nested subsets). {policy_note.format(hidden=p.train.hidden)}, {p.train.steps} Adam "
         f"steps; MINE T(s, a, z): MLP -> {p.mine.hidden} -> 1, {p.mine.steps} steps, EMA rate {p.mine.ema_rate}; "
         f"BC-PMI weights exp(PMI) normalised to mean 1 per batch, clipped at {p.train.max_weight:g}, alpha "
@@ -359,7 +414,7 @@ def build_report(rows: Rows, mine: Mapping[str, Any], data: Mapping[str, Any], p
 # the table, the claims and the checks
 # --------------------------------------------------------------------------------------------------
 @stage(
-    params=("seeds", "data.env", "mine", "train", "evaluate", "report"),
+    params=("seeds", "data.env", "data.random_starts", "mine", "train", "evaluate", "report"),
     deps=(RESULTS, MINE_METRICS, DATA_METRICS),
     outs=(REPORT,),
     timings=REPORT_TIMINGS,

@@ -59,3 +59,17 @@ def test_corridor_ranges_and_features() -> None:
     assert not stuck["success"].any() and stuck["crossed"].tolist() == [-1, -1]
     with pytest.raises(ValueError, match="corridors"):
         GridConfig(corridors=(5, 2))
+
+
+def test_random_starts_lie_below_the_crossing_and_noiseless_experts_still_show_their_style() -> None:
+    cfg = GridConfig(epsilon=0.0, random_starts=True)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="rng"):
+        rollout(cfg, lambda s, z: expert_actions(cfg, s, z), np.arange(3))
+    styles = np.repeat(np.arange(cfg.n_styles), 200)
+    result = rollout(cfg, lambda s, z: expert_actions(cfg, s, z), styles, np.random.default_rng(1))
+    assert result["success"].all() and (result["crossed"] == styles).all()
+    demos = expert_demonstrations(cfg, 50, rng)
+    starts = demos["state"][demos["t"] == 0]
+    assert starts[:, 0].min() == cfg.cross_row + 1 and starts[:, 0].max() == cfg.size - 1
+    assert len({tuple(s) for s in starts}) > 20 and in_zone(cfg, starts[:, 0]).any()  # some start inside the zone

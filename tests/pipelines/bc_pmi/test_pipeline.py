@@ -36,6 +36,7 @@ TINY: dict[str, Any] = {
         ({"train": {"methods": ["gail"]}}, "bc_pmi.train.methods"),
         ({"train": {"alpha": 1.5}}, "bc_pmi.train.alpha"),
         ({"evaluate": {"action": "argmax"}}, "bc_pmi.evaluate.action"),
+        ({"data": {"env": "reacher"}, "train": {"methods": ["bc", "bc_count_pmi"]}}, "exact count PMI"),
     ],
 )
 def test_bad_params_name_the_key(section: dict[str, Any], message: str) -> None:
@@ -69,14 +70,17 @@ def test_users_file_is_read_in_place_of_the_experts(project: Path) -> None:
 
 def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) -> None:
     report = run_flow_and_check(PIPELINE, BcPmiParams.model_validate(TINY), project)
-    assert [c["id"] for c in report["claims"]] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data"]
-    assert [r["method"] for r in report["rows"]] == [
-        "Experts (demonstrators)",
-        "Random policy (uniform actions; the gates' reference)",
-        "Conditional BC",
-        "BC-PMI",
-        "Conditional BC",
-        "BC-PMI",
+    assert [c["id"] for c in report["claims"]] == [
+        "bc_pmi_style_accuracy_low_data",
+        "bc_pmi_equal_success_low_data",
+        "bc_pmi_gt_count_pmi_low_data",
+        "bc_pmi_gt_zone_low_data",
+    ]
+    arms = ["Conditional BC", "BC-PMI", "BC, exact count-PMI weights (control)", "BC, zone up-weighted (control)"]
+    assert [(r["method"], r["actions"]) for r in report["rows"]] == [
+        ("Experts (demonstrators)", "own"),
+        ("Random policy (uniform actions; the gates' reference)", "own"),
+        *[(arm, mode) for mode in ("greedy", "sample") for _ in (2, 4) for arm in arms],
     ]
     assert {c["id"] for c in report["checks"]} == {
         "weights_concentrate_in_zone",
@@ -92,7 +96,7 @@ REACHER: dict[str, Any] = {
     "seeds": [0, 1],
     "data": {"env": "reacher", "sizes": [2]},
     "mine": {"steps": 20, "batch_size": 64},
-    "train": {"steps": 20, "batch_size": 64},
+    "train": {"steps": 20, "batch_size": 64, "methods": ["bc", "bc_pmi", "bc_zone"]},
     "evaluate": {"rollouts": 2},
 }
 
@@ -139,7 +143,11 @@ def test_reacher_stages_report_return_style_and_weights(project: Path) -> None:
         "pmi_zero_where_styles_agree",
         "experts_show_their_styles",
     }
-    assert [c["id"] for c in report["claims"]] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data"]
+    assert [c["id"] for c in report["claims"]] == [
+        "bc_pmi_style_accuracy_low_data",
+        "bc_pmi_equal_success_low_data",
+        "bc_pmi_gt_zone_low_data",
+    ]
     assert next(r for r in report["rows"] if r["method"].startswith("Random policy"))["return"] != "–"
     along = (root / "plots" / "weights_along.csv").read_text().splitlines()
     assert along[0].split(",")[:3] == ["style", "episode", "t"] and len(along) > 50

@@ -13,7 +13,9 @@ from pipelines.bc_pmi.report import (
     HEADLINE,
     build_report,
     checks,
+    claim_rows,
     concentration_check,
+    control_claim,
     equal_success_claim,
     style_accuracy_claim,
     table,
@@ -160,7 +162,7 @@ def test_table_and_report_shape() -> None:
         r for r in _rows([0.99] * 3, [0.98] * 3, size=20) if r["method"] in ("bc", "bc_pmi")
     ]
     columns, body = table(rows, [5, 20], ["bc", "bc_pmi"])
-    assert columns[:4] == ["episodes per style", "method", "success", "style accuracy"]
+    assert columns[:5] == ["episodes per style", "method", "actions", "success", "style accuracy"]
     assert [(r["episodes per style"], r["method"]) for r in body] == [
         ("–", "Experts (demonstrators)"),
         ("–", "Random policy (uniform actions; the gates' reference)"),
@@ -176,8 +178,51 @@ def test_table_and_report_shape() -> None:
         {"sizes": [5, 20], "source": "generated experts", "epsilon": 0.1},
         BcPmiParams(),
     )
-    assert [c.id for c in report.claims] == ["bc_pmi_style_accuracy_low_data", "bc_pmi_equal_success_low_data"]
+    assert [c.id for c in report.claims] == [
+        "bc_pmi_style_accuracy_low_data",
+        "bc_pmi_equal_success_low_data",
+        "bc_pmi_gt_count_pmi_low_data",
+        "bc_pmi_gt_zone_low_data",
+    ]
     assert report.claims[0].verdict == "holds" and report.checks[0].id == "weights_concentrate_in_zone"
+    assert report.claims[2].verdict == "not resolved"  # the controls were not in these rows: not measured
+
+
+def test_controls_are_claims_against_bc_pmi() -> None:
+    rows = _rows([0.90, 0.92, 0.95], [0.80, 0.83, 0.84])
+    zone = [dict(r, method="bc_zone") for r in rows if r["method"] == "bc"]
+    assert control_claim(rows + zone, 5, "bc_zone").verdict == "holds"
+    same = [
+        dict(r, method="bc_count_pmi", style_accuracy=r["style_accuracy"] + 0.01 * (r["seed"] - 1))
+        for r in rows
+        if r["method"] == "bc_pmi"
+    ]
+    assert control_claim(rows + same, 5, "bc_count_pmi").verdict == "does not hold"
+    blind = [dict(r, method="bc_zone", style_accuracy=0.05) for r in rows if r["method"] == "bc"]
+    assert control_claim(rows + blind, 5, "bc_zone").verdict == "not resolved"  # the control did not learn
+    assert control_claim(rows, 5, "bc_zone").verdict == "not resolved"
+
+
+def test_claims_read_one_way_of_acting() -> None:
+    greedy = [
+        dict(r, action="greedy") if r["method"] in ("bc", "bc_pmi") else dict(r, action="own")
+        for r in _rows([0.80, 0.83, 0.84], [0.81, 0.82, 0.84])
+    ]
+    sample = [
+        dict(r, action="sample")
+        for r in _rows([0.90, 0.92, 0.95], [0.80, 0.83, 0.84])
+        if r["method"] in ("bc", "bc_pmi")
+    ]
+    rows = greedy + sample
+    assert style_accuracy_claim(claim_rows(rows, "sample"), 5).verdict == "holds"
+    assert style_accuracy_claim(claim_rows(rows, "greedy"), 5).verdict == "does not hold"
+    _, body = table(rows, [5], ["bc", "bc_pmi"])
+    assert [(r["method"], r["actions"]) for r in body][2:] == [
+        ("Conditional BC", "greedy"),
+        ("BC-PMI", "greedy"),
+        ("Conditional BC", "sample"),
+        ("BC-PMI", "sample"),
+    ]
 
 
 def test_an_undefined_pearson_is_named_not_compared() -> None:
