@@ -662,7 +662,9 @@ REVIEW = [
     # refused, but the message blamed another column
     Case(
         "bc26 traj_id stored as 1e20",
-        run("bc_pmi", "data.env=reacher", "data.path=review/float_traj_id.parquet"),
+        run(
+            "bc_pmi", "data.env=reacher", "train.methods=[bc,bc_pmi,bc_zone]", "data.path=review/float_traj_id.parquet"
+        ),
         "column 'traj_id' row 0: 1e+20 is beyond a 64-bit integer",
     ),
 ]
@@ -943,14 +945,14 @@ PAPERS = [
     ),
     Case(
         "bc_pmi trajectories without obs_9",
-        run("bc_pmi", "data.env=reacher", "data.path=bad.parquet"),
+        run("bc_pmi", "data.env=reacher", "train.methods=[bc,bc_pmi,bc_zone]", "data.path=bad.parquet"),
         "column 'obs_9' is missing",
         prepare=bc_pmi_parquet(lambda c: c.pop("obs_9")),
         also=("bc_pmi.data.path", "bad.parquet"),
     ),
     Case(
         "bc_pmi trajectories style outside the styles",
-        run("bc_pmi", "data.env=reacher", "data.path=bad.parquet"),
+        run("bc_pmi", "data.env=reacher", "train.methods=[bc,bc_pmi,bc_zone]", "data.path=bad.parquet"),
         "column 'style' row 2: 2 outside [0, 1]",
         prepare=bc_pmi_parquet(lambda c: c.update(style=[0, 0, 2, 2])),
         also=("bc_pmi.data.path", "bad.parquet"),

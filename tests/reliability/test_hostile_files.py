@@ -56,7 +56,7 @@ SUFFIXES: dict[tuple[str, str], tuple[str, ...]] = {
 # what a parameter needs beside it to pass the params model's own rules: its partner file (valid), or a setting
 COMPANIONS: dict[tuple[str, str], list[str]] = {
     ("tvm", "data.solutions_path"): ["verifier.kinds=[orm,tvm]"],
-    ("bc_pmi", "data.path"): ["data.env=reacher"],
+    ("bc_pmi", "data.path"): ["data.env=reacher", "train.methods=[bc,bc_pmi,bc_zone]"],
     ("decapbench", "data.oracle_path"): ["data.candidates_path=valid/candidates.jsonl"],
     ("decapbench", "data.candidates_path"): ["data.oracle_path=valid/oracle.jsonl"],
     ("decapbench", "data.images_dir"): [
