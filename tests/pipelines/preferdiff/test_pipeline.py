@@ -50,6 +50,15 @@ def test_paper_preset() -> None:
     assert (default.preferdiff.pairing, default.preferdiff.negative_noise) == ("batch", "independent")
 
 
+def test_evidence_preset_trains_the_headlines_arms_on_the_frozen_text_table() -> None:
+    from pipelines.preferdiff.report import HEADLINE
+
+    evidence = PreferdiffParams(scale="evidence")
+    assert HEADLINE[0].id == "preferdiff_gt_mse_recall5" and evidence.train.methods == ["mse", "preferdiff"]
+    assert evidence.model.item_embeddings == "auto" and evidence.data.path is None  # MovieLens titles: text
+    assert len(evidence.seeds) == 10 and evidence.train.epochs > PreferdiffParams().train.epochs
+
+
 def test_users_folder_is_learned(project: Path) -> None:
     # 40 users over 9 items: each user walks a cycle, so the next item follows from the last one
     seqs = [[(u + k) % 9 + 1 for k in range(5)] for u in range(40)]
