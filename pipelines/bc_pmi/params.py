@@ -245,8 +245,9 @@ class BcPmiParams(PipelineParams):
         "[-0.069, 0.038] greedy style accuracy at 2 episodes per style, 20 paired seeds, every gate met (both"
         " above the random policy's 0.19; BC at 0.78, below the 0.95 headroom line); under sampled actions "
         "BC-PMI is ahead (+0.05), which is the demonstrators' noise it filters",
-        "paper": "the brief's 2,000 steps at 20 and 100 episodes per style, 5 seeds: about 2 min; greedy BC is at "
-        "the style ceiling there, so the headline's headroom gate leaves it not resolved",
+        "paper": "the brief's 2,000 steps at 20 and 100 episodes per style, 5 seeds: not run here; greedy "
+        "conditional BC is at the style ceiling from 20 episodes per style on (0.99 in the evidence run), so the "
+        "headroom gate would leave the headline not resolved there",
     }
 
     PAPER_SOURCE: ClassVar[str] = (
