@@ -27,7 +27,8 @@ the smallest effect of interest, so that a gain that would matter is possible at
 
 Checks: the PMI weights concentrate in the bifurcation zone (true by the environment's design: style information
 exists only there); the DV estimate lies in ``(0, log K]``; MINE's PMI tracks the exact PMI (gridworld only);
-MINE's PMI is ~0 where every style acts alike; the experts show their styles (style accuracy >= 0.9).
+MINE's PMI is ~0 (or ~ the exact count PMI) where every style acts alike; the experts show their styles (style
+accuracy >= 0.9).
 """
 
 from __future__ import annotations
@@ -241,7 +242,13 @@ def checks(
     # a Pearson is undefined (NaN, saved as null) where the count PMI is constant: every style acts alike
     corr = {k: v["pearson_exact"] for k, v in mine.items() if _finite(v.get("pearson_exact"))}
     undefined = [k for k, v in mine.items() if "pearson_exact" in v and not _finite(v["pearson_exact"])]
-    shared = {k: v["shared_pmi"] for k, v in mine.items() if math.isfinite(v.get("shared_pmi", math.nan))}
+    # where every style acts alike the PMI is 0 given enough data; with a few episodes per style a random start
+    # cell can name its episode's style, so the exact count PMI there (gridworld) is the reference, else 0
+    shared = {
+        k: v["shared_pmi"] - (v["shared_pmi_exact"] if _finite(v.get("shared_pmi_exact")) else 0.0)
+        for k, v in mine.items()
+        if math.isfinite(v.get("shared_pmi", math.nan))
+    }
     bound = math.log(n_styles)
     experts = values(rows_where(rows, method="expert"), "style_accuracy")
     out = [
@@ -274,10 +281,11 @@ def checks(
         Check(
             "pmi_zero_where_styles_agree",
             f"{SHARED_PLACE.get(env, 'where every style acts alike')}, where every "
-            f"style acts alike, MINE's mean PMI is ~0 (|mean| < {SHARED_PMI})",
+            f"style acts alike, MINE's mean PMI is ~0, or where there is one ~ the exact count PMI's mean there "
+            f"(|difference| < {SHARED_PMI})",
             bool(shared) and all(abs(v) < SHARED_PMI for v in shared.values()),
-            ", ".join(f"{k} {v:+.3f}" for k, v in shared.items()),
-            {"max_abs_shared_pmi": max((abs(v) for v in shared.values()), default=math.nan)},
+            "MINE's mean minus the reference: " + ", ".join(f"{k} {v:+.3f}" for k, v in shared.items()),
+            {"max_abs_shared_pmi_error": max((abs(v) for v in shared.values()), default=math.nan)},
         ),
         Check(
             "experts_show_their_styles",

@@ -225,6 +225,16 @@ def test_claims_read_one_way_of_acting() -> None:
     ]
 
 
+def test_shared_path_pmi_is_compared_with_the_exact_pmi_where_there_is_one() -> None:
+    rows = _rows([0.9] * 3, [0.9] * 3)
+    few = {"n2/s0": {"dv": 0.6, "pearson_exact": 0.8, "shared_pmi": 0.30, "shared_pmi_exact": 0.28}}
+    assert next(c for c in checks(rows, few) if c.id == "pmi_zero_where_styles_agree").passed
+    off = {"n2/s0": {"dv": 0.6, "pearson_exact": 0.8, "shared_pmi": 0.30, "shared_pmi_exact": 0.0}}
+    assert not next(c for c in checks(rows, off) if c.id == "pmi_zero_where_styles_agree").passed
+    no_exact = {"n2/s0": {"dv": 0.6, "shared_pmi": 0.30}}  # the Reacher: no count PMI, so 0 is the reference
+    assert not next(c for c in checks(rows, no_exact, env="reacher") if c.id == "pmi_zero_where_styles_agree").passed
+
+
 def test_an_undefined_pearson_is_named_not_compared() -> None:
     """Styles that act alike make the count PMI constant: its Pearson is NaN, saved as null in JSON."""
     rows = _rows([0.9] * 3, [0.9] * 3)
