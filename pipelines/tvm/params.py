@@ -226,6 +226,28 @@ class TvmParams(PipelineParams):
         "policy the programmatic one."
     )
 
+    EVIDENCE_SCALE: ClassVar[dict[str, Any]] = {"verifier.steps": 1000}
+    EVIDENCE_SOURCE: ClassVar[str] = (
+        "Both claims need verifiers that have learned to verify (gate: the trained ORM's and TVM's Best-of-16 beat "
+        "a single sample, 84 % at the default data). This preset spends the budget on training: 1,000 steps per "
+        "verifier and seed (about 10 passes over the 6,400 sampled solutions, against 1.5 at the default). "
+        "Measured on held-out problems, a verifier trained on outcome labels ranks the correct solution above a "
+        "wrong sibling in 0.64 of pairs after 1,000 steps over bytes (0.69 after 200 steps on 1,200 solutions), in "
+        "0.58-0.66 after 200-1,000 steps over whole words and numbers (each step a+b=c five tokens, so the check "
+        "is a lookup) and in 0.64 for SmolLM2-135M with LoRA after 150 steps of 16: no CPU budget tried makes "
+        "verification "
+        "learnable, so the claims stay not resolved by their gates. Deciding them takes the paper's setting "
+        "(scale=paper: SmolLM2 with LoRA, 20,000 steps, the question fed to the verifier), a GPU run."
+    )
+    SCALE_COST: ClassVar[dict[str, str]] = {
+        "cpu": "67 s in make main (two pipelines at a time on 2 cores, 2026-12-06)",
+        "evidence": "16.6 min with one torch thread on a 2-core machine running three other pipelines (2026-12-06, "
+        "run 20261206T163147Z; about 10 min beside one other: 9 trainings of 1,000 steps); not resolved: gates "
+        "failed, Best-of-16 - single sample = -2.3 [-12.3, 7.3] points for ORM and -4.3 [-16.0, 6.3] for TVM; "
+        "TVM - ORM beam search -5.7 [-15.3, 4.3] points",
+        "paper": "SmolLM2-135M with LoRA, 20,000 steps on GSM8K-sized data: GPU-hours; not run here",
+    }
+
     @model_validator(mode="before")
     @classmethod
     def _champ_kinds(cls, raw: Any) -> Any:
