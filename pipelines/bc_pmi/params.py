@@ -237,14 +237,16 @@ class BcPmiParams(PipelineParams):
         "to --set (greedy BC is already at the ceiling at 20)."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
-        "cpu": "1.5 min (91 s) with one torch thread on a busy 2-core machine (2026-12-06); 8 seeds, the first 8 "
+        "cpu": "1.5 min (91-92 s) with one torch thread on a busy 2-core machine (2026-12-06); 8 seeds, the first 8 "
         "of the evidence run's: the headline does not hold, -0.043 [-0.118, 0.032], every gate met",
-        "evidence": "5.0 min (297 s; 3.2 min when the other core was idle) with one torch thread on a busy "
-        "2-core machine"
-        " (2026-12-06, run 20261206T161408Z); the headline does not hold: BC-PMI - conditional BC = -0.015 "
-        "[-0.069, 0.038] greedy style accuracy at 2 episodes per style, 20 paired seeds, every gate met (both"
-        " above the random policy's 0.19; BC at 0.78, below the 0.95 headroom line); under sampled actions "
-        "BC-PMI is ahead (+0.05), which is the demonstrators' noise it filters",
+        "evidence": (
+            "5-6 min with one torch thread on a busy 2-core machine (2026-12-06: 297 s in run 20261206T161408Z, "
+            "363 s in run 20261206T164555Z of the final code, 3.2 min when the other core was idle); the headline"
+            " does not hold: BC-PMI - conditional BC = -0.015 [-0.069, 0.038] greedy style accuracy at 2 episodes"
+            " per style, 20 paired seeds, every gate met (both above the random policy's 0.19; BC at 0.78, below "
+            "the 0.95 headroom line); under sampled actions BC-PMI is ahead (+0.05), which is the demonstrators' "
+            "noise it filters"
+        ),
         "paper": "the brief's 2,000 steps at 20 and 100 episodes per style, 5 seeds: not run here; greedy "
         "conditional BC is at the style ceiling from 20 episodes per style on (0.99 in the evidence run), so the "
         "headroom gate would leave the headline not resolved there",
