@@ -1,10 +1,15 @@
 """Preprocessing of 12-lead ECGs as in HeartLang's dataset scripts: NaN fill, resampling to 100 Hz, the
 standard lead order (I, II, III, aVR, aVL, aVF, V1-V6) and a zero-phase Butterworth band-pass 0.67-40 Hz of
-order 5 (``scipy.signal.filtfilt``). Everything works on arrays ``(N, leads, T)`` at once."""
+order 5 (``scipy.signal.filtfilt``). Everything works on arrays ``(N, leads, T)`` at once.
+
+:class:`Standardiser` is the PTB-XL benchmark's standardisation (``ecg_ptbxl_benchmarking``, ``apply_standardizer``:
+one mean and one standard deviation over every sample of the training split, applied to every split), which
+HeartLang tokenizes as it is; leads without a signal (all zero: absent from a record) stay zero."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -68,3 +73,26 @@ def preprocess(x: np.ndarray, fs: float, names: Sequence[str] = LEADS, target_fs
 def limb_leads(lead_i: np.ndarray, lead_ii: np.ndarray) -> tuple[np.ndarray, ...]:
     """III, aVR, aVL, aVF from I and II (Einthoven / Goldberger)."""
     return lead_ii - lead_i, -(lead_i + lead_ii) / 2, lead_i - lead_ii / 2, lead_ii - lead_i / 2
+
+
+@dataclass(frozen=True)
+class Standardiser:
+    """``(x - mean) / std`` with one mean and one standard deviation over every sample of the leads that carry a
+    signal (not all zero) of a training set; those leads of any set are standardised, the others stay zero."""
+
+    mean: float
+    std: float
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> Standardiser:
+        x = np.asarray(x, dtype=np.float64)
+        signal_leads = x[np.abs(x).max(axis=-1) > 0]
+        if signal_leads.size == 0:
+            return cls(0.0, 1.0)
+        std = float(signal_leads.std())
+        return cls(float(signal_leads.mean()), std if std > 0 else 1.0)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        has_signal = (np.abs(x).max(axis=-1) > 0)[..., None]
+        return np.where(has_signal, (x - self.mean) / self.std, 0.0).astype(np.float32)

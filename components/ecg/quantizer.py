@@ -7,7 +7,9 @@ cosine, argmax_k <z, e_k>. The codebook is learned without gradients:
 * an EMA update per training batch: with n_k the number of vectors assigned to code k and m_k their mean
   (re-normalised), ``e_k <- normalise(decay * e_k + (1 - decay) * m_k)`` for every used code (unused codes are
   kept), and the usage EMA ``cluster_size <- decay * cluster_size + (1 - decay) * n_k``;
-* the loss is the commitment term ``beta * mean ||z - sg(e_code)||^2``; the output passes gradients straight
+* the loss is the commitment term ``beta * mean((z - sg(e_code))^2)``, a mean over vectors *and* dimensions as
+  the official ``F.mse_loss(quantize.detach(), z)`` takes it (summed over the D dimensions it weighs D times as
+  much, and at small scale pulls every vector onto one or two codes); the output passes gradients straight
   through to z.
 """
 
@@ -74,7 +76,7 @@ class NormEMAQuantizer(nn.Module):
         quant = self.embedding[codes]
         if self.training:
             self.ema_update(flat[keep].detach(), codes[keep])
-        diff = ((quant.detach() - flat) ** 2).sum(-1)
+        diff = ((quant.detach() - flat) ** 2).mean(-1)
         loss = self.beta * (diff[keep].mean() if keep.any() else diff.sum() * 0)
         z_q = flat + (quant - flat).detach()
         return z_q.reshape(z.shape), loss, codes.reshape(z.shape[:-1])

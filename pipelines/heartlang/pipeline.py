@@ -4,7 +4,8 @@ HeartLang on the brief's CPU reduction: realistic unlabelled ECGs from the deepf
 pretraining, a labelled Gaussian-wave PQRST probe set (rhythm: sinus / brady / tachy / AF-like; form: normal / wide
 QRS / inverted T), or PTB-XL benchmark arrays and WFDB records of your own. Stages in the paper's order (§3):
 
-1. **data** (§4.1 preprocessing): NaN fill, 100 Hz, standard lead order, band-pass 0.67-40 Hz (order 5, filtfilt);
+1. **data** (§4.1 preprocessing): NaN fill, 100 Hz, standard lead order, band-pass 0.67-40 Hz (order 5, filtfilt),
+   standardised by the training split's mean and deviation (as the PTB-XL benchmark arrays HeartLang reads);
 2. **tokenize** (§3.1 QRS-Tokenizer): R peaks on lead I (xqrs), heartbeat tokens of 96 samples with R at 48,
    lead-by-lead sentences with lead and time indices; the fixed-window tokens of the control;
 3. **vqhbr** (§3.2): the VQ-HBR tokenizer model (transformer encoder, NormEMA codebook, decoder), one per

@@ -1,6 +1,9 @@
 """HeartLang's data sources as stage ``data`` reads them: the unlabelled pretraining recordings (deepfake-ecg, or
 the user's WFDB records cut into 10 s windows, the detector scored against their .atr beats) and the labelled
-probe set (the Gaussian-wave PQRST simulation, or PTB-XL benchmark arrays), all as (N, 12, 1000) at 100 Hz."""
+probe set (the Gaussian-wave PQRST simulation, or PTB-XL benchmark arrays), all as (N, 12, 1000) at 100 Hz,
+standardised as the PTB-XL benchmark standardises its arrays (one mean and standard deviation of the training
+split), so every source reaches the tokenizer on the scale HeartLang tokenizes: at raw millivolts the beats'
+content is small next to the token embedding's bias and the VQ-HBR codebook collapses to one or two codes."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from components.ecg.peaks import detect_r_peaks, first_signal_lead
-from components.ecg.preprocess import fill_nan, preprocess
+from components.ecg.preprocess import Standardiser, fill_nan, preprocess
 from components.ecg.probe import one_hot
 from components.ecg.readers import detector_scores, read_ptbxl, read_wfdb
 from components.ecg.synth import FORMS, RHYTHMS, deepfake_ecgs, simulate_labelled
@@ -23,7 +26,8 @@ def unlabelled(ctx: StageContext) -> tuple[np.ndarray, list[dict[str, Any]]]:
     the reference beats (on the lead the tokenizer detects on: lead I, else the first lead with a signal)."""
     d = ctx.params.data
     if not d.wfdb_path:
-        return preprocess(deepfake_ecgs(d.unlabelled, derive_seed(d.seed, "deepfake")), 500), []
+        x = preprocess(deepfake_ecgs(d.unlabelled, derive_seed(d.seed, "deepfake")), 500)
+        return Standardiser.fit(x)(x), []
     windows, scores = [], []
     for rec in read_wfdb(ctx.data_path(d.wfdb_path)):
         x = preprocess(rec.signal[None], rec.fs, rec.leads)[0]
@@ -33,13 +37,14 @@ def unlabelled(ctx: StageContext) -> tuple[np.ndarray, list[dict[str, Any]]]:
             found = detect_r_peaks(x[None], 100, ctx.params.tokenize.detector, lead=lead)[0]
             reference = np.round(rec.beats * 100 / rec.fs)
             scores.append({"record": rec.name, "lead": lead, **detector_scores(reference, found, 100)})
-    return np.stack(windows), scores
+    x = np.stack(windows)
+    return Standardiser.fit(x)(x), scores
 
 
 def probe_set(ctx: StageContext) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """``(train_x, test_x, train_tasks, test_tasks)``: PTB-XL benchmark arrays (already standardised by the
     benchmark, so only their NaNs are filled, as HeartLang tokenizes them), or the simulated labelled set split by
-    ``data.test_fraction``; tasks map a name to (N, C) multi-hot labels."""
+    ``data.test_fraction`` and standardised by its training split; tasks map a name to (N, C) multi-hot labels."""
     d = ctx.params.data
     if d.path:
         arrays = read_ptbxl(ctx.data_path(d.path))
@@ -52,4 +57,10 @@ def probe_set(ctx: StageContext) -> tuple[np.ndarray, np.ndarray, dict[str, np.n
     n_test = int(round(d.test_fraction * len(x)))
     test, train = order[:n_test], order[n_test:]
     tasks = {"rhythm": one_hot(rhythm, len(RHYTHMS)), "form": one_hot(form, len(FORMS))}
-    return x[train], x[test], {k: v[train] for k, v in tasks.items()}, {k: v[test] for k, v in tasks.items()}
+    scale = Standardiser.fit(x[train])
+    return (
+        scale(x[train]),
+        scale(x[test]),
+        {k: v[train] for k, v in tasks.items()},
+        {k: v[test] for k, v in tasks.items()},
+    )

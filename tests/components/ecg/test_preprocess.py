@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.ecg.preprocess import LEADS, bandpass, fill_nan, limb_leads, preprocess, reorder_leads
+from components.ecg.preprocess import LEADS, Standardiser, bandpass, fill_nan, limb_leads, preprocess, reorder_leads
 
 
 def test_bandpass_keeps_the_band_and_removes_dc_and_high_frequencies() -> None:
@@ -39,3 +39,15 @@ def test_limb_leads_follow_einthoven_and_goldberger() -> None:
     i, ii = np.array([1.0]), np.array([3.0])
     iii, avr, avl, avf = limb_leads(i, ii)
     assert (iii, avr, avl, avf) == (2.0, -2.0, -0.5, 2.5)
+
+
+def test_standardiser_fits_the_signal_leads_of_the_training_split() -> None:
+    train = np.zeros((2, 3, 4))
+    train[:, 0] = [[1.0, 3.0, 1.0, 3.0], [1.0, 3.0, 1.0, 3.0]]  # mean 2, std 1; leads 1 and 2 carry no signal
+    scale = Standardiser.fit(train)
+    assert (scale.mean, scale.std) == (2.0, 1.0)
+    out = scale(train)
+    assert out.dtype == np.float32 and np.allclose(out[:, 0], [-1.0, 1.0, -1.0, 1.0]) and not out[:, 1:].any()
+    test = np.full((1, 3, 4), 4.0)
+    assert np.allclose(scale(test), 2.0)  # the training split's statistics, not the test split's
+    assert Standardiser.fit(np.zeros((1, 2, 3))) == Standardiser(0.0, 1.0)

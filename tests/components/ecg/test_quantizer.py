@@ -57,3 +57,11 @@ def test_padding_does_not_move_the_codebook() -> None:
     z = torch.tensor([[[0.0, 1.0], [-1.0, 0.0]]])
     q(z, mask=torch.tensor([[True, False]]))
     assert torch.equal(q.embedding[2], torch.tensor([-1.0, 0.0])) and q.cluster_size[2] == 0
+
+
+def test_commitment_is_the_mean_over_vectors_and_dimensions() -> None:
+    q = _quantizer(decay=0.5).eval()  # no EMA step, so the codebook stays the one the loss was taken against
+    z = torch.tensor([[0.6, 0.8], [1.0, 0.0]])  # unit vectors; their codes are the nearest unit rows
+    _, loss, codes = q(z)
+    expected = ((q.embedding[codes] - z) ** 2).mean()  # official: F.mse_loss(quantize.detach(), z)
+    torch.testing.assert_close(loss, expected)

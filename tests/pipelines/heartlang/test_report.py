@@ -9,9 +9,11 @@ import pytest
 
 from pipelines.heartlang.params import HeartlangParams
 from pipelines.heartlang.report import (
+    CONTENT_BITS,
     HEADLINE,
     build_report,
     checks,
+    content_bits,
     content_share,
     pretraining_claim,
     table,
@@ -83,6 +85,38 @@ def test_codes_explained_by_lead_and_time_decide_nothing() -> None:
     assert claim.verdict == "not resolved" and "QRS-token VQ-HBR codes vs lead and time" in claim.reason
     unmeasured = pretraining_claim(_rows([0.80, 0.82, 0.81], [0.70, 0.71, 0.69], [0.7] * 3))
     assert unmeasured.verdict == "holds" and "not measured for the QRS-token tokenizer" in unmeasured.evidence
+
+
+def test_a_collapsed_codebook_decides_nothing() -> None:
+    # the default run before standardisation: two codes used, all of their bit beyond lead and time; the share
+    # passes (1.0) but the targets cannot name a beat form
+    collapsed = _usage(qrs_left=0.9, total=0.9)
+    assert content_share(collapsed, "qrs") == 1.0 and content_bits(collapsed, "qrs") == 0.9
+    claim = pretraining_claim(_rows([0.60, 0.61, 0.62], [0.70, 0.71, 0.69], [0.7] * 3), collapsed)
+    assert claim.verdict == "not resolved" and "a collapsed codebook" in claim.reason
+    just_enough = _usage(qrs_left=CONTENT_BITS, total=CONTENT_BITS + 0.5)
+    assert pretraining_claim(_rows([0.60, 0.61, 0.62], [0.70, 0.71, 0.69], [0.7] * 3), just_enough).verdict == (
+        "does not hold"
+    )
+
+
+def _curves(final_losses: list[float]) -> list[dict[str, Any]]:
+    """Masked-pretraining curves of the QRS tokenizer: a loss of 3 nats, then each seed's final loss."""
+    return [
+        {"tokenizer": "qrs", "seed": seed, "step": step, "loss": loss}
+        for seed, last in enumerate(final_losses)
+        for step, loss in ((10, 3.0), (120, last))
+    ]
+
+
+def test_a_pretraining_that_did_not_learn_decides_nothing() -> None:
+    # 4 bits beyond lead and time = 2.77 nats: a masked model still at that loss read no heartbeat
+    clear_loss = _rows([0.60, 0.61, 0.62], [0.70, 0.71, 0.69], [0.7] * 3)
+    stuck = pretraining_claim(clear_loss, HEALTHY, _curves([2.8, 2.9, 2.75]))
+    assert stuck.verdict == "not resolved" and "QRS-token masked pretraining vs a predictor" in stuck.reason
+    learned = pretraining_claim(clear_loss, HEALTHY, _curves([1.2, 1.3, 1.1]))
+    assert learned.verdict == "does not hold" and all(g.passed for g in learned.gates)
+    assert pretraining_claim(clear_loss, HEALTHY, []).verdict == "not resolved"  # asked for, not measured
 
 
 def test_probes_at_chance_or_random_init_at_the_ceiling_decide_nothing() -> None:
