@@ -32,16 +32,7 @@ from typing import Any
 
 from components.io import load_json, save_json
 from components.seeding import torch_threads
-from paperflows.contract import (
-    REPORT_FILE,
-    Pipeline,
-    Stage,
-    StageContext,
-    Tracker,
-    covers,
-    retired_dir,  # noqa: F401
-    staging_dir,
-)
+from paperflows.contract import REPORT_FILE, Pipeline, Stage, StageContext, Tracker, covers, retired_dir, staging_dir
 from paperflows.errors import (
     RunTerminated,
     StageOutputError,  # noqa: F401 - re-exported
@@ -106,6 +97,34 @@ def begin_fan_out(pipeline: Pipeline, stage: Stage, root: Path) -> None:
             if leftover.exists():
                 shutil.rmtree(leftover)
         staging_dir(root, rel).mkdir(parents=True)
+
+
+@contextlib.contextmanager
+def fresh_output_folders(stage: Stage, root: Path, item: str | None = None) -> Iterator[None]:
+    """A plain stage writes its declared output folders from empty, as ``dvc repro`` (which removes them first)
+    and a fan-out stage (staged folders) do: files of an earlier run with other values never stay beside the new
+    ones. The folders of the earlier run are set aside and come back if the stage fails; a fan-out item (its own
+    staged sub-folder) is left as it is."""
+    folders = [] if item is not None else [rel for rel in stage.outs if rel.endswith("/")]
+    for rel in folders:  # what a process killed in between left: the folder set aside comes back
+        retired = retired_dir(root, rel)
+        if retired.exists() and not (root / rel).exists():
+            retired.rename(root / rel)
+        elif retired.exists():
+            shutil.rmtree(retired)
+    folders = [rel for rel in folders if (root / rel).is_dir()]
+    for rel in folders:
+        (root / rel).rename(retired_dir(root, rel))
+    try:
+        yield
+    except BaseException:
+        for rel in folders:
+            if (root / rel).exists():
+                shutil.rmtree(root / rel)
+            retired_dir(root, rel).rename(root / rel)
+        raise
+    for rel in folders:
+        shutil.rmtree(retired_dir(root, rel))
 
 
 def check_outputs(pipeline: Pipeline, stage: Stage, root: Path, item: str | None = None) -> None:
@@ -181,9 +200,9 @@ def run_stage(
     metrics: dict[str, float] = {}
     try:
         # CPU kernels reduce in a thread-count dependent order: the same count gives the same bits
-        with torch_threads(ctx.threads):
+        with torch_threads(ctx.threads), fresh_output_folders(stage, root, ctx.item):
             stage.run(ctx)
-        check_outputs(pipeline, stage, root, ctx.item)
+            check_outputs(pipeline, stage, root, ctx.item)
         for rel in stage.metrics:
             if rel.endswith(".json"):
                 metrics.update(_numeric_leaves(load_json(root / rel)))

@@ -491,3 +491,42 @@ def test_sigterm_ends_the_mlflow_runs_as_killed(tmp_path: Path) -> None:
     runs = client.search_runs([client.get_experiment_by_name("slow").experiment_id])
     assert sorted(r.info.run_name for r in runs) == ["slow", "slow.wait"]
     assert {r.info.status for r in runs} == {"KILLED"}
+
+
+def _folder_pipeline(write: Callable[[StageContext], None]) -> Pipeline:
+    return Pipeline(
+        paper=Paper("toy", "Toy", "0000.00000", "total positive"),
+        params_model=ToyParams,
+        stages=(
+            Stage("models", write, params=("model",), outs=("models/",)),
+            *toy_pipeline().stages,
+        ),
+    )
+
+
+def test_a_stage_writes_its_output_folders_from_empty_and_a_failure_keeps_the_old_ones(settings: Settings) -> None:
+    """Files an earlier run with other values left in an output folder do not stay beside the new ones (as
+    ``dvc repro`` removes outputs first); a stage that fails gives the earlier folder back whole."""
+    root = settings.workspace("toy")
+
+    def write(ctx: StageContext) -> None:
+        for i in range(ctx.params.model.width):
+            (ctx.path("models/") / f"m{i}.bin").write_bytes(b"w")
+
+    def fail(ctx: StageContext) -> None:
+        (ctx.path("models/") / "half.bin").write_bytes(b"h")
+        raise RuntimeError("stopped half-way")
+
+    def run(fn: Callable[[StageContext], None], width: int) -> None:
+        pipeline = _folder_pipeline(fn)
+        params = ToyParams(model=ToyModel(width=width))
+        run_stage(StageContext(pipeline=pipeline, stage=pipeline.stage("models"), params=params, root=root))
+
+    (root / "models").mkdir(parents=True)
+    run(write, 3)
+    run(write, 2)
+    assert sorted(p.name for p in (root / "models").iterdir()) == ["m0.bin", "m1.bin"]
+    with pytest.raises(RuntimeError, match="half-way"):
+        run(fail, 2)
+    assert sorted(p.name for p in (root / "models").iterdir()) == ["m0.bin", "m1.bin"]
+    assert not (root / "models.old").exists()
