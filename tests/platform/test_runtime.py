@@ -497,10 +497,7 @@ def _folder_pipeline(write: Callable[[StageContext], None]) -> Pipeline:
     return Pipeline(
         paper=Paper("toy", "Toy", "0000.00000", "total positive"),
         params_model=ToyParams,
-        stages=(
-            Stage("models", write, params=("model",), outs=("models/",)),
-            *toy_pipeline().stages,
-        ),
+        stages=(Stage("models", write, params=("model",), outs=("models/",)), *toy_pipeline().stages),
     )
 
 
