@@ -10,6 +10,9 @@ Columns (other columns, e.g. a ``weight``, are ignored):
   ``action`` in ``0 .. n_actions-1`` for a discrete one;
 * ``style``: an int in ``0 .. n_styles-1``, the same on every row of a trajectory; every style needs a trajectory.
 
+A Minari dataset's ``main_data.hdf5`` (``.hdf5`` / ``.h5``) is read as well, by
+:func:`components.imitation.minari.read_minari` (the episode's style from its attribute or ``infos``).
+
 Anything else is a ``TrajectoryFormatError`` naming the file, the column and the row (0-based, in file order);
 a message quotes a number it refuses, never other contents of the file.
 """
@@ -95,7 +98,8 @@ def _column(path: Path, table, name: str, integer: bool) -> np.ndarray:
 
 
 def read_trajectories(path: str | os.PathLike[str], spec: TrajectorySpec) -> dict[str, np.ndarray]:
-    """Read and check a trajectory file; returns, sorted by ``(traj_id, t)``: ``obs [N, obs_dim]`` float64,
+    """Read and check a trajectory file (Parquet, or a Minari ``.hdf5``); returns, sorted by ``(traj_id, t)``:
+    ``obs [N, obs_dim]`` float64,
     ``action [N, action_dim]`` float64 (or ``[N]`` int64 for a discrete action), ``style [N]``, ``episode [N]``
     (0 .. trajectories-1 in order of ``traj_id``), ``t [N]`` (0 .. length-1 within each trajectory)."""
     import pyarrow as pa
@@ -104,8 +108,12 @@ def read_trajectories(path: str | os.PathLike[str], spec: TrajectorySpec) -> dic
     path = Path(path)
     if not path.is_file():
         raise TrajectoryFormatError(f"{path}: no such file")
+    if path.suffix.lower() in (".hdf5", ".h5"):
+        from components.imitation.minari import read_minari
+
+        return read_minari(path, spec)
     if path.suffix.lower() != ".parquet":
-        raise TrajectoryFormatError(f"{path}: expected a .parquet file")
+        raise TrajectoryFormatError(f"{path}: expected a .parquet file or a Minari dataset's main_data.hdf5")
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as err:

@@ -54,13 +54,15 @@ class DataParams(Section):
         description="Environment: 'gridworld' (the brief's 11 x 11 corridors, three styles) or "
         "'reacher' (MuJoCo Reacher-v5, two sweep styles, continuous torques; needs gymnasium[mujoco]).",
     )
-    path: Annotated[str | None, DataFile(check_reacher_trajectories, description="Reacher trajectories (.parquet)")] = (
-        Field(
-            None,
-            description="With env 'reacher': trajectories of your own in place of the scripted experts, a "
-            "Parquet file with columns traj_id, t, obs_0 .. obs_9 (Reacher-v5's observation), action_0, action_1 "
-            "(torques in [-1, 1]) and style (0 counter-clockwise, 1 clockwise sweep); relative to the project root.",
-        )
+    path: Annotated[
+        str | None, DataFile(check_reacher_trajectories, description="Reacher trajectories (.parquet or Minari .hdf5)")
+    ] = Field(
+        None,
+        description="With env 'reacher': trajectories of your own in place of the scripted experts, a "
+        "Parquet file with columns traj_id, t, obs_0 .. obs_9 (Reacher-v5's observation), action_0, action_1 "
+        "(torques in [-1, 1]) and style (0 counter-clockwise, 1 clockwise sweep); or a Minari dataset's "
+        "data/main_data.hdf5 recorded on Reacher-v5, each episode's style in its attribute 'style' or in "
+        "infos/style; relative to the project root.",
     )
     demos_path: Annotated[
         str | None, DataFile(check_demonstrations, description="demonstration file (.jsonl or .npz)")

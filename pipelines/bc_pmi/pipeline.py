@@ -10,7 +10,7 @@ zone). Steps follow the method as the paper summarises it (style labels, MINE, p
 evaluation by style):
 
 1. **demos** (method step 1, styles given as labels): noisy expert demonstrations of every style (or a
-   user's file: ``data.demos_path`` for the gridworld, ``data.path`` Parquet trajectories for the Reacher);
+   user's file: ``data.demos_path`` for the gridworld, ``data.path`` Parquet or Minari trajectories for the Reacher);
    the data sizes are nested subsets of episodes per style;
 2. **mine** (method steps 2-3): per seed and size, a statistics network T(s, a, z) maximises the
    Donsker-Varadhan bound with MINE's moving-average denominator; PMI(s, a; z) = T(s, a, z) -

@@ -38,7 +38,7 @@ from paperflows.params import (
 # the suffixes each file parameter's reader accepts (a new file parameter must be listed: see the first test)
 SUFFIXES: dict[tuple[str, str], tuple[str, ...]] = {
     ("activity_cliff", "data.csv_path"): (".csv",),
-    ("bc_pmi", "data.path"): (".parquet",),
+    ("bc_pmi", "data.path"): (".parquet", ".hdf5"),
     ("bc_pmi", "data.demos_path"): (".jsonl", ".npz"),
     ("decapbench", "data.oracle_path"): (".jsonl",),
     ("decapbench", "data.candidates_path"): (".jsonl",),

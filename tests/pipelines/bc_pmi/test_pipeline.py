@@ -153,15 +153,18 @@ def test_reacher_stages_report_return_style_and_weights(project: Path) -> None:
     assert along[0].split(",")[:3] == ["style", "episode", "t"] and len(along) > 50
 
 
-def test_users_parquet_trajectories_are_read_in_place_of_the_experts(project: Path) -> None:
+@pytest.mark.parametrize("name", ["mine.parquet", "mine-v0/data/main_data.hdf5"])
+def test_users_trajectories_are_read_in_place_of_the_experts(project: Path, name: str) -> None:
+    """A Parquet file, or the trajectories as a Minari dataset keeps them."""
     pytest.importorskip("mujoco")
+    from components.imitation.minari import write_minari
     from components.imitation.reacher import ReacherConfig, expert_demonstrations
     from components.imitation.trajectories import write_trajectories
 
     demos = expert_demonstrations(ReacherConfig(horizon=12), 3, np.random.default_rng(0))
-    write_trajectories(demos, project / "mine.parquet")
+    (write_minari if name.endswith(".hdf5") else write_trajectories)(demos, project / name)
     params = BcPmiParams.model_validate(
-        {**REACHER, "seeds": [0], "data": {"env": "reacher", "path": "mine.parquet", "sizes": [2, 10]}}
+        {**REACHER, "seeds": [0], "data": {"env": "reacher", "path": name, "sizes": [2, 10]}}
     )
     root = _run(project, params, ("demos", "mine"))
     data = load_json(root / "metrics" / "data.json")
