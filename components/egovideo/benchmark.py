@@ -7,8 +7,10 @@ mask of the remaining questions and ``B`` the length buckets,
     debiased accuracy_b = mean(correct_i for i in bucket b if keep_i)
     MDA                 = mean over buckets b of debiased accuracy_b   (buckets with no kept question skipped)
 
-The blind LLM scores each option ``o`` of a question ``q`` by ``log p(" o" | "Question: q\\nAnswer:")`` and
-picks the best; the prompt holds no video, so every (question, option) pair is scored once.
+The blind LLM scores each option ``o`` of a question ``q`` by the *mean* per-token log-probability of
+``" o"`` after ``"Question: q\\nAnswer:"`` (length-normalised, so an option of one token is not preferred over
+one of three for its length alone) and picks the best; the prompt holds no video, so every (question, option)
+pair is scored once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from components.egovideo.synthetic import BUCKETS
 
 
 class LogprobModel(Protocol):
-    def logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[float]: ...
+    def token_logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[Any]: ...
 
 
 def split_videos(video_uids: Sequence[str], test_fraction: float, seed: int) -> tuple[list[str], list[str]]:
@@ -91,7 +93,7 @@ def accuracy_table(correct: np.ndarray, buckets: Sequence[str], keep: np.ndarray
 def blind_llm_choices(
     lm: LogprobModel, questions: Sequence[str], options: Sequence[Sequence[str]], batch: int = 64
 ) -> tuple[np.ndarray, int]:
-    """The option index a blind LLM picks per question (highest summed log-prob of ``" <option>"``).
+    """The option index a blind LLM picks per question (highest mean per-token log-prob of ``" <option>"``).
 
     Returns ``(choices [N], distinct pairs scored)``. Ties go to the first option.
     """
@@ -99,9 +101,9 @@ def blind_llm_choices(
     scores: dict[tuple[str, str], float] = {}
     for start in range(0, len(pairs), batch):
         chunk = pairs[start : start + batch]
-        values = lm.logprobs(
+        tokens = lm.token_logprobs(
             [f"Question: {q}\nAnswer:" for q, _ in chunk], [f" {o}" for _, o in chunk], batch_size=batch
         )
-        scores.update(zip(chunk, values))
+        scores.update(zip(chunk, (float(np.mean(np.asarray(t, dtype=float))) if len(t) else -math.inf for t in tokens)))
     choices = np.asarray([int(np.argmax([scores[(q, o)] for o in opts])) for q, opts in zip(questions, options)])
     return choices, len(pairs)

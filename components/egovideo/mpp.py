@@ -129,6 +129,23 @@ class EgoQAModel(nn.Module):
         self.score_proj = nn.Linear(d, d, bias=False)
         self.answer_proj = nn.Linear(d, d)
 
+    @torch.no_grad()
+    def align_codes(self, vocab: Vocab, codes: dict[str, np.ndarray], scale: float, seed: int) -> int:
+        """Aligned initialisation (the role of a pretrained vision-language projector): ``frame_in`` becomes
+        ``scale`` x a random ``[d_model, d_feat]`` matrix ``R`` with orthonormal columns (no bias), and the embedding
+        of every vocabulary word in ``codes`` becomes ``scale R codes[word]``, so a frame token holding that word's
+        code points along the word's embedding. Returns the number of words aligned."""
+        gen = torch.Generator().manual_seed(seed)
+        R = torch.linalg.qr(torch.randn(self.cfg.d_model, self.cfg.d_feat, generator=gen))[0]
+        self.frame_in.weight.copy_(scale * R)
+        self.frame_in.bias.zero_()
+        n = 0
+        for i, word in enumerate(vocab.tokens):
+            if word in codes:
+                self.words.weight[i] = scale * R @ torch.as_tensor(codes[word], dtype=torch.float32)
+                n += 1
+        return n
+
     def time_features(self, t_rel: Tensor) -> Tensor:
         """``[B, N] -> [B, N, d]`` from sin/cos of the relative time ``t / T`` at octave frequencies."""
         freqs = math.pi * 2.0 ** torch.arange(self.cfg.time_freqs, dtype=t_rel.dtype, device=t_rel.device)

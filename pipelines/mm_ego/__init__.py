@@ -8,6 +8,6 @@ ABOUT = Paper(
     slug="mm_ego",
     title="MM-Ego: egocentric QA synthesis, EgoMemoria, Memory Pointer Prompting",
     arxiv="2410.07177",
-    claim="memory-pointer frame selection beats uniform sampling on mean debiased accuracy, both above chance on "
-    "the de-biased questions",
+    claim="memory-pointer frame selection beats uniform sampling on mean debiased accuracy, with answer passes that "
+    "read frames (both above chance on the de-biased questions)",
 )

@@ -9,14 +9,18 @@ mean de-biased accuracy MDA) for Memory Pointer Prompting against its frame-sele
 2. **qa** (§3.1, the narration-to-QA data engine): multiple-choice questions with evidence timestamps and
    frame ids, by templates or by the local LLM, with a controlled share of language-biased questions;
 3. **benchmark** (§4, EgoMemoria): held-out videos form the test set, grouped by length bucket;
-4. **train** (§3.2): one network per method, fanned out over ``train.methods``: ``mpp`` (global glimpse over
-   compressed frames -> memory-pointer scores -> top-k frames at full resolution, pointer supervised by the
-   evidence frames), ``uniform`` (k evenly spaced frames at full resolution), ``compressed`` (all frames,
-   compressed only) and ``blind`` (the same network without frames);
-5. **evaluate** (§4): de-biasing with the blind models (the blind network and the local LLM scoring the
-   options by log-probability): questions a blind model gets right are dropped; debiased accuracy per
-   bucket and MDA;
-6. **report**: the paper-shaped table, the claims (with intervals) and the checks.
+4. **pretrain**: the base network every method fine-tunes (the stand-in for the pretrained MLLM): an aligned
+   initialisation (frame projector and object / place word embeddings from the same codes) and a short
+   frame -> caption cloze pre-training over ``k`` frames of a habit-free world (no language prior), so the
+   answer pass reads frames before it sees a benchmark question;
+5. **train** (§3.2): one network per method, fine-tuned from the base, fanned out over ``train.methods``:
+   ``mpp`` (global glimpse over compressed frames -> memory-pointer scores -> top-k frames at full resolution,
+   pointer supervised by the evidence frames), ``uniform`` (k evenly spaced frames at full resolution),
+   ``compressed`` (all frames, compressed only) and ``blind`` (the same network without frames);
+6. **evaluate** (§4): de-biasing with the blind models (the blind network and the local LLM scoring the
+   options by mean per-token log-probability): questions a blind model gets right are dropped; debiased
+   accuracy per bucket and MDA;
+7. **report**: the paper-shaped table, the claims (with intervals) and the checks.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import numpy as np
 import torch
 
 from components.egovideo.benchmark import blind_llm_choices, split_videos
-from components.egovideo.mpp import Vocab, batch_sampler, encode_rows, make_loss, predict_all
+from components.egovideo.mpp import Vocab, batch_sampler, encode_rows, make_loss, predict_all, uniform_frames
 from components.egovideo.narrations import read_narrations
+from components.egovideo.pretrain import CaptionTask, caption_accuracy, caption_loss, caption_texts, word_codes
 from components.egovideo.qa import NoQuestionsError, SampleConfig, generate_questions, read_jsonl, write_jsonl
 from components.egovideo.stats import debiased_rows, summarize
 from components.egovideo.synthetic import BUCKETS
@@ -47,7 +52,7 @@ from pipelines.mm_ego.data import (
 )
 from pipelines.mm_ego.params import MmEgoParams
 from pipelines.mm_ego.plots import plot_accuracy, plot_pointer
-from pipelines.mm_ego.training import qa_model
+from pipelines.mm_ego.training import frame_config, qa_model
 
 NARRATIONS = "data/narration.json"
 NARRATION_METRICS = "metrics/narrations.json"
@@ -58,6 +63,8 @@ QA_METRICS = "metrics/qa.json"
 BENCH = "data/benchmark/"
 TRAIN_SET, TEST_SET = f"{BENCH}train.jsonl", f"{BENCH}test.jsonl"
 BENCH_METRICS = "metrics/benchmark.json"
+BASE = "base/"
+BASE_METRICS = "metrics/pretrain.json"
 MODELS = "models/"
 ACCURACY, PREDICTIONS = "tables/accuracy.parquet", "tables/predictions.parquet"
 EVAL_METRICS = "metrics/evaluate.json"
@@ -154,6 +161,49 @@ def benchmark(ctx: StageContext) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# the base network: frame -> caption pre-training (the pretrained MLLM MM-Ego starts from)
+# --------------------------------------------------------------------------------------------------
+@stage(
+    params=("data.seed", "frames", "model", "pretrain"), deps=(BENCH,), outs=(BASE,), metrics=(BASE_METRICS,), gpu=True
+)
+def pretrain(ctx: StageContext) -> None:
+    """The base network every method and seed fine-tunes: the vocabulary (training questions and options, and the
+    caption words), the aligned initialisation and ``pretrain.steps`` of frame -> caption cloze questions over
+    ``k`` frames of a habit-free world; its caption accuracy on fresh samples is the metric."""
+    p, pt = ctx.params, ctx.params.pretrain
+    rows = read_jsonl(ctx.path(TRAIN_SET))
+    vocab = Vocab.build([r["question"] for r in rows] + [o for r in rows for o in r["options"]] + caption_texts())
+    model = qa_model(p, vocab, pt.seed)
+    cfg = frame_config(p)
+    aligned = model.align_codes(vocab, word_codes(cfg), pt.align, derive_seed(pt.seed, "align")) if pt.align else 0
+    history: list[dict[str, float]] = []
+    if pt.steps:
+        task = CaptionTask(vocab, cfg, p.model.k, pt.batch_size)
+        result = fit(
+            model,
+            caption_loss(),
+            task.draw,
+            TrainConfig(
+                steps=pt.steps,
+                lr=pt.lr,
+                warmup_steps=min(30, pt.steps // 4),
+                seed=pt.seed,
+                log_every=max(1, pt.steps // 20),
+                progress=ctx.progress,
+                desc="mm_ego pretrain",
+            ),
+            callback=ctx.metric_callback("pretrain"),
+        )
+        history = result.history
+    accuracy = caption_accuracy(model, CaptionTask(vocab, cfg, p.model.k, 64), derive_seed(pt.seed, "caption_eval"))
+    out = ctx.path(BASE)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model(model, out / "base.safetensors", metadata={"stage": "pretrain"})
+    save_json({"vocab": list(vocab.tokens), "history": history}, out / "base.json")
+    save_json({"caption_accuracy": accuracy, "aligned_words": aligned, "steps": pt.steps}, ctx.path(BASE_METRICS))
+
+
+# --------------------------------------------------------------------------------------------------
 # §3.2 training, one item per method (MPP: CE + pointer BCE against the evidence frames)
 # --------------------------------------------------------------------------------------------------
 def _frames(ctx: StageContext) -> tuple[list[torch.Tensor], dict[str, int]]:
@@ -163,24 +213,30 @@ def _frames(ctx: StageContext) -> tuple[list[torch.Tensor], dict[str, int]]:
 
 
 @stage(
-    params=("seeds", "frames.d_feat", "frames.patches", "model", "train"),
-    deps=(FRAMES, BENCH),
+    params=("seeds", "frames.d_feat", "frames.patches", "model", "pretrain", "train"),
+    deps=(FRAMES, BENCH, BASE),
     outs=(MODELS,),
     fan_out="train.methods",
     gpu=True,
     models={"video_qa": MODELS},
 )
 def train(ctx: StageContext) -> None:
-    """Train this item's method once per seed on the training videos' questions; weights as safetensors."""
+    """Fine-tune the base network for this item's method once per seed on the training videos' questions (every
+    method and seed starts from the same pre-trained base; without pre-training or alignment each seed starts
+    from its own random initialisation); weights as safetensors."""
     p, method, t = ctx.params, ctx.item, ctx.params.train
     rows = read_jsonl(ctx.path(TRAIN_SET))
     frames, index = _frames(ctx)
-    vocab = Vocab.build([r["question"] for r in rows] + [o for r in rows for o in r["options"]])
+    vocab = Vocab(tuple(load_json(ctx.path(f"{BASE}base.json"))["vocab"]))
+    base = load_tensors(ctx.path(f"{BASE}base.safetensors"))
+    from_base = p.pretrain.steps > 0 or p.pretrain.align > 0
     data = encode_rows(rows, vocab, index)
     out = ctx.item_dir(MODELS)
     history: dict[str, Any] = {}
     for seed in p.seeds:
         model = qa_model(p, vocab, seed)
+        if from_base:
+            model.load_state_dict(base)
         cfg = TrainConfig(
             steps=t.steps,
             lr=t.lr,
@@ -252,13 +308,18 @@ def evaluate(ctx: StageContext) -> None:
         models["llm"] = choices == answer
     rows, preds = [], []
     biased, qtypes = [r["biased"] for r in test], [r["qtype"] for r in test]
+    # whether uniform-k's frames hold every evidence frame of the question (its gate asks if it reads them)
+    seen = [
+        set(r["evidence_frames"]) <= set(uniform_frames(frames[index[r["clip_id"]]].shape[0], p.model.k).tolist())
+        for r in test
+    ]
     evaluated = [name for m in p.train.methods for name in ((m, "oracle") if m == "mpp" else (m,))]
     for seed in p.seeds:
         scored = {**{m: correct[(m, seed)] for m in evaluated}, **models}
         seed_rows, seed_preds = debiased_rows(
             scored, {m: scored[m] for m in p.mask_models()}, buckets, biased, qtypes, seed
         )
-        rows, preds = rows + seed_rows, preds + seed_preds
+        rows, preds = rows + seed_rows, preds + [{**r, "uniform_sees_evidence": seen[r["q"]]} for r in seed_preds]
     save_table(rows, ctx.path(ACCURACY))
     save_table(preds, ctx.path(PREDICTIONS))
     save_json({"test_questions": len(test), **summarize(rows, pointer)}, ctx.path(EVAL_METRICS))
@@ -271,6 +332,6 @@ def evaluate(ctx: StageContext) -> None:
 PIPELINE = Pipeline(
     paper=ABOUT,
     params_model=MmEgoParams,
-    stages=(narrations, qa, benchmark, train, evaluate),
+    stages=(narrations, qa, benchmark, pretrain, train, evaluate),
     report="pipelines.mm_ego.report:report",
 )

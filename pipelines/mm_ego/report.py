@@ -11,8 +11,9 @@ a paired statistic see the same resampled questions of the same seed, each seed 
 * ``mpp_gap_grows_with_length``: (gap long - gap short) > 0, gap = debiased accuracy MPP - uniform-k.
 
 Gates: every length bucket keeps at least :data:`MIN_KEPT` questions after de-biasing (a count), and both
-compared models read frames at all: their MDA is above chance (25 %) on the de-biased questions. While the answer
-pass cannot read frames, MDA differences only measure how much each model leans on the prior that de-biasing
+compared models are above chance (25 %) on the de-biased questions (MDA), and uniform-k is above chance on the
+de-biased questions whose evidence its frames hold (it reads the frames it is given; see :func:`mpp_gates`). While
+the answer pass cannot read frames, MDA differences only measure how much each model leans on the prior that de-biasing
 removed, so neither a win nor a loss of MPP says anything about the pointer.
 
 Checks (true by construction or by the structure of the benchmark): the blind models that define the bias mask
@@ -41,7 +42,15 @@ from paperflows.contract import StageContext, stage
 from paperflows.report import REPORT_TIMINGS, Check, Claim, Report, fmt
 from paperflows.rows import pm, rows_where, values
 from pipelines.mm_ego.params import CHANCE, LABELS, PAPER_MDA, MmEgoParams
-from pipelines.mm_ego.pipeline import ACCURACY, BENCH_METRICS, EVAL_METRICS, PREDICTIONS, QA_METRICS, REPORT
+from pipelines.mm_ego.pipeline import (
+    ACCURACY,
+    BASE_METRICS,
+    BENCH_METRICS,
+    EVAL_METRICS,
+    PREDICTIONS,
+    QA_METRICS,
+    REPORT,
+)
 
 MIN_KEPT = 30  # questions per bucket (or in the biased subset) below which a comparison is not made
 BOOTSTRAP_DRAWS = 2000
@@ -116,6 +125,11 @@ def _mda(d: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
+def _pooled(d: np.ndarray, b: np.ndarray) -> float:
+    """Mean over all the questions given (any bucket); NaN when none."""
+    return float(d.mean()) if len(d) else math.nan
+
+
 def _trend(d: np.ndarray, b: np.ndarray) -> float:
     short, long = _bucket_means(d, b, (BUCKETS[0], BUCKETS[-1]))
     return long - short
@@ -164,8 +178,15 @@ def over_questions_and_seeds(
 
 
 def mpp_gates(rows: Rows, preds: Rows) -> list[Gate]:
-    """Enough kept questions per bucket (a count), and both compared models above chance on the de-biased
-    questions (MDA - 25, bootstrap over questions x seeds)."""
+    """Enough kept questions per bucket (a count), both compared models above chance (25 %) on the de-biased
+    questions (MDA - 25, bootstrap over questions x seeds), and uniform-k above chance on the de-biased questions
+    whose evidence frames its k evenly spaced frames hold (``uniform_sees_evidence`` in the predictions; left out
+    when the predictions lack it): its answer pass reads the frames it is given.
+
+    The last gate separates the answer pass from the selection: on a long clip uniform-k's frames rarely hold the
+    evidence (k/T = 3 %), and a model that then falls back on the question's prior scores *below* chance on the
+    de-biased questions, which exclude the prior's answers; a uniform-k whose MDA is near chance may still read
+    frames, and one that reads none fails here whatever its MDA."""
     fewest = min((int(r[f"kept_{b}"]) for r in rows_where(rows, model="mpp") for b in BUCKETS), default=0)
     out = [
         fixed_gate(
@@ -183,6 +204,17 @@ def mpp_gates(rows: Rows, preds: Rows) -> list[Gate]:
                 f"chance ({CHANCE:.0f} %) on de-biased questions",
                 over_questions_and_seeds(preds, (model,), _mda, offset=CHANCE),
                 statistic="MDA - chance, pp",
+            )
+        )
+    uniform = [p for p in preds if p["model"] == "uniform"]
+    if uniform and all("uniform_sees_evidence" in p for p in uniform):
+        seen = [{**p, "kept": p["kept"] and p["uniform_sees_evidence"]} for p in uniform]
+        out.append(
+            gate(
+                LABELS["uniform"],
+                f"chance ({CHANCE:.0f} %) on the de-biased questions whose evidence frames its k frames hold",
+                over_questions_and_seeds(seen, ("uniform",), _pooled, offset=CHANCE),
+                statistic="debiased accuracy - chance, pp (the answer pass reads the frames it is given)",
             )
         )
     return out
@@ -406,8 +438,10 @@ def build_report(
     bench: Mapping[str, Any],
     qa_stats: Mapping[str, Any],
     p: MmEgoParams,
+    base: Mapping[str, Any] | None = None,
 ) -> Report:
     """EgoMemoria table (models x buckets, raw and debiased, MDA), the claims, the check and the notes."""
+    base = base or {}
     names = list(dict.fromkeys(r["model"] for r in rows))
     columns = [
         "model",
@@ -470,12 +504,18 @@ def build_report(
         f"Frames: {source}; each frame is {p.frames.patches} patch tokens, compressed to their mean for the glimpse.",
         f"Paper MDA {PAPER_MDA} is MM-Ego (LLaVA-OV-7B class) on EgoMemoria; not comparable in absolute value.",
         (
-            "Scale: the MPP claims need an answer pass that reads frames (their gates). At the default "
-            "budget (250 steps of 16 questions per model) it barely does, and a single-seed check at 2,000 steps (8x) "
-            "lifted uniform-k only to about 31 % on the unbiased questions (chance 25 %); a decisive CPU run needs a "
-            "training budget well beyond the 180-s default (more `train.steps`, videos per bucket and `seeds`: a t "
-            "interval over 3 seeds is wide). The paper preset (`--set scale=paper`: 1-min / 10-min / 1-h clips of "
-            "629 videos, a 7B-sized network) is what the paper ran, far beyond CPU."
+            f"Base network: every method and seed fine-tunes one base, pre-trained for {p.pretrain.steps} steps on "
+            f"frame -> caption cloze questions over {p.model.k} frames of a habit-free world (no language prior), "
+            f"from an aligned initialisation of scale {p.pretrain.align} (frame projector and object / place word "
+            f"embeddings from the same codes): the stand-in for the pretrained MLLM MM-Ego fine-tunes. Its caption "
+            f"accuracy on fresh samples: {fmt(100 * base.get('caption_accuracy', math.nan), 1)} % (chance 25 %)."
+        ),
+        (
+            "Scale: the MPP claims need an answer pass that reads frames (their gates: uniform-k and MPP above "
+            "chance on the de-biased questions); the oracle row shows how well the answer pass reads the evidence "
+            "frames. The evidence preset (`--set scale=evidence`) trains longer on more videos and seeds; the paper "
+            "preset (`--set scale=paper`: 1-min / 10-min / 1-h clips of 629 videos, a 7B-sized network) is what the "
+            "paper ran, far beyond CPU."
         ),
     ]
     if empty:
@@ -515,8 +555,8 @@ def build_report(
 # the EgoMemoria table, the claims and the checks
 # --------------------------------------------------------------------------------------------------
 @stage(
-    params=("seeds", "data", "frames", "model", "train", "debias"),
-    deps=(ACCURACY, PREDICTIONS, EVAL_METRICS, BENCH_METRICS, QA_METRICS),
+    params=("seeds", "data", "frames", "model", "pretrain", "train", "debias"),
+    deps=(ACCURACY, PREDICTIONS, EVAL_METRICS, BENCH_METRICS, QA_METRICS, BASE_METRICS),
     outs=(REPORT,),
     timings=REPORT_TIMINGS,
 )
@@ -529,4 +569,5 @@ def report(ctx: StageContext) -> None:
         load_json(ctx.path(BENCH_METRICS)),
         load_json(ctx.path(QA_METRICS)),
         ctx.params,
+        load_json(ctx.path(BASE_METRICS)),
     ).save(ctx.path(REPORT))

@@ -4,6 +4,7 @@ video QA network of the params, built the same way for training and for loading 
 from __future__ import annotations
 
 from components.egovideo.mpp import EgoQAModel, MPPConfig, Vocab
+from components.egovideo.synthetic import FrameConfig
 from pipelines.mm_ego.params import MmEgoParams
 
 
@@ -23,4 +24,12 @@ def qa_model(p: MmEgoParams, vocab: Vocab, seed: int) -> EgoQAModel:
             k=m.k,
         ),
         seed=seed,
+    )
+
+
+def frame_config(p: MmEgoParams) -> FrameConfig:
+    """The frame features of ``p`` (the same codes and noise the narrations stage synthesises)."""
+    f = p.frames
+    return FrameConfig(
+        d_feat=f.d_feat, patches=f.patches, noise=f.noise, pooled_detail=f.pooled_detail, seed=p.data.seed
     )

@@ -70,10 +70,10 @@ class PriorLM:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[float]:
+    def token_logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[list[float]]:
         assert batch_size == 3
         self.calls += list(zip(prompts, continuations))
-        return [{" box": -1.0, " oven": -2.0}.get(c, -5.0) for c in continuations]
+        return [[{" box": -1.0, " oven": -2.0}.get(c, -5.0)] for c in continuations]
 
 
 def test_blind_llm_scores_each_pair_once_and_picks_the_best() -> None:
@@ -84,3 +84,16 @@ def test_blind_llm_scores_each_pair_once_and_picks_the_best() -> None:
     assert choices.tolist() == [1, 1, 2]
     assert pairs == 8 == len(lm.calls) == len(set(lm.calls))
     assert ("Question: Where is the cup?\nAnswer:", " box") in lm.calls
+
+
+class LongOptionLM:
+    """A three-token option at -1 nat per token against one-token options at -2: summed log-probability picks a
+    short option for its length alone, the mean per token picks the likelier one."""
+
+    def token_logprobs(self, prompts: list[str], continuations: list[str], *, batch_size: int = 8) -> list[list[float]]:
+        return [[-1.0, -1.0, -1.0] if c == " dish washer" else [-2.0] for c in continuations]
+
+
+def test_blind_llm_scores_options_by_mean_token_logprob() -> None:
+    choices, _ = blind_llm_choices(LongOptionLM(), ["Where is it?"], [["oven", "dish washer", "box", "jar"]])
+    assert choices.tolist() == [1]

@@ -24,6 +24,7 @@ TINY: dict[str, Any] = {
     "data": {"bucket_frames": [8, 16, 32], "videos_per_bucket": [24, 12, 8]},
     "qa": {"per_clip": 6},
     "model": {"d_model": 32, "d_ff": 64, "k": 4},
+    "pretrain": {"steps": 20, "batch_size": 16},
     "train": {"steps": 20, "batch_size": 16},
     "debias": {"llm": "tiny"},
 }
@@ -136,7 +137,7 @@ def test_small_real_file_at_default_params(project: Path, caplog: pytest.LogCapt
     """A first try with a small valid narration.json (default params, only the path set) runs end to end:
     the videos the reader skips are counted in the narrations metrics and logged, the buckets it cannot
     fill are reported empty (a note, not an error), and the claims are not resolved. Only the training is
-    shortened (10 steps) and the blind LLM is the tiny one, to keep the test short."""
+    shortened (10 pre-training and 10 training steps) and the blind LLM is the tiny one, to keep the test short."""
     videos: dict[str, Any] = {}
     for uid, items in SMALL_FILE.items():
         rows = [
@@ -161,9 +162,10 @@ def test_small_real_file_at_default_params(project: Path, caplog: pytest.LogCapt
     videos["vid-empty"] = {"narration_pass_1": {"narrations": [], "summaries": []}, "status": "complete"}
     (project / "narration.json").write_text(json.dumps(videos), encoding="utf-8")
     params = MmEgoParams.model_validate({"data": {"narrations_path": "narration.json"}})
-    assert len(params.seeds) >= 3
+    assert len(params.seeds) >= 2
     params = params.model_copy(
         update={
+            "pretrain": params.pretrain.model_copy(update={"steps": 10}),
             "train": params.train.model_copy(update={"steps": 10}),
             "debias": params.debias.model_copy(update={"llm": "tiny"}),
         }
@@ -219,7 +221,7 @@ def test_flow_smoke(project: Path, run_flow_and_check) -> None:
         "uniform-k frames",
         "all frames compressed",
         "blind network (no frames)",
-        "blind LLM (option log-prob)",
+        "blind LLM (option mean token log-prob)",
     ]
     assert report["rows"][0]["paper MDA"] == 61.27
     assert [c["id"] for c in report["claims"]] == ["mpp_beats_uniform_mda", "mpp_gap_grows_with_length"]

@@ -139,6 +139,34 @@ def test_a_baseline_that_never_learned_to_read_frames_fails_its_gate() -> None:
     assert claims[0].ci[0] > 0  # the interval alone would have said "holds"
 
 
+def _seen(preds: list[dict[str, Any]], right_when_seen: float) -> list[dict[str, Any]]:
+    """Predictions marked with whether uniform-k's frames hold the evidence (the short bucket's first 65 questions,
+    35 of them kept); uniform-k is right on ``right_when_seen`` of the kept seen questions."""
+    out = []
+    for p in preds:
+        seen = p["bucket"] == "short" and p["q"] % 100 < 65
+        row = {**p, "uniform_sees_evidence": seen}
+        if p["model"] == "uniform" and seen and p["kept"]:
+            row["correct"] = (p["q"] % 100) / 100 < 0.3 + right_when_seen * 0.35
+        out.append(row)
+    return out
+
+
+def test_uniform_gate_asks_whether_it_reads_the_frames_it_holds() -> None:
+    """Beside its MDA, uniform-k must read the evidence its frames hold: right on the seen questions, the gate
+    passes; at chance there (a pass that reads no frame), it fails and the claims are not resolved."""
+    rows, preds = _tables(STRONG)
+    reads = _by_id(mpp_claims(rows, _seen(preds, right_when_seen=1.0)))["mpp_beats_uniform_mda"]
+    gate = reads.gates[-1]
+    assert gate.reference.startswith("chance (25 %) on the de-biased questions whose evidence frames")
+    assert gate.passed and gate.effect > 20
+    assert reads.verdict == "holds"
+    blind = _by_id(mpp_claims(rows, _seen(preds, right_when_seen=0.0)))["mpp_beats_uniform_mda"]
+    assert not blind.gates[-1].passed and blind.verdict == "not resolved"
+    assert "on the de-biased questions whose evidence frames" in blind.reason
+    assert len(_by_id(mpp_claims(rows, preds))["mpp_beats_uniform_mda"].gates) == 3  # no flag: no such gate
+
+
 def test_several_seeds_are_resampled_with_the_questions() -> None:
     rows, preds = _tables(STRONG, seeds=(0, 1, 2), drift=0.02)
     mda = _by_id(mpp_claims(rows, preds))["mpp_beats_uniform_mda"]
