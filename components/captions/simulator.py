@@ -13,8 +13,17 @@ A caption states a set of facts and renders them as sentences:
 * **wording**: each sentence takes a paraphrased template and each word a synonym with probability
   ``paraphrase``; a word of 5+ letters gets a typo with probability ``typo_rate``.
 
-The human score is the F1 of the true precision (correct stated facts / stated facts) and the coverage
-(oracle facts stated / N), plus Gaussian noise of std ``human_noise``, clipped to [0, 1].
+The human score, by ``human`` (``SimulatorConfig``):
+
+* ``"f1"``: the F1 of the true precision (correct stated facts / stated facts) and the coverage (oracle facts
+  stated / N), plus Gaussian noise of std ``human_noise``, clipped to [0, 1]. It has DCScore's own form (an F1 of
+  precision and recall), so a judge that recovers the facts reproduces it up to the noise;
+* ``"raters"``: ``raters`` simulated annotators, each rating the caption on a 1-5 scale,
+  ``clip(round(1 + 4 q + N(0, rater_noise)), 1, 5)`` with the latent quality ``q = coverage x
+  precision ** hallucination_weight`` (a false statement costs a rater more than an omission: weight 2 makes a
+  caption with a quarter of its facts false lose 44 % of its quality, one that leaves a quarter out lose 25 %); the
+  score is the mean rating mapped to [0, 1], ``(mean - 1) / 4``. Not an F1 and with ordinal rater noise, so the
+  score's ceiling for any metric is the raters' own agreement, not the simulator's facts.
 """
 
 from __future__ import annotations
@@ -329,12 +338,30 @@ class SimulatorConfig:
     typo_rate: float = 0.02
     extra_rate: float = 0.05
     human_noise: float = 0.05
+    human: str = "f1"  # "f1" or "raters" (module docstring)
+    raters: int = 3
+    rater_noise: float = 0.3
+    hallucination_weight: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.human not in ("f1", "raters"):
+            raise ValueError(f"human must be 'f1' or 'raters', got {self.human!r}")
+        if self.raters < 1 or self.rater_noise < 0 or self.hallucination_weight < 0:
+            raise ValueError(f"need raters >= 1, rater_noise >= 0 and hallucination_weight >= 0, got {self}")
+
+
+def rater_scores(captions: Sequence[SimulatedCaption], cfg: SimulatorConfig, rng: np.random.Generator) -> np.ndarray:
+    """Every caption's 1-5 ratings by ``cfg.raters`` simulated annotators, [n_captions, raters] (module docstring)."""
+    quality = np.array([c.coverage * c.precision**cfg.hallucination_weight for c in captions])
+    noise = rng.normal(0.0, cfg.rater_noise, size=(len(captions), cfg.raters))
+    return np.clip(np.round(1 + 4 * quality[:, None] + noise), 1, 5)
 
 
 def simulate_captions(
     scenes: Sequence[Scene], cfg: SimulatorConfig, seed: int
 ) -> tuple[list[SimulatedCaption], np.ndarray]:
-    """One caption per scene and the noisy human scores ``clip(true F1 + N(0, human_noise), 0, 1)``."""
+    """One caption per scene and the human scores: ``clip(true F1 + N(0, human_noise), 0, 1)`` (``human="f1"``)
+    or the mean of the simulated raters' 1-5 ratings mapped to [0, 1] (``"raters"``)."""
     rng = np.random.default_rng(seed)
     captions = []
     for scene in scenes:
@@ -347,6 +374,8 @@ def simulate_captions(
             extra_rate=cfg.extra_rate,
         )
         captions.append(simulate_caption(scene, spec, rng))
+    if cfg.human == "raters":
+        return captions, (rater_scores(captions, cfg, rng).mean(axis=1) - 1) / 4
     truth = np.array([c.true_f1 for c in captions])
     human = np.clip(truth + rng.normal(0.0, cfg.human_noise, size=len(captions)), 0.0, 1.0)
     return captions, human

@@ -8,6 +8,6 @@ ABOUT = Paper(
     slug="decapbench",
     title="DeCapBench: DCScore for detailed image captions, and FeedQuill preference tuning",
     arxiv="2503.07906",
-    claim="DCScore correlates with the human score better than BLEU-4/ROUGE-L/TF-IDF (decided only with a judge "
-    "that does not share the simulator's facts)",
+    claim="DCScore correlates with the human score better than BLEU-4/ROUGE-L/TF-IDF (decided with a judge that "
+    "knows no caption grammar, against simulated raters)",
 )

@@ -45,6 +45,10 @@ def synthetic_benchmark(p: DecapbenchParams) -> tuple[Rows, Rows, list[Scene]]:
         typo_rate=c.typo_rate,
         extra_rate=c.extra_rate,
         human_noise=c.human_noise,
+        human=c.human,
+        raters=c.raters,
+        rater_noise=c.rater_noise,
+        hallucination_weight=c.hallucination_weight,
     )
     oracle: Rows = []
     candidates: Rows = []

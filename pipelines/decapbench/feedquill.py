@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from components.captions.dcscore import DCScoreConfig
+from components.captions.evaluation import evaluate_captions, summarize
 from components.captions.feedquill import (
     CaptionerConfig,
     Pair,
@@ -22,6 +24,7 @@ from components.captions.feedquill import (
     supervision,
     train_dpo,
 )
+from components.captions.rule_judge import RuleJudge
 from components.captions.world import Scene
 from components.training import TrainConfig
 from paperflows import derive_seed
@@ -134,3 +137,15 @@ def preference_summary(seed: int, rewards: list[list[float]], pairs: list[Pair])
         if pairs
         else 0.0,
     }
+
+
+def blind_hallucination(scenes: list[Scene], captions: list[str]) -> float:
+    """The hallucination rate of ``captions`` read against the next scene's graph instead of their own (scene i's
+    caption judged on scene i + 1, cyclically): what a captioner that ignores its input would score, the trivial
+    reference a captioner's precision must beat."""
+    if len(scenes) < 2:
+        return float("nan")
+    shifted = scenes[1:] + scenes[:1]
+    return summarize(evaluate_captions(shifted, captions, RuleJudge({s.name: s for s in shifted}), DCScoreConfig()))[
+        "hallucination"
+    ]

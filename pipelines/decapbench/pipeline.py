@@ -6,10 +6,12 @@ captions) and FeedQuill's effect (preference tuning on the judge's verified prec
 
 1. ``world`` (§3.1): the images, their oracle facts and the candidate captions, in DeCapBench's formats: the
    synthetic scene-graph world (scenes, templated oracle facts, simulated captions of controlled coverage,
-   hallucination, filler and paraphrase, and the "human" score known by construction), or the real oracle and
+   hallucination, filler and paraphrase, and the "human" score of simulated raters), or the real oracle and
    candidate JSONL files;
 2. ``dcscore`` (§3.2): decompose -> match -> verify, 3 x 3 trials, per-caption ``<idx>.json`` and
-   ``DCScore: xx.xx``; the rule judge on the synthetic world, an OpenAI-compatible chat judge on real files;
+   ``DCScore: xx.xx``; by default a local judge that knows no caption grammar (sentence units, MiniLM cosine
+   matching and verification; offline, synthetic and real captions alike), or the synthetic world's rule judge,
+   or an OpenAI-compatible chat judge;
 3. ``meta_eval`` (§4.2): the baselines (BLEU-4, ROUGE-L, TF-IDF cosine, CAPTURE-style F1 against the oracle
    caption), then Pearson, Spearman and Kendall of every metric with the human score, per seed, on all, long
    and short captions;
@@ -39,6 +41,7 @@ from paperflows import Pipeline, Plot, StageContext, StageInputError, stage
 from pipelines.decapbench import ABOUT
 from pipelines.decapbench.data import real_benchmark, synthetic_benchmark
 from pipelines.decapbench.feedquill import (
+    blind_hallucination,
     dpo_on_pairs,
     eval_captions,
     feedquill_scenes,
@@ -59,6 +62,7 @@ from pipelines.decapbench.scoring import (
     make_judge,
     oracle_check,
     per_seed_dcscore,
+    prepare_judge,
 )
 
 ORACLE, CANDIDATES, SCENES = "data/oracle.jsonl", "data/candidates.jsonl", "data/scenes.json"
@@ -100,8 +104,9 @@ def dcscore(ctx: StageContext) -> None:
     facts = {o["image_name"]: tuple(o["oracle_facts"]) for o in load_jsonl(ctx.path(ORACLE))}
     rows = load_jsonl(ctx.path(CANDIDATES))
     scenes = {s.name: s for s in map(Scene.from_dict, load_json(ctx.path(SCENES)))}
-    judge = make_judge(p, ctx.data_path, scenes, p.uses_chat_judge(), p.seeds[0])
+    judge = make_judge(p, ctx.data_path, scenes, p.judge.meta_judge(), p.seeds[0])
     items = caption_items(rows, facts)
+    prepare_judge(judge, items)
     cfg = p.judge.dcscore_config()
     records = score_items(judge, items, cfg, workers=5 if p.uses_chat_judge() else 1)  # the official 5 shards
     for item, record in zip(items, records):
@@ -181,7 +186,7 @@ def sft(ctx: StageContext) -> None:
     """Fine-tune a from-scratch captioner per seed on noisy simulated captions of its training scenes."""
     p, t = ctx.params, ctx.params.sft
     curves = []
-    for seed in p.seeds:
+    for seed in p.feedquill_seeds():
         train, _, _ = feedquill_scenes(p, seed)
         prompts, targets = sft_data(p, train, seed)
         lm = new_captioner(p, seed)
@@ -197,11 +202,11 @@ def preferences(ctx: StageContext) -> None:
     """Sample K captions per preference scene, judge them, keep the (best, worst) pairs."""
     p, f = ctx.params, ctx.params.feedquill
     rows, summary = [], {}
-    for seed in p.seeds:
+    for seed in p.feedquill_seeds():
         _, scenes, _ = feedquill_scenes(p, seed)
         lm = seed_captioner(ctx.path(SFT_MODELS), p, seed)
         samples = preference_samples(lm, scenes, f, seed)
-        judge = make_judge(p, ctx.data_path, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
+        judge = make_judge(p, ctx.data_path, {s.name: s for s in scenes}, p.feedquill_judge(), seed)
         rewards = judge_samples(judge, scenes, samples, p.judge.dcscore_config(), f.recall_bonus)
         pairs = preference_pairs(samples, rewards, f.margin)
         rows += [q.to_row(scenes, seed=seed) for q in pairs]
@@ -222,7 +227,7 @@ def dpo(ctx: StageContext) -> None:
     """DPO per seed from the SFT weights; the frozen SFT model is the reference (its scores computed once)."""
     p, t = ctx.params, ctx.params.dpo
     pairs, curves = load_jsonl(ctx.path(PREFS)), []
-    for seed in p.seeds:
+    for seed in p.feedquill_seeds():
         mine = [q for q in pairs if q["seed"] == seed]
         if not mine:
             raise StageInputError(
@@ -253,15 +258,17 @@ def captioners(ctx: StageContext) -> None:
     """Caption the held-out scenes with the SFT and the DPO captioner of each seed and score the captions."""
     p, f = ctx.params, ctx.params.feedquill
     rows, summary = [], {}
-    for seed in p.seeds:
+    for seed in p.feedquill_seeds():
         _, _, scenes = feedquill_scenes(p, seed)
-        judge = make_judge(p, ctx.data_path, {s.name: s for s in scenes}, p.judge.backend == "chat", seed)
+        judge = make_judge(p, ctx.data_path, {s.name: s for s in scenes}, p.feedquill_judge(), seed)
         for name, folder in zip(CAPTIONERS, (SFT_MODELS, DPO_MODELS)):
             lm = seed_captioner(ctx.path(folder), p, seed)
             texts = eval_captions(lm, scenes, f, seed)
             evaluated = evaluate_captions(scenes, texts, judge, p.judge.dcscore_config())
             rows += [{"seed": seed, "captioner": name, **r} for r in evaluated]
             summary |= {f"{name}/seed{seed}/{k}": v for k, v in summarize(evaluated).items()}
+            # the trivial reference: the same captions read against other scenes (a captioner blind to its input)
+            summary[f"{name}/seed{seed}/hallucination_blind"] = blind_hallucination(scenes, texts)
     save_table(rows, ctx.path(CAPTIONER_ROWS))
     save_json(summary, ctx.path(CAPTIONER_METRICS))
     plot_feedquill(rows, ctx.path(FQ_PNG), ctx.path(FQ_CSV))

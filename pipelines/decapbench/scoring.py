@@ -1,5 +1,6 @@
 """decapbench's scoring wiring (one paper's helpers, kept out of ``pipeline.py`` so that it reads like the
-method): the judge (the rule judge of the synthetic scenes, or an OpenAI-compatible chat judge), the DCScore
+method): the judge (the grammar-free sentence-embedding judge, the rule judge of the synthetic scenes, or an
+OpenAI-compatible chat judge), the DCScore
 table's rows, the exactness check of the rule judge on the oracle captions, the per-seed DCScore, and the
 baselines' scores of every candidate."""
 
@@ -13,8 +14,10 @@ from components.captions.baselines import baseline_scores
 from components.captions.chat_judge import ChatClient, ChatEndpoint, ChatJudge
 from components.captions.dcscore import CaptionItem, DCScoreConfig, Judge, record_row, score_items
 from components.captions.dcscore import dcscore as dcscore_of
+from components.captions.embed_judge import EmbedJudge, EmbedJudgeConfig
 from components.captions.rule_judge import RuleJudge, RuleJudgeConfig
 from components.captions.world import Scene
+from components.llm.encoder import load_encoder
 from paperflows import derive_seed
 from pipelines.decapbench.params import DecapbenchParams, judge_endpoint_settings
 
@@ -23,11 +26,17 @@ Facts = dict[str, tuple[str, ...]]
 
 
 def make_judge(
-    p: DecapbenchParams, data_path: Callable[[str], Path], scenes: dict[str, Scene], chat: bool, seed: int
+    p: DecapbenchParams, data_path: Callable[[str], Path], scenes: dict[str, Scene], kind: str, seed: int
 ) -> Judge:
-    """The chat judge (endpoint from the PAPERFLOWS_JUDGE_* settings) or the rule judge of ``scenes``."""
-    if not chat:
-        return RuleJudge(scenes, RuleJudgeConfig(p.judge.flip_rate, p.judge.fuzzy_cutoff, derive_seed(seed, "judge")))
+    """The judge ``kind``: ``embed`` (the grammar-free sentence-embedding judge, offline), ``rule`` (the rule judge
+    of ``scenes``) or ``chat`` (endpoint from the PAPERFLOWS_JUDGE_* settings)."""
+    j = p.judge
+    if kind == "embed":
+        encoder = load_encoder(j.encoder)
+        cfg = EmbedJudgeConfig(j.match_threshold, j.verify_threshold, j.relevance_threshold)
+        return EmbedJudge(lambda texts: encoder.encode(texts, batch_size=128), cfg, name=j.encoder)
+    if kind == "rule":
+        return RuleJudge(scenes, RuleJudgeConfig(j.flip_rate, j.fuzzy_cutoff, derive_seed(seed, "judge")))
     s = judge_endpoint_settings()
     client = ChatClient(
         ChatEndpoint(s["base_url"] or "", s["model"] or "", s["api_key"], p.judge.timeout_s),
@@ -35,6 +44,13 @@ def make_judge(
     )
     images = data_path(p.data.images_dir) if p.data.images_dir else None
     return ChatJudge(client, images_dir=images, max_tokens=p.judge.max_tokens)
+
+
+def prepare_judge(judge: Judge, items: list[CaptionItem]) -> None:
+    """Let a judge that can (the embedding judge) encode every sentence of ``items`` at once before scoring."""
+    prepare = getattr(judge, "prepare", None)
+    if prepare is not None:
+        prepare(items)
 
 
 def caption_items(rows: Rows, facts: Facts) -> list[CaptionItem]:

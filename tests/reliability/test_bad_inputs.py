@@ -597,7 +597,7 @@ REVIEW = [
     ),
     Case(
         "dc14 judge URL without a scheme",
-        run("decapbench", *DECAP_FILES),
+        run("decapbench", *DECAP_FILES, "judge.backend=chat"),
         "base_url must start with http:// or https://",
         env={**JUDGE, "PAPERFLOWS_JUDGE_BASE_URL": "127.0.0.1:9/v1"},
     ),
@@ -1003,8 +1003,8 @@ PAPERS = [
         hides=DC_SECRET,
     ),
     Case(
-        "decapbench real files without a judge endpoint",
-        DC_RUN,
+        "decapbench real files for the chat judge without its endpoint",
+        [*DC_RUN, "--set", "judge.backend=chat"],
         "PAPERFLOWS_JUDGE_BASE_URL and PAPERFLOWS_JUDGE_MODEL",
         prepare=decapbench_files(lambda oracle, candidate: ([oracle], [candidate])),
     ),
@@ -1340,11 +1340,12 @@ GOOD = [
     Case("-- grf_masking MNIST IDX folder", run("grf_masking", "data.mnist_path=valid/mnist"), "", code=0),
     Case(
         "-- decapbench files with images and a judge endpoint",
-        run("decapbench", *DECAP_FILES, "data.images_dir=valid/images"),
+        run("decapbench", *DECAP_FILES, "data.images_dir=valid/images", "judge.backend=chat"),
         "",
         code=0,
         env=JUDGE,
     ),
+    Case("-- decapbench files scored offline, no judge endpoint", run("decapbench", *DECAP_FILES), "", code=0),
     Case(
         "-- flat TOFU forget and retain files",
         run("flat", "data.tofu_path=valid/forget.json", "data.tofu_retain_path=valid/retain.json"),

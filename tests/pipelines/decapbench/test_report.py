@@ -44,7 +44,12 @@ GOOD = (
 
 def test_metric_claims_hold_with_an_independent_judge() -> None:
     claims = metric_claims(_world(*GOOD), [], 0.5, judge="chat")
-    assert _verdicts(claims) == {"dcscore_beats_ngram_metrics": "holds", "gap_largest_on_long_captions": "holds"}
+    assert _verdicts(claims) == {
+        "dcscore_beats_ngram_metrics": "holds",
+        "gap_largest_on_long_captions": "holds",
+        "dcscore_beats_capture": "not resolved",  # offline, CAPTURE parses with the simulator's grammar
+    }
+    assert "gate failed: CAPTURE-style F1 vs the simulator's own grammar" in claims[2].reason
     assert claims[0].headline and not claims[1].headline
     assert claims[0].effect == pytest.approx(0.40) and claims[0].n == 3
     assert claims[1].effect == pytest.approx(0.68 - 0.32)
@@ -61,12 +66,25 @@ def test_the_rule_judge_sharing_the_simulator_decides_nothing_and_is_a_check() -
     assert shared_truth_check(meta, "chat") == []
 
 
+def test_a_human_score_of_dcscores_own_form_decides_nothing() -> None:
+    """The synthetic human score 'f1' is the F1 of the true precision and coverage: a judge that recovers the facts
+    reproduces it, so even the grammar-free judge's win is not a claim against it."""
+    claims = metric_claims(_world(*GOOD), [], 0.5, judge="minilm", human="f1")
+    assert set(_verdicts(claims).values()) == {"not resolved"}
+    assert all("gate failed: human score (f1) vs DCScore's F1 form" in c.reason for c in claims)
+    assert (
+        _verdicts(metric_claims(_world(*GOOD), [], 0.5, judge="minilm", human="raters"))["dcscore_beats_ngram_metrics"]
+        == "holds"
+    )
+
+
 def test_metric_claims_do_not_hold() -> None:
     meta = _world(
         {"all": [0.30, 0.31, 0.32], "long": [0.30, 0.31, 0.30], "short": [0.60, 0.61, 0.62]},
         {"all": [0.60, 0.62, 0.61], "long": [0.50, 0.52, 0.51], "short": [0.20, 0.21, 0.22]},
     )
-    assert set(_verdicts(metric_claims(meta, [], 0.5, judge="chat")).values()) == {"does not hold"}
+    verdicts = _verdicts(metric_claims(meta, [], 0.5, judge="chat"))
+    assert verdicts.pop("dcscore_beats_capture") == "not resolved" and set(verdicts.values()) == {"does not hold"}
 
 
 def test_a_gap_near_zero_well_measured_does_not_hold() -> None:
@@ -159,6 +177,8 @@ def _feedquill(sft: list[tuple[float, float, float]], dpo: list[tuple[float, flo
 
 
 PAIRS = {"seed0/pairs": 50, "seed1/pairs": 48, "seed2/pairs": 51}
+# the captioners' hallucination rate when their captions are read against other scenes (the blind captioner)
+BLIND = {f"{name}/seed{s}/hallucination_blind": 0.92 for name in ("sft", "dpo") for s in range(4)}
 FQ_SPECS = ("dpo_lowers_hallucination", "dpo_raises_dcscore", "dpo_keeps_recall")
 
 
@@ -166,7 +186,7 @@ def test_feedquill_claims_hold() -> None:
     rows = _feedquill(
         [(0.3, 0.6, 50), (0.3, 0.62, 51), (0.4, 0.58, 49)], [(0.1, 0.6, 60), (0.1, 0.61, 62), (0.2, 0.59, 58)]
     )
-    claims = feedquill_claims(rows, [0, 1, 2], PAIRS)
+    claims = feedquill_claims(rows, [0, 1, 2], PAIRS, BLIND)
     assert _verdicts(claims) == dict.fromkeys(FQ_SPECS, "holds")
     assert claims[0].effect == pytest.approx(0.2)
     assert claims[1].effect == pytest.approx((60 / 50 * 62 / 51 * 58 / 49) ** (1 / 3))  # geometric mean ratio
@@ -177,7 +197,7 @@ def test_feedquill_claims_do_not_hold() -> None:
     rows = _feedquill(
         [(0.1, 0.6, 60), (0.12, 0.6, 61), (0.2, 0.6, 59)], [(0.3, 0.3, 50), (0.3, 0.31, 50), (0.4, 0.29, 48)]
     )
-    assert _verdicts(feedquill_claims(rows, [0, 1, 2], PAIRS)) == dict.fromkeys(FQ_SPECS, "does not hold")
+    assert _verdicts(feedquill_claims(rows, [0, 1, 2], PAIRS, BLIND)) == dict.fromkeys(FQ_SPECS, "does not hold")
 
 
 def test_a_tiny_drop_in_hallucination_does_not_hold() -> None:
@@ -185,28 +205,28 @@ def test_a_tiny_drop_in_hallucination_does_not_hold() -> None:
     sft = [(0.30, 0.6, 50), (0.30, 0.6, 51), (0.31, 0.6, 49), (0.29, 0.6, 50)]
     dpo = [(0.29, 0.6, 50), (0.30, 0.6, 51), (0.30, 0.6, 49), (0.29, 0.6, 50)]
     pairs = {f"seed{s}/pairs": 10 for s in range(4)}
-    claim = feedquill_claims(_feedquill(sft, dpo), [0, 1, 2, 3], pairs)[0]
+    claim = feedquill_claims(_feedquill(sft, dpo), [0, 1, 2, 3], pairs, BLIND)[0]
     assert claim.verdict == "does not hold" and claim.ci[1] < 0.05
 
 
 def test_feedquill_claims_need_captioners_that_learned_and_pairs() -> None:
     weak = _feedquill([(0.8, 0.1, 10), (0.85, 0.1, 11), (0.9, 0.1, 9)], [(0.5, 0.2, 20)] * 3)
-    claims = feedquill_claims(weak, [0, 1, 2], PAIRS)
+    claims = feedquill_claims(weak, [0, 1, 2], PAIRS, BLIND)
     assert set(_verdicts(claims).values()) == {"not resolved"}
     assert all("gate failed: SFT captioner vs precision 0.5" in c.reason for c in claims)
     assert claims[0].gates[0].effect == pytest.approx(0.15 - 0.5)
     good = _feedquill([(0.3, 0.6, 50), (0.25, 0.6, 50), (0.3, 0.6, 52)], [(0.1, 0.6, 60)] * 3)
-    no_pairs = feedquill_claims(good, [0, 1, 2], {**PAIRS, "seed1/pairs": 0})
+    no_pairs = feedquill_claims(good, [0, 1, 2], {**PAIRS, "seed1/pairs": 0}, BLIND)
     assert all("gate failed: preference pairs vs none" in c.reason for c in no_pairs)
     noisy = _feedquill(
         [(0.3, 0.6, 50), (0.3, 0.6, 50), (0.3, 0.6, 50)], [(0.1, 0.6, 40), (0.5, 0.6, 60), (0.3, 0.6, 52)]
     )
     # DPO's own precision (0.9, 0.5, 0.7) is not above 0.5 on its interval: its gate fails
-    assert "DPO captioner" in feedquill_claims(noisy, [0, 1, 2], PAIRS)[0].reason
+    assert "DPO captioner" in feedquill_claims(noisy, [0, 1, 2], PAIRS, BLIND)[0].reason
     noisy = _feedquill(
         [(0.3, 0.6, 50), (0.3, 0.6, 50), (0.3, 0.6, 50)], [(0.1, 0.6, 40), (0.35, 0.6, 60), (0.2, 0.6, 52)]
     )
-    assert _verdicts(feedquill_claims(noisy, [0, 1, 2], PAIRS))["dpo_lowers_hallucination"] == "not resolved"
+    assert _verdicts(feedquill_claims(noisy, [0, 1, 2], PAIRS, BLIND))["dpo_lowers_hallucination"] == "not resolved"
 
 
 def test_build_report_shape() -> None:
@@ -226,7 +246,7 @@ def test_build_report_shape() -> None:
         "oracle_dcscore_exact": 100.0,
         "oracle_checked": 50,
     }
-    report = build_report(DecapbenchParams(), {"oracle_facts_mean": 27.5}, dcscore, meta, [], PAIRS, rows)
+    report = build_report(DecapbenchParams(), {"oracle_facts_mean": 27.5}, dcscore, meta, [], PAIRS, rows, BLIND)
     assert [r["metric"] for r in report.rows] == [
         "DCScore",
         "DCScore precision term",
