@@ -93,7 +93,7 @@ def test_params_table_shows_every_key_with_type_range_default_paper_and_descript
     assert _row(out, "lora.lr").split()[1:4] == ["float", "(0,", "1]"]
     flowing = " ".join(out.split())
     assert "LoRA rank. (model default: 4)" in flowing  # params.yaml differs from the model there
-    assert "LoRA learning rate. (model default: 0.005)" in flowing and "LoRA dropout. (" not in flowing
+    assert "LoRA learning rate. (model default: 0.0005)" in flowing and "LoRA dropout. (" not in flowing
     assert "list[choice]" in _row(out, "data.tasks")  # shortened to fit; the choices follow in full
     assert "upsampled to 28x28). Choices: mnist, fashion, animal, digits." in flowing
     assert "'tiny' | ..." in _row(out, "base.encoder")

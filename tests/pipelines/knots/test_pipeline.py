@@ -48,3 +48,18 @@ def test_the_paper_preset_uses_the_pretrained_vit_s14() -> None:
     p = KnotsParams.model_validate({"scale": "paper"})
     assert p.base.encoder == "vit_s14" and p.lora.r == 16 and max(p.merge.lambdas) > 1.0
     assert KnotsParams().base.encoder == "tiny" and len(KnotsParams().seeds) >= 8
+
+
+def test_the_evidence_preset_repeats_the_default_regime_over_more_seeds_with_the_claims_arms() -> None:
+    default, evidence = KnotsParams(), KnotsParams.model_validate({"scale": "evidence"})
+    assert len(evidence.seeds) == 20 > len(default.seeds)
+    assert evidence.merge.methods == ["ta", "ties", "knots_ta", "knots_ties"]  # the headline's arms and TA's check
+    assert evidence.lora == default.lora and evidence.base == default.base and evidence.data == default.data
+    assert evidence.merge.lambdas == default.merge.lambdas
+
+
+def test_the_default_lambda_grid_reaches_below_the_best_merges() -> None:
+    """Small LoRA steps put the best lambda of TIES / KnOTS-TIES near the paper's 0.3-0.6; the grid reaches below
+    and above so that a chosen lambda on an edge (a gate of the claim) means the optimum lies outside."""
+    lambdas = KnotsParams().merge.lambdas
+    assert min(lambdas) < 0.1 and max(lambdas) >= 2.0 and KnotsParams().lora.lr <= 1e-3
