@@ -31,15 +31,14 @@ import numpy as np
 import torch
 
 from components.egovideo.benchmark import blind_llm_choices, split_videos
-from components.egovideo.mpp import Vocab, batch_sampler, encode_rows, make_loss, predict_all, uniform_frames
+from components.egovideo.mpp import Vocab, batch_sampler, encode_rows, predict_all, uniform_frames
 from components.egovideo.narrations import read_narrations
-from components.egovideo.pretrain import CaptionTask, caption_accuracy, caption_loss, caption_texts, word_codes
+from components.egovideo.pretrain import caption_texts
 from components.egovideo.qa import NoQuestionsError, SampleConfig, generate_questions, read_jsonl, write_jsonl
 from components.egovideo.stats import debiased_rows, summarize
 from components.egovideo.synthetic import BUCKETS
 from components.io import load_json, load_tensors, save_json, save_model, save_table, save_tensors
-from components.training import TrainConfig, fit
-from paperflows import Pipeline, Plot, StageContext, StageInputError, derive_seed, stage
+from paperflows import Pipeline, Plot, StageContext, StageInputError, stage
 from pipelines.mm_ego import ABOUT
 from pipelines.mm_ego.data import (
     clip_features,
@@ -52,7 +51,7 @@ from pipelines.mm_ego.data import (
 )
 from pipelines.mm_ego.params import MmEgoParams
 from pipelines.mm_ego.plots import plot_accuracy, plot_pointer
-from pipelines.mm_ego.training import frame_config, qa_model
+from pipelines.mm_ego.training import finetune, pretrain_base, qa_model
 
 NARRATIONS = "data/narration.json"
 NARRATION_METRICS = "metrics/narrations.json"
@@ -170,37 +169,17 @@ def pretrain(ctx: StageContext) -> None:
     """The base network every method and seed fine-tunes: the vocabulary (training questions and options, and the
     caption words), the aligned initialisation and ``pretrain.steps`` of frame -> caption cloze questions over
     ``k`` frames of a habit-free world; its caption accuracy on fresh samples is the metric."""
-    p, pt = ctx.params, ctx.params.pretrain
+    p = ctx.params
     rows = read_jsonl(ctx.path(TRAIN_SET))
     vocab = Vocab.build([r["question"] for r in rows] + [o for r in rows for o in r["options"]] + caption_texts())
-    model = qa_model(p, vocab, pt.seed)
-    cfg = frame_config(p)
-    aligned = model.align_codes(vocab, word_codes(cfg), pt.align, derive_seed(pt.seed, "align")) if pt.align else 0
-    history: list[dict[str, float]] = []
-    if pt.steps:
-        task = CaptionTask(vocab, cfg, p.model.k, pt.batch_size)
-        result = fit(
-            model,
-            caption_loss(),
-            task.draw,
-            TrainConfig(
-                steps=pt.steps,
-                lr=pt.lr,
-                warmup_steps=min(30, pt.steps // 4),
-                seed=pt.seed,
-                log_every=max(1, pt.steps // 20),
-                progress=ctx.progress,
-                desc="mm_ego pretrain",
-            ),
-            callback=ctx.metric_callback("pretrain"),
-        )
-        history = result.history
-    accuracy = caption_accuracy(model, CaptionTask(vocab, cfg, p.model.k, 64), derive_seed(pt.seed, "caption_eval"))
+    model, history, accuracy, aligned = pretrain_base(p, vocab, ctx.progress, ctx.metric_callback("pretrain"))
     out = ctx.path(BASE)
     out.mkdir(parents=True, exist_ok=True)
     save_model(model, out / "base.safetensors", metadata={"stage": "pretrain"})
     save_json({"vocab": list(vocab.tokens), "history": history}, out / "base.json")
-    save_json({"caption_accuracy": accuracy, "aligned_words": aligned, "steps": pt.steps}, ctx.path(BASE_METRICS))
+    save_json(
+        {"caption_accuracy": accuracy, "aligned_words": aligned, "steps": p.pretrain.steps}, ctx.path(BASE_METRICS)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,26 +213,9 @@ def train(ctx: StageContext) -> None:
     out = ctx.item_dir(MODELS)
     history: dict[str, Any] = {}
     for seed in p.seeds:
-        model = qa_model(p, vocab, seed)
-        if from_base:
-            model.load_state_dict(base)
-        cfg = TrainConfig(
-            steps=t.steps,
-            lr=t.lr,
-            warmup_steps=t.warmup_steps,
-            seed=seed,
-            log_every=max(1, t.steps // 40),
-            progress=ctx.progress,
-            desc=f"mm_ego {method} seed {seed}",
-        )
-        loss = make_loss(method, t.pointer_weight, t.teacher_forcing, derive_seed(seed, "teacher_forcing"))
-        result = fit(
-            model,
-            loss,
-            batch_sampler(data, frames, t.batch_size),
-            cfg,
-            callback=ctx.metric_callback(f"train/{method}/seed{seed}"),
-        )
+        sampler = batch_sampler(data, frames, t.batch_size)
+        callback = ctx.metric_callback(f"train/{method}/seed{seed}")
+        model, result = finetune(p, method, vocab, seed, base if from_base else None, sampler, ctx.progress, callback)
         save_model(model, out / f"seed{seed}.safetensors", metadata={"method": method})
         history[f"seed{seed}"] = {"final_loss": result.final_loss, "history": result.history}
     save_json({"method": method, "vocab": list(vocab.tokens), "seeds": history}, out / "train.json")
