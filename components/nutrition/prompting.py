@@ -37,8 +37,10 @@ _TASK = (
     "serving as defined by common nutrition references such as the USDA."
 )
 _BASE_FORMAT = (
-    f'Reply only with a JSON object of the form {{"{ANSWER_KEY}": <grams>}}, where <grams> is a single '
-    f'number and nothing else. If you cannot tell, reply {{"{ANSWER_KEY}": -1}}.'
+    "Answer with a dictionary object giving the total carbohydrates in grams, in this form:\n"
+    f'{{"{ANSWER_KEY}": total grams of carbohydrates in the meal}}\n'
+    "The value is the number of grams alone, without units or other words. If you cannot estimate it, answer "
+    f'{{"{ANSWER_KEY}": -1}}.'
 )
 _COT_STEPS = (
     "Reason step by step:\n"
@@ -46,8 +48,8 @@ _COT_STEPS = (
     "the items or their amounts.\n"
     "2. Give the grams of carbohydrates in each item for that amount.\n"
     "3. Add the items up. Finish with a last line of the form\n"
-    f'Output: {{"{ANSWER_KEY}": <grams>}}\n'
-    f"where <grams> is one number; use -1 if you cannot tell."
+    f'Output: {{"{ANSWER_KEY}": total grams of carbohydrates in the meal}}\n'
+    "with the number of grams alone as the value, or -1 if you cannot tell."
 )
 _RAG_NOTE = (
     "Each query comes with nutrition facts looked up in a food-composition table for foods that "
