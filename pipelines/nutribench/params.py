@@ -230,17 +230,19 @@ class NutribenchParams(PipelineParams):
         "The prompting claims (RAG >= CoT >= base) are gated on some LLM arm beating the training-mean predictor "
         "and on every arm answering 80 % of the meals before the answer-line cue. This preset asks the LLM arms "
         "4x the default's meals (48, the same seeded subset for every arm). With the packaged SmolLM2-135M-Instruct "
-        "the best arm (CoT, Acc@7.5 0.167) is ahead of the mean predictor by +0.083 [-0.042, 0.229] and base "
-        "answers 8 % of the meals before the cue, so the claims stay not resolved. Deciding them takes an LLM of "
-        "the official table's class (Llama-3.1-8B-Instruct: Acc@7.5 0.33-0.35 on NutriBench v2) as "
-        "estimate.name_or_path, on a GPU; with SmolLM2, a gain of +0.08 over the mean would need about 130 meals at "
-        "the measured spread (about 25 minutes of LLM time on one CPU thread)."
+        "the best arm (CoT, Acc@7.5 0.208) is ahead of the mean predictor by +0.125 [-0.021, 0.271], and before "
+        "the cue CoT answers 88 % of the meals, RAG 42 % and base none, so the claims stay not resolved. "
+        "Deciding them takes an LLM of the official table's class (Llama-3.1-8B-Instruct: Acc@7.5 0.33-0.35 on "
+        "NutriBench v2) as estimate.name_or_path, on a GPU; with SmolLM2, CoT's gain of +0.12 over the mean would "
+        "need about 70 meals at the measured spread (about 11 minutes of LLM time on one CPU thread), and base "
+        "would still fail its answer-rate gate."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
         "cpu": "110 s in make main (two pipelines at a time on 2 cores, 2026-12-06)",
-        "evidence": "13.9 min with one torch thread on a 2-core machine running three other pipelines (2026-12-06, "
-        "run 20261206T163236Z; the LLM arms are 97 % of it); not resolved: gate failed, best LLM arm (CoT) - "
-        "training-mean predictor = +0.083 [-0.042, 0.229] Acc@7.5 on 48 meals; RAG - CoT -0.042, CoT - base 0.000",
+        "evidence": "7.7 min with one torch thread on a 2-core machine running one other pipeline (2026-12-06, "
+        "run 20261206T192254Z; 13.9 min beside three others; the LLM arms are 97 % of it); not resolved: gates "
+        "failed, best LLM arm (CoT) - training-mean predictor = +0.125 [-0.021, 0.271] Acc@7.5 on 48 meals, "
+        "first-pass answer rates CoT 0.88, RAG 0.42, base 0.00 (gate 0.8); RAG - CoT -0.062, CoT - base +0.021",
         "paper": "every meal of NutriBench v2 (11,857) with max_gen_toks 4096: GPU-hours with an 8B model; not "
         "run here",
     }
