@@ -361,8 +361,8 @@ class DecapbenchParams(PipelineParams):
         "judge)."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
-        "cpu": "3.6 min wall, 82 s of CPU, with one torch thread on a 2-core machine at load average 6 (other "
-        "pipelines running, 2026-12-06; the rule-judge default before it took 2.7 min under like load): the judge "
+        "cpu": "47 s of flow with one torch thread beside one other pipeline on 2 cores (2026-12-06); 3.6 min wall "
+        "at load average 6 (the rule-judge default before it took 2.7 min under like load): the judge "
         "18 s, FeedQuill-lite 120 s. The headline is not resolved there: 0.066 [-0.233, 0.365] over 3 seeds of 40 "
         "captions; the FeedQuill claims are not resolved by their gate (30 SFT steps do not teach the captioner)",
         "evidence": "7.9 min with one torch thread on a 2-core machine running other pipelines (2026-12-06, run "

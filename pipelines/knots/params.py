@@ -245,9 +245,8 @@ class KnotsParams(PipelineParams):
         "per seed on 2 cores by an earlier estimate, a GPU-sized run on this code."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
-        "cpu": "5.4 min on a 2-core machine running two other pipelines (2026-12-06, load 5.9; the stages' own "
-        "times sum to 320 s, merge 117 s): the same LoRA steps and grid size as the earlier default, which took "
-        "115 s on a quieter machine; not resolved, the merge-gain gate fails at 2.89 [2.11, 3.68] over 8 seeds",
+        "cpu": "2.6 min (157 s of flow) with one torch thread beside one other pipeline on 2 cores (2026-12-06); "
+        "5.4 min at load 6; not resolved, the merge-gain gate fails at 2.89 [2.11, 3.68] over 8 seeds",
         "evidence": "9.8 min with one torch thread on a 2-core machine running other pipelines (2026-12-06, run "
         "20261206T184616Z); not resolved: KnOTS-TIES - TIES = +0.16 [-0.26, 0.57] points over 20 seeds (its "
         "interval already excludes the paper's effect: it would not hold), but the gate 'best merge - no merge "

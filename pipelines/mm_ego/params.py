@@ -236,8 +236,8 @@ class MmEgoParams(PipelineParams):
         "that defines the bias mask with the blind LLM (the all-compressed baseline is left out to fit the budget)."
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
-        "cpu": "2.6 min wall, 2.0 min of CPU with one torch thread on a 2-core machine running three other "
-        "pipelines (2026-12-06; the earlier default took 2.6 min of CPU on the same machine); not resolved: MDA(MPP) "
+        "cpu": "84 s of flow with one torch thread beside one other pipeline on 2 cores (2026-12-06); 2.6 min wall "
+        "beside three others (the earlier default took 2.6 min of CPU, this one 2.0); not resolved: MDA(MPP) "
         "- MDA(uniform-k) = +7.4 pp [-1.3, 16.6] over 2 seeds, the gates MPP and uniform-k above chance on MDA fail "
         "(+9.2 [-0.4, 19.5], +1.7 [-3.7, 7.3]) while uniform-k reads the frames it holds (+22.7 [2.3, 41.7])",
         "evidence": "8.5 min with one torch thread on a 2-core machine running three other pipelines (2026-12-06, "
