@@ -267,8 +267,9 @@ class MtsamParams(PipelineParams):
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
         "cpu": "59 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
-        "evidence": "12.5 min with one torch thread beside the test suite (2026-12-06); the headline does not hold: "
-        "Δm(ToRA) − Δm(LoRA per task) = −1.53 pp [−2.88, −0.17] over 10 seeds, every gate met (ToRA beats decoders "
-        "only, the majority class and the training-mean depth); ToRA trains 6,182 adapter numbers to LoRA's 13,824",
+        "evidence": "13.9 min with one torch thread beside another pipeline (2026-12-06, run 20261206T195843Z; "
+        "16.3 min with the shared LoRA on a fresh clone); the headline does not hold: Δm(ToRA) − Δm(LoRA per "
+        "task) = −1.53 pp [−2.88, −0.17] over 10 seeds, every gate met (ToRA beats decoders only, the majority "
+        "class and the training-mean depth); ToRA trains 6,182 adapter numbers to LoRA's 13,824",
         "paper": "SAM ViT-B at 518 px on NYUv2 for 39,600 steps: GPU-sized; not run here",
     }
