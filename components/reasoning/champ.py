@@ -217,8 +217,10 @@ def _after(tail: str) -> str | None:
 
 @cache
 def grade_champ(predicted: str | None, reference: str) -> bool:
-    """`grading.grade` with a 1 s math-verify limit, memoised; Yes / No match only themselves; an expression with a
-    free variable (a letter other than a function name or ``C``) never equals an integer reference."""
+    """`grading.grade` with a 5 s math-verify limit, memoised; Yes / No match only themselves; an expression with a
+    free variable (a letter other than a function name or ``C``) never equals an integer reference. The limit is
+    ten times the slowest comparison seen (``n*(n-3)/2`` against ``n(n-3)/2``, 0.5 s on one free core): at 1 s a
+    busy machine timed such comparisons out, so a grade depended on the machine's load."""
     if reference in ("Yes", "No") or predicted in ("Yes", "No"):
         return predicted == reference
     if (
@@ -227,7 +229,7 @@ def grade_champ(predicted: str | None, reference: str) -> bool:
         and any(tok.isalpha() and tok.lower() not in FUNCTIONS and tok != "C" for tok in _TOKEN.findall(predicted))
     ):
         return False
-    return grade(predicted, reference, timeout_seconds=1)
+    return grade(predicted, reference, timeout_seconds=5)
 
 
 def verifier_solution(raw: str, predicted: str | None, max_chars: int) -> str:
