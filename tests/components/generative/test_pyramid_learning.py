@@ -57,28 +57,20 @@ def test_the_pyramid_learns_the_field_of_the_data() -> None:
     losses = [h["loss"] for h in result.history]
     assert losses[-1] < 0.5 * losses[0]  # the field, not a constant
     want = torch.arange(20) % N_CLASSES
-    with torch.no_grad():
-        out = autoregressive_sample(
-            guided_velocity(model.eval(), want, guidance=3.0, null_label=N_CLASSES),
-            schedule,
-            torch.randn(20, 2, 1, SIZE, SIZE, generator=torch.Generator().manual_seed(1)),
-            [5, 5],
-            "compressed",
-            "block",
-            torch.Generator().manual_seed(2),
-        )
-    frames = out.clips.reshape(-1, SIZE * SIZE)
-    nearest = torch.cdist(frames, _templates()).min(-1).values / SIZE  # RMS distance to the closer shape
-    untrained = TinyDiT(cfg, seed=0).eval()
-    with torch.no_grad():
-        blind = autoregressive_sample(
-            guided_velocity(untrained, want, guidance=3.0, null_label=N_CLASSES),
-            schedule,
-            torch.randn(20, 2, 1, SIZE, SIZE, generator=torch.Generator().manual_seed(1)),
-            [5, 5],
-            "compressed",
-            "block",
-            torch.Generator().manual_seed(2),
-        )
-    far = torch.cdist(blind.clips.reshape(-1, SIZE * SIZE), _templates()).min(-1).values / SIZE
+
+    def distance_to_shapes(net: TinyDiT) -> torch.Tensor:
+        """RMS distance of each frame sampled from ``net`` (same noise and labels) to the closer shape."""
+        with torch.no_grad():
+            out = autoregressive_sample(
+                guided_velocity(net.eval(), want, guidance=3.0, null_label=N_CLASSES),
+                schedule,
+                torch.randn(20, 2, 1, SIZE, SIZE, generator=torch.Generator().manual_seed(1)),
+                [5, 5],
+                "compressed",
+                "block",
+                torch.Generator().manual_seed(2),
+            )
+        return torch.cdist(out.clips.reshape(-1, SIZE * SIZE), _templates()).min(-1).values / SIZE
+
+    nearest, far = distance_to_shapes(model), distance_to_shapes(TinyDiT(cfg, seed=0))
     assert nearest.mean() < 0.75 * far.mean()  # the learned field carries the noise toward the shapes

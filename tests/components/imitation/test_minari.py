@@ -23,20 +23,8 @@ SPEC = TrajectorySpec(obs_dim=3, action_dim=2, n_styles=2, action_bounds=(-1.0, 
 DISCRETE = TrajectorySpec(obs_dim=3, action_dim=0, n_styles=2, n_actions=4)
 
 
-def _demos(n_traj: int = 4, length: int = 5) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    n = n_traj * length
-    return {
-        "obs": rng.normal(size=(n, 3)),
-        "action": rng.uniform(-1, 1, (n, 2)),
-        "style": np.repeat(np.arange(n_traj) % 2, length),
-        "episode": np.repeat(np.arange(n_traj), length),
-        "t": np.tile(np.arange(length), n_traj),
-    }
-
-
-def test_a_minari_dataset_reads_as_its_parquet_twin(tmp_path: Path) -> None:
-    demos = _demos()
+def test_a_minari_dataset_reads_as_its_parquet_twin(tmp_path: Path, demos) -> None:
+    demos = demos()
     parquet = read_trajectories(write_trajectories(demos, tmp_path / "d.parquet"), SPEC)
     for final_obs in (True, False):
         minari = read_trajectories(write_minari(demos, tmp_path / f"main_data_{final_obs}.hdf5", final_obs), SPEC)
@@ -44,8 +32,8 @@ def test_a_minari_dataset_reads_as_its_parquet_twin(tmp_path: Path) -> None:
             assert np.array_equal(minari[key], parquet[key]), (final_obs, key)
 
 
-def test_episodes_are_taken_in_id_order_and_style_from_the_attribute(tmp_path: Path) -> None:
-    path = write_minari(_demos(n_traj=12, length=2), tmp_path / "main_data.hdf5")
+def test_episodes_are_taken_in_id_order_and_style_from_the_attribute(tmp_path: Path, demos) -> None:
+    path = write_minari(demos(n_traj=12, length=2), tmp_path / "main_data.hdf5")
     with h5py.File(path, "r+") as handle:  # the style as a group attribute in place of infos/style
         for name in handle:
             handle[name].attrs["style"] = int(handle[name]["infos/style"][0])
@@ -56,8 +44,8 @@ def test_episodes_are_taken_in_id_order_and_style_from_the_attribute(tmp_path: P
     assert np.array_equal(back["episode"], np.repeat(np.arange(12), 2))
 
 
-def test_episodes_in_an_additional_file_are_reached_through_external_links(tmp_path: Path) -> None:
-    demos = _demos()
+def test_episodes_in_an_additional_file_are_reached_through_external_links(tmp_path: Path, demos) -> None:
+    demos = demos()
     extra = write_minari({k: v[10:] for k, v in demos.items()}, tmp_path / "additional_data_0.hdf5")
     main = write_minari({k: v[:10] for k, v in demos.items()}, tmp_path / "main_data.hdf5")
     with h5py.File(main, "r+") as handle:
@@ -67,14 +55,14 @@ def test_episodes_in_an_additional_file_are_reached_through_external_links(tmp_p
     assert np.array_equal(back["obs"], demos["obs"]) and np.array_equal(back["episode"], demos["episode"])
 
 
-def test_discrete_actions(tmp_path: Path) -> None:
-    demos = {**_demos(), "action": np.arange(20) % 4}
+def test_discrete_actions(tmp_path: Path, demos) -> None:
+    demos = {**demos(), "action": np.arange(20) % 4}
     assert np.array_equal(read_minari(write_minari(demos, tmp_path / "m.hdf5"), DISCRETE)["action"], demos["action"])
 
 
-def _edit(change: Callable[[h5py.File], object]) -> Callable[[Path], Path]:
-    def make(tmp_path: Path) -> Path:
-        path = write_minari(_demos(), tmp_path / "main_data.hdf5")
+def _edit(change: Callable[[h5py.File], object]) -> Callable[[Path, dict], Path]:
+    def make(tmp_path: Path, demos: dict) -> Path:
+        path = write_minari(demos, tmp_path / "main_data.hdf5")
         with h5py.File(path, "r+") as handle:
             change(handle)
         return path
@@ -130,7 +118,7 @@ def _broken_link(handle: h5py.File) -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda tmp: (tmp / "x.hdf5").write_bytes(b"not hdf5 at all") and tmp / "x.hdf5", "not a readable HDF5"),
+        (lambda tmp, _: (tmp / "x.hdf5").write_bytes(b"not hdf5 at all") and tmp / "x.hdf5", "not a readable HDF5"),
         (_edit(_no_episodes), "no episode_<id> groups"),
         (_edit(_dict_observations), "episode_1/observations is a group"),
         (_edit(_replace("episode_0/observations", lambda o: o[:, :2])), r"episode_0/observations has shape \(6, 2\)"),
@@ -146,6 +134,6 @@ def _broken_link(handle: h5py.File) -> None:
         (_edit(_broken_link), "episode_9 is a link to a file or group that cannot be read"),
     ],
 )
-def test_malformed_datasets_are_refused_by_name(tmp_path: Path, make, message: str) -> None:
+def test_malformed_datasets_are_refused_by_name(tmp_path: Path, demos, make, message: str) -> None:
     with pytest.raises(TrajectoryFormatError, match=message):
-        read_trajectories(make(tmp_path), SPEC)
+        read_trajectories(make(tmp_path, demos()), SPEC)

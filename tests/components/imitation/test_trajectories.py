@@ -19,20 +19,8 @@ from components.imitation.trajectories import (
 SPEC = TrajectorySpec(obs_dim=3, action_dim=2, n_styles=2, action_bounds=(-1.0, 1.0))
 
 
-def _demos(n_traj: int = 4, length: int = 5) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    n = n_traj * length
-    return {
-        "obs": rng.normal(size=(n, 3)),
-        "action": rng.uniform(-1, 1, (n, 2)),
-        "style": np.repeat(np.arange(n_traj) % 2, length),
-        "episode": np.repeat(np.arange(n_traj), length),
-        "t": np.tile(np.arange(length), n_traj),
-    }
-
-
-def test_round_trip_in_any_row_order(tmp_path: Path) -> None:
-    demos = _demos()
+def test_round_trip_in_any_row_order(tmp_path: Path, demos) -> None:
+    demos = demos()
     path = write_trajectories(demos, tmp_path / "d.parquet")
     table = pq.read_table(path)
     shuffled = table.take(np.random.default_rng(1).permutation(table.num_rows))  # rows in any order
@@ -43,8 +31,8 @@ def test_round_trip_in_any_row_order(tmp_path: Path) -> None:
             assert np.array_equal(back[key], demos[key]), (name, key)
 
 
-def _table(tmp_path: Path, change) -> Path:
-    columns = pq.read_table(write_trajectories(_demos(), tmp_path / "good.parquet")).to_pydict()
+def _table(tmp_path: Path, demos: dict, change) -> Path:
+    columns = pq.read_table(write_trajectories(demos, tmp_path / "good.parquet")).to_pydict()
     change(columns)
     path = tmp_path / "bad.parquet"
     pq.write_table(pa.table(columns), path)
@@ -75,8 +63,8 @@ def _set(column: str, row: int, value: object):
         (lambda c: c.update(style=[0] * len(c["style"])), r"no trajectory of style 1"),
     ],
 )
-def test_errors_name_file_column_and_row(tmp_path: Path, change, message: str) -> None:
-    path = _table(tmp_path, change)
+def test_errors_name_file_column_and_row(tmp_path: Path, demos, change, message: str) -> None:
+    path = _table(tmp_path, demos(), change)
     with pytest.raises(TrajectoryFormatError, match=message) as err:
         read_trajectories(path, SPEC)
     assert str(path) in str(err.value)
@@ -93,14 +81,14 @@ def test_unreadable_or_misnamed_files(tmp_path: Path) -> None:
         read_trajectories(tmp_path / "none.parquet", SPEC)
 
 
-def test_integer_columns_keep_exact_ids_and_refuse_values_beyond_int64(tmp_path: Path) -> None:
+def test_integer_columns_keep_exact_ids_and_refuse_values_beyond_int64(tmp_path: Path, demos) -> None:
     """A float id of 1e20 once wrapped in the int64 cast and the message blamed column 't' (review bc26)."""
-    path = _table(tmp_path, _set("traj_id", 0, 1e20))
+    path = _table(tmp_path, demos(), _set("traj_id", 0, 1e20))
     with pytest.raises(TrajectoryFormatError, match=r"column 'traj_id' row 0: 1e\+20 is beyond a 64-bit integer"):
         read_trajectories(path, SPEC)
     big = 2**60  # ids beyond 2**53 stay distinct: read as integers, not floats
-    path = _table(tmp_path, lambda c: c.update(traj_id=[big + e for e in c["traj_id"]]))
+    path = _table(tmp_path, demos(), lambda c: c.update(traj_id=[big + e for e in c["traj_id"]]))
     assert read_trajectories(path, SPEC)["episode"].max() == 3
-    path = _table(tmp_path, _set("obs_1", 2, 1e300))
+    path = _table(tmp_path, demos(), _set("obs_1", 2, 1e300))
     with pytest.raises(TrajectoryFormatError, match=r"column 'obs_1' row 2: 1e\+300 is above 1e\+30 in magnitude"):
         read_trajectories(path, SPEC)
