@@ -31,8 +31,9 @@ from tests.conftest import REPO
 from tests.pipelines.knots.test_pipeline import TINY
 
 BIN = Path(sys.executable).parent
-# TINY, with LoRA items long enough (a few seconds) that overlapping or not is unambiguous in timestamps
-ITEM_PARAMS = {**TINY, "lora": {**TINY["lora"], "steps": 100}}
+# TINY, with LoRA items long enough (about 6 s on a free core) that overlapping or not is unambiguous in
+# timestamps: a loaded machine has started the second Dask worker's item 2.5 s after the first one
+ITEM_PARAMS = {**TINY, "lora": {**TINY["lora"], "steps": 300}}
 ITEMS = TINY["data"]["tasks"]
 
 
@@ -335,7 +336,10 @@ def test_a_gpu_slot_of_one_serialises_the_training_items(
         time.sleep(1)
     assert len(starts) == len(ITEMS), starts
     queued_at = datetime.fromisoformat(starts[f"knots.finetune[{second.data.tags['paperflows.item']}]"])
-    assert queued_at.timestamp() * 1000 < first.info.end_time
+    assert queued_at.timestamp() * 1000 < first.info.end_time, (
+        f"the second item's task started {queued_at.timestamp() - first.info.end_time / 1000:.2f} s after the first "
+        f"item ended ({(first.info.end_time - first.info.start_time) / 1000:.2f} s long): it did not wait on the slot"
+    )
     # holding the slot changes nothing in the numbers
     assert _files(run["root"]) == _files(sequential["root"])
 
