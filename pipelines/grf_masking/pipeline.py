@@ -241,7 +241,7 @@ def scaling(ctx: StageContext) -> None:
     f = modulation_start(p.grf.k_max)
     rows, graphs = [], []
     with torch.no_grad():
-        for seed in p.seeds:
+        for seed in p.seeds_of("scaling"):
             gen = torch.Generator().manual_seed(derive_seed(seed, "graphs"))
             for n in s.sizes:
                 graph = scaling_graph(s.graph, n, s.knn_k, derive_seed(seed, "cloud", n), gen)

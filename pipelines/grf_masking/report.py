@@ -311,7 +311,7 @@ def build_report(acc: Rows, err: Rows, cost: Rows, data: Mapping[str, Any], p: G
     notes = [
         f"MNIST ({data['source']}): {data['n_train']} training and {data['n_test']} test images; "
         f"{(28 // m.patch_size) ** 2} patch tokens of {m.patch_size}x{m.patch_size} on the 4-neighbour patch grid, "
-        f"W = A / 4. Accuracy: mean ± 95% half-width over seeds {list(p.seeds)}.",
+        f"W = A / 4. Accuracy: mean ± 95% half-width over seeds {p.seeds_of('train')} (point clouds: {list(p.seeds)}).",
         f"ViT: {m.n_layers} layers, width {m.d_model}, {m.n_heads} heads, mean pooling, learned position embedding for "
         f"every variant; {t.steps} AdamW steps of {t.batch_size} at lr {t.lr:g}. Linear variants use the "
         f"{m.feature_map} feature map. Mask: f_0..f_{g.k_max} per layer (shared by heads, softplus, start 2^-k), "

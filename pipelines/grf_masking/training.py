@@ -82,7 +82,7 @@ def train_variant(
     """This item's variant on every seed through the one loop: weights, learned modulation, train and test
     accuracy (the training accuracy tells an underfit model from one that overfits)."""
     p, variant, runs = ctx.params, ctx.item, []
-    for seed in p.seeds:
+    for seed in p.seeds_of("train") if task == "mnist" else p.seeds:
         model = build(derive_seed(seed, "init"))
         cfg = TrainConfig(
             steps=steps,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from components.io import load_json
+from components.io import load_json, load_table
 from paperflows.params import ParamsError, validate
 from paperflows.report import read_report
 from pipelines.grf_masking.params import GrfMaskingParams
-from pipelines.grf_masking.pipeline import PIPELINE
+from pipelines.grf_masking.pipeline import ACCURACY, PIPELINE, SCALING_GRAPHS
 from tests.components.data.test_mnist_idx import mnist_folder
 
 TINY = {
@@ -45,7 +45,14 @@ TINY = {
 def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
     """The whole flow at tiny size, MNIST read from a small folder of IDX files (data.mnist_path)."""
     folder = mnist_folder(tmp_path / "mnist-idx", n_train=120, n_test=100)
-    params = GrfMaskingParams.model_validate({**TINY, "data": {**TINY["data"], "mnist_path": str(folder)}})
+    params = GrfMaskingParams.model_validate(
+        {
+            **TINY,
+            "data": {**TINY["data"], "mnist_path": str(folder)},
+            "train": {**TINY["train"], "seeds": [1]},  # the ViT and the scaling study on one of the two seeds
+            "scaling": {**TINY["scaling"], "seeds": [0]},
+        }
+    )
     report = run_flow_and_check(PIPELINE, params, project)
     assert [r["variant"] for r in report["rows"]] == ["Linear attention (unmasked)", "Linear + GRF mask (O(N), ours)"]
     assert report["rows"][1]["paper ImageNet top-1 (%)"] == "linear + 3.7"
@@ -54,10 +61,13 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
         ("grf_ge_unmasked_clouds", True),
         ("grf_ge_unmasked", False),
     ]
+    root = next((project / "runs" / "grf_masking").iterdir())
+    seeds = {(r["task"], int(r["seed"])) for r in load_table(root / ACCURACY) if r["variant"] == "linear"}
+    assert seeds == {("mnist", 1), ("point_clouds", 0), ("point_clouds", 1)}
+    assert {r["seed"] for r in load_table(root / SCALING_GRAPHS)} == {0}
     checks = {c["id"]: c["passed"] for c in report["checks"]}
     assert checks["modulation_nonnegative"] and "mask_error_inverse_sqrt" in checks
     # the machine's measurements (time, memory) are timed checks, apart from the tracked report.json
-    root = next((project / "runs" / "grf_masking").iterdir())
     whole = read_report(root / "report.json")
     timed = {c["id"] for c in whole["checks"]} - {c["id"] for c in load_json(root / "report.json")["checks"]}
     assert timed == {
@@ -85,6 +95,9 @@ def test_flow_smoke(project: Path, run_flow_and_check, tmp_path: Path) -> None:
         ({"clouds": {"families": ["chair", "chair"]}}, "families repeat"),
         ({"clouds": {"families": ["sofa", "chair"]}}, "grf_masking.clouds.families"),
         ({"clouds": {"n_points": 8, "knn_k": 8}}, "needs more points"),
+        ({"seeds": [0, 1], "train": {"seeds": [1, 2]}}, r"train.seeds \[2\] are not among the run's seeds \[0, 1\]"),
+        ({"train": {"seeds": [0, 0]}}, "seeds repeat"),
+        ({"seeds": [0, 1], "scaling": {"seeds": [3]}}, r"scaling.seeds \[3\] are not among"),
     ],
 )
 def test_bad_params_name_the_key(section: dict, message: str) -> None:
@@ -100,4 +113,6 @@ def test_paper_preset_reaches_32k_tokens() -> None:
 def test_evidence_preset_trains_the_two_compared_variants_to_1500_steps() -> None:
     evidence = GrfMaskingParams(scale="evidence")
     assert evidence.train.variants == ["linear", "grf_mask"] and len(evidence.seeds) == 12
+    assert evidence.seeds_of("train") == evidence.seeds_of("scaling") == [0, 1, 2]
+    assert GrfMaskingParams().seeds_of("scaling") == GrfMaskingParams().seeds
     assert evidence.clouds.steps == 1500 and evidence.clouds.n_train == 200
