@@ -257,10 +257,10 @@ class GrfMaskingParams(PipelineParams):
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
         "cpu": "77 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
-        "evidence": "about 13.7 min with one torch thread beside another pipeline (2026-12-06), from the stage "
-        "times of a 16-seed run of this preset (19.1 min: point clouds 60 s per seed for the two variants, MNIST "
-        "16 s and the scaling study 8 s per seed of theirs), which decided the headline: holds, GRF − unmasked "
-        "linear = +5.47 pp [2.21, 8.73] over 16 seeds (GRF ahead on 12 of 16; every gate met)",
+        "evidence": "13.3 min with one torch thread beside one other pipeline on a fresh clone (2026-12-06; "
+        "point clouds 55 s per seed for the two variants); holds: GRF − unmasked linear = +6.43 pp [2.32, 10.54] "
+        "over 12 seeds, every gate met. A 16-seed run of the same set-up (19.1 min, over the budget) gave +5.47 "
+        "[2.21, 8.73]",
         "paper": "GPU-sized (a 6-layer ViT on 50k MNIST images for 20k steps, 5 seeds); not run here",
     }
     PAPER_SOURCE: ClassVar[str] = (

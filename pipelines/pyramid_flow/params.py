@@ -244,10 +244,10 @@ class PyramidFlowParams(PipelineParams):
     SCALE_COST = {
         "cpu": "2.2 min in make main (2026-12-06); the headline is not resolved: both arms far below the accuracy "
         "gate (about 21 % class accuracy)",
-        "evidence": "16.8 min (training 500 s, sampling 496 s) with one torch thread on a 2-core machine running "
-        "three other trainings beside it (load 4-5; the same training took 263 s at load 2-3), 2026-12-06; the "
-        "headline is not resolved: class accuracy 24.2 % (A) and 24.6 % (B) against the gate of 0.8 x 83.9 % = "
-        "67.1 % (A reached 10.4 % at 88 steps), pixel FD ratio B / A 1.03 [0.46, 2.33] over 2 seeds. Training ran "
+        "evidence": "13.4 min with one torch thread beside one other pipeline on a fresh clone (2026-12-06; "
+        "16.8 min when three other trainings ran beside it); the headline is not resolved: class accuracy 25.7 % "
+        "(A) and 23.6 % (B) against the gate of 0.8 x 83.9 % = 67.1 %, pixel FD ratio B / A 0.97 [0.14, 6.59] "
+        "over 2 seeds. Training ran "
         "at about 200 steps/min for A and 450 steps/min for B at batch 64 at load 2-3 (95 and 295 at load 4-5); "
         "sampling 200 clips with the paper's steps and guidance took about 3.2 min for A and 1 min for B per seed. "
         "The run that would decide it: this preset with train.steps raised until both arms pass the gate (the "

@@ -241,10 +241,10 @@ class TvmParams(PipelineParams):
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
         "cpu": "67 s in make main (two pipelines at a time on 2 cores, 2026-12-06)",
-        "evidence": "16.6 min with one torch thread on a 2-core machine running three other pipelines (2026-12-06, "
-        "run 20261206T163147Z; about 10 min beside one other: 9 trainings of 1,000 steps); not resolved: gates "
-        "failed, Best-of-16 - single sample = -2.3 [-12.3, 7.3] points for ORM and -4.3 [-16.0, 6.3] for TVM; "
-        "TVM - ORM beam search -5.7 [-15.3, 4.3] points",
+        "evidence": "11.9 min with one torch thread beside one other pipeline on a fresh clone (2026-12-06; 9 "
+        "trainings of 1,000 steps; 16.6 min beside three others); not resolved: gates failed, Best-of-16 - single "
+        "sample = -5.3 [-15.0, 4.0] points for ORM and -2.0 [-11.7, 7.3] for TVM; TVM - ORM beam search +2.7 "
+        "[-9.0, 13.7] points",
         "paper": "SmolLM2-135M with LoRA, 20,000 steps on GSM8K-sized data: GPU-hours; not run here",
     }
 
