@@ -231,13 +231,14 @@ class NsotParams(PipelineParams):
         "train.couplings": ["independent", "nsot"],
         "train.betas": [],
         "eval.timing_steps": 10,
+        "data.categories": ["chair", "table"],
     }
     EVIDENCE_SOURCE = (
         "The headline claim (NSOT vs independent coupling at 1-5 Euler steps, gated on both models "
         "beating the unfit 100 % 1-NNA) at the brief's data and evaluation sizes (512 training, 128 "
-        "vs 128 test clouds), batch 32 and the brief's 1,500 steps; the 2 couplings x 3 categories x 2 seeds "
-        "fit 15 minutes on one thread (10.4 min measured); online OT and the hybrid "
-        "betas (secondary claims) are left to `--set`."
+        "vs 128 test clouds), batch 32 and the brief's 1,500 steps; 2 couplings x 2 categories (chair, table) x 2 "
+        "seeds fit 15 minutes on one thread (with the lamp too, 10.4 min on one machine and 18 min on a slower "
+        "one); the lamp, online OT and the hybrid betas (secondary claims) are left to `--set`."
     )
     SCALE_COST = {
         "cpu": "103 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
