@@ -355,9 +355,11 @@ class HrfParams(PipelineParams):
     )
     SCALE_COST: ClassVar[dict[str, str]] = {
         "cpu": "110 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
-        "evidence": "8.9 min with one torch thread beside another pipeline (2026-12-06). Moons: holds, RF / HRF2 "
-        "sliced W2 at NFE <= 5 = 1.252 [1.062, 1.476] over 8 seeds, gates met. Mixture: not resolved, gated: the "
-        "learned RF's W1 at NFE 20 is 2.72x [1.72, 4.29] its exact field's (needs <= 1.5x); 5,000 steps moved it "
+        "evidence": "14.4 min with one torch thread beside one other pipeline on a fresh clone (2026-12-06; 8 "
+        "seeds took 18.6 min there and 8.9 min on a faster machine). Moons: holds, RF / HRF2 sliced W2 at NFE "
+        "<= 5 = 1.225 [1.006, 1.490] over 6 seeds (1.232 [1.061, 1.431] over 8), gates met. Mixture: not "
+        "resolved, gated: the learned RF's W1 at NFE 20 is 2.60x [1.32, 5.12] its exact field's (needs <= "
+        "1.5x); 5,000 steps moved it "
         "from 5.0x at 1,000. The fidelity audit's estimate of what closes it, 10-20k steps at batch 2,048 and the "
         "official width, is about an hour for 5 seeds on one core (minutes on a GPU). With the exact fields HRF2 "
         "does not beat RF on this mixture (NFE 20: 0.026 vs 0.017), so a fitted run is expected to decide 'does "

@@ -242,9 +242,10 @@ class NsotParams(PipelineParams):
     )
     SCALE_COST = {
         "cpu": "103 s in make main on a fresh clone (two pipelines at a time on 2 cores, 2026-12-06)",
-        "evidence": "10.4 min with one torch thread beside another pipeline (2026-12-06); the headline holds: "
-        "independent − NSOT 1-NNA-CD at 1-5 Euler steps = +26.4 pp [19.3, 33.5], n = 6 (category, seed) pairs, "
-        "both couplings beating the unfit 100 % 1-NNA",
+        "evidence": "12.5 min with one torch thread beside one other pipeline on a fresh clone (2026-12-06); the "
+        "headline holds: independent − NSOT 1-NNA-CD at 1-5 Euler steps = +30.3 pp [24.0, 36.6], n = 4 "
+        "(category, seed) pairs, both couplings beating the unfit 100 % 1-NNA (with the lamp: +26.4 [19.3, 33.5], "
+        "n = 6, 18 min on the same machine)",
         "paper": "GPU-sized (about 4 days on 4 A100s per the reviewers); not run here",
     }
 
